@@ -1,0 +1,47 @@
+"""Where the shipped data lives: diagrams/ and hardware/.
+
+In an installed wheel they are inside the package (analyzer/_data/, see pyproject.toml); in a
+checkout they are at the top of the repository. Never relative to the current directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from analyzer.errors import NapkinError
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def data_dir(kind: str) -> Path:
+    """The folder holding the shipped `diagrams` or `hardware` files."""
+    for candidate in (_PACKAGE / "_data" / kind, _PACKAGE.parent / kind):
+        if candidate.is_dir():
+            return candidate
+    raise NapkinError(f"the shipped {kind}/ folder is missing from this installation",
+                      hint="reinstall napkin with `pip install .` from a checkout")
+
+
+def shipped(kind: str) -> dict[str, Path]:
+    """Shipped files of a kind by name (file stem), sorted."""
+    return {p.stem: p for p in sorted(data_dir(kind).glob("*.yaml"))}
+
+
+def resolve(kind: str, name_or_path: str, *, what: str, aliases: dict[str, str] | None = None) -> Path:
+    """A shipped file by name (or alias), or a path to a .yaml file."""
+    files = shipped(kind)
+    key = name_or_path.lower()
+    if aliases and key in aliases:
+        key = aliases[key]
+    if key in files:
+        return files[key]
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or "/" in name_or_path or path.exists():
+        if not path.is_file():
+            raise NapkinError(f"no such file: {name_or_path}", hint=f"pass a {what} name or a .yaml file")
+        return path
+    choices = sorted(set(files) | set(aliases or {}))
+    close = difflib.get_close_matches(key, choices, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(choices)}"
+    raise NapkinError(f"unknown {what} {name_or_path!r}", hint=hint)
