@@ -1,0 +1,520 @@
+"""Compile a diagram file into a validated graph.
+
+The compiled Diagram holds sympy sizes, the arrays with their levels, the ops in execution order with
+their derived weaves, the fused kernels with their per-level relabellings, and a networkx graph of
+arrays and functions. Compilation checks meaning: names resolve, shapes agree with each primitive's
+rule, weaves name existing axes, the graph has no cycles, levels exist, kernels are convex. Whether a
+relabelling is legal (the fusion theorem) is checked later, by analyzer.model.fusion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import networkx as nx
+import sympy
+from pydantic import ValidationError
+
+from analyzer.diagram import primitives
+from analyzer.diagram.schema import DiagramSpec, KernelSpec, OpSpec
+from analyzer.dtypes import bytes_per_value
+from analyzer.errors import NapkinError
+from analyzer.expr import check_name, parse_expr, symbol
+from analyzer.validation import from_validation_error
+from analyzer.yamlio import load_file
+
+
+DOCS_HINT = "see docs/diagram-format.md"
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    size: sympy.Expr   # in the size symbols
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Array:
+    name: str
+    axes: tuple[str, ...]
+    dtype: str
+    level: str
+    role: str                 # "input", "intermediate" or "output"
+    producer: str | None = None
+    doc: str = ""
+
+    @property
+    def bytes_per_value(self) -> int:
+        return bytes_per_value(self.dtype)
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str                 # also the name of its output array
+    primitive: primitives.Primitive
+    inputs: tuple[str, ...]
+    applied: primitives.Applied
+    weave: tuple[str, ...]    # axes the primitive is mapped over (Section 2.1)
+    column: int               # function column, left to right
+    accumulate: str           # element type of a streamed accumulator
+    path: str                 # where it is in the file, for errors
+    doc: str = ""
+
+    @property
+    def output(self) -> str:
+        return self.name
+
+    def broadcast(self, axes_of: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        """Inputs that are copied along weaved axes they lack: input -> those axes."""
+        copied = {}
+        for name in self.inputs:
+            missing = tuple(a for a in self.weave if a not in axes_of[name])
+            if missing:
+                copied[name] = missing
+        return copied
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The relabelling of a kernel at one level: group sizes and at most one stream size."""
+
+    group: tuple[tuple[str, sympy.Symbol], ...] = ()
+    stream: tuple[str, sympy.Symbol] | None = None
+
+    @property
+    def group_sizes(self) -> dict[str, sympy.Symbol]:
+        return dict(self.group)
+
+    @property
+    def symbols(self) -> tuple[sympy.Symbol, ...]:
+        return tuple(s for _, s in self.group) + ((self.stream[1],) if self.stream else ())
+
+    def renamed(self, suffix: str) -> Partition:
+        """The same relabelling with its symbols renamed (for a level the diagram does not draw)."""
+        def rename(s: sympy.Symbol) -> sympy.Symbol:
+            return symbol(f"{s.name}_{suffix}")
+        stream = (self.stream[0], rename(self.stream[1])) if self.stream else None
+        return Partition(tuple((a, rename(s)) for a, s in self.group), stream)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    ops: tuple[str, ...]
+    partitions: dict[str, Partition]
+    path: str
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Diagram:
+    name: str
+    title: str
+    paper: str
+    doc: str
+    source: str
+    dtype: str
+    levels: tuple[str, ...]
+    axes: dict[str, Axis]
+    defaults: dict[sympy.Symbol, int]      # default numbers of size symbols
+    arrays: dict[str, Array]
+    ops: tuple[Op, ...]                    # execution order
+    outputs: tuple[str, ...]
+    kernels: tuple[Kernel, ...]            # execution order
+    graph: nx.DiGraph = field(repr=False, compare=False)
+
+    @property
+    def top(self) -> str:
+        return self.levels[0]
+
+    @property
+    def size_symbols(self) -> tuple[sympy.Symbol, ...]:
+        found: set[sympy.Symbol] = set()
+        for axis in self.axes.values():
+            found |= axis.size.free_symbols
+        return tuple(sorted(found, key=lambda s: s.name))
+
+    def op(self, name: str) -> Op:
+        return next(o for o in self.ops if o.name == name)
+
+    def size(self, axis: str) -> sympy.Expr:
+        return self.axes[axis].size
+
+    def axes_of(self) -> dict[str, tuple[str, ...]]:
+        return {name: a.axes for name, a in self.arrays.items()}
+
+    def consumers(self, array: str) -> list[Op]:
+        return [o for o in self.ops if array in o.inputs]
+
+
+# ---------------------------------------------------------------------------------------------------
+
+def load_diagram(path: Path) -> Diagram:
+    """Read, validate and compile a diagram file."""
+    data = load_file(path)
+    return compile_data(data, source=str(path))
+
+
+def compile_data(data: object, *, source: str) -> Diagram:
+    try:
+        spec = DiagramSpec.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(exc, file=source, hint=DOCS_HINT) from None
+    try:
+        return _Compiler(spec, source).run()
+    except NapkinError as exc:
+        raise exc.located(file=source) from None
+
+
+class _Compiler:
+    def __init__(self, spec: DiagramSpec, source: str) -> None:
+        self.spec = spec
+        self.source = source
+
+    def run(self) -> Diagram:
+        spec = self.spec
+        check_name(spec.name, what="diagram name", field="name")
+        levels = self._levels()
+        axes, defaults = self._axes()
+        arrays = self._inputs(axes, levels)
+        ops, entries = self._ops(axes, arrays)
+        outputs = self._outputs(arrays)
+        graph = self._graph(arrays, ops)
+        ops = self._order(graph, ops, entries)
+        self._check_used(arrays, ops, outputs)
+        kernels = self._kernels(ops, axes, graph, levels, defaults)
+        arrays = self._place_arrays(arrays, ops, kernels, outputs, levels)
+        return Diagram(name=spec.name, title=spec.title, paper=spec.paper, doc=spec.doc,
+                       source=self.source, dtype=spec.dtype, levels=levels, axes=axes,
+                       defaults=defaults, arrays=arrays, ops=ops, outputs=outputs,
+                       kernels=kernels, graph=graph)
+
+    # -- levels and axes ------------------------------------------------------------------------
+    def _levels(self) -> tuple[str, ...]:
+        levels = tuple(self.spec.levels)
+        for i, name in enumerate(levels):
+            check_name(name, what="level", field=f"levels[{i}]")
+        if len(levels) < 2:
+            raise NapkinError("a diagram needs at least two levels (a higher and a lower one)",
+                              field="levels", hint="for example: levels: [gmem, smem]")
+        if len(set(levels)) != len(levels):
+            raise NapkinError("levels are listed twice", field="levels")
+        return levels
+
+    def _axes(self) -> tuple[dict[str, Axis], dict[sympy.Symbol, int]]:
+        if not self.spec.axes:
+            raise NapkinError("a diagram needs at least one axis", field="axes")
+        own = {name for name, ax in self.spec.axes.items() if ax is None or ax.size is None}
+        axes: dict[str, Axis] = {}
+        defaults: dict[sympy.Symbol, int] = {}
+        for name, ax in self.spec.axes.items():
+            where = f"axes.{name}"
+            check_name(name, what="axis", field=where)
+            if ax is None or ax.size is None:
+                size = symbol(name)
+            else:
+                size = parse_expr(ax.size, names=own, field=f"{where}.size")
+                if size.is_number and not (size.is_integer and size > 0):
+                    raise NapkinError(f"size {ax.size!r} is not a positive whole number",
+                                      field=f"{where}.size")
+                if ax.default is not None:
+                    raise NapkinError("`default` sets the number of an axis's own size symbol, but "
+                                      f"this axis's size is {ax.size!r}", field=f"{where}.default",
+                                      hint="put the default on the axes its size is made of")
+            if ax is not None and ax.default is not None:
+                if ax.default <= 0:
+                    raise NapkinError(f"size must be positive, got {ax.default}",
+                                      field=f"{where}.default")
+                defaults[symbol(name)] = ax.default
+            axes[name] = Axis(name, size, ax.doc if ax else "")
+        return axes, defaults
+
+    def _check_axes(self, names: list[str], axes: dict[str, Axis], field: str) -> tuple[str, ...]:
+        for i, a in enumerate(names):
+            if a not in axes:
+                raise NapkinError(f"unknown axis {a!r}", field=f"{field}[{i}]",
+                                  hint=f"declared axes: {', '.join(axes)}")
+        if len(set(names)) != len(names):
+            raise NapkinError("an axis appears twice in one array", field=field,
+                              hint="give the two wires different axis names")
+        return tuple(names)
+
+    # -- arrays and ops -------------------------------------------------------------------------
+    def _inputs(self, axes: dict[str, Axis], levels: tuple[str, ...]) -> dict[str, Array]:
+        if not self.spec.inputs:
+            raise NapkinError("a diagram needs at least one input array", field="inputs")
+        arrays: dict[str, Array] = {}
+        for name, arr in self.spec.inputs.items():
+            where = f"inputs.{name}"
+            check_name(name, what="array", field=where)
+            level = arr.level or levels[0]
+            if level not in levels:
+                raise NapkinError(f"unknown level {level!r}", field=f"{where}.level",
+                                  hint=f"levels of this diagram: {', '.join(levels)}")
+            arrays[name] = Array(name, self._check_axes(arr.axes, axes, f"{where}.axes"),
+                                 arr.dtype or self.spec.dtype, level, "input", None, arr.doc)
+        return arrays
+
+    def _ops(self, axes: dict[str, Axis], arrays: dict[str, Array]) -> tuple[list[Op], list[list[str]]]:
+        flat: list[tuple[OpSpec, str, int]] = []
+        for i, entry in enumerate(self.spec.ops):
+            if isinstance(entry, OpSpec):
+                flat.append((entry, f"ops[{i}]", i))
+            else:
+                flat.extend((op, f"ops[{i}].concat[{j}]", i) for j, op in enumerate(entry.concat))
+        names: set[str] = set()
+        for spec, path, _ in flat:
+            check_name(spec.name, what="op", field=f"{path}.name")
+            if spec.name in arrays or spec.name in names:
+                raise NapkinError(f"the name {spec.name!r} is used twice", field=f"{path}.name",
+                                  hint="ops name their output arrays; every array needs its own name")
+            names.add(spec.name)
+        known = set(arrays) | names
+        axes_of = {n: a.axes for n, a in arrays.items()}
+        for spec, path, _ in flat:  # output shapes first, so inputs can be checked in any order
+            axes_of[spec.name] = self._check_axes(spec.output, axes, f"{path}.output")
+        ops = [self._op(spec, path, column, axes, axes_of, known) for spec, path, column in flat]
+        entries: list[list[str]] = []
+        for spec, _, column in flat:
+            if column == len(entries):
+                entries.append([])
+            entries[column].append(spec.name)
+        return ops, entries
+
+    def _op(self, spec: OpSpec, path: str, column: int, axes: dict[str, Axis],
+            axes_of: dict[str, tuple[str, ...]], known: set[str]) -> Op:
+        prim = primitives.get(spec.primitive, field=f"{path}.primitive")
+        for param in ("over", "scale", "query", "key", "accumulate"):
+            given = getattr(spec, param) is not None
+            if given and param not in prim.params:
+                raise NapkinError(f"primitive {prim.name} takes no `{param}`", field=f"{path}.{param}",
+                                  hint=f"{prim.name} takes: {', '.join(sorted(prim.params)) or 'nothing'}"
+                                       " besides inputs and output")
+        if prim.needs_over and spec.over is None:
+            raise NapkinError(f"primitive {prim.name} needs `over`: the axis it acts on",
+                              field=f"{path}.over")
+        if len(spec.inputs) != prim.arity:
+            raise NapkinError(f"primitive {prim.name} takes {prim.arity} input(s), got "
+                              f"{len(spec.inputs)}", field=f"{path}.inputs")
+        for i, name in enumerate(spec.inputs):
+            if name not in known:
+                raise NapkinError(f"unknown array {name!r}", field=f"{path}.inputs[{i}]",
+                                  hint=f"known arrays: {', '.join(sorted(known))}")
+            if name == spec.name:
+                raise NapkinError(f"op {spec.name!r} uses its own output", field=f"{path}.inputs[{i}]",
+                                  hint="a diagram has no cycles")
+        for param in ("over", "query", "key"):
+            axis = getattr(spec, param)
+            if axis is not None and axis not in axes:
+                raise NapkinError(f"unknown axis {axis!r}", field=f"{path}.{param}",
+                                  hint=f"declared axes: {', '.join(axes)}")
+        scale = None
+        if spec.scale is not None:
+            own = {s.name for a in axes.values() for s in a.size.free_symbols}
+            scale = parse_expr(spec.scale, names=own, field=f"{path}.scale")
+        applied = primitives.Applied(tuple(axes_of[n] for n in spec.inputs), axes_of[spec.name],
+                                     spec.over, spec.query, spec.key, scale)
+        try:
+            prim.check(applied)
+        except ValueError as exc:
+            raise NapkinError(f"op {spec.name!r}: {exc}", field=path) from None
+        expected = prim.expected_output(applied)
+        if set(applied.output) != expected:
+            want = ", ".join(a for a in (*applied.output, *sorted(expected)) if a in expected)
+            extra = set(applied.output) - expected
+            missing = expected - set(applied.output)
+            why = []
+            if extra:
+                why.append(f"axes {sorted(extra)} come from no input")
+            if missing:
+                why.append(f"input axes {sorted(missing)} are neither "
+                           f"{'reduced' if prim.reduces else 'kept'} nor in the output")
+            raise NapkinError(f"op {spec.name!r} ({prim.name}): output [{', '.join(applied.output)}] "
+                              f"does not match its inputs: {'; '.join(why)}", field=f"{path}.output",
+                              hint=f"the shape rule of {prim.name} gives axes {{{want}}}")
+        weave = tuple(a for a in applied.output if a not in prim.core_axes(applied))
+        if spec.weave is not None:
+            for i, a in enumerate(spec.weave):
+                if a not in axes:
+                    raise NapkinError(f"weave names unknown axis {a!r}", field=f"{path}.weave[{i}]",
+                                      hint=f"declared axes: {', '.join(axes)}")
+            if set(spec.weave) != set(weave):
+                raise NapkinError(f"weave [{', '.join(spec.weave)}] differs from the weave the shapes "
+                                  f"imply, [{', '.join(weave)}]", field=f"{path}.weave",
+                                  hint="the weave is the output axes the primitive does not act on")
+        accumulate = spec.accumulate or spec.dtype or self.spec.dtype
+        return Op(spec.name, prim, tuple(spec.inputs), applied, weave, column, accumulate, path,
+                  spec.doc)
+
+    def _outputs(self, arrays: dict[str, Array]) -> tuple[str, ...]:
+        produced = {op.name for entry in self.spec.ops
+                    for op in ([entry] if isinstance(entry, OpSpec) else entry.concat)}
+        for i, name in enumerate(self.spec.outputs):
+            if name in arrays:
+                raise NapkinError(f"input {name!r} cannot also be an output", field=f"outputs[{i}]",
+                                  hint="outputs are arrays computed by ops")
+            if name not in produced:
+                raise NapkinError(f"unknown array {name!r}", field=f"outputs[{i}]",
+                                  hint=f"ops produce: {', '.join(sorted(produced))}")
+        if len(set(self.spec.outputs)) != len(self.spec.outputs):
+            raise NapkinError("an output is listed twice", field="outputs")
+        return tuple(self.spec.outputs)
+
+    # -- graph ----------------------------------------------------------------------------------
+    def _graph(self, arrays: dict[str, Array], ops: list[Op]) -> nx.DiGraph:
+        graph = nx.DiGraph()
+        for name in arrays:
+            graph.add_node(("array", name))
+        for op in ops:
+            graph.add_node(("op", op.name))
+            graph.add_edge(("op", op.name), ("array", op.name))
+            for name in op.inputs:
+                graph.add_edge(("array", name), ("op", op.name))
+        try:
+            cycle = nx.find_cycle(graph)
+        except nx.NetworkXNoCycle:
+            return graph
+        names = [node[1] for node, _ in cycle if node[0] == "op"]
+        raise NapkinError(f"the ops form a cycle: {' -> '.join([*names, names[0]])}", field="ops",
+                          hint="a diagram composes functions left to right; no op may depend on itself")
+
+    def _order(self, graph: nx.DiGraph, ops: list[Op], entries: list[list[str]]) -> tuple[Op, ...]:
+        by_name = {o.name: o for o in ops}
+        column_of = {name: c for c, names in enumerate(entries) for name in names}
+        for names in entries:  # stacked functions act side by side: none may feed another
+            for a in names:
+                for b in names:
+                    if a != b and nx.has_path(graph, ("op", a), ("op", b)):
+                        raise NapkinError(f"concatenated ops {a!r} and {b!r} depend on each other",
+                                          field=by_name[b].path,
+                                          hint="put the later one in a later column")
+        # Columns run left to right; a column listed too early moves after what it needs.
+        entry_graph = nx.DiGraph()
+        entry_graph.add_nodes_from(range(len(entries)))
+        for op in ops:
+            for name in op.inputs:
+                if name in column_of and column_of[name] != column_of[op.name]:
+                    entry_graph.add_edge(column_of[name], column_of[op.name])
+        order = list(nx.lexicographical_topological_sort(entry_graph))
+        renumber = {old: new for new, old in enumerate(order)}
+        return tuple(
+            Op(**{**by_name[n].__dict__, "column": renumber[column_of[n]]})
+            for old in order for n in entries[old])
+
+    def _check_used(self, arrays: dict[str, Array], ops: tuple[Op, ...], outputs: tuple[str, ...]) -> None:
+        used = {name for op in ops for name in op.inputs}
+        for name in arrays:
+            if name not in used:
+                raise NapkinError(f"input {name!r} is never used", field=f"inputs.{name}",
+                                  hint="remove it or pass it to an op")
+        for op in ops:
+            if op.name not in used and op.name not in outputs:
+                raise NapkinError(f"the output of op {op.name!r} is neither used nor listed in outputs",
+                                  field=op.path, hint="add it to outputs or remove the op")
+
+    # -- kernels --------------------------------------------------------------------------------
+    def _kernels(self, ops: tuple[Op, ...], axes: dict[str, Axis], graph: nx.DiGraph,
+                 levels: tuple[str, ...], defaults: dict[sympy.Symbol, int]) -> tuple[Kernel, ...]:
+        specs = self.spec.kernels or [KernelSpec(name="fused")]
+        all_ops = [o.name for o in ops]
+        owner: dict[str, str] = {}
+        size_names = {s.name for a in axes.values() for s in a.size.free_symbols} | set(axes)
+        symbol_owner: dict[str, str] = {}
+        kernels: list[Kernel] = []
+        for k, spec in enumerate(specs):
+            where = f"kernels[{k}]"
+            check_name(spec.name, what="kernel", field=f"{where}.name")
+            if any(kern.name == spec.name for kern in kernels):
+                raise NapkinError(f"kernel name {spec.name!r} is used twice", field=f"{where}.name")
+            names = spec.ops if spec.ops is not None else (all_ops if len(specs) == 1 else None)
+            if not names:
+                raise NapkinError("a kernel needs its list of ops when there are several kernels",
+                                  field=f"{where}.ops")
+            for i, name in enumerate(names):
+                if name not in all_ops:
+                    raise NapkinError(f"unknown op {name!r}", field=f"{where}.ops[{i}]",
+                                      hint=f"ops: {', '.join(all_ops)}")
+                if name in owner:
+                    raise NapkinError(f"op {name!r} is already in kernel {owner[name]!r}",
+                                      field=f"{where}.ops[{i}]", hint="each op runs in one kernel")
+                owner[name] = spec.name
+            members = set(names)
+            for other in all_ops:  # convex: no path leaves the kernel and comes back
+                if other in members:
+                    continue
+                node = ("op", other)
+                if any(nx.has_path(graph, ("op", m), node) for m in members) and \
+                        any(nx.has_path(graph, node, ("op", m)) for m in members):
+                    raise NapkinError(f"kernel {spec.name!r} cannot fuse around op {other!r}, which "
+                                      "both depends on it and feeds it", field=f"{where}.ops",
+                                      hint=f"add {other!r} to the kernel or split the kernel")
+            partitions: dict[str, Partition] = {}
+            domain = {a for o in ops if o.name in members for a in o.applied.domain}
+            for level, part in spec.partition.items():
+                pwhere = f"{where}.partition.{level}"
+                if level not in levels:
+                    raise NapkinError(f"unknown level {level!r}", field=pwhere,
+                                      hint=f"levels of this diagram: {', '.join(levels)}")
+                if level == levels[0]:
+                    raise NapkinError(f"the top level {level!r} holds whole arrays and is not "
+                                      "partitioned", field=pwhere,
+                                      hint=f"partition a lower level: {', '.join(levels[1:])}")
+                if len(part.stream) > 1:
+                    raise NapkinError("a level streams at most one axis", field=f"{pwhere}.stream")
+                for kind, mapping in (("group", part.group), ("stream", part.stream)):
+                    for axis, name in mapping.items():
+                        f = f"{pwhere}.{kind}.{axis}"
+                        if axis not in axes:
+                            raise NapkinError(f"unknown axis {axis!r}", field=f,
+                                              hint=f"declared axes: {', '.join(axes)}")
+                        if axis not in domain:
+                            raise NapkinError(f"axis {axis!r} is not used by kernel {spec.name!r}",
+                                              field=f)
+                        check_name(name, what="size symbol", field=f)
+                        if name in size_names:
+                            raise NapkinError(f"{name!r} already names an axis or size", field=f,
+                                              hint="name tile sizes like g_q or s_x")
+                        if name in symbol_owner and symbol_owner[name] != f"{spec.name}.{level}":
+                            raise NapkinError(f"size symbol {name!r} is used twice", field=f,
+                                              hint="every level of every kernel names its own sizes")
+                        symbol_owner[name] = f"{spec.name}.{level}"
+                both = set(part.group) & set(part.stream)
+                if both:
+                    raise NapkinError(f"axis {sorted(both)[0]!r} is both grouped and streamed",
+                                      field=pwhere)
+                group_names = list(part.group.values()) + list(part.stream.values())
+                if len(set(group_names)) != len(group_names):
+                    raise NapkinError("two axes share one size symbol", field=pwhere)
+                stream = next(((a, symbol(s)) for a, s in part.stream.items()), None)
+                partitions[level] = Partition(tuple((a, symbol(s)) for a, s in part.group.items()),
+                                              stream)
+            ordered = tuple(o for o in all_ops if o in members)
+            kernels.append(Kernel(spec.name, ordered, partitions, where, spec.doc))
+        missing = [o for o in all_ops if o not in owner]
+        if missing:
+            raise NapkinError(f"ops {missing} are in no kernel", field="kernels",
+                              hint="list every op in exactly one kernel")
+        first = {o: i for i, o in enumerate(all_ops)}
+        return tuple(sorted(kernels, key=lambda kern: first[kern.ops[0]]))
+
+    def _place_arrays(self, arrays: dict[str, Array], ops: tuple[Op, ...], kernels: tuple[Kernel, ...],
+                      outputs: tuple[str, ...], levels: tuple[str, ...]) -> dict[str, Array]:
+        """Intermediates live at the lowest level of their kernel, or at the top between kernels."""
+        kernel_of = {o: k.name for k in kernels for o in k.ops}
+        placed = dict(arrays)
+        for op in ops:
+            consumers = {kernel_of[c.name] for c in ops if op.name in c.inputs}
+            crosses = bool(consumers - {kernel_of[op.name]})
+            if op.name in outputs:
+                role, level = "output", levels[0]
+            else:
+                role, level = "intermediate", levels[0] if crosses else levels[-1]
+            dtype = next((s.dtype for s in self._op_specs() if s.name == op.name), None) or self.spec.dtype
+            placed[op.name] = Array(op.name, op.applied.output, dtype, level, role, op.name, op.doc)
+        return placed
+
+    def _op_specs(self) -> list[OpSpec]:
+        return [op for entry in self.spec.ops
+                for op in ([entry] if isinstance(entry, OpSpec) else entry.concat)]

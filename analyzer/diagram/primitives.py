@@ -1,0 +1,293 @@
+"""The registry of primitive functions a diagram may use.
+
+Each primitive is one small class that knows
+- its shape rule: which axes its output has, given its inputs and the axis it acts on (`over`);
+- its core axes: the ones it acts on; every other axis of its output is weaved (Section 2.1);
+- its FLOPs per item, per pipeline ("tensor" for contractions, "sfu" for the special function unit,
+  "vector" for the rest); a k-size contraction costs 2k (Section 2.2);
+- whether it is streamable along `over` and with which accumulator (Appendix A.3): a contraction with
+  a running sum (A.3.1), softmax-contraction with a running maximum and sum (A.3.2, Table 4).
+
+A new primitive is one class here plus one line in REGISTRY.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import sympy
+
+from analyzer.errors import NapkinError
+
+PIPELINES = ("tensor", "sfu", "vector")
+Extent = Callable[[str], sympy.Expr]  # axis name -> its (tile) size
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """How a streamable primitive folds in one more chunk of its `over` axis (Appendix A.3)."""
+
+    name: str
+    aux_per_row: int   # auxiliary values kept per output row while streaming (online softmax: max, sum)
+    doc: str
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A primitive applied in a diagram: the axes of its inputs and output, and its parameters."""
+
+    inputs: tuple[tuple[str, ...], ...]
+    output: tuple[str, ...]
+    over: str | None = None
+    query: str | None = None
+    key: str | None = None
+    scale: sympy.Expr | None = None
+
+    @property
+    def domain(self) -> tuple[str, ...]:
+        """Every axis the function iterates over: output axes, then the reduced one."""
+        seen: dict[str, None] = dict.fromkeys(self.output)
+        for axes in self.inputs:
+            seen.update(dict.fromkeys(axes))
+        return tuple(seen)
+
+
+def _size(axes: Sequence[str], extent: Extent) -> sympy.Expr:
+    return sympy.Mul(*(extent(a) for a in axes))
+
+
+class Primitive:
+    """Base class: an elementwise function of one input (every axis weaved)."""
+
+    name = ""
+    doc = ""
+    arity = 1
+    params: frozenset[str] = frozenset()   # op fields this primitive takes besides inputs/output
+    needs_over = False
+    reduces = False                        # removes `over` from its output
+    accumulator: Accumulator | None = None  # streamable along `over` when set
+    mask_neutral = False                   # unaffected by -inf entries: a masked block may be skipped
+    contraction = False                    # runs on tensor cores (matrix multiply)
+
+    # -- shapes ---------------------------------------------------------------------------------
+    def expected_output(self, applied: Applied) -> set[str]:
+        """The set of output axes the shape rule gives (inputs already checked for `over`)."""
+        axes: set[str] = set()
+        for inp in applied.inputs:
+            axes |= set(inp)
+        if self.reduces:
+            axes.discard(applied.over)
+        return axes
+
+    def core_axes(self, applied: Applied) -> set[str]:
+        """Axes the function itself acts on; the rest of the output's axes are weaved."""
+        return {applied.over} if applied.over else set()
+
+    def check(self, applied: Applied) -> None:
+        """Raise ValueError with a plain sentence if the shapes do not fit this primitive."""
+        if self.needs_over:
+            for i, axes in enumerate(applied.inputs):
+                if applied.over not in axes:
+                    raise ValueError(f"{self.name} acts on axis {applied.over!r} but input {i} has "
+                                     f"axes [{', '.join(axes)}]")
+
+    # -- costs ----------------------------------------------------------------------------------
+    def flops(self, applied: Applied, extent: Extent) -> dict[str, sympy.Expr]:
+        return {"vector": _size(applied.output, extent)}
+
+    def final_flops(self, applied: Applied, extent: Extent) -> dict[str, sympy.Expr]:
+        """Work done once per output item after all of `over` is folded in (e.g. dividing by z)."""
+        return {}
+
+    def chunk_flops(self, applied: Applied, extent: Extent) -> dict[str, sympy.Expr]:
+        """Extra work of the accumulator each time one more chunk of `over` is folded in."""
+        return {}
+
+    def rows(self, applied: Applied) -> tuple[str, ...]:
+        """Axes indexing the accumulator's auxiliary values (one set of aux values per row)."""
+        return tuple(a for a in applied.inputs[0] if a != applied.over)
+
+    def tensor_roles(self, applied: Applied) -> dict[str, tuple[str, ...]] | None:
+        """For a contraction: the m, n and k axes of the matrix multiply it runs as."""
+        return None
+
+
+class Exp(Primitive):
+    name, doc = "exp", "Exponent of every item (special function unit)."
+
+    def flops(self, applied, extent):
+        return {"sfu": _size(applied.output, extent)}
+
+
+class Sigmoid(Primitive):
+    name, doc = "sigmoid", "Logistic sigmoid 1/(1+exp(-v)) of every item."
+
+    def flops(self, applied, extent):
+        n = _size(applied.output, extent)
+        return {"sfu": 2 * n, "vector": n}   # exp and reciprocal; one add
+
+
+class Relu(Primitive):
+    name, doc = "relu", "max(v, 0) of every item."
+
+
+class Gelu(Primitive):
+    name, doc = "gelu", "GELU (tanh form) of every item."
+
+    def flops(self, applied, extent):
+        n = _size(applied.output, extent)
+        return {"sfu": n, "vector": 7 * n}   # tanh; the cubic polynomial and scaling
+
+
+class Scale(Primitive):
+    name, doc = "scale", "Multiply every item by a constant (`scale`, e.g. d**-0.5)."
+    params = frozenset({"scale"})
+
+    def check(self, applied):
+        if applied.scale is None:
+            raise ValueError("scale needs a `scale` factor, e.g. scale: d**-0.5")
+
+
+class CausalMask(Primitive):
+    name = "causal_mask"
+    doc = ("Set items whose `key` index exceeds their `query` index to -inf (top-left aligned, like "
+           "torch's is_causal). Blocks entirely above the diagonal can be skipped when streaming.")
+    params = frozenset({"query", "key"})
+
+    def check(self, applied):
+        (axes,) = applied.inputs
+        for role in ("query", "key"):
+            axis = getattr(applied, role)
+            if axis is None:
+                raise ValueError(f"causal_mask needs a `{role}` axis")
+            if axis not in axes:
+                raise ValueError(f"causal_mask {role} axis {axis!r} is not an axis of its input "
+                                 f"[{', '.join(axes)}]")
+        if applied.query == applied.key:
+            raise ValueError("causal_mask needs two different axes for query and key")
+
+
+class Binary(Primitive):
+    """Elementwise function of two inputs; an input lacking an axis is copied along it (a weave)."""
+
+    arity = 2
+
+
+class Add(Binary):
+    name, doc = "add", "Sum of two arrays, item by item (broadcast along missing axes)."
+
+
+class Sub(Binary):
+    name, doc = "sub", "Difference of two arrays, item by item."
+
+
+class Mul(Binary):
+    name, doc = "mul", "Product of two arrays, item by item."
+
+
+class Reduction(Primitive):
+    needs_over = True
+    reduces = True
+    params = frozenset({"over", "accumulate"})
+
+    def flops(self, applied, extent):
+        return {"vector": _size(applied.inputs[0], extent)}
+
+
+class Sum(Reduction):
+    name, doc = "sum", "Sum over `over`; streamable with a running sum."
+    accumulator = Accumulator("running sum", 0, "s <- s + sum(chunk)")
+
+
+class Max(Reduction):
+    name, doc = "max", "Maximum over `over`; streamable with a running maximum."
+    accumulator = Accumulator("running max", 0, "m <- max(m, max(chunk))")
+    mask_neutral = True
+
+
+class Softmax(Primitive):
+    name = "softmax"
+    doc = ("SoftMax along `over` (optionally of scale * v). Not streamable by itself: it needs the "
+           "whole row. Followed by a contraction over the same axis it streams as online softmax "
+           "(Appendix A.3.2).")
+    needs_over = True
+    params = frozenset({"over", "scale"})
+    mask_neutral = True
+    # The accumulator of the fused pair softmax -> contraction (Table 4, unscaled SoftMax).
+    pair_accumulator = Accumulator("online softmax (running max and sum)", 2,
+                                   "mu <- max(mu', max(chunk)); delta <- exp(mu' - mu); "
+                                   "z <- delta z' + sum exp(chunk - mu); acc <- delta acc + ...")
+
+    def flops(self, applied, extent):
+        n = _size(applied.inputs[0], extent)
+        vector = 4 * n + (n if applied.scale is not None else 0)   # max, subtract, sum, divide (+scale)
+        return {"sfu": n, "vector": vector}
+
+
+class Dot(Primitive):
+    name, doc = "dot", "Contraction (inner product) over `over`: 2k FLOPs per output item."
+    arity = 2
+    params = frozenset({"over", "accumulate"})
+    needs_over = True
+    reduces = True
+    contraction = True
+    accumulator = Accumulator("running sum", 0, "acc <- acc + A_chunk . B_chunk (A.3.1)")
+
+    def flops(self, applied, extent):
+        return {"tensor": 2 * _size(applied.domain, extent)}
+
+    def rows(self, applied):
+        return ()
+
+    def tensor_roles(self, applied):
+        first, second = (set(a) for a in applied.inputs)
+        m = tuple(a for a in applied.output if a in first and a not in second)
+        n = tuple(a for a in applied.output if a in second and a not in first)
+        return {"m": m, "n": n, "k": (applied.over,)}
+
+
+class SoftmaxDot(Dot):
+    name = "softmax_dot"
+    doc = ("SoftMax-contraction: softmax of the first input along `over`, contracted with the second "
+           "over the same axis. Streamable with a running maximum and sum (Appendix A.3.2).")
+    params = frozenset({"over", "scale", "accumulate"})
+    accumulator = Softmax.pair_accumulator
+    mask_neutral = True
+
+    def flops(self, applied, extent):
+        scores = _size(applied.inputs[0], extent)
+        vector = 3 * scores + (scores if applied.scale is not None else 0)  # max, subtract, sum (+scale)
+        return {"tensor": 2 * _size(applied.domain, extent), "sfu": scores, "vector": vector}
+
+    def final_flops(self, applied, extent):
+        return {"vector": _size(applied.output, extent)}   # divide the accumulator by z
+
+    def chunk_flops(self, applied, extent):
+        rows = _size(self.rows(applied), extent)
+        out = _size(applied.output, extent)
+        return {"sfu": rows, "vector": out + 2 * rows}   # exp(delta); rescale acc; update mu and z
+
+    def rows(self, applied):
+        return Primitive.rows(self, applied)
+
+
+REGISTRY: dict[str, Primitive] = {p.name: p for p in (
+    Dot(), SoftmaxDot(), Softmax(), Exp(), Sigmoid(), Relu(), Gelu(), Scale(), Add(), Sub(), Mul(),
+    Sum(), Max(), CausalMask())}
+
+
+def get(name: str, *, field: str | None = None) -> Primitive:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        import difflib
+        close = difflib.get_close_matches(name, REGISTRY, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"known primitives: {', '.join(REGISTRY)}"
+        raise NapkinError(f"unknown primitive {name!r}", field=field, hint=hint) from None
+
+
+def pair_chunk_flops(softmax: Applied, dot: Applied, extent: Extent) -> dict[str, sympy.Expr]:
+    """Per-chunk accumulator work of the fused pair softmax -> dot (same work as softmax_dot)."""
+    rows = _size(REGISTRY["softmax"].rows(softmax), extent)
+    return {"sfu": rows, "vector": _size(dot.output, extent) + 2 * rows}

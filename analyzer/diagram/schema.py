@@ -1,0 +1,118 @@
+"""The diagram file format (diagrams/*.yaml), as pydantic models.
+
+A file says what a neural circuit diagram says (paper Section 2): axes with sizes, the arrays that enter
+(data-type columns, with element type and level), the functions applied column by column (primitives
+weaved over extra axes, composed left to right, concatenated side by side), the outputs, the levels of
+the hierarchy, and how each fused kernel is relabelled per level: group partitions (tiling, Section
+2.3) and a stream partition (streaming, Section 2.4). docs/diagram-format.md is the reference.
+
+These models check the file's form only; analyzer.diagram.graph checks its meaning.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Union
+
+from pydantic import Discriminator, Field, Tag, model_validator
+
+from analyzer.base import DType, Strict
+
+SizeText = Union[int, str]
+
+
+class AxisSpec(Strict):
+    """An axis (a wire label). Its size is a symbol named like the axis unless `size` says otherwise."""
+
+    size: SizeText | None = Field(None, description="Size expression over size symbols, e.g. `q` or "
+                                  "`h*d`; default: a symbol named like the axis.")
+    default: int | None = Field(None, description="Default number for the axis's own size symbol.")
+    doc: str = ""
+
+
+class ArraySpec(Strict):
+    """An array entering the diagram: its axes (last = contiguous in memory), element type and level."""
+
+    axes: list[str]
+    dtype: DType | None = Field(None, description="Element type; default: the diagram's dtype.")
+    level: str | None = Field(None, description="Level (colour) where the array lives; default: the "
+                              "top level.")
+    doc: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"axes": data} if isinstance(data, list) else data
+
+
+class OpSpec(Strict):
+    """One function column entry: a primitive applied to named arrays, weaved over the extra axes.
+
+    The output array is named like the op. Its axes are the primitive's own output axes plus the weave;
+    an input that lacks a weaved axis is copied to every index of it (Section 2.1, Figure 5).
+    """
+
+    name: str
+    primitive: str
+    inputs: list[str]
+    output: list[str] = Field(description="Axes of the output array, in memory order.")
+    over: str | None = Field(None, description="The axis the primitive acts on: contracted, reduced "
+                             "or normalised.")
+    scale: SizeText | float | None = Field(None, description="Constant factor (e.g. `d**-0.5`).")
+    query: str | None = Field(None, description="causal_mask: the query axis.")
+    key: str | None = Field(None, description="causal_mask: the key axis.")
+    weave: list[str] | None = Field(None, description="Optional: the weaved axes, checked against "
+                                    "the ones the shapes imply.")
+    dtype: DType | None = None
+    accumulate: DType | None = Field(None, description="Element type of a streamed accumulator.")
+    doc: str = ""
+
+
+class ConcatSpec(Strict):
+    """Concatenation: functions stacked in one column, acting side by side (Figure 3)."""
+
+    concat: list[OpSpec] = Field(min_length=1)
+
+
+def _op_kind(value: Any) -> str:
+    return "concatenation" if isinstance(value, dict) and "concat" in value else "function"
+
+
+OpEntry = Annotated[Union[Annotated[OpSpec, Tag("function")], Annotated[ConcatSpec, Tag("concatenation")]],
+                    Discriminator(_op_kind)]
+
+
+class PartitionSpec(Strict):
+    """The relabelling of one kernel at one level: axis -> size symbol."""
+
+    group: dict[str, str] = Field(default_factory=dict, description="Group partitions (tiling) of "
+                                  "weaved axes: axis -> group-size symbol, e.g. {q: g_q}.")
+    stream: dict[str, str] = Field(default_factory=dict, description="At most one stream partition "
+                                   "of a streamable axis: axis -> stream-size symbol, e.g. {x: s_x}.")
+
+
+class KernelSpec(Strict):
+    """A fused kernel: ops executed together, intermediates kept at the lower levels."""
+
+    name: str
+    ops: list[str] | None = Field(None, description="The ops fused in this kernel; default: all.")
+    partition: dict[str, PartitionSpec] = Field(default_factory=dict,
+                                                description="Level -> relabelling at that level.")
+    doc: str = ""
+
+
+class DiagramSpec(Strict):
+    """A neural circuit diagram of an algorithm, with its levels and relabellings."""
+
+    name: str
+    title: str = ""
+    paper: str = Field("", description="Where the paper draws it, e.g. `Figure 21`.")
+    doc: str = ""
+    dtype: DType = "fp16"
+    levels: list[str] = Field(default_factory=lambda: ["gmem", "smem"],
+                              description="Levels (colours), highest first.")
+    axes: dict[str, AxisSpec | None]
+    inputs: dict[str, ArraySpec]
+    ops: list[OpEntry] = Field(min_length=1)
+    outputs: list[str] = Field(min_length=1)
+    kernels: list[KernelSpec] | None = Field(None, description="Fused kernels; default: one kernel "
+                                             "holding every op, not partitioned.")
