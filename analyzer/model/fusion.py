@@ -1,0 +1,229 @@
+"""Legality of relabellings (the fusion theorem, Appendix A.1), and the schedule they imply.
+
+A group partition is legal only along an axis every op of the kernel weaves (Section 2.3: a mapped
+function can be split along the axis it is mapped over). A stream partition of axis b is legal only
+when b comes from a transfer, some op reduces b with an accumulator (Appendix A.3), and every other op
+that touches b keeps it as a weaved axis and comes before the reductions (Theorem 1: composing and
+weaving a streamable algorithm without removing the streamed axis keeps it streamable). SoftMax along b
+is streamable only fused with the contraction over b that follows it (A.3.2).
+
+A legal relabelling is turned into a Schedule: per group, the head ops run once, the body ops once per
+chunk of b, the tail ops once after the loop (Figure 27).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import sympy
+
+from analyzer.diagram.graph import Diagram, Kernel, Op, Partition
+from analyzer.diagram.primitives import REGISTRY, Accumulator
+from analyzer.errors import NapkinError
+
+
+@dataclass(frozen=True)
+class Reducer:
+    """A streamed reduction of b and what it keeps on chip between chunks."""
+
+    op: Op
+    accumulator: Accumulator
+    rows: tuple[str, ...]            # axes of the auxiliary values (empty: none)
+    softmax: Op | None = None        # the softmax fused into this contraction, if any (A.3.2)
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Block skipping under a causal mask: group i of `query` streams `key` only up to its diagonal."""
+
+    mask: Op
+    query: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Schedule:
+    diagram: Diagram
+    kernel: Kernel
+    level: str
+    partition: Partition
+    head: tuple[Op, ...]
+    body: tuple[Op, ...]
+    tail: tuple[Op, ...]
+    loads: tuple[str, ...]       # arrays transferred into this level
+    saves: tuple[str, ...]       # arrays transferred out of this level
+    resident: tuple[str, ...]    # inputs already at this level: held, never transferred
+    reducers: tuple[Reducer, ...]
+    skip: Skip | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        return self.head + self.body + self.tail
+
+    @property
+    def stream_axis(self) -> str | None:
+        return self.partition.stream[0] if self.partition.stream else None
+
+    @property
+    def arrays(self) -> tuple[str, ...]:
+        """Every array the kernel holds at this level."""
+        seen: dict[str, None] = {}
+        for op in self.ops:
+            seen.update(dict.fromkeys(op.inputs))
+            seen[op.name] = None
+        return tuple(seen)
+
+
+def schedule(diagram: Diagram, kernel: Kernel, level: str, partition: Partition | None = None) -> Schedule:
+    """Check the kernel's relabelling at `level` and return its schedule (or raise NapkinError)."""
+    partition = partition if partition is not None else kernel.partitions.get(level, Partition())
+    ops = [diagram.op(name) for name in kernel.ops]
+    where = f"{kernel.path}.partition.{level}"
+    _check_groups(ops, partition, kernel, where)
+    members = {o.name for o in ops}
+    produced = members
+    kernel_inputs = [n for n in dict.fromkeys(i for o in ops for i in o.inputs) if n not in produced]
+    depth = diagram.levels.index(level)
+    loads, resident = [], []
+    for name in kernel_inputs:
+        array_depth = diagram.levels.index(diagram.arrays[name].level)
+        if array_depth < depth:
+            loads.append(name)
+        elif array_depth == depth:
+            resident.append(name)
+    saves = [o.name for o in ops
+             if o.name in diagram.outputs or any(c.name not in members for c in diagram.consumers(o.name))]
+
+    if partition.stream is None:
+        return Schedule(diagram, kernel, level, partition, tuple(ops), (), (), tuple(loads),
+                        tuple(saves), tuple(resident), (), None)
+
+    b = partition.stream[0]
+    graph = diagram.graph
+    sub = graph.subgraph([("op", o.name) for o in ops] + [("array", n) for n in
+                                                          {*members, *kernel_inputs}])
+    if not any(b in diagram.arrays[n].axes for n in loads):
+        raise NapkinError(f"cannot stream axis {b!r} in kernel {kernel.name!r}: no array "
+                          f"transferred into {level} has it", field=where,
+                          hint="a stream partition splits an axis as it is transferred (Section 2.4)")
+    reducers: list[Reducer] = []
+    paired: set[str] = set()
+    for op in ops:
+        if b not in op.applied.domain or b in op.weave:
+            continue
+        prim = op.primitive
+        if prim.reduces and op.applied.over == b and prim.accumulator is not None:
+            softmax = _paired_softmax(diagram, op, b, members)
+            if softmax is not None:
+                paired.add(softmax.name)
+                acc = REGISTRY["softmax"].pair_accumulator
+                reducers.append(Reducer(op, acc, softmax.primitive.rows(softmax.applied), softmax))
+            else:
+                rows = prim.rows(op.applied) if prim.accumulator.aux_per_row else ()
+                reducers.append(Reducer(op, prim.accumulator, rows))
+            continue
+        if prim.name == "softmax" and op.applied.over == b:
+            continue  # checked below: it must feed a contraction over b
+        raise NapkinError(f"cannot stream axis {b!r} in kernel {kernel.name!r}: op {op.name!r} "
+                          f"({prim.name}) acts on {b!r} and has no accumulator for it", field=where,
+                          hint="only functions with an accumulator (dot, softmax_dot, sum, max) can "
+                               "take a streamed axis apart (Appendix A.3)")
+    for op in ops:
+        if op.primitive.name == "softmax" and op.applied.over == b and op.name not in paired:
+            raise NapkinError(f"cannot stream axis {b!r} in kernel {kernel.name!r}: op {op.name!r} "
+                              f"(softmax) needs the whole of {b!r}, and no contraction over {b!r} "
+                              "consumes it", field=where,
+                              hint="softmax streams only fused with the contraction that follows it "
+                                   "(Appendix A.3.2): feed it to one dot over the same axis, or use "
+                                   "softmax_dot")
+    if not reducers:
+        raise NapkinError(f"cannot stream axis {b!r} in kernel {kernel.name!r}: no op reduces it",
+                          field=where, hint="stream an axis that a dot, softmax_dot, sum or max "
+                                            "reduces; a weaved axis can be grouped instead")
+
+    after_reduction = set()
+    for r in reducers:
+        after_reduction |= {n[1] for n in nx.descendants(sub, ("op", r.op.name)) if n[0] == "op"}
+    for op in ops:
+        if b in op.applied.domain and op.name in after_reduction:
+            culprit = next(r.op.name for r in reducers
+                           if nx.has_path(sub, ("op", r.op.name), ("op", op.name)))
+            raise NapkinError(f"cannot stream axis {b!r} in kernel {kernel.name!r}: op {op.name!r} "
+                              f"uses {b!r} after op {culprit!r} has reduced it", field=where,
+                              hint="the fusion theorem (Appendix A.1) needs every op before the "
+                                   "reduction to keep the streamed axis and none after it to use it")
+    body = tuple(o for o in ops if b in o.applied.domain)
+    tail = tuple(o for o in ops if o not in body and o.name in after_reduction)
+    head = tuple(o for o in ops if o not in body and o not in tail)
+    skip, notes = _skip(diagram, body, reducers, saves, partition, sub)
+    return Schedule(diagram, kernel, level, partition, head, body, tail, tuple(loads), tuple(saves),
+                    tuple(resident), tuple(reducers), skip, notes)
+
+
+def _check_groups(ops: list[Op], partition: Partition, kernel: Kernel, where: str) -> None:
+    for axis, _ in partition.group:
+        for op in ops:
+            if axis in op.applied.domain and axis not in op.weave:
+                raise NapkinError(
+                    f"cannot group axis {axis!r} in kernel {kernel.name!r}: op {op.name!r} "
+                    f"({op.primitive.name}) acts on {axis!r} rather than being weaved over it",
+                    field=where, hint="group partitions split weaved axes only (Section 2.3); "
+                                      "an axis a function reduces can be streamed instead")
+
+
+def _paired_softmax(diagram: Diagram, op: Op, b: str, members: set[str]) -> Op | None:
+    """The softmax along b whose only use is this contraction over b, if there is one."""
+    if op.primitive.name != "dot":
+        return None
+    for name in op.inputs:
+        producer = diagram.arrays[name].producer
+        if producer is None or producer not in members:
+            continue
+        src = diagram.op(producer)
+        if src.primitive.name == "softmax" and src.applied.over == b:
+            uses = diagram.consumers(name)
+            if len(uses) == 1 and name not in diagram.outputs:
+                return src
+    return None
+
+
+def _skip(diagram: Diagram, body: tuple[Op, ...], reducers: list[Reducer], saves: list[str],
+          partition: Partition, sub: nx.DiGraph) -> tuple[Skip | None, tuple[str, ...]]:
+    """Whether a causal mask lets group i of the query axis stop streaming at its diagonal."""
+    b = partition.stream[0]
+    masks = [o for o in body if o.primitive.name == "causal_mask" and o.applied.key == b]
+    if not masks:
+        return None, ()
+    mask = masks[0]
+    reasons = []
+    for r in reducers:
+        neutral = (r.softmax or r.op).primitive.mask_neutral
+        if not neutral:
+            reasons.append(f"{r.op.name} ({r.op.primitive.name}) is changed by masked items")
+        elif not nx.has_path(sub, ("op", mask.name), ("op", r.op.name)):
+            reasons.append(f"{r.op.name} does not read the masked scores")
+    if any(b in diagram.arrays[s].axes for s in saves):
+        reasons.append(f"an output keeps axis {b!r}, so every block must be written")
+    if reasons:
+        return None, (f"causal mask {mask.name!r} does not skip blocks: " + "; ".join(reasons),)
+    return Skip(mask, mask.applied.query, b), ()
+
+
+def skip_extent(schedule: Schedule) -> sympy.Expr:
+    """Mean streamed length of the key axis per group of the query axis under block skipping.
+
+    Group i of the query axis (rows [i g, (i+1) g)) needs keys [0, min(b, (i+1) g)); averaged over the
+    a/g groups this is (a + g)/2 when a <= b. Exact when the stream size divides g and g divides a
+    (and b); analyzer.model.optimize enforces that.
+    """
+    skip = schedule.skip
+    assert skip is not None
+    d = schedule.diagram
+    a, b = d.size(skip.query), d.size(skip.key)
+    g = schedule.partition.group_sizes.get(skip.query)
+    if g is None:
+        return sympy.Min(a, b)
+    return sympy.Piecewise(((a + g) / 2, sympy.Le(a, b)),
+                           ((b * (b + g) / 2 + b * (a - b)) / a, True))

@@ -1,0 +1,142 @@
+"""Several levels (Section 4, Appendix A.2): weights, effective memories, caching and cross transfers.
+
+A two-level diagram gives H*(a, M). On a GPU, data reaches the diagram's lowest level through every
+profile level in between; each level l moves H*(a, M_l) and costs 1/Hdot_l per byte, where Hdot_l is
+the bandwidth of the level that feeds it. The weighted total is Equation 2:
+
+    H* = sum_l Hdot_l^-1 H*(a, M_l) = sum_t alpha_t(a) sum_l Hdot_l^-1 M_l^-beta_t
+
+An intermediate caching level (L2) uses the memory of the children it serves, M_l = N_c M_c
+(Theorem 2). A cross-transfer level x between h and c (thread block clusters) adds a level with weight
+Hdot_h->c^-1 - Hdot_x->c^-1 and memory N_c M_c, and re-weights c by Hdot_x->c^-1 (Theorem 3).
+Quantization with q bytes per value scales each term by q^(1 + beta_t) (Equation 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from analyzer.diagram.graph import Diagram
+from analyzer.errors import NapkinError
+from analyzer.hardware import LevelProfile, Profile
+from analyzer.model.optimize import StandardTerm
+
+
+@dataclass(frozen=True)
+class ModelLevel:
+    """A level of the multi-level model, as it enters Equation 2."""
+
+    name: str
+    role: str                  # "memory", "cache" or "cross"
+    drawn: bool                # drawn in the diagram; else it takes the next lower drawn relabelling
+    partition_level: str       # the diagram level whose relabelling it uses
+    source: str                # the level whose bandwidth feeds this one
+    bandwidth_bytes_per_s: float
+    weight_s_per_byte: float   # Hdot^-1 of Equation 2 (Theorem 3 for cross levels)
+    memory_bytes: float        # M_l: capacity per block, or N_c M_c for cache and cross levels
+    children: int | None = None   # N_c of Theorems 2 and 3
+
+    @property
+    def suffix(self) -> str | None:
+        return None if self.drawn else self.name
+
+
+def model_levels(diagram: Diagram, profile: Profile, *, cluster: int | None = None) -> tuple[ModelLevel, ...]:
+    """The levels below the diagram's top that its transfers pass through, highest first."""
+    names = [lv.name for lv in profile.levels]
+    for i, name in enumerate(diagram.levels):
+        if name not in names:
+            raise NapkinError(f"diagram level {name!r} is not a level of GPU {profile.name}",
+                              file=diagram.source, field=f"levels[{i}]",
+                              hint=f"{profile.name} has: {', '.join(names)}")
+    order = [names.index(n) for n in diagram.levels]
+    if order != sorted(order):
+        raise NapkinError(f"diagram levels {list(diagram.levels)} are not ordered as in {profile.name} "
+                          f"({', '.join(names)})", file=diagram.source, field="levels",
+                          hint="list levels from the highest to the lowest")
+    top, bottom = order[0], order[-1]
+    chain = [lv for lv in profile.levels[top:bottom + 1] if lv.kind != "cross"]
+    limits = _memory_limits(chain)
+    levels = []
+    for parent, level in zip(chain, chain[1:]):
+        if parent.bandwidth_bytes_per_s is None:
+            raise NapkinError(f"level {parent.name} of {profile.name} has no bandwidth_bytes_per_s",
+                              hint="the transfers it feeds cannot be timed without one")
+        drawn = level.name in diagram.levels
+        below = [n for n in diagram.levels if names.index(n) >= names.index(level.name)]
+        children = None
+        if level.kind == "cache":
+            child = chain[chain.index(level) + 1]
+            children = child.instances // level.instances
+        bw = parent.bandwidth_bytes_per_s
+        levels.append(ModelLevel(level.name, level.kind, drawn, below[0], parent.name, bw, 1 / bw,
+                                 limits[level.name], children))
+    if cluster is not None:
+        levels = _with_cross_level(levels, profile, diagram, cluster, limits)
+    return tuple(levels)
+
+
+def _memory_limits(chain: list[LevelProfile]) -> dict[str, float]:
+    """Per-block memory of each level; a caching level uses its children's (Theorem 2)."""
+    limits: dict[str, float] = {}
+    for i in range(len(chain) - 1, -1, -1):
+        level = chain[i]
+        if level.kind == "cache" and i + 1 < len(chain):
+            child = chain[i + 1]
+            limits[level.name] = (child.instances // level.instances) * limits[child.name]
+        else:
+            limits[level.name] = level.block_capacity_bytes
+    return limits
+
+
+def _with_cross_level(levels: list[ModelLevel], profile: Profile, diagram: Diagram, cluster: int,
+                      limits: dict[str, float]) -> list[ModelLevel]:
+    """Insert a cross-transfer level above the lowest level (Theorem 3, Appendix A.2.2)."""
+    names = [lv.name for lv in profile.levels]
+    lowest = levels[-1]
+    index = names.index(lowest.name)
+    cross = next((lv for lv in reversed(profile.levels[:index]) if lv.kind == "cross"), None)
+    if cross is None:
+        raise NapkinError(f"{profile.name} has no cross-transfer level above {lowest.name}",
+                          hint="thread block clusters need Hopper or newer; drop --cluster")
+    table = cross.bandwidth_bytes_per_s_by_cluster or {}
+    if cluster not in table:
+        raise NapkinError(f"no bandwidth for clusters of {cluster} on {profile.name}",
+                          hint=f"measured cluster sizes: {', '.join(map(str, sorted(table)))}")
+    bw_x = table[cluster]
+    w_hc, w_xc = lowest.weight_s_per_byte, 1 / bw_x
+    x_level = ModelLevel(cross.name, "cross", False, lowest.partition_level, lowest.source,
+                         lowest.bandwidth_bytes_per_s, w_hc - w_xc, cluster * limits[lowest.name],
+                         cluster)
+    child = ModelLevel(lowest.name, lowest.role, lowest.drawn, lowest.partition_level, cross.name,
+                       bw_x, w_xc, lowest.memory_bytes, None)
+    return [*levels[:-1], x_level, child]
+
+
+# -- symbolic forms of Equations 2 and 3 and of Appendix A.2.3 -------------------------------------------
+
+def weighted_total(terms: tuple[StandardTerm, ...],
+                   levels: list[tuple[sympy.Expr, sympy.Expr]]) -> sympy.Expr:
+    """Equation 2: sum_t alpha_t sum_l w_l M_l^-beta_t, for (w_l, M_l) pairs."""
+    return sympy.Add(*(t.alpha * w * m ** (-t.beta) for t in terms for w, m in levels))
+
+
+def quantized(terms: tuple[StandardTerm, ...], q: sympy.Expr,
+              levels: list[tuple[sympy.Expr, sympy.Expr]]) -> sympy.Expr:
+    """Equation 3: transfers in bytes with q bytes per value, for byte weights and byte memories."""
+    return sympy.Add(*(t.alpha * w * m ** (-t.beta) * q ** (1 + t.beta)
+                       for t in terms for w, m in levels))
+
+
+def cluster_gain(terms: tuple[StandardTerm, ...], w_hc: sympy.Expr, w_xc: sympy.Expr,
+                 m_c: sympy.Expr, n: sympy.Expr) -> sympy.Expr:
+    """Delta H*(N) of Appendix A.2.3: weighted transfers saved by clusters of N children.
+
+    Without the cross level the child costs w_hc H*(a, M_c); with it, (w_hc - w_xc) H*(a, N M_c) +
+    w_xc H*(a, M_c). Positive means clusters help.
+    """
+    without = weighted_total(terms, [(w_hc, m_c)])
+    with_cross = weighted_total(terms, [(w_hc - w_xc, n * m_c), (w_xc, m_c)])
+    return without - with_cross

@@ -1,0 +1,249 @@
+"""The optimum H*(a, M) (Equation 4) in closed form, and an integer search for concrete sizes.
+
+Closed form. Following Appendix A.2, memory is taken in the limit of large M and group sizes, where the
+term with the most group-size factors dominates (y prod_i g_i); among such terms the one with the highest
+degree in the axis sizes is kept (the paper's d >> 1), and stream sizes are set to 1 (Section 2.4:
+streaming costs no transfers, so the smallest stream is best). H = N_g H_g is then minimised subject to
+that leading memory term being M, by Lagrange's method: group sizes that H does not depend on stay at 1
+(they only cost memory); one group size is eliminated through the constraint and H is made stationary in
+the others. The result is rewritten in the standard form sum_t alpha_t(a) M^-beta_t (Equation 1).
+
+Integer search. For concrete sizes, every candidate tile size of every partition symbol is evaluated
+with numpy: exact transfers (ceiling(a / g_a) groups for tiles that do not divide their axis), exact
+memory in bytes (every column, not only the leading term), divisor constraints (tensor-core tile and
+128-byte coalescing multiples) and a memory limit. The caller supplies the objective.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy
+
+from analyzer.errors import NapkinError
+from analyzer.expr import MEMORY
+from analyzer.model.cost import LevelCost
+
+
+@dataclass(frozen=True)
+class StandardTerm:
+    alpha: sympy.Expr      # coefficient in the axis sizes
+    beta: sympy.Rational   # exponent of M^-1
+
+
+@dataclass(frozen=True)
+class ClosedForm:
+    """H*(a, M) and how it is reached."""
+
+    h_star: sympy.Expr                        # in the axis sizes and M
+    terms: tuple[StandardTerm, ...]           # Equation 1
+    memory_lead: sympy.Expr                   # the leading memory term set equal to M
+    group_sizes: dict[sympy.Symbol, sympy.Expr]   # g*(M); symbols H does not depend on stay 1
+    free: tuple[sympy.Symbol, ...] = ()       # group sizes only their product matters for
+
+    def at(self, memory: sympy.Expr) -> sympy.Expr:
+        return self.h_star.subs(MEMORY, memory)
+
+
+def closed_form(transfers: sympy.Expr, memory: sympy.Expr, group: tuple[sympy.Symbol, ...],
+                stream: tuple[sympy.Symbol, ...]) -> ClosedForm | None:
+    """Minimise transfers over the group sizes with the leading memory term equal to M."""
+    lead = _leading_memory(memory, group, stream)
+    if lead is None:
+        return None
+    free = [g for g in group if transfers.has(g)]
+    pinned = {g: sympy.Integer(1) for g in group if g not in free}
+    lead = lead.subs(pinned)
+    if not free:
+        return ClosedForm(transfers, standard_form(transfers), lead, pinned)
+    in_lead = [g for g in free if lead.has(g)]
+    if not in_lead:
+        return None
+    v = in_lead[-1]
+    roots = [r for r in sympy.solve(sympy.Eq(lead, MEMORY), v) if r.is_positive is not False]
+    if len(roots) != 1:
+        return None
+    reduced = transfers.subs(v, roots[0])
+    others = [u for u in free if u != v and reduced.has(u)]
+    solution: dict[sympy.Symbol, sympy.Expr] = {}
+    if others:
+        found = sympy.solve([sympy.diff(reduced, u) for u in others], others, dict=True)
+        found = [f for f in found if all(val.is_positive is not False for val in f.values())]
+        if len(found) != 1:
+            return None
+        solution = found[0]
+    h_star = sympy.expand(sympy.simplify(reduced.subs(solution)))
+    if h_star.free_symbols & set(group):
+        return None
+    sizes = {**pinned, **solution, v: sympy.simplify(roots[0].subs(solution))}
+    undetermined = tuple(u for u in free if u != v and u not in solution)
+    return ClosedForm(h_star, standard_form(h_star), lead, sizes, undetermined)
+
+
+def standard_form(h_star: sympy.Expr) -> tuple[StandardTerm, ...]:
+    """sum_t alpha_t(a) M^-beta_t: group the terms of H* by their power of M."""
+    by_beta: dict[sympy.Rational, sympy.Expr] = {}
+    for term in sympy.Add.make_args(sympy.expand(h_star)):
+        alpha, m_part = term.as_independent(MEMORY, as_Add=False)
+        base, exponent = m_part.as_base_exp() if m_part != 1 else (MEMORY, sympy.Integer(0))
+        if base != MEMORY or not exponent.is_Rational:
+            raise ValueError(f"H* term {term} is not a power of M")
+        beta = -exponent
+        by_beta[beta] = by_beta.get(beta, sympy.Integer(0)) + alpha
+    return tuple(StandardTerm(sympy.factor(a), b) for b, a in sorted(by_beta.items(), reverse=True))
+
+
+def _leading_memory(memory: sympy.Expr, group: tuple[sympy.Symbol, ...],
+                    stream: tuple[sympy.Symbol, ...]) -> sympy.Expr | None:
+    candidates = memory.args if isinstance(memory, sympy.Max) else (memory,)
+    leads = []
+    for c in candidates:
+        expr = sympy.expand(c.subs({s: 1 for s in stream}))
+        terms = sympy.Add.make_args(expr)
+
+        def degree(term: sympy.Expr, syms) -> int:
+            powers = term.as_powers_dict()
+            return sum(int(powers.get(s, 0)) for s in syms)
+
+        top_g = max(degree(t, group) for t in terms)
+        terms = [t for t in terms if degree(t, group) == top_g]
+        sizes = set().union(*(t.free_symbols for t in terms)) - set(group)
+        top_a = max(degree(t, sizes) for t in terms)
+        leads.append((top_g, top_a, sympy.Add(*(t for t in terms if degree(t, sizes) == top_a))))
+    best = max((g, a) for g, a, _ in leads)
+    tied = [e for g, a, e in leads if (g, a) == best]
+    winner = tied[0]
+    for other in tied[1:]:
+        ratio = sympy.simplify(other / winner)
+        if not ratio.is_number:
+            return None
+        if ratio > 1:
+            winner = other
+    return winner
+
+
+# -- integer search ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Divisible:
+    """The product of these tile sizes must be a multiple of `divisor` (why: `reason`)."""
+
+    symbols: tuple[sympy.Symbol, ...]
+    divisor: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Divides:
+    """`small` must divide `big` (e.g. block skipping: the stream size divides the group size)."""
+
+    small: sympy.Symbol
+    big: sympy.Symbol | int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Choice:
+    values: dict[sympy.Symbol, int]
+    metrics: dict[str, float]              # every evaluated quantity at the choice
+    candidates: int                        # configurations evaluated
+    feasible: int                          # configurations within every constraint
+    limit_bytes: float
+    constraints: tuple[str, ...] = field(default_factory=tuple)
+
+
+NICE = sorted({*range(16, 257, 16), *range(256, 1025, 64), *(2 ** k for k in range(0, 17))})
+
+
+def candidates(extent: int, step: int = 1) -> list[int]:
+    """Tile sizes worth trying for an axis of `extent`: divisors and round multiples of `step`."""
+    values = {v for v in NICE if v % step == 0 and v <= extent}
+    values |= {v for v in _divisors(extent) if v % step == 0}
+    values.add(-(-extent // step) * step)   # the whole axis, rounded up to a legal tile
+    return sorted(values)
+
+
+def _divisors(n: int) -> list[int]:
+    small = [i for i in range(1, int(n ** 0.5) + 1) if n % i == 0]
+    return sorted(set(small + [n // i for i in small]))
+
+
+MAX_GRID = 2_000_000
+
+
+def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: float,
+           exprs: dict[str, sympy.Expr], objective: Callable[[dict[str, np.ndarray]], np.ndarray],
+           divisible: tuple[Divisible, ...] = (), divides: tuple[Divides, ...] = (),
+           pinned: dict[sympy.Symbol, int] | None = None, what: str = "") -> Choice:
+    """Evaluate every candidate configuration and keep the best feasible one.
+
+    `exprs` are expressions in the partition symbols (group counts as placeholders); each is evaluated
+    with concrete sizes and exact (ceiling) group counts. The objective ranks feasible candidates; ties
+    go to fewer transfers, then less memory, then larger tiles.
+    """
+    part = cost.schedule.partition
+    pinned = pinned or {}
+    exact_counts = {n: sympy.ceiling(expr.subs(sizes)) for n, expr in cost.group_counts.items()}
+    symbols = part.symbols
+    axis_of = {s: a for a, s in part.group} | ({part.stream[1]: part.stream[0]} if part.stream else {})
+    steps = {s: 1 for s in symbols}
+    for rule in divisible:
+        if len(rule.symbols) == 1:
+            steps[rule.symbols[0]] = int(np.lcm(steps[rule.symbols[0]], rule.divisor))
+    axes = []
+    for s in symbols:
+        extent = int(cost.schedule.diagram.size(axis_of[s]).subs(sizes))
+        if s in pinned:
+            axes.append([pinned[s]])
+        else:
+            axes.append(candidates(extent, steps[s]))
+    total = int(np.prod([len(a) for a in axes])) if axes else 1
+    while total > MAX_GRID:   # thin the longest list, keeping its ends
+        longest = max(range(len(axes)), key=lambda i: len(axes[i]))
+        axes[longest] = axes[longest][::2] + ([axes[longest][-1]] if len(axes[longest]) % 2 == 0 else [])
+        total = int(np.prod([len(a) for a in axes]))
+    grid = np.meshgrid(*[np.asarray(a, dtype=np.float64) for a in axes], indexing="ij") if axes else []
+    flat = {s: g.ravel() for s, g in zip(symbols, grid)}
+    n = total
+    values: dict[str, np.ndarray] = {}
+    exprs = {"transfers": cost.counted["transfers"], "transfer_bytes": cost.counted["transfer_bytes"],
+             "memory_bytes": cost.memory_bytes, "memory": cost.memory,
+             "groups": cost.counted["groups"], **exprs}
+    for key, expr in exprs.items():
+        concrete = expr.subs(exact_counts).subs(sizes)
+        values[key] = _evaluate(concrete, symbols, flat, n)
+    ok = values["memory_bytes"] <= limit_bytes * (1 + 1e-12)
+    for rule in divisible:
+        product = np.prod([flat[s] for s in rule.symbols], axis=0)
+        ok &= np.mod(product, rule.divisor) == 0
+    for rule in divides:
+        big = flat[rule.big] if isinstance(rule.big, sympy.Symbol) else np.full(n, float(rule.big))
+        ok &= np.mod(big, flat[rule.small]) == 0
+    feasible = int(ok.sum())
+    rules = tuple(r.reason for r in (*divisible, *divides))
+    if not feasible:
+        smallest = float(values["memory_bytes"].min()) if n else float("nan")
+        raise NapkinError(f"no tile sizes {what}fit: the smallest configuration needs "
+                          f"{smallest / 1024:.1f} KiB, the limit is {limit_bytes / 1024:.1f} KiB",
+                          hint="; ".join(rules) if rules else "use a GPU with more memory or "
+                               "smaller sizes")
+    score = objective(values)
+    tiles = np.prod([flat[s] for s in symbols], axis=0) if symbols else np.ones(n)
+    keys = (-tiles, values["memory_bytes"], values["transfer_bytes"], score)
+    order = np.lexsort(tuple(np.where(ok, k, np.inf) for k in keys))
+    best = int(order[0])
+    chosen = {s: int(flat[s][best]) for s in symbols}
+    metrics = {k: float(v[best]) for k, v in values.items()}
+    return Choice(chosen, metrics, n, feasible, limit_bytes, rules)
+
+
+def _evaluate(expr: sympy.Expr, symbols: tuple[sympy.Symbol, ...], flat: dict, n: int) -> np.ndarray:
+    used = [s for s in symbols if expr.has(s)]
+    if not used:
+        return np.full(n, float(expr))
+    fn = sympy.lambdify(used, expr, modules="numpy")
+    with np.errstate(all="ignore"):
+        out = np.asarray(fn(*(flat[s] for s in used)), dtype=np.float64)
+    return np.broadcast_to(out, (n,)).copy()
