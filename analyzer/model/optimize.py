@@ -128,11 +128,12 @@ def _leading_memory(memory: sympy.Expr, group: tuple[sympy.Symbol, ...],
 
 @dataclass(frozen=True)
 class Divisible:
-    """The product of these tile sizes must be a multiple of `divisor` (why: `reason`)."""
+    """factor * (the product of these tile sizes) must be a multiple of `divisor` (why: `reason`)."""
 
     symbols: tuple[sympy.Symbol, ...]
     divisor: int
     reason: str
+    factor: sympy.Expr = sympy.Integer(1)   # sizes of the role's axes that are not partitioned
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ class Divides:
     """`small` must divide `big` (e.g. block skipping: the stream size divides the group size)."""
 
     small: sympy.Symbol
-    big: sympy.Symbol | int
+    big: sympy.Expr          # a partition symbol or a size expression
     reason: str
 
 
@@ -190,8 +191,10 @@ def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: floa
     axis_of = {s: a for a, s in part.group} | ({part.stream[1]: part.stream[0]} if part.stream else {})
     steps = {s: 1 for s in symbols}
     for rule in divisible:
+        factor = int(rule.factor.subs(sizes))
         if len(rule.symbols) == 1:
-            steps[rule.symbols[0]] = int(np.lcm(steps[rule.symbols[0]], rule.divisor))
+            need = rule.divisor // int(np.gcd(rule.divisor, factor))
+            steps[rule.symbols[0]] = int(np.lcm(steps[rule.symbols[0]], need))
     axes = []
     for s in symbols:
         extent = int(cost.schedule.diagram.size(axis_of[s]).subs(sizes))
@@ -216,13 +219,13 @@ def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: floa
         values[key] = _evaluate(concrete, symbols, flat, n)
     ok = values["memory_bytes"] <= limit_bytes * (1 + 1e-12)
     for rule in divisible:
-        product = np.prod([flat[s] for s in rule.symbols], axis=0)
+        product = np.prod([flat[s] for s in rule.symbols], axis=0) * float(rule.factor.subs(sizes))
         ok &= np.mod(product, rule.divisor) == 0
     for rule in divides:
-        big = flat[rule.big] if isinstance(rule.big, sympy.Symbol) else np.full(n, float(rule.big))
+        big = flat[rule.big] if rule.big in flat else np.full(n, float(rule.big.subs(sizes)))
         ok &= np.mod(big, flat[rule.small]) == 0
     feasible = int(ok.sum())
-    rules = tuple(r.reason for r in (*divisible, *divides))
+    rules = tuple(dict.fromkeys(r.reason for r in (*divisible, *divides)))
     if not feasible:
         smallest = float(values["memory_bytes"].min()) if n else float("nan")
         raise NapkinError(f"no tile sizes {what}fit: the smallest configuration needs "

@@ -1,0 +1,268 @@
+"""The pipeline of `napkin analyze`: diagram + GPU profile + sizes -> Analysis.
+
+    load diagram -> legal schedules per kernel and level (fusion) -> costs (counting rules)
+    -> closed-form optimum H*(a, M) -> integer tile search -> predicted time -> Analysis
+
+Upper levels (caches, implied levels) take the tiles that minimise their own transfers under their
+effective memory; the lowest level, where the arithmetic happens, takes the tiles that minimise the
+predicted time, within the GPU's divisor constraints.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from analyzer import __version__, resources
+from analyzer.diagram.graph import Diagram, Kernel, Partition, compile_data
+from analyzer.diagram.primitives import PIPELINES
+from analyzer.errors import NapkinError
+from analyzer.expr import to_text
+from analyzer.hardware import Profile, load_profile
+from analyzer.model.constraints import hardware_divisors, skip_divides
+from analyzer.model.cost import LevelCost, level_cost
+from analyzer.model.fusion import Schedule, schedule
+from analyzer.model.hierarchy import ModelLevel, model_levels
+from analyzer.model.optimize import Choice, ClosedForm, closed_form, search
+from analyzer.model.predict import compute_times, predict
+from analyzer.result import (Analysis, DiagramOut, GpuOut, KernelOut, LevelOut, OpOut, OptimumOut,
+                             SizeOut, StandardTermOut, TotalsOut)
+from analyzer.yamlio import load_file
+
+ASSUMPTIONS = [
+    "Transfers and memory follow the counting rules of Section 2; memory is the largest data-type "
+    "column of a steady-state chunk (docs/model.md).",
+    "Each level moves H*(a, M_l) and costs 1/Hdot_l per byte, Hdot_l being the bandwidth of the level "
+    "feeding it; levels add up (Equation 2). A caching level uses N_c M_c (Theorem 2).",
+    "Compute time is the slowest pipeline's FLOPs over its peak rate; pipelines overlap each other and "
+    "the transfers, so a kernel takes the larger of compute and transfer time.",
+    "A group (thread block) keeps one SM busy and groups run in waves of N_SM (wave quantization).",
+    "Kernels run one after another.",
+]
+
+
+# -- loading ---------------------------------------------------------------------------------------
+
+def load(diagram: str, *, dtype: str | None = None) -> Diagram:
+    """A shipped diagram by name, or a diagram file; `dtype` overrides the file's default dtype."""
+    path = resources.resolve("diagrams", diagram, what="diagram")
+    data = load_file(path)
+    if dtype is not None and isinstance(data, dict):
+        data = {**data, "dtype": dtype}
+    return compile_data(data, source=str(path) if path.parent != resources.data_dir("diagrams")
+                        else f"diagrams/{path.name}")
+
+
+def partition_symbols(diagram: Diagram) -> dict[str, sympy.Symbol]:
+    return {s.name: s for k in diagram.kernels for p in k.partitions.values() for s in p.symbols}
+
+
+def resolve_sizes(diagram: Diagram, sets: dict[str, int]) -> tuple[dict[sympy.Symbol, int],
+                                                                   dict[sympy.Symbol, int]]:
+    """Sizes of the size symbols (defaults, then --set), and pinned partition sizes."""
+    size_symbols = {s.name: s for s in diagram.size_symbols}
+    tiles = partition_symbols(diagram)
+    sizes = {s: v for s, v in diagram.defaults.items() if s.name in size_symbols}
+    pins: dict[sympy.Symbol, int] = {}
+    for key, value in sets.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise NapkinError(f"--set {key}={value}: sizes are positive whole numbers")
+        if value > 2**40:
+            raise NapkinError(f"--set {key}={value}: size is out of range (at most 2**40)")
+        if key in size_symbols:
+            sizes[size_symbols[key]] = value
+        elif key in tiles:
+            pins[tiles[key]] = value
+        elif key in diagram.axes:
+            raise NapkinError(f"--set {key}: the size of axis {key!r} is {diagram.size(key)}",
+                              hint=f"set {', '.join(sorted(str(s) for s in diagram.size(key).free_symbols))}"
+                                   " instead")
+        else:
+            known = sorted(size_symbols) + sorted(tiles)
+            close = difflib.get_close_matches(key, known, n=1)
+            raise NapkinError(f"--set {key}: {diagram.name} has no size or tile size {key!r}",
+                              hint=f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}")
+    missing = [n for n, s in size_symbols.items() if s not in sizes]
+    if missing:
+        raise NapkinError(f"size {missing[0]!r} has no default in {diagram.name}",
+                          file=diagram.source, hint=f"pass --set {missing[0]}=N")
+    for axis in diagram.axes.values():
+        value = axis.size.subs(sizes)
+        if not (value.is_integer and value > 0):
+            raise NapkinError(f"axis {axis.name!r} has size {axis.size} = {value}, not a positive "
+                              "whole number", file=diagram.source, field=f"axes.{axis.name}")
+    return sizes, pins
+
+
+# -- symbolic models ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LevelModel:
+    level: ModelLevel
+    schedule: Schedule
+    cost: LevelCost
+    optimum: ClosedForm | None
+    optimum_bytes: ClosedForm | None
+
+
+def level_models(diagram: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...]) -> list[LevelModel]:
+    models = []
+    optima: dict[str, tuple[ClosedForm | None, ClosedForm | None]] = {}
+    for lv in levels:
+        partition = kernel.partitions.get(lv.partition_level, Partition())
+        if lv.suffix:
+            partition = partition.renamed(lv.suffix)
+        sched = schedule(diagram, kernel, lv.partition_level, partition)
+        cost = level_cost(sched)
+        if lv.partition_level not in optima:   # an implied level has the same H*(a, M)
+            drawn = cost if not lv.suffix else level_cost(schedule(diagram, kernel, lv.partition_level))
+            optima[lv.partition_level] = _optimum(drawn)
+        models.append(LevelModel(lv, sched, cost, *optima[lv.partition_level]))
+    return models
+
+
+def _optimum(cost: LevelCost) -> tuple[ClosedForm | None, ClosedForm | None]:
+    part = cost.schedule.partition
+    group = tuple(s for _, s in part.group)
+    stream = (part.stream[1],) if part.stream else ()
+    return (closed_form(cost.transfers, cost.memory, group, stream),
+            closed_form(cost.transfer_bytes, cost.memory_bytes, group, stream))
+
+
+# -- the analysis --------------------------------------------------------------------------------------
+
+def analyze(diagram: str | Diagram, gpu: str | Profile, *, sets: dict[str, int] | None = None,
+            dtype: str | None = None, cluster: int | None = None) -> Analysis:
+    d = load(diagram, dtype=dtype) if isinstance(diagram, str) else diagram
+    profile = load_profile(gpu) if isinstance(gpu, str) else gpu
+    for name in {d.dtype, *(d.arrays[i].dtype for op in d.ops if op.primitive.contraction
+                            for i in op.inputs)}:
+        profile.check_dtype(name)
+    sizes, pins = resolve_sizes(d, sets or {})
+    levels = model_levels(d, profile, cluster=cluster)
+    kernels = [_analyze_kernel(d, k, levels, profile, sizes, pins) for k in d.kernels]
+    used = {s for k in d.kernels for p in k.partitions.values() for s in p.symbols}
+    unused = [s.name for s in pins if s not in used]
+    if unused:
+        raise NapkinError(f"--set {unused[0]}: not a tile size of {d.name}")
+    return _result(d, profile, sizes, cluster, kernels)
+
+
+def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], profile: Profile,
+                    sizes: dict, pins: dict) -> tuple[Kernel, list[LevelModel], list[Choice]]:
+    models = level_models(d, kernel, levels)
+    choices: list[Choice] = []
+    upper_time = 0.0
+    for i, m in enumerate(models):
+        lowest = i == len(models) - 1
+        own_pins = {s: v for s, v in pins.items() if s in m.schedule.partition.symbols}
+        where = f"for kernel {kernel.name} at {m.level.name} "
+        exprs = {f"flops_{p}": m.cost.counted[f"flops_{p}"] for p in PIPELINES}
+        if lowest:
+            divisible = hardware_divisors(m.schedule, profile)
+            weight = m.level.weight_s_per_byte
+
+            def objective(values, weight=weight, upper=upper_time):
+                flops = {p: values[f"flops_{p}"] for p in PIPELINES}
+                compute = np.max(np.stack(list(compute_times(flops, profile, d.dtype,
+                                                            values["groups"]).values())), axis=0)
+                return np.maximum(compute, upper + values["transfer_bytes"] * weight)
+        else:
+            divisible = ()
+
+            def objective(values):
+                return values["transfer_bytes"]
+        choice = search(m.cost, sizes, limit_bytes=m.level.memory_bytes, exprs=exprs,
+                        objective=objective, divisible=divisible, divides=skip_divides(m.schedule),
+                        pinned=own_pins, what=where)
+        choices.append(choice)
+        upper_time += choice.metrics["transfer_bytes"] * m.level.weight_s_per_byte
+    return kernel, models, choices
+
+
+def _result(d: Diagram, profile: Profile, sizes: dict, cluster: int | None, kernels: list) -> Analysis:
+    kernel_out = []
+    kernel_of = {}
+    for kernel, models, choices in kernels:
+        kernel_of.update(dict.fromkeys(kernel.ops, kernel.name))
+        lowest, low_choice = models[-1], choices[-1]
+        flops = {p: low_choice.metrics[f"flops_{p}"] for p in PIPELINES
+                 if low_choice.metrics[f"flops_{p}"]}
+        transfer_bytes = {m.level.name: c.metrics["transfer_bytes"] for m, c in zip(models, choices)}
+        weights = {m.level.name: m.level.weight_s_per_byte for m in models}
+        paths = {m.level.name: f"{m.level.source}->{m.level.name}" for m in models}
+        pred = predict(flops, transfer_bytes, weights, low_choice.metrics["groups"], profile, d.dtype,
+                       paths)
+        level_out = [_level_out(m, c, sizes) for m, c in zip(models, choices)]
+        sched = lowest.schedule
+        subs = {**sizes, **{s: v for s, v in low_choice.values.items()}}
+        kernel_out.append(KernelOut(
+            name=kernel.name, ops=list(kernel.ops), head=[o.name for o in sched.head],
+            body=[o.name for o in sched.body], tail=[o.name for o in sched.tail],
+            block_skipping=(f"{sched.skip.mask.name}: group of {sched.skip.query} streams "
+                            f"{sched.skip.key} up to its diagonal") if sched.skip else None,
+            notes=list(sched.notes), levels=level_out,
+            flops={p: to_text(v) for p, v in lowest.cost.flops.items()},
+            flops_value={p: float(v.subs(subs)) for p, v in lowest.cost.flops.items()},
+            compute_time_s=pred.compute_s, utilization=pred.utilization,
+            transfer_time_s=pred.transfer_time_s, predicted_time_s=pred.time_s, bound=pred.bound))
+    compute = sum(max(k.compute_time_s.values(), default=0.0) for k in kernel_out)
+    transfer = sum(k.transfer_time_s for k in kernel_out)
+    total = sum(k.predicted_time_s for k in kernel_out)
+    tensor = sum(k.flops_value.get("tensor", 0.0) for k in kernel_out)
+    bounds = {k.bound for k in kernel_out}
+    bound = bounds.pop() if len(bounds) == 1 else "mixed: " + ", ".join(
+        f"{k.name} {k.bound}" for k in kernel_out)
+    totals = TotalsOut(flops=sum(sum(k.flops_value.values()) for k in kernel_out), tensor_flops=tensor,
+                       compute_time_s=compute, transfer_time_s=transfer, predicted_time_s=total,
+                       throughput_flops_per_s=tensor / total if total else 0.0, bound=bound)
+    axes_of = d.axes_of()
+    ops = [OpOut(name=o.name, primitive=o.primitive.name, column=o.column, inputs=list(o.inputs),
+                 output_axes=list(o.applied.output), over=o.applied.over, weave=list(o.weave),
+                 broadcast={k: list(v) for k, v in o.broadcast(axes_of).items()},
+                 kernel=kernel_of[o.name]) for o in d.ops]
+    size_out = [SizeOut(axis=a.name, expression=to_text(a.size), value=int(a.size.subs(sizes)))
+                for a in d.axes.values()]
+    return Analysis(
+        napkin_version=__version__,
+        diagram=DiagramOut(name=d.name, title=d.title, paper=d.paper, source=d.source,
+                           levels=list(d.levels)),
+        gpu=GpuOut(name=profile.name, description=profile.description,
+                   source=f"hardware/{profile.name}.yaml"),
+        dtype=d.dtype, cluster=None if cluster is None else cluster, sizes=size_out, ops=ops,
+        kernels=kernel_out, totals=totals, assumptions=ASSUMPTIONS)
+
+
+def _level_out(m: LevelModel, c: Choice, sizes: dict) -> LevelOut:
+    cost, lv = m.cost, m.level
+    part = m.schedule.partition
+    optimum = None
+    if m.optimum is not None:
+        optimum = OptimumOut(
+            h_star=to_text(m.optimum.h_star),
+            h_star_bytes=to_text(m.optimum_bytes.h_star) if m.optimum_bytes else None,
+            standard_form=[StandardTermOut(alpha=to_text(t.alpha), beta=to_text(t.beta))
+                           for t in m.optimum.terms],
+            memory_lead=to_text(m.optimum.memory_lead),
+            group_sizes={s.name: to_text(v) for s, v in m.optimum.group_sizes.items()})
+    latex = {"transfers": sympy.latex(cost.transfers), "per_group": sympy.latex(cost.per_group),
+             "groups": sympy.latex(cost.groups), "memory": sympy.latex(cost.memory)}
+    if m.optimum is not None:
+        latex["h_star"] = sympy.latex(m.optimum.h_star)
+    return LevelOut(
+        level=lv.name, role=lv.role, drawn=lv.drawn, source=lv.source,
+        bandwidth_bytes_per_s=lv.bandwidth_bytes_per_s, weight_s_per_byte=lv.weight_s_per_byte,
+        memory_limit_bytes=lv.memory_bytes, children=lv.children,
+        group={a: s.name for a, s in part.group},
+        stream={part.stream[0]: part.stream[1].name} if part.stream else {},
+        transfers=to_text(cost.transfers), transfer_bytes=to_text(cost.transfer_bytes),
+        per_group=to_text(cost.per_group), groups=to_text(cost.groups), memory=to_text(cost.memory),
+        memory_bytes=to_text(cost.memory_bytes), optimum=optimum,
+        chosen={s.name: v for s, v in c.values.items()}, constraints=list(c.constraints),
+        transfers_values=c.metrics["transfers"], transfers_bytes_value=c.metrics["transfer_bytes"],
+        memory_values=c.metrics["memory"], memory_bytes_value=c.metrics["memory_bytes"],
+        groups_value=c.metrics["groups"],
+        transfer_time_s=c.metrics["transfer_bytes"] * lv.weight_s_per_byte, latex=latex)

@@ -1,0 +1,178 @@
+"""The `napkin` command: parse arguments, call the library, print. Nothing else lives here.
+
+Bad input of any kind becomes one line on stderr and exit code 1 (NapkinError); set NAPKIN_DEBUG=1
+to see a traceback instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from analyzer import __version__
+from analyzer.errors import NapkinError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="FlashAttention on a Napkin: diagrams in, GPU performance models out.")
+hardware_app = typer.Typer(no_args_is_help=True, help="GPU profiles (hardware/*.yaml).")
+diagrams_app = typer.Typer(no_args_is_help=True, help="Shipped diagrams (diagrams/*.yaml).")
+app.add_typer(hardware_app, name="hardware")
+app.add_typer(diagrams_app, name="diagrams")
+
+SET = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)=([0-9]+)$")
+
+
+def _console():
+    from rich.console import Console
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _parse_sets(items: list[str]) -> dict[str, int]:
+    sets: dict[str, int] = {}
+    for item in items:
+        match = SET.match(item.strip())
+        if not match:
+            raise NapkinError(f"--set {item!r}: expected NAME=NUMBER, e.g. --set q=4096")
+        sets[match[1]] = int(match[2])
+    return sets
+
+
+@app.callback(invoke_without_command=True)
+def _root(version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False) -> None:
+    if version:
+        typer.echo(f"napkin {__version__}")
+        raise typer.Exit()
+
+
+@app.command()
+def analyze(
+    diagram: Annotated[str, typer.Argument(help="A shipped diagram name (napkin diagrams list) or a "
+                                                ".yaml file.")],
+    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU profile name or alias (napkin hardware "
+                                                         "list), or a profile .yaml file.")] = "h100",
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", "-s", help="Override a size (q=16384) or pin a tile size (g_q=128); repeatable.")] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="Element type of arrays without their own: "
+                                                      "fp16, bf16, fp8 or fp32.")] = None,
+    cluster: Annotated[Optional[int], typer.Option(help="Model thread block clusters of this size "
+                                                        "(a cross-transfer level, Theorem 3).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the analysis as JSON "
+                                                         "(napkin schema report).")] = False,
+    as_latex: Annotated[bool, typer.Option("--latex", help="Print the symbolic model as LaTeX.")] = False,
+) -> None:
+    """Derive transfers, memory and FLOPs per level, pick tile sizes for a GPU, predict the time."""
+    from analyzer.analysis import analyze as run
+    if dtype is not None and dtype not in ("fp16", "bf16", "fp8", "fp32"):
+        raise NapkinError(f"--dtype {dtype!r}: expected fp16, bf16, fp8 or fp32")
+    if cluster is not None and cluster < 2:
+        raise NapkinError(f"--cluster {cluster}: a cluster has at least 2 members")
+    result = run(diagram, gpu, sets=_parse_sets(set_ or []), dtype=dtype, cluster=cluster)
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+    elif as_latex:
+        from analyzer.report import latex
+        typer.echo(latex(result))
+    else:
+        from analyzer.report import render
+        _console().print(render(result))
+
+
+@app.command()
+def schema(kind: Annotated[str, typer.Argument(help="diagram, profile or report")]) -> None:
+    """Print the JSON Schema of diagram files, profile files or the analysis report."""
+    if kind == "diagram":
+        from analyzer.diagram.schema import DiagramSpec as model
+    elif kind == "profile":
+        from analyzer.hardware import Profile as model
+    elif kind == "report":
+        from analyzer.result import Analysis as model
+    else:
+        raise NapkinError(f"unknown schema {kind!r}", hint="choose diagram, profile or report")
+    typer.echo(json.dumps(model.model_json_schema(), indent=2))
+
+
+@hardware_app.command("list")
+def hardware_list() -> None:
+    """List the shipped GPU profiles."""
+    from rich.table import Table
+
+    from analyzer.hardware import shipped_profiles
+    from analyzer.report import binary, si
+    table = Table(show_edge=False, header_style="bold")
+    for col in ("name", "aliases", "GPU", "SMs", "tensor fp16", "HBM", "smem / block"):
+        table.add_column(col)
+    for name, p in shipped_profiles().items():
+        smem = next((lv for lv in p.levels if lv.name == "smem"), None)
+        table.add_row(name, ", ".join(p.aliases), p.description, str(p.sm_count),
+                      si(p.tensor_flops_per_s.get("fp16", 0), "FLOP/s"),
+                      si(p.levels[0].bandwidth_bytes_per_s or 0, "B/s"),
+                      binary(smem.block_capacity_bytes) if smem else "-")
+    _console().print(table)
+
+
+@hardware_app.command("show")
+def hardware_show(name: Annotated[str, typer.Argument(help="Profile name or alias.")]) -> None:
+    """Print a profile file, with its source comments."""
+    from analyzer import resources
+    from analyzer.hardware import _aliases, load_profile_file
+    path = resources.resolve("hardware", name, what="GPU", aliases=_aliases())
+    load_profile_file(path)  # validate before showing
+    typer.echo(path.read_text(encoding="utf-8").rstrip())
+
+
+@diagrams_app.command("list")
+def diagrams_list() -> None:
+    """List the shipped diagrams."""
+    from rich.table import Table
+
+    from analyzer import resources
+    from analyzer.diagram.graph import load_diagram
+    table = Table(show_edge=False, header_style="bold")
+    for col in ("name", "title", "paper", "kernels"):
+        table.add_column(col)
+    for name, path in resources.shipped("diagrams").items():
+        d = load_diagram(path)
+        table.add_row(name, d.title, d.paper, ", ".join(k.name for k in d.kernels))
+    _console().print(table)
+
+
+@diagrams_app.command("show")
+def diagrams_show(name: Annotated[str, typer.Argument(help="Diagram name.")]) -> None:
+    """Print a shipped diagram file."""
+    from analyzer import resources
+    path = resources.resolve("diagrams", name, what="diagram")
+    typer.echo(path.read_text(encoding="utf-8").rstrip())
+
+
+@diagrams_app.command("check")
+def diagrams_check(file: Annotated[str, typer.Argument(help="A diagram name or .yaml file.")]) -> None:
+    """Validate a diagram: its form, its graph, and every relabelling against the fusion theorem."""
+    from analyzer.analysis import load
+    from analyzer.model.fusion import schedule
+    d = load(file)
+    for kernel in d.kernels:
+        for level in d.levels[1:]:
+            schedule(d, kernel, level)
+    typer.echo(f"{d.source}: ok ({len(d.ops)} ops, {len(d.kernels)} kernel(s), levels "
+               f"{', '.join(d.levels)})")
+
+
+def main() -> None:
+    try:
+        app()
+    except NapkinError as exc:
+        if os.environ.get("NAPKIN_DEBUG"):
+            raise
+        print(f"error: {exc.one_line()}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Render an Analysis: terminal tables (rich), LaTeX, and small number formatting helpers."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from analyzer.result import Analysis, KernelOut
+
+
+def si(value: float, unit: str = "") -> str:
+    """1.37e11 -> '137 G' + unit; keeps three significant digits."""
+    prefixes = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+    for scale, prefix in prefixes:
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}".rstrip()
+
+
+def binary(nbytes: float) -> str:
+    for scale, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.4g} {name}"
+    return f"{nbytes:.0f} B"
+
+
+def seconds(t: float) -> str:
+    for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if t >= scale:
+            return f"{t / scale:.4g} {name}"
+    return f"{t * 1e9:.4g} ns"
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold",
+                  show_edge=False, pad_edge=False)
+    for c in columns:
+        table.add_column(c, overflow="fold")
+    return table
+
+
+def _row(table: Table, *cells: str) -> None:
+    table.add_row(*(Text(c) for c in cells))   # plain text: "[q, x]" is not markup
+
+
+def render(a: Analysis) -> Group:
+    parts: list = []
+    paper = f" [{a.diagram.paper}]" if a.diagram.paper else ""
+    parts.append(Text(f"{a.diagram.name}: {a.diagram.title}{paper}", style="bold"))
+    sizes = ", ".join(f"{s.axis}={s.value}" + (f" (= {s.expression})" if s.expression != s.axis else "")
+                      for s in a.sizes)
+    cluster = f", clusters of {a.cluster}" if a.cluster else ""
+    parts.append(Text(f"GPU {a.gpu.name} ({a.gpu.description}), {a.dtype}{cluster}; {sizes}\n"))
+
+    ops = _table("Diagram", "col", "op", "primitive", "inputs", "output", "over", "weave", "copied",
+                 "kernel")
+    for o in a.ops:
+        copied = "; ".join(f"{k} along {', '.join(v)}" for k, v in o.broadcast.items())
+        _row(ops, str(o.column), o.name, o.primitive, ", ".join(o.inputs),
+             f"[{', '.join(o.output_axes)}]", o.over or "", ", ".join(o.weave), copied, o.kernel)
+    parts += [ops, Text("")]
+    for k in a.kernels:
+        parts += _kernel(a, k)
+    if len(a.kernels) > 1:
+        t = a.totals
+        total = _table("All kernels, one after another", "compute", "transfers", "predicted",
+                       "throughput", "bound")
+        _row(total, seconds(t.compute_time_s), seconds(t.transfer_time_s), seconds(t.predicted_time_s),
+                      si(t.throughput_flops_per_s, "FLOP/s"), t.bound)
+        parts.append(total)
+    return Group(*parts)
+
+
+def _kernel(a: Analysis, k: KernelOut) -> list:
+    parts: list = []
+    loop = ""
+    if k.body:
+        stream = next(iter(k.levels[-1].stream), "")
+        loop = f"; loop over {stream}: {', '.join(k.body)}"
+        if k.head:
+            loop = f"; before the loop: {', '.join(k.head)}" + loop
+        if k.tail:
+            loop += f"; after it: {', '.join(k.tail)}"
+    parts.append(Text(f"Kernel {k.name}: {', '.join(k.ops)}{loop}", style="bold"))
+    if k.block_skipping:
+        parts.append(Text(f"block skipping: {k.block_skipping}"))
+    for note in k.notes:
+        parts.append(Text(f"note: {note}"))
+
+    parts.append(Text("Symbolic model per level (values)", style="bold"))
+    for lv in k.levels:
+        relabel = ", ".join([f"group {ax} -> {s}" for ax, s in lv.group.items()]
+                            + [f"stream {ax} -> {s}" for ax, s in lv.stream.items()])
+        role = lv.role if lv.drawn else f"{lv.role}, implied by {k.levels[-1].level}"
+        parts.append(Text(f"  {lv.level} ({role}; fed by {lv.source}; {relabel or 'not partitioned'})\n"
+                          f"    H   = {lv.transfers}\n"
+                          f"    H_g = {lv.per_group}    N_g = {lv.groups}\n"
+                          f"    M   = {lv.memory}"))
+    seen = set()
+    for lv in k.levels:
+        if lv.optimum is None or lv.optimum.h_star in seen:
+            continue
+        seen.add(lv.optimum.h_star)
+        terms = " + ".join(f"({t.alpha})*M**-{t.beta}" if t.beta != "0" else f"({t.alpha})"
+                           for t in lv.optimum.standard_form)
+        sizes = ", ".join(f"{s} = {v}" for s, v in lv.optimum.group_sizes.items())
+        parts.append(Text(f"optimum H*(a, M) = {lv.optimum.h_star}   [standard form: {terms}; "
+                          f"at {sizes}; leading memory {lv.optimum.memory_lead} = M]"))
+    if all(lv.optimum is None for lv in k.levels):
+        parts.append(Text("optimum H*(a, M): no closed form (the memory has no single leading term); "
+                          "the integer search below still applies"))
+
+    conf = _table(f"Configuration on {a.gpu.name}", "level", "tiles", "N_g", "memory (limit)",
+                  "transfers", "Hdot", "time")
+    for lv in k.levels:
+        tiles = ", ".join(f"{s}={v}" for s, v in lv.chosen.items()) or "-"
+        _row(conf, lv.level, tiles, f"{lv.groups_value:.0f}",
+                     f"{binary(lv.memory_bytes_value)} ({binary(lv.memory_limit_bytes)})",
+                     f"{si(lv.transfers_bytes_value, 'B')}",
+                     f"{si(lv.bandwidth_bytes_per_s, 'B/s')} from {lv.source}",
+                     seconds(lv.transfer_time_s))
+    parts.append(conf)
+    rules = [r for lv in k.levels for r in lv.constraints]
+    if rules:
+        parts.append(Text("constraints: " + "; ".join(dict.fromkeys(rules))))
+
+    time = _table("FLOPs and predicted time", "pipeline", "FLOPs (symbolic)", "FLOPs", "time")
+    for pipe, expr in k.flops.items():
+        _row(time, pipe, expr, si(k.flops_value[pipe]), seconds(k.compute_time_s[pipe]))
+    _row(time, "transfers", "Equation 2: sum over levels", "", seconds(k.transfer_time_s))
+    parts.append(time)
+    tensor = k.flops_value.get("tensor", 0.0)
+    rate = f", {si(tensor / k.predicted_time_s, 'FLOP/s')}" if tensor and k.predicted_time_s else ""
+    parts.append(Text(f"predicted {seconds(k.predicted_time_s)}: {k.bound}-bound{rate} "
+                      f"(SM utilisation {k.utilization:.0%} from {k.levels[-1].groups_value:.0f} "
+                      f"groups)\n", style="bold"))
+    return parts
+
+
+def latex(a: Analysis) -> str:
+    """The symbolic model as LaTeX, one align block per kernel."""
+    lines = [f"% napkin {a.napkin_version}: {a.diagram.name} ({a.diagram.source})"]
+    for k in a.kernels:
+        lines.append(f"% kernel {k.name}")
+        lines.append("\\begin{align}")
+        rows = []
+        for lv in k.levels:
+            tag = f"\\mathrm{{{lv.level}}}"
+            rows.append(f"H_{{{tag}}} &= {lv.latex['transfers']}")
+            rows.append(f"H_{{{tag},g}} &= {lv.latex['per_group']}")
+            rows.append(f"N_{{{tag},g}} &= {lv.latex['groups']}")
+            rows.append(f"M_{{{tag}}} &= {lv.latex['memory']}")
+            if "h_star" in lv.latex:
+                rows.append(f"H^*_{{{tag}}}(\\vec a, M) &= {lv.latex['h_star']}")
+        lines.append(" \\\\\n".join(rows))
+        lines.append("\\end{align}")
+    return "\n".join(lines)

@@ -1,0 +1,138 @@
+"""The result of `napkin analyze`: a stable, documented schema (`napkin schema report`).
+
+Expressions are strings that `sympy.sympify` parses back (all symbols are positive sizes; `M` is the
+lower-level memory of the optimum H*(a, M)). Numbers are in values, bytes, FLOPs and seconds as their
+keys say. SCHEMA_VERSION changes only when a field is removed or changes meaning.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SizeOut(Out):
+    axis: str
+    expression: str = Field(description="Size of the axis in the size symbols.")
+    value: int
+
+
+class OpOut(Out):
+    name: str
+    primitive: str
+    column: int = Field(description="Function column, left to right.")
+    inputs: list[str]
+    output_axes: list[str]
+    over: str | None
+    weave: list[str] = Field(description="Axes the primitive is mapped over.")
+    broadcast: dict[str, list[str]] = Field(description="Inputs copied along weaved axes they lack.")
+    kernel: str
+
+
+class StandardTermOut(Out):
+    alpha: str = Field(description="alpha_t(a) of Equation 1.")
+    beta: str = Field(description="beta_t of Equation 1: the term is alpha_t * M**-beta_t.")
+
+
+class OptimumOut(Out):
+    """H*(a, M) of Equation 4 in values and in bytes, with M left as a symbol."""
+
+    h_star: str
+    h_star_bytes: str | None = Field(description="The same in bytes, M in bytes (Equation 3).")
+    standard_form: list[StandardTermOut]
+    memory_lead: str = Field(description="Leading memory term set equal to M.")
+    group_sizes: dict[str, str] = Field(description="Group sizes at the optimum, in M.")
+
+
+class LevelOut(Out):
+    level: str
+    role: str = Field(description="memory, cache (Theorem 2) or cross (Theorem 3).")
+    drawn: bool = Field(description="Drawn in the diagram; else it takes the relabelling of the next "
+                                    "lower drawn level, with its symbols suffixed by this level.")
+    source: str = Field(description="Level whose bandwidth feeds this one.")
+    bandwidth_bytes_per_s: float
+    weight_s_per_byte: float = Field(description="Hdot^-1 of Equation 2.")
+    memory_limit_bytes: float = Field(description="M_l: per-block capacity, or N_c M_c.")
+    children: int | None
+    group: dict[str, str] = Field(description="Grouped axis -> group-size symbol.")
+    stream: dict[str, str] = Field(description="Streamed axis -> stream-size symbol.")
+    transfers: str = Field(description="H: values loaded and saved (symbolic).")
+    transfer_bytes: str
+    per_group: str = Field(description="H_g = H / N_g.")
+    groups: str = Field(description="N_g.")
+    memory: str = Field(description="M: values held at once (symbolic).")
+    memory_bytes: str
+    optimum: OptimumOut | None = Field(description="Absent where no closed form exists.")
+    chosen: dict[str, int] = Field(description="Partition sizes chosen for the GPU.")
+    constraints: list[str] = Field(description="Divisor constraints the choice obeys.")
+    transfers_values: float
+    transfers_bytes_value: float
+    memory_values: float
+    memory_bytes_value: float
+    groups_value: float
+    transfer_time_s: float
+    latex: dict[str, str] = Field(description="LaTeX of transfers, per_group, groups, memory and "
+                                               "h_star.")
+
+
+class KernelOut(Out):
+    name: str
+    ops: list[str]
+    head: list[str] = Field(description="Ops run once per group before the loop.")
+    body: list[str] = Field(description="Ops run once per chunk of the streamed axis.")
+    tail: list[str] = Field(description="Ops run once per group after the loop.")
+    block_skipping: str | None = Field(description="Causal block skipping, if any.")
+    notes: list[str]
+    levels: list[LevelOut]
+    flops: dict[str, str] = Field(description="FLOPs per pipeline at the lowest level (symbolic).")
+    flops_value: dict[str, float]
+    compute_time_s: dict[str, float] = Field(description="Per pipeline, wave quantization included.")
+    utilization: float = Field(description="N_g / (N_SM ceil(N_g / N_SM)).")
+    transfer_time_s: float = Field(description="Weighted transfers, Equation 2.")
+    predicted_time_s: float
+    bound: str
+
+
+class TotalsOut(Out):
+    flops: float
+    tensor_flops: float
+    compute_time_s: float
+    transfer_time_s: float
+    predicted_time_s: float
+    throughput_flops_per_s: float = Field(description="Tensor FLOPs over the predicted time.")
+    bound: str
+
+
+class GpuOut(Out):
+    name: str
+    description: str
+    source: str
+
+
+class DiagramOut(Out):
+    name: str
+    title: str
+    paper: str
+    source: str
+    levels: list[str]
+
+
+class Analysis(Out):
+    """Everything `napkin analyze` derives for one diagram on one GPU."""
+
+    schema_version: int = SCHEMA_VERSION
+    napkin_version: str
+    diagram: DiagramOut
+    gpu: GpuOut
+    dtype: str
+    cluster: int | None
+    sizes: list[SizeOut]
+    ops: list[OpOut]
+    kernels: list[KernelOut]
+    totals: TotalsOut
+    assumptions: list[str]
