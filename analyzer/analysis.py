@@ -26,10 +26,12 @@ from analyzer.model.constraints import hardware_divisors, skip_divides
 from analyzer.model.cost import LevelCost, level_cost
 from analyzer.model.fusion import Schedule, schedule
 from analyzer.model.hierarchy import ModelLevel, model_levels
+from analyzer.model.intensity import bandwidth_limit
 from analyzer.model.optimize import Choice, ClosedForm, closed_form, search
 from analyzer.model.predict import compute_times, predict
-from analyzer.result import (Analysis, DiagramOut, GpuOut, KernelOut, LevelOut, OpOut, OptimumOut,
-                             SizeOut, StandardTermOut, TotalsOut)
+from analyzer.dtypes import bytes_per_value
+from analyzer.result import (Analysis, BandwidthLimitOut, DiagramOut, GpuOut, KernelOut, LevelOut,
+                             OpOut, OptimumOut, SizeOut, StandardTermOut, TotalsOut)
 from analyzer.yamlio import load_file
 
 ASSUMPTIONS = [
@@ -196,7 +198,7 @@ def _result(d: Diagram, profile: Profile, sizes: dict, cluster: int | None, kern
         paths = {m.level.name: f"{m.level.source}->{m.level.name}" for m in models}
         pred = predict(flops, transfer_bytes, weights, low_choice.metrics["groups"], profile, d.dtype,
                        paths)
-        level_out = [_level_out(m, c, sizes) for m, c in zip(models, choices)]
+        level_out = [_level_out(m, c, sizes, profile, d.dtype) for m, c in zip(models, choices)]
         sched = lowest.schedule
         subs = {**sizes, **{s: v for s, v in low_choice.values.items()}}
         kernel_out.append(KernelOut(
@@ -236,9 +238,20 @@ def _result(d: Diagram, profile: Profile, sizes: dict, cluster: int | None, kern
         kernels=kernel_out, totals=totals, assumptions=ASSUMPTIONS)
 
 
-def _level_out(m: LevelModel, c: Choice, sizes: dict) -> LevelOut:
+def _level_out(m: LevelModel, c: Choice, sizes: dict, profile: Profile, dtype: str) -> LevelOut:
     cost, lv = m.cost, m.level
     part = m.schedule.partition
+    limit = None
+    tensor = cost.flops.get("tensor")
+    if m.optimum is not None and tensor is not None:
+        b = bandwidth_limit(m.optimum, tensor, sizes, tensor_rate=profile.rate("tensor", dtype),
+                            bandwidth_bytes_per_s=lv.bandwidth_bytes_per_s,
+                            bytes_per_value=bytes_per_value(dtype), memory_bytes=lv.memory_bytes)
+        limit = BandwidthLimitOut(
+            compute_per_transfer=b.compute_per_transfer,
+            min_memory_bytes=None if b.min_memory_values is None
+            else b.min_memory_values * bytes_per_value(dtype),
+            min_sizes=b.min_sizes, tile_sizes=b.tile_sizes, min_sizes_at_memory=b.min_sizes_at_memory)
     optimum = None
     if m.optimum is not None:
         optimum = OptimumOut(
@@ -260,7 +273,7 @@ def _level_out(m: LevelModel, c: Choice, sizes: dict) -> LevelOut:
         stream={part.stream[0]: part.stream[1].name} if part.stream else {},
         transfers=to_text(cost.transfers), transfer_bytes=to_text(cost.transfer_bytes),
         per_group=to_text(cost.per_group), groups=to_text(cost.groups), memory=to_text(cost.memory),
-        memory_bytes=to_text(cost.memory_bytes), optimum=optimum,
+        memory_bytes=to_text(cost.memory_bytes), optimum=optimum, bandwidth_limit=limit,
         chosen={s.name: v for s, v in c.values.items()}, constraints=list(c.constraints),
         transfers_values=c.metrics["transfers"], transfers_bytes_value=c.metrics["transfer_bytes"],
         memory_values=c.metrics["memory"], memory_bytes_value=c.metrics["memory_bytes"],

@@ -143,6 +143,12 @@ class Profile(Strict):
         raise NapkinError(f"GPU profile {self.name} has no level {name!r}",
                           hint=f"its levels: {', '.join(lv.name for lv in self.levels)}")
 
+    def with_level(self, name: str, **updates: float) -> Profile:
+        """A copy with some of one level's values replaced (e.g. the paper's value for a test)."""
+        self.level(name)
+        levels = [lv.model_copy(update=updates) if lv.name == name else lv for lv in self.levels]
+        return self.model_copy(update={"levels": levels})
+
     def check_dtype(self, dtype: str) -> None:
         if dtype != "fp32" and dtype not in self.tensor_dtypes:
             raise NapkinError(f"{self.name} has no {dtype} tensor cores",

@@ -125,6 +125,20 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
     if rules:
         parts.append(Text("constraints: " + "; ".join(dict.fromkeys(rules))))
 
+    limits = [lv for lv in k.levels if lv.bandwidth_limit is not None]
+    if limits:
+        table = _table("Bandwidth limits (Appendix B.1): compute bound once H*/K < Hdot/Kdot",
+                       "level", "Kdot/Hdot", "min memory", "min sizes (M -> inf)",
+                       "tiles at level memory", "min sizes at level memory")
+        for lv in limits:
+            b = lv.bandwidth_limit
+            _row(table, lv.level, f"{b.compute_per_transfer:.4g}",
+                 binary(b.min_memory_bytes) if b.min_memory_bytes is not None else "-",
+                 ", ".join(f"{s} >= {v:.4g}" for s, v in b.min_sizes.items()) or "-",
+                 ", ".join(f"{s} = {v:.4g}" for s, v in b.tile_sizes.items()) or "-",
+                 ", ".join(f"{s} >= {v:.4g}" for s, v in b.min_sizes_at_memory.items()) or "-")
+        parts.append(table)
+
     time = _table("FLOPs and predicted time", "pipeline", "FLOPs (symbolic)", "FLOPs", "time")
     for pipe, expr in k.flops.items():
         _row(time, pipe, expr, si(k.flops_value[pipe]), seconds(k.compute_time_s[pipe]))

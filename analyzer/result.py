@@ -49,6 +49,17 @@ class OptimumOut(Out):
     group_sizes: dict[str, str] = Field(description="Group sizes at the optimum, in M.")
 
 
+class BandwidthLimitOut(Out):
+    """Appendix B.1: where this level stops being bandwidth bound (H*/K < Hdot/Kdot)."""
+
+    compute_per_transfer: float = Field(description="Kdot/Hdot: tensor FLOPs per value moved.")
+    min_memory_bytes: float | None = Field(description="Absolute minimum memory, axes -> infinity.")
+    min_sizes: dict[str, float] = Field(description="Absolute minimum of each size, M -> infinity.")
+    tile_sizes: dict[str, float] = Field(description="Optimal group sizes at this level's memory.")
+    min_sizes_at_memory: dict[str, float] = Field(description="Minimum of each size at this "
+                                                              "level's memory.")
+
+
 class LevelOut(Out):
     level: str
     role: str = Field(description="memory, cache (Theorem 2) or cross (Theorem 3).")
@@ -68,6 +79,8 @@ class LevelOut(Out):
     memory: str = Field(description="M: values held at once (symbolic).")
     memory_bytes: str
     optimum: OptimumOut | None = Field(description="Absent where no closed form exists.")
+    bandwidth_limit: BandwidthLimitOut | None = Field(description="Absent without a closed form or "
+                                                                  "tensor FLOPs.")
     chosen: dict[str, int] = Field(description="Partition sizes chosen for the GPU.")
     constraints: list[str] = Field(description="Divisor constraints the choice obeys.")
     transfers_values: float

@@ -102,6 +102,18 @@ class LevelCost:
     def total_flops(self) -> sympy.Expr:
         return sympy.Add(*self.flops.values())
 
+    def evaluate(self, values: dict[sympy.Symbol, int]) -> dict[str, float]:
+        """Numbers for concrete sizes and tile sizes, with ceiling(a / g_a) groups along each axis.
+
+        Exact also for tiles that do not divide their axis (the last tile is partial), except under
+        block skipping, which assumes whole tiles (analyzer.model.constraints.skip_divides).
+        """
+        counts = {n: sympy.ceiling(expr.subs(values)) for n, expr in self.group_counts.items()}
+        out = {key: float(expr.subs(counts).subs(values)) for key, expr in self.counted.items()}
+        out["memory"] = float(self.memory.subs(values))
+        out["memory_bytes"] = float(self.memory_bytes.subs(values))
+        return out
+
 
 def level_cost(schedule: Schedule) -> LevelCost:
     d = schedule.diagram

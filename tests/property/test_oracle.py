@@ -1,0 +1,118 @@
+"""The symbolic counts equal a brute-force simulation of the tiled schedule, for every shipped diagram.
+
+For random axis sizes and tile sizes, analyzer.model.simulate executes each kernel's schedule element by
+element and counts loads, saves, the peak a group holds and the FLOPs; the expressions derived by
+analyzer.model.cost must give exactly the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sympy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analyzer import resources
+from analyzer.analysis import load
+from analyzer.diagram.graph import Partition
+from analyzer.model.cost import level_cost
+from analyzer.model.fusion import schedule
+from analyzer.model.simulate import simulate
+
+CASES = [(name, k, level) for name in resources.shipped("diagrams")
+         for k, kernel in enumerate(load(name).kernels)
+         for level in load(name).levels[1:]]
+MAX_ELEMENTS = 4000   # keep the element-level simulation fast
+
+
+@st.composite
+def configuration(draw, diagram, part: Partition, skip, divisible: bool):
+    """Sizes for the size symbols and partition sizes; tiles divide their axes when `divisible`."""
+    tiles: dict[sympy.Symbol, int] = {}
+    need: dict[sympy.Symbol, int] = {}        # size symbol -> what it must be a multiple of
+    at_least: dict[sympy.Symbol, int] = {}
+    for axis, sym in part.group:
+        tiles[sym] = draw(st.integers(1, 3))
+    if part.stream:
+        axis, sym = part.stream
+        if skip is not None and skip.query in dict(part.group):
+            g = dict(part.group)[skip.query]
+            tiles[sym] = draw(st.sampled_from([t for t in (1, 2, 3) if tiles[g] % t == 0]))
+        else:
+            tiles[sym] = draw(st.integers(1, 3))
+    for axis, sym in (*part.group, *([part.stream] if part.stream else [])):
+        size = diagram.size(axis)
+        assert size.is_Symbol, "shipped diagrams size partitioned axes by one symbol"
+        need[size] = math.lcm(need.get(size, 1), tiles[sym])
+        if part.stream and axis == part.stream[0]:
+            at_least[size] = max(at_least.get(size, 1), 2 * tiles[sym])   # at least two chunks
+    sizes = {}
+    for sym in diagram.size_symbols:
+        step = need.get(sym, 1) if divisible else 1
+        low = max(1, -(-at_least.get(sym, 1) // step))
+        sizes[sym] = step * draw(st.integers(low, low + 2))
+    if not divisible:
+        for axis, sym in part.group:   # a tile larger than its axis is not a tile
+            tiles[sym] = min(tiles[sym], int(diagram.size(axis).subs(sizes)))
+    return sizes, tiles
+
+
+def _small(diagram, sizes) -> bool:
+    biggest = max(math.prod(int(diagram.size(a).subs(sizes)) for a in arr.axes)
+                  for arr in diagram.arrays.values())
+    return biggest <= MAX_ELEMENTS
+
+
+@pytest.mark.parametrize("name,kernel,level", CASES)
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_symbolic_counts_equal_simulation(name, kernel, level, data):
+    diagram = load(name)
+    sched = schedule(diagram, diagram.kernels[kernel], level)
+    cost = level_cost(sched)
+    sizes, tiles = data.draw(configuration(diagram, sched.partition, sched.skip, divisible=True))
+    if not _small(diagram, sizes):
+        return
+    sim = simulate(sched, sizes, tiles)
+    values = {**sizes, **tiles}
+    assert cost.transfers.subs(values) == sim.transfers                  # H, paper form N_g H_g
+    assert cost.transfer_bytes.subs(values) == sim.transfer_bytes
+    assert cost.groups.subs(values) == sim.groups                        # N_g
+    assert cost.memory.subs(values) == sim.peak                          # M
+    assert cost.memory_bytes.subs(values) == sim.peak_bytes
+    assert {p: v.subs(values) for p, v in cost.flops.items()} == sim.flops
+
+
+@pytest.mark.parametrize("name,kernel,level", [c for c in CASES if "causal" not in c[0]])
+@settings(max_examples=15, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_ragged_tiles_count_exactly_with_ceiling_groups(name, kernel, level, data):
+    """Tiles that do not divide their axis: transfers with ceiling(a / g_a) groups are exact."""
+    diagram = load(name)
+    sched = schedule(diagram, diagram.kernels[kernel], level)
+    cost = level_cost(sched)
+    sizes, tiles = data.draw(configuration(diagram, sched.partition, sched.skip, divisible=False))
+    if not _small(diagram, sizes):
+        return
+    sim = simulate(sched, sizes, tiles)
+    exact = cost.evaluate({**sizes, **tiles})
+    assert exact["transfers"] == sim.transfers
+    assert exact["transfer_bytes"] == sim.transfer_bytes
+    assert exact["groups"] == sim.groups
+    if all(int(diagram.size(a).subs(sizes)) % t == 0 for a, s in sched.partition.group
+           for t in [tiles[s]]):
+        assert exact["memory"] == sim.peak
+
+
+def test_a_single_chunk_never_needs_more_memory_than_the_steady_state():
+    diagram = load("attention")
+    sched = schedule(diagram, diagram.kernels[0], "smem")
+    cost = level_cost(sched)
+    q, x, d, g_q, s_x = (sympy.Symbol(n, positive=True) for n in ("q", "x", "d", "g_q", "s_x"))
+    values = {q: 4, x: 3, d: 2, g_q: 2, s_x: 3}
+    sim = simulate(sched, {q: 4, x: 3, d: 2}, {g_q: 2, s_x: 3})
+    assert sim.peak <= cost.memory.subs(values)
