@@ -26,7 +26,7 @@ from analyzer.model.constraints import hardware_divisors, skip_divides
 from analyzer.model.cost import LevelCost, level_cost
 from analyzer.model.fusion import Schedule, schedule
 from analyzer.model.hierarchy import ModelLevel, model_levels
-from analyzer.model.intensity import bandwidth_limit
+from analyzer.model.intensity import bandwidth_limit, useful_flops
 from analyzer.model.optimize import Choice, ClosedForm, closed_form, search
 from analyzer.model.predict import compute_times, predict
 from analyzer.dtypes import bytes_per_value
@@ -50,7 +50,7 @@ ASSUMPTIONS = [
 
 def load(diagram: str, *, dtype: str | None = None) -> Diagram:
     """A shipped diagram by name, or a diagram file; `dtype` overrides the file's default dtype."""
-    path = resources.resolve("diagrams", diagram, what="diagram")
+    path = resources.resolve("diagrams", diagram, what="diagram", field="DIAGRAM")
     data = load_file(path)
     if dtype is not None and isinstance(data, dict):
         data = {**data, "dtype": dtype}
@@ -243,10 +243,13 @@ def _level_out(m: LevelModel, c: Choice, sizes: dict, profile: Profile, dtype: s
     part = m.schedule.partition
     limit = None
     tensor = cost.flops.get("tensor")
+    b = None
     if m.optimum is not None and tensor is not None:
-        b = bandwidth_limit(m.optimum, tensor, sizes, tensor_rate=profile.rate("tensor", dtype),
+        b = bandwidth_limit(m.optimum, useful_flops(tensor, set(part.symbols)), sizes,
+                            tensor_rate=profile.rate("tensor", dtype),
                             bandwidth_bytes_per_s=lv.bandwidth_bytes_per_s,
                             bytes_per_value=bytes_per_value(dtype), memory_bytes=lv.memory_bytes)
+    if b is not None:
         limit = BandwidthLimitOut(
             compute_per_transfer=b.compute_per_transfer,
             min_memory_bytes=None if b.min_memory_values is None

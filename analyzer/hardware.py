@@ -188,9 +188,9 @@ def _aliases() -> dict[str, str]:
     return table
 
 
-def load_profile(name_or_path: str) -> Profile:
+def load_profile(name_or_path: str, *, field: str | None = "--gpu") -> Profile:
     """A shipped profile by name or alias (h100 -> h100-sxm5), or a profile file."""
-    path = resources.resolve("hardware", name_or_path, what="GPU", aliases=_aliases())
+    path = resources.resolve("hardware", name_or_path, what="GPU", aliases=_aliases(), field=field)
     return load_profile_file(path)
 
 

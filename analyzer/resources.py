@@ -28,8 +28,9 @@ def shipped(kind: str) -> dict[str, Path]:
     return {p.stem: p for p in sorted(data_dir(kind).glob("*.yaml"))}
 
 
-def resolve(kind: str, name_or_path: str, *, what: str, aliases: dict[str, str] | None = None) -> Path:
-    """A shipped file by name (or alias), or a path to a .yaml file."""
+def resolve(kind: str, name_or_path: str, *, what: str, aliases: dict[str, str] | None = None,
+            field: str | None = None) -> Path:
+    """A shipped file by name (or alias), or a path to a .yaml file. `field` names the argument."""
     files = shipped(kind)
     key = name_or_path.lower()
     if aliases and key in aliases:
@@ -39,9 +40,10 @@ def resolve(kind: str, name_or_path: str, *, what: str, aliases: dict[str, str] 
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or "/" in name_or_path or path.exists():
         if not path.is_file():
-            raise NapkinError(f"no such file: {name_or_path}", hint=f"pass a {what} name or a .yaml file")
+            raise NapkinError(f"no such file: {name_or_path}", field=field,
+                              hint=f"pass a {what} name or a .yaml file")
         return path
     choices = sorted(set(files) | set(aliases or {}))
     close = difflib.get_close_matches(key, choices, n=1, cutoff=0.5)
     hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(choices)}"
-    raise NapkinError(f"unknown {what} {name_or_path!r}", hint=hint)
+    raise NapkinError(f"unknown {what} {name_or_path!r}", field=field, hint=hint)

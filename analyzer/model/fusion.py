@@ -78,6 +78,13 @@ class Schedule:
 
 def schedule(diagram: Diagram, kernel: Kernel, level: str, partition: Partition | None = None) -> Schedule:
     """Check the kernel's relabelling at `level` and return its schedule (or raise NapkinError)."""
+    try:
+        return _schedule(diagram, kernel, level, partition)
+    except NapkinError as exc:
+        raise exc.located(file=diagram.source) from None
+
+
+def _schedule(diagram: Diagram, kernel: Kernel, level: str, partition: Partition | None) -> Schedule:
     partition = partition if partition is not None else kernel.partitions.get(level, Partition())
     ops = [diagram.op(name) for name in kernel.ops]
     where = f"{kernel.path}.partition.{level}"

@@ -29,11 +29,21 @@ class BandwidthLimit:
     min_sizes_at_memory: dict[str, float] = field(default_factory=dict)
 
 
+def useful_flops(flops: sympy.Expr, tile_symbols: set[sympy.Symbol]) -> sympy.Expr:
+    """FLOPs without the terms that depend on tile sizes (e.g. the diagonal blocks a causal mask
+    computes in full): the work H*/K should be measured against."""
+    return sympy.Add(*(t for t in sympy.Add.make_args(sympy.expand(flops))
+                       if not t.free_symbols & tile_symbols))
+
+
 def bandwidth_limit(optimum: ClosedForm, flops: sympy.Expr, sizes: dict[sympy.Symbol, int], *,
                     tensor_rate: float, bandwidth_bytes_per_s: float, bytes_per_value: int,
-                    memory_bytes: float) -> BandwidthLimit:
+                    memory_bytes: float) -> BandwidthLimit | None:
+    """None when the FLOPs are not a function of the sizes alone."""
+    if flops == 0 or flops.free_symbols - set(sizes) - {MEMORY}:
+        return None
     ratio_target = bandwidth_bytes_per_s / bytes_per_value / tensor_rate   # Hdot / Kdot
-    terms = [(sympy.simplify(t.alpha / flops), t.beta) for t in optimum.terms]
+    terms = [(sympy.cancel(t.alpha / flops), t.beta) for t in optimum.terms]
     with_m = [(c, b) for c, b in terms if b > 0]
     free = sympy.Add(*(c for c, b in terms if b == 0))
 

@@ -74,10 +74,10 @@ def closed_form(transfers: sympy.Expr, memory: sympy.Expr, group: tuple[sympy.Sy
         if len(found) != 1:
             return None
         solution = found[0]
-    h_star = sympy.expand(sympy.simplify(reduced.subs(solution)))
+    h_star = sympy.expand(reduced.subs(solution))
     if h_star.free_symbols & set(group):
         return None
-    sizes = {**pinned, **solution, v: sympy.simplify(roots[0].subs(solution))}
+    sizes = {**pinned, **solution, v: roots[0].subs(solution)}
     undetermined = tuple(u for u in free if u != v and u not in solution)
     return ClosedForm(h_star, standard_form(h_star), lead, sizes, undetermined)
 
@@ -116,7 +116,7 @@ def _leading_memory(memory: sympy.Expr, group: tuple[sympy.Symbol, ...],
     tied = [e for g, a, e in leads if (g, a) == best]
     winner = tied[0]
     for other in tied[1:]:
-        ratio = sympy.simplify(other / winner)
+        ratio = sympy.cancel(other / winner)
         if not ratio.is_number:
             return None
         if ratio > 1:
