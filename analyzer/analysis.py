@@ -17,11 +17,13 @@ import numpy as np
 import sympy
 
 from analyzer import __version__, resources
-from analyzer.diagram.graph import Diagram, Kernel, Partition, compile_data
+from analyzer.diagram.compiled import Diagram, Kernel, Partition
+from analyzer.diagram.graph import compile_data
 from analyzer.diagram.primitives import PIPELINES
 from analyzer.errors import NapkinError
 from analyzer.expr import to_text
-from analyzer.hardware import Profile, load_profile
+from analyzer.hardware import Profile, load_profile_file
+from analyzer.hardware import aliases as hardware_aliases
 from analyzer.model.constraints import hardware_divisors, skip_divides
 from analyzer.model.cost import LevelCost, level_cost
 from analyzer.model.fusion import Schedule, schedule
@@ -54,8 +56,7 @@ def load(diagram: str, *, dtype: str | None = None) -> Diagram:
     data = load_file(path)
     if dtype is not None and isinstance(data, dict):
         data = {**data, "dtype": dtype}
-    return compile_data(data, source=str(path) if path.parent != resources.data_dir("diagrams")
-                        else f"diagrams/{path.name}")
+    return compile_data(data, source=resources.display("diagrams", path))
 
 
 def partition_symbols(diagram: Diagram) -> dict[str, sympy.Symbol]:
@@ -139,7 +140,11 @@ def _optimum(cost: LevelCost) -> tuple[ClosedForm | None, ClosedForm | None]:
 def analyze(diagram: str | Diagram, gpu: str | Profile, *, sets: dict[str, int] | None = None,
             dtype: str | None = None, cluster: int | None = None) -> Analysis:
     d = load(diagram, dtype=dtype) if isinstance(diagram, str) else diagram
-    profile = load_profile(gpu) if isinstance(gpu, str) else gpu
+    if isinstance(gpu, str):
+        path = resources.resolve("hardware", gpu, what="GPU", aliases=hardware_aliases(), field="--gpu")
+        profile, gpu_source = load_profile_file(path), resources.display("hardware", path)
+    else:
+        profile, gpu_source = gpu, f"hardware/{gpu.name}.yaml"
     for name in {d.dtype, *(d.arrays[i].dtype for op in d.ops if op.primitive.contraction
                             for i in op.inputs)}:
         profile.check_dtype(name)
@@ -150,7 +155,7 @@ def analyze(diagram: str | Diagram, gpu: str | Profile, *, sets: dict[str, int] 
     unused = [s.name for s in pins if s not in used]
     if unused:
         raise NapkinError(f"--set {unused[0]}: not a tile size of {d.name}")
-    return _result(d, profile, sizes, cluster, kernels)
+    return _result(d, profile, gpu_source, sizes, cluster, kernels)
 
 
 def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], profile: Profile,
@@ -185,7 +190,8 @@ def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], 
     return kernel, models, choices
 
 
-def _result(d: Diagram, profile: Profile, sizes: dict, cluster: int | None, kernels: list) -> Analysis:
+def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster: int | None,
+            kernels: list) -> Analysis:
     kernel_out = []
     kernel_of = {}
     for kernel, models, choices in kernels:
@@ -193,12 +199,12 @@ def _result(d: Diagram, profile: Profile, sizes: dict, cluster: int | None, kern
         lowest, low_choice = models[-1], choices[-1]
         flops = {p: low_choice.metrics[f"flops_{p}"] for p in PIPELINES
                  if low_choice.metrics[f"flops_{p}"]}
-        transfer_bytes = {m.level.name: c.metrics["transfer_bytes"] for m, c in zip(models, choices)}
+        transfer_bytes = {m.level.name: c.metrics["transfer_bytes"] for m, c in zip(models, choices, strict=True)}
         weights = {m.level.name: m.level.weight_s_per_byte for m in models}
         paths = {m.level.name: f"{m.level.source}->{m.level.name}" for m in models}
         pred = predict(flops, transfer_bytes, weights, low_choice.metrics["groups"], profile, d.dtype,
                        paths)
-        level_out = [_level_out(m, c, sizes, profile, d.dtype) for m, c in zip(models, choices)]
+        level_out = [_level_out(m, c, sizes, profile, d.dtype) for m, c in zip(models, choices, strict=True)]
         sched = lowest.schedule
         subs = {**sizes, **{s: v for s, v in low_choice.values.items()}}
         kernel_out.append(KernelOut(
@@ -206,7 +212,7 @@ def _result(d: Diagram, profile: Profile, sizes: dict, cluster: int | None, kern
             body=[o.name for o in sched.body], tail=[o.name for o in sched.tail],
             block_skipping=(f"{sched.skip.mask.name}: group of {sched.skip.query} streams "
                             f"{sched.skip.key} up to its diagonal") if sched.skip else None,
-            notes=list(sched.notes), levels=level_out,
+            notes=list(sched.notes) + _level_notes(models), levels=level_out,
             flops={p: to_text(v) for p, v in lowest.cost.flops.items()},
             flops_value={p: float(v.subs(subs)) for p, v in lowest.cost.flops.items()},
             compute_time_s=pred.compute_s, utilization=pred.utilization,
@@ -233,9 +239,23 @@ def _result(d: Diagram, profile: Profile, sizes: dict, cluster: int | None, kern
         diagram=DiagramOut(name=d.name, title=d.title, paper=d.paper, source=d.source,
                            levels=list(d.levels)),
         gpu=GpuOut(name=profile.name, description=profile.description,
-                   source=f"hardware/{profile.name}.yaml"),
+                   source=gpu_source),
         dtype=d.dtype, cluster=None if cluster is None else cluster, sizes=size_out, ops=ops,
         kernels=kernel_out, totals=totals, assumptions=ASSUMPTIONS)
+
+
+def _level_notes(models: list[LevelModel]) -> list[str]:
+    notes = []
+    for m in models:
+        lv = m.level
+        if lv.role == "cross" and lv.weight_s_per_byte < 0:
+            child = models[-1].level
+            notes.append(
+                f"clusters of {lv.children}: {lv.name} transfers at {child.bandwidth_bytes_per_s:.3g} B/s "
+                f"are slower than direct {lv.source} -> {child.name} transfers at "
+                f"{lv.bandwidth_bytes_per_s:.3g} B/s, so the cross level's weight is negative and "
+                "clusters cost time (Appendix A.2.3: Delta H* < 0)")
+    return notes
 
 
 def _level_out(m: LevelModel, c: Choice, sizes: dict, profile: Profile, dtype: str) -> LevelOut:

@@ -119,8 +119,8 @@ def hardware_list() -> None:
 def hardware_show(name: Annotated[str, typer.Argument(help="Profile name or alias.")]) -> None:
     """Print a profile file, with its source comments."""
     from analyzer import resources
-    from analyzer.hardware import _aliases, load_profile_file
-    path = resources.resolve("hardware", name, what="GPU", aliases=_aliases())
+    from analyzer.hardware import aliases, load_profile_file
+    path = resources.resolve("hardware", name, what="GPU", aliases=aliases())
     load_profile_file(path)  # validate before showing
     typer.echo(path.read_text(encoding="utf-8").rstrip())
 

@@ -46,6 +46,9 @@ class LevelProfile(Strict):
 
     @model_validator(mode="after")
     def _fields_of_kind(self) -> LevelProfile:
+        if self.capacity_bytes_per_block and self.capacity_bytes and \
+                self.capacity_bytes_per_block > self.capacity_bytes:
+            raise ValueError(f"level {self.name}: capacity_bytes_per_block exceeds capacity_bytes")
         if self.kind == "cross":
             if not self.bandwidth_bytes_per_s_by_cluster:
                 raise ValueError(f"cross level {self.name} needs bandwidth_bytes_per_s_by_cluster")
@@ -109,8 +112,8 @@ class Profile(Strict):
     sm_count: PositiveInt
     clocks: Clocks
     tensor_dtypes: list[DType] = Field(description="Element types the tensor cores take.")
-    tensor_flops_per_s: dict[str, PositiveFloat] = Field(description="Dense tensor-core peak per "
-                                                          "element type (tf32 for fp32 inputs).")
+    tensor_flops_per_s: dict[Literal["fp16", "bf16", "fp8", "tf32"], PositiveFloat] = Field(
+        description="Dense tensor-core peak per element type (tf32: fp32 inputs on tensor cores).")
     per_sm_per_clock: PerSMPerClock
     registers: Registers
     threads: Threads
@@ -128,8 +131,10 @@ class Profile(Strict):
         for dtype in self.tensor_dtypes:
             if dtype not in self.tensor_flops_per_s:
                 raise ValueError(f"tensor_flops_per_s has no entry for {dtype}")
+            if dtype not in self.divisors.mma:
+                raise ValueError(f"divisors.mma has no tensor-core tile for {dtype}")
         chain = [lv for lv in self.levels if lv.kind != "cross"]
-        for parent, child in zip(chain, chain[1:]):
+        for parent, child in zip(chain, chain[1:], strict=False):
             if child.instances % parent.instances:
                 raise ValueError(f"level {child.name} has {child.instances} instances, not a multiple "
                                  f"of {parent.name}'s {parent.instances}")
@@ -146,8 +151,9 @@ class Profile(Strict):
     def with_level(self, name: str, **updates: float) -> Profile:
         """A copy with some of one level's values replaced (e.g. the paper's value for a test)."""
         self.level(name)
-        levels = [lv.model_copy(update=updates) if lv.name == name else lv for lv in self.levels]
-        return self.model_copy(update={"levels": levels})
+        data = self.model_dump()
+        data["levels"] = [{**lv, **updates} if lv["name"] == name else lv for lv in data["levels"]]
+        return Profile.model_validate(data)   # validated like a file
 
     def check_dtype(self, dtype: str) -> None:
         if dtype != "fp32" and dtype not in self.tensor_dtypes:
@@ -179,7 +185,7 @@ def load_profile_file(path: Path) -> Profile:
 
 
 @cache
-def _aliases() -> dict[str, str]:
+def aliases() -> dict[str, str]:
     table: dict[str, str] = {}
     for stem, path in resources.shipped("hardware").items():
         profile = load_profile_file(path)
@@ -190,7 +196,7 @@ def _aliases() -> dict[str, str]:
 
 def load_profile(name_or_path: str, *, field: str | None = "--gpu") -> Profile:
     """A shipped profile by name or alias (h100 -> h100-sxm5), or a profile file."""
-    path = resources.resolve("hardware", name_or_path, what="GPU", aliases=_aliases(), field=field)
+    path = resources.resolve("hardware", name_or_path, what="GPU", aliases=aliases(), field=field)
     return load_profile_file(path)
 
 

@@ -28,6 +28,14 @@ def shipped(kind: str) -> dict[str, Path]:
     return {p.stem: p for p in sorted(data_dir(kind).glob("*.yaml"))}
 
 
+def display(kind: str, path: Path) -> str:
+    """How to name a data file in output: `hardware/h100-sxm5.yaml` if shipped, else its path."""
+    try:
+        return f"{kind}/{path.resolve().relative_to(data_dir(kind).resolve())}"
+    except ValueError:
+        return str(path)
+
+
 def resolve(kind: str, name_or_path: str, *, what: str, aliases: dict[str, str] | None = None,
             field: str | None = None) -> Path:
     """A shipped file by name (or alias), or a path to a .yaml file. `field` names the argument."""

@@ -35,7 +35,7 @@ def from_validation_error(exc: ValidationError, *, file: str, hint: str | None =
     elif kind == "list_type":
         message = f"expected a list, got {_describe(first.get('input'))}"
     else:
-        message = first.get("msg", "invalid value")
+        message = first.get("msg", "invalid value").removeprefix("Value error, ")
         value = first.get("input")
         if kind != "unknown_key" and isinstance(value, str | int | float | bool) and len(str(value)) <= 40:
             message += f" (got {value!r})"

@@ -1,15 +1,12 @@
-"""Compile a diagram file into a validated graph.
+"""Compile a diagram file into a validated graph (an analyzer.diagram.compiled.Diagram).
 
-The compiled Diagram holds sympy sizes, the arrays with their levels, the ops in execution order with
-their derived weaves, the fused kernels with their per-level relabellings, and a networkx graph of
-arrays and functions. Compilation checks meaning: names resolve, shapes agree with each primitive's
+Compilation checks meaning: names resolve, shapes agree with each primitive's
 rule, weaves name existing axes, the graph has no cycles, levels exist, kernels are convex. Whether a
 relabelling is legal (the fusion theorem) is checked later, by analyzer.model.fusion.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import networkx as nx
@@ -17,8 +14,8 @@ import sympy
 from pydantic import ValidationError
 
 from analyzer.diagram import primitives
+from analyzer.diagram.compiled import Array, Axis, Diagram, Kernel, Op, Partition
 from analyzer.diagram.schema import DiagramSpec, KernelSpec, OpSpec
-from analyzer.dtypes import bytes_per_value
 from analyzer.errors import NapkinError
 from analyzer.expr import check_name, parse_expr, symbol
 from analyzer.validation import from_validation_error
@@ -26,127 +23,6 @@ from analyzer.yamlio import load_file
 
 
 DOCS_HINT = "see docs/diagram-format.md"
-
-
-@dataclass(frozen=True)
-class Axis:
-    name: str
-    size: sympy.Expr   # in the size symbols
-    doc: str = ""
-
-
-@dataclass(frozen=True)
-class Array:
-    name: str
-    axes: tuple[str, ...]
-    dtype: str
-    level: str
-    role: str                 # "input", "intermediate" or "output"
-    producer: str | None = None
-    doc: str = ""
-
-    @property
-    def bytes_per_value(self) -> int:
-        return bytes_per_value(self.dtype)
-
-
-@dataclass(frozen=True)
-class Op:
-    name: str                 # also the name of its output array
-    primitive: primitives.Primitive
-    inputs: tuple[str, ...]
-    applied: primitives.Applied
-    weave: tuple[str, ...]    # axes the primitive is mapped over (Section 2.1)
-    column: int               # function column, left to right
-    accumulate: str           # element type of a streamed accumulator
-    path: str                 # where it is in the file, for errors
-    doc: str = ""
-
-    @property
-    def output(self) -> str:
-        return self.name
-
-    def broadcast(self, axes_of: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
-        """Inputs that are copied along weaved axes they lack: input -> those axes."""
-        copied = {}
-        for name in self.inputs:
-            missing = tuple(a for a in self.weave if a not in axes_of[name])
-            if missing:
-                copied[name] = missing
-        return copied
-
-
-@dataclass(frozen=True)
-class Partition:
-    """The relabelling of a kernel at one level: group sizes and at most one stream size."""
-
-    group: tuple[tuple[str, sympy.Symbol], ...] = ()
-    stream: tuple[str, sympy.Symbol] | None = None
-
-    @property
-    def group_sizes(self) -> dict[str, sympy.Symbol]:
-        return dict(self.group)
-
-    @property
-    def symbols(self) -> tuple[sympy.Symbol, ...]:
-        return tuple(s for _, s in self.group) + ((self.stream[1],) if self.stream else ())
-
-    def renamed(self, suffix: str) -> Partition:
-        """The same relabelling with its symbols renamed (for a level the diagram does not draw)."""
-        def rename(s: sympy.Symbol) -> sympy.Symbol:
-            return symbol(f"{s.name}_{suffix}")
-        stream = (self.stream[0], rename(self.stream[1])) if self.stream else None
-        return Partition(tuple((a, rename(s)) for a, s in self.group), stream)
-
-
-@dataclass(frozen=True)
-class Kernel:
-    name: str
-    ops: tuple[str, ...]
-    partitions: dict[str, Partition]
-    path: str
-    doc: str = ""
-
-
-@dataclass(frozen=True)
-class Diagram:
-    name: str
-    title: str
-    paper: str
-    doc: str
-    source: str
-    dtype: str
-    levels: tuple[str, ...]
-    axes: dict[str, Axis]
-    defaults: dict[sympy.Symbol, int]      # default numbers of size symbols
-    arrays: dict[str, Array]
-    ops: tuple[Op, ...]                    # execution order
-    outputs: tuple[str, ...]
-    kernels: tuple[Kernel, ...]            # execution order
-    graph: nx.DiGraph = field(repr=False, compare=False)
-
-    @property
-    def top(self) -> str:
-        return self.levels[0]
-
-    @property
-    def size_symbols(self) -> tuple[sympy.Symbol, ...]:
-        found: set[sympy.Symbol] = set()
-        for axis in self.axes.values():
-            found |= axis.size.free_symbols
-        return tuple(sorted(found, key=lambda s: s.name))
-
-    def op(self, name: str) -> Op:
-        return next(o for o in self.ops if o.name == name)
-
-    def size(self, axis: str) -> sympy.Expr:
-        return self.axes[axis].size
-
-    def axes_of(self) -> dict[str, tuple[str, ...]]:
-        return {name: a.axes for name, a in self.arrays.items()}
-
-    def consumers(self, array: str) -> list[Op]:
-        return [o for o in self.ops if array in o.inputs]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import networkx as nx
 import sympy
 
-from analyzer.diagram.graph import Diagram, Kernel, Op, Partition
+from analyzer.diagram.compiled import Diagram, Kernel, Op, Partition
 from analyzer.diagram.primitives import REGISTRY, Accumulator
 from analyzer.errors import NapkinError
 

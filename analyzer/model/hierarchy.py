@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from analyzer.diagram.graph import Diagram
+from analyzer.diagram.compiled import Diagram
 from analyzer.errors import NapkinError
 from analyzer.hardware import LevelProfile, Profile
 from analyzer.model.optimize import StandardTerm
@@ -60,7 +60,7 @@ def model_levels(diagram: Diagram, profile: Profile, *, cluster: int | None = No
     chain = [lv for lv in profile.levels[top:bottom + 1] if lv.kind != "cross"]
     limits = _memory_limits(chain)
     levels = []
-    for parent, level in zip(chain, chain[1:]):
+    for parent, level in zip(chain, chain[1:], strict=False):
         if parent.bandwidth_bytes_per_s is None:
             raise NapkinError(f"level {parent.name} of {profile.name} has no bandwidth_bytes_per_s",
                               hint="the transfers it feeds cannot be timed without one")
@@ -100,10 +100,13 @@ def _with_cross_level(levels: list[ModelLevel], profile: Profile, diagram: Diagr
     cross = next((lv for lv in reversed(profile.levels[:index]) if lv.kind == "cross"), None)
     if cross is None:
         raise NapkinError(f"{profile.name} has no cross-transfer level above {lowest.name}",
-                          hint="thread block clusters need Hopper or newer; drop --cluster")
+                          field="--cluster", hint="thread block clusters need Hopper or newer; drop --cluster")
     table = cross.bandwidth_bytes_per_s_by_cluster or {}
+    if cross.cluster_size_max is not None and cluster > cross.cluster_size_max:
+        raise NapkinError(f"clusters of {cluster} exceed {profile.name}'s largest, "
+                          f"{cross.cluster_size_max}", field="--cluster")
     if cluster not in table:
-        raise NapkinError(f"no bandwidth for clusters of {cluster} on {profile.name}",
+        raise NapkinError(f"no bandwidth for clusters of {cluster} on {profile.name}", field="--cluster",
                           hint=f"measured cluster sizes: {', '.join(map(str, sorted(table)))}")
     bw_x = table[cluster]
     w_hc, w_xc = lowest.weight_s_per_byte, 1 / bw_x

@@ -208,7 +208,7 @@ def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: floa
         axes[longest] = axes[longest][::2] + ([axes[longest][-1]] if len(axes[longest]) % 2 == 0 else [])
         total = int(np.prod([len(a) for a in axes]))
     grid = np.meshgrid(*[np.asarray(a, dtype=np.float64) for a in axes], indexing="ij") if axes else []
-    flat = {s: g.ravel() for s, g in zip(symbols, grid)}
+    flat = {s: g.ravel() for s, g in zip(symbols, grid, strict=True)}
     n = total
     values: dict[str, np.ndarray] = {}
     exprs = {"transfers": cost.counted["transfers"], "transfer_bytes": cost.counted["transfer_bytes"],

@@ -70,7 +70,7 @@ def simulate(schedule: Schedule, sizes: dict[sympy.Symbol, int],
     for combo in itertools.product(*group_ranges):
         groups += 1
         domain = {a: range(extent[a]) for a in d.axes}
-        domain.update({a: r for (a, _), r in zip(grouped, combo)})
+        domain.update({a: r for (a, _), r in zip(grouped, combo, strict=True)})
         steps = [(op, domain) for op in schedule.head]
         loop_start = len(steps)
         if b is not None:
@@ -101,16 +101,16 @@ def simulate(schedule: Schedule, sizes: dict[sympy.Symbol, int],
                         key = (f"{op.name}.aux", (*idx, k))
                         reads.setdefault(key, []).append(i)
                         writes.setdefault(key, []).append(i)
-            sizes_of = {a: len(rng) for a, rng in dom.items()}
-            for pipe, n in op.primitive.flops(op.applied, lambda a: sizes_of[a]).items():
+            step_extent = {a: len(rng) for a, rng in dom.items()}.__getitem__
+            for pipe, n in op.primitive.flops(op.applied, step_extent).items():
                 flops[pipe] += int(n)
             if not streamed or i == last_step[op.name]:
-                for pipe, n in op.primitive.final_flops(op.applied, lambda a: sizes_of[a]).items():
+                for pipe, n in op.primitive.final_flops(op.applied, step_extent).items():
                     flops[pipe] += int(n)   # once, when the output is complete
             if streamed:
                 r = reducers[op.name]
-                extra = (pair_chunk_flops(r.softmax.applied, op.applied, lambda a: sizes_of[a])
-                         if r.softmax else op.primitive.chunk_flops(op.applied, lambda a: sizes_of[a]))
+                extra = (pair_chunk_flops(r.softmax.applied, op.applied, step_extent)
+                         if r.softmax else op.primitive.chunk_flops(op.applied, step_extent))
                 for pipe, n in extra.items():
                     flops[pipe] += int(n)
 

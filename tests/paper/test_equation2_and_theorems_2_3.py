@@ -7,7 +7,7 @@ import sympy
 
 from analyzer.hardware import load_profile
 from analyzer.model.hierarchy import cluster_gain, weighted_total
-from helpers import M, S, cost_of, models_of, same
+from helpers import S, cost_of, models_of, same
 
 
 def smem_optimum(diagram):

@@ -1,6 +1,5 @@
 """Figure 21: attention, streamed along x and grouped along q, is FlashAttention."""
 
-import sympy
 import yaml
 
 from analyzer.diagram.graph import compile_data

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from analyzer import resources
 from analyzer.analysis import load
-from analyzer.diagram.graph import Partition
+from analyzer.diagram.compiled import Partition
 from analyzer.model.cost import level_cost
 from analyzer.model.fusion import schedule
 from analyzer.model.simulate import simulate
@@ -33,7 +33,7 @@ def configuration(draw, diagram, part: Partition, skip, divisible: bool):
     tiles: dict[sympy.Symbol, int] = {}
     need: dict[sympy.Symbol, int] = {}        # size symbol -> what it must be a multiple of
     at_least: dict[sympy.Symbol, int] = {}
-    for axis, sym in part.group:
+    for _, sym in part.group:
         tiles[sym] = draw(st.integers(1, 3))
     if part.stream:
         axis, sym = part.stream
