@@ -21,7 +21,7 @@ from analyzer.diagram.compiled import Diagram, Kernel, Partition
 from analyzer.diagram.graph import compile_data
 from analyzer.diagram.primitives import PIPELINES
 from analyzer.errors import NapkinError
-from analyzer.expr import to_text
+from analyzer.expr import MAX_SIZE, to_text
 from analyzer.hardware import Profile, load_profile_file
 from analyzer.hardware import aliases as hardware_aliases
 from analyzer.model.constraints import hardware_divisors, skip_divides
@@ -73,7 +73,7 @@ def resolve_sizes(diagram: Diagram, sets: dict[str, int]) -> tuple[dict[sympy.Sy
     for key, value in sets.items():
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise NapkinError(f"--set {key}={value}: sizes are positive whole numbers")
-        if value > 2**40:
+        if value > MAX_SIZE:
             raise NapkinError(f"--set {key}={value}: size is out of range (at most 2**40)")
         if key in size_symbols:
             sizes[size_symbols[key]] = value
@@ -94,9 +94,10 @@ def resolve_sizes(diagram: Diagram, sets: dict[str, int]) -> tuple[dict[sympy.Sy
                           file=diagram.source, hint=f"pass --set {missing[0]}=N")
     for axis in diagram.axes.values():
         value = axis.size.subs(sizes)
-        if not (value.is_integer and value > 0):
+        if not (value.is_integer and 0 < value <= MAX_SIZE):
             raise NapkinError(f"axis {axis.name!r} has size {axis.size} = {value}, not a positive "
-                              "whole number", file=diagram.source, field=f"axes.{axis.name}")
+                              "whole number (at most 2**40)", file=diagram.source,
+                              field=f"axes.{axis.name}")
     return sizes, pins
 
 
@@ -149,7 +150,10 @@ def analyze(diagram: str | Diagram, gpu: str | Profile, *, sets: dict[str, int] 
                             for i in op.inputs)}:
         profile.check_dtype(name)
     sizes, pins = resolve_sizes(d, sets or {})
-    levels = model_levels(d, profile, cluster=cluster)
+    try:
+        levels = model_levels(d, profile, cluster=cluster)
+    except NapkinError as exc:
+        raise (exc if exc.file else exc.located(file=gpu_source)) from None
     kernels = [_analyze_kernel(d, k, levels, profile, sizes, pins) for k in d.kernels]
     used = {s for k in d.kernels for p in k.partitions.values() for s in p.symbols}
     unused = [s.name for s in pins if s not in used]
@@ -182,9 +186,13 @@ def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], 
 
             def objective(values):
                 return values["transfer_bytes"]
-        choice = search(m.cost, sizes, limit_bytes=m.level.memory_bytes, exprs=exprs,
-                        objective=objective, divisible=divisible, divides=skip_divides(m.schedule),
-                        pinned=own_pins, what=where)
+        try:
+            choice = search(m.cost, sizes, limit_bytes=m.level.memory_bytes, exprs=exprs,
+                            objective=objective, divisible=divisible,
+                            divides=skip_divides(m.schedule), pinned=own_pins, what=where)
+        except NapkinError as exc:
+            raise exc.located(file=d.source, field_prefix=f"{kernel.path}.partition.{m.level.name}") \
+                from None
         choices.append(choice)
         upper_time += choice.metrics["transfer_bytes"] * m.level.weight_s_per_byte
     return kernel, models, choices
@@ -199,7 +207,8 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
         lowest, low_choice = models[-1], choices[-1]
         flops = {p: low_choice.metrics[f"flops_{p}"] for p in PIPELINES
                  if low_choice.metrics[f"flops_{p}"]}
-        transfer_bytes = {m.level.name: c.metrics["transfer_bytes"] for m, c in zip(models, choices, strict=True)}
+        transfer_bytes = {m.level.name: c.metrics["transfer_bytes"]
+                          for m, c in zip(models, choices, strict=True)}
         weights = {m.level.name: m.level.weight_s_per_byte for m in models}
         paths = {m.level.name: f"{m.level.source}->{m.level.name}" for m in models}
         pred = predict(flops, transfer_bytes, weights, low_choice.metrics["groups"], profile, d.dtype,

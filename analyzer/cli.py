@@ -38,6 +38,8 @@ def _parse_sets(items: list[str]) -> dict[str, int]:
         match = SET.match(item.strip())
         if not match:
             raise NapkinError(f"--set {item!r}: expected NAME=NUMBER, e.g. --set q=4096")
+        if len(match[2]) > 15:   # beyond any size napkin accepts (2**40), and cheap to refuse
+            raise NapkinError(f"--set {match[1]}=...: size is out of range (at most 2**40)")
         sets[match[1]] = int(match[2])
     return sets
 
@@ -163,15 +165,26 @@ def diagrams_check(file: Annotated[str, typer.Argument(help="A diagram name or .
 
 
 def main() -> None:
+    from typer.exceptions import TyperException   # typer's usage errors (unknown option, bad value)
     try:
-        app()
+        code = app(standalone_mode=False)
     except NapkinError as exc:
         if os.environ.get("NAPKIN_DEBUG"):
             raise
-        print(f"error: {exc.one_line()}", file=sys.stderr)
-        sys.exit(1)
+        _fail(exc.one_line())
+    except TyperException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":   # bare `napkin hardware`: show the help
+            print(exc.format_message())
+            sys.exit(0)
+        _fail(" ".join(exc.format_message().split()) + " (hint: see napkin --help)")
     except KeyboardInterrupt:
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(line: str) -> None:
+    print(f"error: {line}", file=sys.stderr)
+    sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ ask sympy for a huge computation.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from fractions import Fraction
 
@@ -20,6 +21,7 @@ MAX_TEXT = 200          # characters in one expression
 MAX_NODES = 64          # syntax-tree nodes in one expression
 MAX_EXPONENT = 16       # |exponent| of any power
 MAX_CONSTANT = 10**15   # |number| anywhere in an expression
+MAX_SIZE = 2**40        # the largest size napkin accepts for an axis or a tile
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
 RESERVED = {"M"}  # M is the lower-level memory of the optimum H*(a, M) (Equation 4)
@@ -112,18 +114,28 @@ def _build(node: ast.AST, text: str, names: set[str] | None, field: str | None) 
                 raise bad("an exponent must be a number such as 2, -1 or 0.5")
             if abs(exponent) > MAX_EXPONENT:
                 raise bad(f"exponents are limited to +-{MAX_EXPONENT}")
-            return left ** sympy.Rational(exponent.numerator, exponent.denominator)
+            if left.is_number and left != 0 and abs(float(exponent)) * abs(math.log10(abs(float(left)))) > 15:
+                raise bad(f"a number in it is out of range (at most {MAX_CONSTANT:.0e})")
+            return _bounded(left ** sympy.Rational(exponent.numerator, exponent.denominator), bad)
         right = _build(node.right, text, names, field)
         if isinstance(node.op, ast.Add):
-            return left + right
+            return _bounded(left + right, bad)
         if isinstance(node.op, ast.Sub):
-            return left - right
+            return _bounded(left - right, bad)
         if isinstance(node.op, ast.Mult):
-            return left * right
+            return _bounded(left * right, bad)
         if right == 0:
             raise bad("division by zero")
-        return left / right
+        return _bounded(left / right, bad)
     raise bad(f"{type(node).__name__} is not allowed")
+
+
+def _bounded(expr: sympy.Expr, bad) -> sympy.Expr:
+    """Refuse any number beyond MAX_CONSTANT, alone or as a coefficient, as soon as it appears."""
+    for atom in expr.atoms(sympy.Number):
+        if abs(atom) > MAX_CONSTANT or (atom != 0 and abs(atom) < 1 / MAX_CONSTANT):
+            raise bad(f"a number in it is out of range (at most {MAX_CONSTANT:.0e})")
+    return expr
 
 
 def _numeric_exponent(node: ast.AST) -> Fraction | None:

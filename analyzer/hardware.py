@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+from pydantic import Field, PositiveInt, ValidationError, model_validator
 
 from analyzer import resources
 from analyzer.base import DType, Strict
@@ -21,6 +21,8 @@ from analyzer.validation import from_validation_error
 from analyzer.yamlio import load_file
 
 DOCS_HINT = "see docs/hardware-profiles.md"
+
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]   # finite too: .inf is no rate
 
 
 class LevelProfile(Strict):

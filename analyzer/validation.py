@@ -6,8 +6,9 @@ from pydantic import ValidationError
 
 from analyzer.errors import NapkinError
 
-# Tags of discriminated unions appear in pydantic's locations; they are not fields of the file.
-UNION_TAGS = {"function", "concatenation"}
+# Tags of discriminated unions appear in pydantic's locations; they are not fields of the file, and
+# cannot be names (analyzer.diagram.schema.OpEntry).
+UNION_TAGS = {"<op>", "<concat>"}
 
 
 def field_path(loc: tuple) -> str:

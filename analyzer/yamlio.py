@@ -61,6 +61,8 @@ def load_text(text: str, *, source: str) -> Any:
                           hint="check indentation, colons and quoting") from None
     except RecursionError:
         raise NapkinError("invalid YAML: nested too deeply", file=source) from None
+    except (ValueError, OverflowError) as exc:   # e.g. an integer of more than 4300 digits
+        raise NapkinError(f"invalid YAML: a value cannot be read ({exc})", file=source) from None
 
 
 def load_file(path: Path) -> Any:

@@ -17,7 +17,7 @@ from analyzer.diagram import primitives
 from analyzer.diagram.compiled import Array, Axis, Diagram, Kernel, Op, Partition
 from analyzer.diagram.schema import DiagramSpec, KernelSpec, OpSpec
 from analyzer.errors import NapkinError
-from analyzer.expr import check_name, parse_expr, symbol
+from analyzer.expr import MAX_SIZE, check_name, parse_expr, symbol
 from analyzer.validation import from_validation_error
 from analyzer.yamlio import load_file
 
@@ -92,9 +92,9 @@ class _Compiler:
                 size = symbol(name)
             else:
                 size = parse_expr(ax.size, names=own, field=f"{where}.size")
-                if size.is_number and not (size.is_integer and size > 0):
-                    raise NapkinError(f"size {ax.size!r} is not a positive whole number",
-                                      field=f"{where}.size")
+                if size.is_number and not (size.is_integer and 0 < size <= MAX_SIZE):
+                    raise NapkinError(f"size {ax.size!r} is not a positive whole number "
+                                      "(at most 2**40)", field=f"{where}.size")
                 if ax.default is not None:
                     raise NapkinError("`default` sets the number of an axis's own size symbol, but "
                                       f"this axis's size is {ax.size!r}", field=f"{where}.default",
@@ -198,7 +198,8 @@ class _Compiler:
             raise NapkinError(f"op {spec.name!r}: {exc}", field=path) from None
         expected = prim.expected_output(applied)
         if set(applied.output) != expected:
-            want = ", ".join(a for a in (*applied.output, *sorted(expected)) if a in expected)
+            want = ", ".join(a for a in dict.fromkeys((*applied.output, *sorted(expected)))
+                             if a in expected)
             extra = set(applied.output) - expected
             missing = expected - set(applied.output)
             why = []

@@ -224,6 +224,12 @@ class Softmax(Primitive):
         vector = 4 * n + (n if applied.scale is not None else 0)   # max, subtract, sum, divide (+scale)
         return {"sfu": n, "vector": vector}
 
+    def online_flops(self, applied: Applied, extent: Extent) -> dict[str, sympy.Expr]:
+        """Streamed with the contraction after it (Table 4, unscaled SoftMax): no division per item;
+        the contraction's output is divided by z once instead (`pair_final_flops`)."""
+        n = _size(applied.inputs[0], extent)
+        return {"sfu": n, "vector": 3 * n + (n if applied.scale is not None else 0)}
+
 
 class Dot(Primitive):
     name, doc = "dot", "Contraction (inner product) over `over`: 2k FLOPs per output item."
@@ -291,3 +297,8 @@ def pair_chunk_flops(softmax: Applied, dot: Applied, extent: Extent) -> dict[str
     """Per-chunk accumulator work of the fused pair softmax -> dot (same work as softmax_dot)."""
     rows = _size(REGISTRY["softmax"].rows(softmax), extent)
     return {"sfu": rows, "vector": _size(dot.output, extent) + 2 * rows}
+
+
+def pair_final_flops(dot: Applied, extent: Extent) -> dict[str, sympy.Expr]:
+    """The fused pair divides the contraction's output by z once (as softmax_dot does)."""
+    return {"vector": _size(dot.output, extent)}

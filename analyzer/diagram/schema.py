@@ -13,11 +13,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Union
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from analyzer.base import DType, Strict
+from analyzer.expr import MAX_SIZE
 
 SizeText = Union[int, str]
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, float | bool):
+        raise ValueError("sizes are whole numbers or size expressions")
+    return value
 
 
 class AxisSpec(Strict):
@@ -25,8 +32,14 @@ class AxisSpec(Strict):
 
     size: SizeText | None = Field(None, description="Size expression over size symbols, e.g. `q` or "
                                   "`h*d`; default: a symbol named like the axis.")
-    default: int | None = Field(None, description="Default number for the axis's own size symbol.")
+    default: int | None = Field(None, le=MAX_SIZE, description="Default number for the axis's own "
+                                "size symbol.")
     doc: str = ""
+
+    @field_validator("size", "default", mode="before")
+    @classmethod
+    def _whole_numbers(cls, value: Any) -> Any:
+        return _whole(value)
 
 
 class ArraySpec(Strict):
@@ -74,10 +87,10 @@ class ConcatSpec(Strict):
 
 
 def _op_kind(value: Any) -> str:
-    return "concatenation" if isinstance(value, dict) and "concat" in value else "function"
+    return "<concat>" if isinstance(value, dict) and "concat" in value else "<op>"
 
 
-OpEntry = Annotated[Union[Annotated[OpSpec, Tag("function")], Annotated[ConcatSpec, Tag("concatenation")]],
+OpEntry = Annotated[Union[Annotated[OpSpec, Tag("<op>")], Annotated[ConcatSpec, Tag("<concat>")]],
                     Discriminator(_op_kind)]
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from analyzer.diagram.primitives import PIPELINES, pair_chunk_flops
+from analyzer.diagram.primitives import PIPELINES
 from analyzer.dtypes import bytes_per_value
 from analyzer.expr import symbol
 from analyzer.model.fusion import Schedule, skip_extent
@@ -147,16 +147,14 @@ def level_cost(schedule: Schedule) -> LevelCost:
 
     flops = {p: sympy.Integer(0) for p in PIPELINES}
     for op in schedule.ops:
-        for pipe, n in op.primitive.flops(op.applied, run_extent).items():
+        for pipe, n in schedule.step_flops(op, run_extent).items():
             flops[pipe] += n * replication(op.applied.domain)
-        for pipe, n in op.primitive.final_flops(op.applied, run_extent).items():
+        for pipe, n in schedule.final_flops(op, run_extent).items():
             flops[pipe] += n * replication(op.applied.output)
     if b is not None:
         chunks = streamed_length / s   # chunks per group (their mean under block skipping)
         for r in schedule.reducers:
-            extra = (pair_chunk_flops(r.softmax.applied, r.op.applied, d.size) if r.softmax
-                     else r.op.primitive.chunk_flops(r.op.applied, d.size))
-            for pipe, n in extra.items():
+            for pipe, n in schedule.chunk_flops(r, d.size).items():
                 flops[pipe] += n * replication(r.op.applied.output) * chunks
     for pipe in PIPELINES:
         counted[f"flops_{pipe}"] = flops[pipe]

@@ -19,7 +19,8 @@ import networkx as nx
 import sympy
 
 from analyzer.diagram.compiled import Diagram, Kernel, Op, Partition
-from analyzer.diagram.primitives import REGISTRY, Accumulator
+from analyzer.diagram.primitives import (REGISTRY, Accumulator, Extent, pair_chunk_flops,
+                                         pair_final_flops)
 from analyzer.errors import NapkinError
 
 
@@ -65,6 +66,26 @@ class Schedule:
     @property
     def stream_axis(self) -> str | None:
         return self.partition.stream[0] if self.partition.stream else None
+
+    # -- what each scheduled op costs per tile; `extent` gives the tile's axis sizes ---------------
+    def step_flops(self, op: Op, extent: Extent) -> dict[str, sympy.Expr]:
+        """Work of one execution of `op` (per chunk, in the loop body)."""
+        if any(r.softmax is op for r in self.reducers):
+            return op.primitive.online_flops(op.applied, extent)
+        return op.primitive.flops(op.applied, extent)
+
+    def final_flops(self, op: Op, extent: Extent) -> dict[str, sympy.Expr]:
+        """Work done once when `op`'s output is complete (dividing by z)."""
+        reducer = next((r for r in self.reducers if r.op is op), None)
+        if reducer is not None and reducer.softmax is not None:
+            return pair_final_flops(op.applied, extent)
+        return op.primitive.final_flops(op.applied, extent)
+
+    def chunk_flops(self, reducer: Reducer, extent: Extent) -> dict[str, sympy.Expr]:
+        """The accumulator's extra work each time it folds in one more chunk."""
+        if reducer.softmax is not None:
+            return pair_chunk_flops(reducer.softmax.applied, reducer.op.applied, extent)
+        return reducer.op.primitive.chunk_flops(reducer.op.applied, extent)
 
     @property
     def arrays(self) -> tuple[str, ...]:

@@ -62,12 +62,13 @@ def model_levels(diagram: Diagram, profile: Profile, *, cluster: int | None = No
     levels = []
     for parent, level in zip(chain, chain[1:], strict=False):
         if parent.bandwidth_bytes_per_s is None:
-            raise NapkinError(f"level {parent.name} of {profile.name} has no bandwidth_bytes_per_s",
+            raise NapkinError(f"level {parent.name} has no bandwidth, and {level.name} is fed from it",
+                              field=f"levels[{names.index(parent.name)}].bandwidth_bytes_per_s",
                               hint="the transfers it feeds cannot be timed without one")
         drawn = level.name in diagram.levels
         below = [n for n in diagram.levels if names.index(n) >= names.index(level.name)]
         children = None
-        if level.kind == "cache":
+        if level.kind == "cache" and level is not chain[-1]:
             child = chain[chain.index(level) + 1]
             children = child.instances // level.instances
         bw = parent.bandwidth_bytes_per_s
@@ -100,7 +101,8 @@ def _with_cross_level(levels: list[ModelLevel], profile: Profile, diagram: Diagr
     cross = next((lv for lv in reversed(profile.levels[:index]) if lv.kind == "cross"), None)
     if cross is None:
         raise NapkinError(f"{profile.name} has no cross-transfer level above {lowest.name}",
-                          field="--cluster", hint="thread block clusters need Hopper or newer; drop --cluster")
+                          field="--cluster",
+                          hint="thread block clusters need Hopper or newer; drop --cluster")
     table = cross.bandwidth_bytes_per_s_by_cluster or {}
     if cross.cluster_size_max is not None and cluster > cross.cluster_size_max:
         raise NapkinError(f"clusters of {cluster} exceed {profile.name}'s largest, "

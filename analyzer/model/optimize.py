@@ -57,7 +57,10 @@ def closed_form(transfers: sympy.Expr, memory: sympy.Expr, group: tuple[sympy.Sy
     pinned = {g: sympy.Integer(1) for g in group if g not in free}
     lead = lead.subs(pinned)
     if not free:
-        return ClosedForm(transfers, standard_form(transfers), lead, pinned)
+        try:
+            return ClosedForm(transfers, standard_form(transfers), lead, pinned)
+        except ValueError:
+            return None
     in_lead = [g for g in free if lead.has(g)]
     if not in_lead:
         return None
@@ -77,9 +80,13 @@ def closed_form(transfers: sympy.Expr, memory: sympy.Expr, group: tuple[sympy.Sy
     h_star = sympy.expand(reduced.subs(solution))
     if h_star.free_symbols & set(group):
         return None
+    try:
+        terms = standard_form(h_star)
+    except ValueError:   # not a sum of powers of M (e.g. a Piecewise): no standard form
+        return None
     sizes = {**pinned, **solution, v: roots[0].subs(solution)}
     undetermined = tuple(u for u in free if u != v and u not in solution)
-    return ClosedForm(h_star, standard_form(h_star), lead, sizes, undetermined)
+    return ClosedForm(h_star, terms, lead, sizes, undetermined)
 
 
 def standard_form(h_star: sympy.Expr) -> tuple[StandardTerm, ...]:
@@ -167,8 +174,7 @@ def candidates(extent: int, step: int = 1) -> list[int]:
 
 
 def _divisors(n: int) -> list[int]:
-    small = [i for i in range(1, int(n ** 0.5) + 1) if n % i == 0]
-    return sorted(set(small + [n // i for i in small]))
+    return [int(v) for v in sympy.divisors(n)]   # from the factorisation: fast up to 2**40
 
 
 MAX_GRID = 2_000_000
@@ -217,21 +223,30 @@ def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: floa
     for key, expr in exprs.items():
         concrete = expr.subs(exact_counts).subs(sizes)
         values[key] = _evaluate(concrete, symbols, flat, n)
-    ok = values["memory_bytes"] <= limit_bytes * (1 + 1e-12)
-    for rule in divisible:
-        product = np.prod([flat[s] for s in rule.symbols], axis=0) * float(rule.factor.subs(sizes))
-        ok &= np.mod(product, rule.divisor) == 0
-    for rule in divides:
-        big = flat[rule.big] if rule.big in flat else np.full(n, float(rule.big.subs(sizes)))
-        ok &= np.mod(big, flat[rule.small]) == 0
+    fits = values["memory_bytes"] <= limit_bytes * (1 + 1e-12)
+    legal = np.ones(n, dtype=bool)
+    for rule in (*divisible, *divides):
+        if isinstance(rule, Divisible):
+            product = np.prod([flat[s] for s in rule.symbols], axis=0) * float(rule.factor.subs(sizes))
+            obeys = np.mod(product, rule.divisor) == 0
+        else:
+            big = flat[rule.big] if rule.big in flat else np.full(n, float(rule.big.subs(sizes)))
+            obeys = np.mod(big, flat[rule.small]) == 0
+        if not obeys.any():   # only pinned sizes can break a rule for every candidate
+            pins = ", ".join(f"{s.name}={v}" for s, v in pinned.items())
+            raise NapkinError(f"{pins} {what}breaks a constraint: {rule.reason}",
+                              hint="pin a size that obeys it, or leave it to the search")
+        legal &= obeys
+    ok = fits & legal
     feasible = int(ok.sum())
     rules = tuple(dict.fromkeys(r.reason for r in (*divisible, *divides)))
     if not feasible:
         smallest = float(values["memory_bytes"].min()) if n else float("nan")
+        obeyed = f"tiles obey: {'; '.join(rules)}; " if rules else ""
         raise NapkinError(f"no tile sizes {what}fit: the smallest configuration needs "
                           f"{smallest / 1024:.1f} KiB, the limit is {limit_bytes / 1024:.1f} KiB",
-                          hint="; ".join(rules) if rules else "use a GPU with more memory or "
-                               "smaller sizes")
+                          hint=f"{obeyed}pass smaller sizes with --set, unpin tile sizes, or use a "
+                               "GPU with more memory")
     score = objective(values)
     tiles = np.prod([flat[s] for s in symbols], axis=0) if symbols else np.ones(n)
     keys = (-tiles, values["memory_bytes"], values["transfer_bytes"], score)

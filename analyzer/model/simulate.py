@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from analyzer.diagram.primitives import PIPELINES, pair_chunk_flops
+from analyzer.diagram.primitives import PIPELINES
 from analyzer.dtypes import bytes_per_value
 from analyzer.model.fusion import Schedule
 
@@ -102,16 +102,13 @@ def simulate(schedule: Schedule, sizes: dict[sympy.Symbol, int],
                         reads.setdefault(key, []).append(i)
                         writes.setdefault(key, []).append(i)
             step_extent = {a: len(rng) for a, rng in dom.items()}.__getitem__
-            for pipe, n in op.primitive.flops(op.applied, step_extent).items():
+            for pipe, n in schedule.step_flops(op, step_extent).items():
                 flops[pipe] += int(n)
             if not streamed or i == last_step[op.name]:
-                for pipe, n in op.primitive.final_flops(op.applied, step_extent).items():
+                for pipe, n in schedule.final_flops(op, step_extent).items():
                     flops[pipe] += int(n)   # once, when the output is complete
             if streamed:
-                r = reducers[op.name]
-                extra = (pair_chunk_flops(r.softmax.applied, op.applied, step_extent)
-                         if r.softmax else op.primitive.chunk_flops(op.applied, step_extent))
-                for pipe, n in extra.items():
+                for pipe, n in schedule.chunk_flops(reducers[op.name], step_extent).items():
                     flops[pipe] += int(n)
 
         n_gaps = len(steps) + 1

@@ -1,0 +1,133 @@
+"""The command line on bad input: exit code 1, exactly one `error: ...` line on stderr, no traceback.
+
+Each case runs `python -m analyzer` in a subprocess whose current directory is an empty temporary
+folder, so napkin must find its shipped diagrams and profiles without relying on the directory it is
+started from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TIMEOUT = 120
+
+
+def napkin(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "NAPKIN_DEBUG"}
+    env["COLUMNS"] = "100"
+    return subprocess.run([sys.executable, "-m", "analyzer", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
+    where = f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert "Traceback" not in proc.stdout and "Traceback" not in proc.stderr, where
+    assert proc.returncode == 1, where
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, where
+    assert proc.stderr.endswith("\n"), where
+    line = lines[0]
+    assert line.startswith("error: "), where
+    for fragment in fragments:
+        assert fragment in line, where
+    return line
+
+
+BAD_DIAGRAM = """\
+name: broken
+axes:
+  q: {default: 128}
+  x: {default: 128}
+  d: {default: 64}
+inputs:
+  Q: [q, d]
+  K: [x, d]
+ops:
+  - name: S
+    primitive: dott
+    inputs: [Q, K]
+    over: d
+    output: [q, x]
+outputs: [S]
+"""
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["analyze", "attention", "--gpu", "h10"], ["unknown GPU 'h10'", "did you mean h100?"]),
+    (["analyze", "attn", "--gpu", "h100"], ["unknown diagram 'attn'", "attention"]),
+    (["analyze", "attention", "--set", "q"], ["--set", "NAME=NUMBER"]),
+    (["analyze", "attention", "--set", "q=abc"], ["--set", "q=abc"]),
+    (["analyze", "attention", "--set", "q=-1"], ["--set", "q=-1"]),
+    (["analyze", "attention", "--set", "q=0"], ["--set q=0", "positive"]),
+    (["analyze", "attention", "--set", "q=99999999999999999999"], ["--set", "out of range"]),
+    pytest.param(["analyze", "attention", "--set", "q=" + "9" * 5000], ["--set", "out of range"],
+                 id="analyze attention --set q=<5000 digits>"),
+    (["analyze", "causal_attention", "--set", "x=64"], ["--set x", "set q instead"]),
+    (["analyze", "attention", "--dtype", "fp64"], ["--dtype", "fp64"]),
+    (["analyze", "attention", "--gpu", "a100", "--dtype", "fp8"], ["a100", "fp8"]),
+    (["analyze", "missing.yaml"], ["no such file", "missing.yaml"]),
+    (["analyze", "no/such/dir/diagram.yaml"], ["no such file", "no/such/dir/diagram.yaml"]),
+    (["hardware", "show", "h10"], ["unknown GPU 'h10'", "h100"]),
+], ids=lambda v: " ".join(v) if isinstance(v, list) and v and v[0] in ("analyze", "diagrams",
+                                                                        "hardware") else None)
+def test_bad_request_is_one_error_line(tmp_path, args, fragments):
+    assert_one_line_error(napkin(tmp_path, *args), *fragments)
+
+
+@pytest.mark.parametrize("text, fragments", [
+    ("name: broken\naxes: [\n", ["bad.yaml", "invalid YAML", "line "]),
+    ("name: a\nname: b\n", ["bad.yaml", "duplicate key 'name'"]),
+    ("a: &x 1\nb: *x\n", ["bad.yaml", "aliases"]),
+    ("- just\n- a list\n", ["bad.yaml", "expected a mapping"]),
+    (BAD_DIAGRAM, ["bad.yaml", "ops[0].primitive", "unknown primitive 'dott'", "did you mean dot?"]),
+    (BAD_DIAGRAM.replace("dott", "dot").replace("{default: 128}", "{default: 0}"),
+     ["bad.yaml", "axes.q.default", "positive"]),
+    (BAD_DIAGRAM.replace("dott", "dot").replace("d: {default: 64}", "d: {size: \"__import__('os')\"}"),
+     ["bad.yaml", "axes.d.size", "not a size expression"]),
+], ids=["invalid-yaml", "duplicate-key", "alias", "list", "unknown-primitive", "zero-default",
+        "code-in-size"])
+def test_malformed_diagram_file_is_one_error_line(tmp_path, text, fragments):
+    (tmp_path / "bad.yaml").write_text(text, encoding="utf-8")
+    assert_one_line_error(napkin(tmp_path, "analyze", "bad.yaml", "--gpu", "h100"), *fragments)
+
+
+def test_diagrams_check_of_a_malformed_file_is_one_error_line(tmp_path):
+    (tmp_path / "bad.yaml").write_text(BAD_DIAGRAM, encoding="utf-8")
+    assert_one_line_error(napkin(tmp_path, "diagrams", "check", "bad.yaml"),
+                          "bad.yaml", "ops[0].primitive", "did you mean dot?")
+
+
+def test_illegal_partition_in_a_file_is_one_error_line(tmp_path):
+    text = (Path(__file__).resolve().parents[2] / "diagrams" / "attention.yaml").read_text()
+    text = text.replace("{group: {q: g_q}, stream: {x: s_x}}", "{group: {q: g_q, x: g_x}}")
+    (tmp_path / "bad.yaml").write_text(text, encoding="utf-8")
+    assert_one_line_error(napkin(tmp_path, "analyze", "bad.yaml"),
+                          "bad.yaml", "kernels[0].partition.smem", "cannot group axis 'x'")
+
+
+def test_directory_instead_of_a_file(tmp_path):
+    (tmp_path / "dir.yaml").mkdir()
+    assert_one_line_error(napkin(tmp_path, "analyze", "dir.yaml"), "dir.yaml")
+
+
+# regression: typer/click usage errors printed a multi-line box and exited with code 2.
+@pytest.mark.parametrize("args", [["analyze", "attention", "--cluster", "abc"],
+                                  ["analyze", "attention", "--bogus"]], ids=["bad-int", "unknown-option"])
+def test_usage_error_is_one_error_line(tmp_path, args):
+    assert_one_line_error(napkin(tmp_path, *args))
+
+
+def test_analyze_json_succeeds_from_any_directory(tmp_path):
+    proc = napkin(tmp_path, "analyze", "attention", "--gpu", "h100", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["diagram"]["name"] == "attention"
+    assert report["gpu"]["name"] == "h100-sxm5"
+    assert report["totals"]["predicted_time_s"] > 0
