@@ -65,7 +65,7 @@ def closed_form(transfers: sympy.Expr, memory: sympy.Expr, group: tuple[sympy.Sy
     if not in_lead:
         return None
     v = in_lead[-1]
-    roots = [r for r in sympy.solve(sympy.Eq(lead, MEMORY), v) if r.is_positive is not False]
+    roots = _eliminate(lead, v)
     if len(roots) != 1:
         return None
     reduced = transfers.subs(v, roots[0])
@@ -87,6 +87,15 @@ def closed_form(transfers: sympy.Expr, memory: sympy.Expr, group: tuple[sympy.Sy
     sizes = {**pinned, **solution, v: roots[0].subs(solution)}
     undetermined = tuple(u for u in free if u != v and u not in solution)
     return ClosedForm(h_star, terms, lead, sizes, undetermined)
+
+
+def _eliminate(lead: sympy.Expr, v: sympy.Symbol) -> list[sympy.Expr]:
+    """Positive solutions of lead = M for v; a monomial c v^k inverts directly."""
+    coeff, part = lead.as_independent(v, as_Add=False)
+    base, k = part.as_base_exp()
+    if base == v and k.is_number and k > 0:
+        return [(MEMORY / coeff) ** (1 / k)]
+    return [r for r in sympy.solve(sympy.Eq(lead, MEMORY), v) if r.is_positive is not False]
 
 
 def standard_form(h_star: sympy.Expr) -> tuple[StandardTerm, ...]:
