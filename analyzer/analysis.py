@@ -155,10 +155,6 @@ def analyze(diagram: str | Diagram, gpu: str | Profile, *, sets: dict[str, int] 
     except NapkinError as exc:
         raise (exc if exc.file else exc.located(file=gpu_source)) from None
     kernels = [_analyze_kernel(d, k, levels, profile, sizes, pins) for k in d.kernels]
-    used = {s for k in d.kernels for p in k.partitions.values() for s in p.symbols}
-    unused = [s.name for s in pins if s not in used]
-    if unused:
-        raise NapkinError(f"--set {unused[0]}: not a tile size of {d.name}")
     return _result(d, profile, gpu_source, sizes, cluster, kernels)
 
 
@@ -191,8 +187,8 @@ def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], 
                             objective=objective, divisible=divisible,
                             divides=skip_divides(m.schedule), pinned=own_pins, what=where)
         except NapkinError as exc:
-            raise exc.located(file=d.source, field_prefix=f"{kernel.path}.partition.{m.level.name}") \
-                from None
+            where_in_file = f"{kernel.path}.partition.{m.level.partition_level}"
+            raise exc.located(file=d.source, field_prefix=where_in_file) from None
         choices.append(choice)
         upper_time += choice.metrics["transfer_bytes"] * m.level.weight_s_per_byte
     return kernel, models, choices

@@ -164,15 +164,30 @@ def diagrams_check(file: Annotated[str, typer.Argument(help="A diagram name or .
                f"{', '.join(d.levels)})")
 
 
+def _usage_errors() -> tuple[type[Exception], ...]:
+    """Usage-error classes: recent typer vendors click; older typer uses click itself."""
+    classes: list[type[Exception]] = []
+    try:
+        from typer.exceptions import TyperException
+        classes.append(TyperException)
+    except ImportError:
+        pass
+    try:
+        from click.exceptions import ClickException
+        classes.append(ClickException)
+    except ImportError:
+        pass
+    return tuple(classes)
+
+
 def main() -> None:
-    from typer.exceptions import TyperException   # typer's usage errors (unknown option, bad value)
     try:
         code = app(standalone_mode=False)
     except NapkinError as exc:
         if os.environ.get("NAPKIN_DEBUG"):
             raise
         _fail(exc.one_line())
-    except TyperException as exc:
+    except _usage_errors() as exc:   # typer's usage errors: unknown option, bad value
         if type(exc).__name__ == "NoArgsIsHelpError":   # bare `napkin hardware`: show the help
             print(exc.format_message())
             sys.exit(0)

@@ -81,14 +81,6 @@ class LevelCost:
         return self._paper("transfer_bytes")
 
     @property
-    def loads(self) -> sympy.Expr:
-        return self._paper("loads")
-
-    @property
-    def saves(self) -> sympy.Expr:
-        return self._paper("saves")
-
-    @property
     def groups(self) -> sympy.Expr:
         """N_g = prod_a a / g_a."""
         return self._paper("groups")

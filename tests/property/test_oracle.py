@@ -65,18 +65,25 @@ def _small(diagram, sizes) -> bool:
     return biggest <= MAX_ELEMENTS
 
 
+def _simulated(name, kernel, level, data, *, divisible):
+    """The symbolic costs and a simulation of one kernel, for drawn sizes; None if too large."""
+    diagram = load(name)
+    sched = schedule(diagram, diagram.kernels[kernel], level)
+    sizes, tiles = data.draw(configuration(diagram, sched.partition, sched.skip, divisible=divisible))
+    if not _small(diagram, sizes):
+        return None
+    return diagram, sched, level_cost(sched), sizes, tiles, simulate(sched, sizes, tiles)
+
+
 @pytest.mark.parametrize("name,kernel,level", CASES)
 @settings(max_examples=25, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_symbolic_counts_equal_simulation(name, kernel, level, data):
-    diagram = load(name)
-    sched = schedule(diagram, diagram.kernels[kernel], level)
-    cost = level_cost(sched)
-    sizes, tiles = data.draw(configuration(diagram, sched.partition, sched.skip, divisible=True))
-    if not _small(diagram, sizes):
+    run = _simulated(name, kernel, level, data, divisible=True)
+    if run is None:
         return
-    sim = simulate(sched, sizes, tiles)
+    _, _, cost, sizes, tiles, sim = run
     values = {**sizes, **tiles}
     assert cost.transfers.subs(values) == sim.transfers                  # H, paper form N_g H_g
     assert cost.transfer_bytes.subs(values) == sim.transfer_bytes
@@ -92,13 +99,10 @@ def test_symbolic_counts_equal_simulation(name, kernel, level, data):
 @given(data=st.data())
 def test_ragged_tiles_count_exactly_with_ceiling_groups(name, kernel, level, data):
     """Tiles that do not divide their axis: transfers with ceiling(a / g_a) groups are exact."""
-    diagram = load(name)
-    sched = schedule(diagram, diagram.kernels[kernel], level)
-    cost = level_cost(sched)
-    sizes, tiles = data.draw(configuration(diagram, sched.partition, sched.skip, divisible=False))
-    if not _small(diagram, sizes):
+    run = _simulated(name, kernel, level, data, divisible=False)
+    if run is None:
         return
-    sim = simulate(sched, sizes, tiles)
+    diagram, sched, cost, sizes, tiles, sim = run
     exact = cost.evaluate({**sizes, **tiles})
     assert exact["transfers"] == sim.transfers
     assert exact["transfer_bytes"] == sim.transfer_bytes
