@@ -62,7 +62,7 @@ def time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-# -- paths into nested data -------------------------------------------------------------------------------
+# -- paths into nested data ----------------------------------------------------------------------------
 
 def paths(node, prefix=()):
     """Every path (tuple of keys and indices) to a value inside `node`."""
@@ -99,7 +99,7 @@ def array_names(data) -> list[str]:
     return names
 
 
-# -- random values ------------------------------------------------------------------------------------------
+# -- random values -------------------------------------------------------------------------------------
 
 EXPRESSIONS = ["q*2", "d**-0.5", "__import__('os')", "q+x", "q/2", "q-q", "2*q", "q**2", "h*d", "q**0.5",
                "x", "M", "1/0", "q**16", "q**17", "(q)", "-q", "q.__class__", "lambda: 0", "[1, 2]",
@@ -128,7 +128,7 @@ def values(data) -> st.SearchStrategy:
     )
 
 
-# -- mutations ----------------------------------------------------------------------------------------------
+# -- mutations -----------------------------------------------------------------------------------------
 
 def delete_key(draw, data):
     ps = paths(data)
@@ -320,7 +320,7 @@ def mutated(draw, name: str):
     return data
 
 
-# -- the property ---------------------------------------------------------------------------------------------
+# -- the property --------------------------------------------------------------------------------------
 
 def run_pipeline(text: str) -> str:
     """'ok' or 'error'; anything but a NapkinError propagates."""
@@ -362,7 +362,7 @@ def test_mutated_diagram_is_analysed_or_rejected(name, data):
     assert time.perf_counter() - start < EXAMPLE_LIMIT_S
 
 
-# -- size expressions ---------------------------------------------------------------------------------------------
+# -- size expressions ----------------------------------------------------------------------------------
 
 ATOM = r"(q|d|x|M|h|__class__|lambda|True|None|[0-9]{1,3}(\.[0-9]{1,2})?(e-?[0-9]{1,2})?)"
 OPERATOR = r"(\+|-|\*|/|\*\*|//|%|\.|,|:| if | and |\[|\]|<)"

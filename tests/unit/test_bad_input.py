@@ -182,7 +182,7 @@ def test_yaml_python_tags_are_rejected():
     check(info.value, field="line 1, column 7", says=("invalid YAML",))
 
 
-# -- form: unknown keys ---------------------------------------------------------------------------------
+# -- form: unknown keys --------------------------------------------------------------------------------
 
 def _set(data: dict, path: tuple, key: str, value: object) -> None:
     node = data
@@ -221,7 +221,7 @@ def test_unknown_key_under_an_axis_named_like_a_union_tag():
     check(err, field="axes.function", says=("unknown key 'bogus'",))
 
 
-# -- meaning: names --------------------------------------------------------------------------------------
+# -- meaning: names ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("edit, fields", [
     (lambda d: d["inputs"].__setitem__("Q", ["q", "zz"]), ("inputs.Q[1]", "inputs.Q.axes[1]")),
@@ -283,7 +283,7 @@ def test_unknown_input_array():
     check(compile_error(data), field="ops[1].inputs[1]", says=("unknown array 'W'",))
 
 
-# -- meaning: shapes -------------------------------------------------------------------------------------
+# -- meaning: shapes -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("output", [["q", "d"], ["q"], ["q", "x", "d"]])
 def test_output_axes_disagree_with_the_shape_rule(output):
@@ -318,7 +318,7 @@ def test_softmax_dot_whose_input_lacks_the_over_axis():
     assert err.field.startswith("ops[1]"), line
 
 
-# -- meaning: graph --------------------------------------------------------------------------------------
+# -- meaning: graph ------------------------------------------------------------------------------------
 
 def test_cycle_between_ops():
     data = shipped("matmul")
@@ -366,7 +366,7 @@ def test_op_whose_output_is_unused():
     check(compile_error(data), field="ops[2]", says=("op 'E'", "neither used nor listed in outputs"))
 
 
-# -- legality of partitions (the fusion theorem) ----------------------------------------------------------
+# -- legality of partitions (the fusion theorem) -------------------------------------------------------
 
 def test_grouping_an_axis_an_op_reduces():
     data = shipped("attention")
@@ -405,7 +405,7 @@ def test_streaming_an_axis_no_transferred_array_has():
           says=("cannot stream axis 'x'", "no array transferred"))
 
 
-# -- sizes -------------------------------------------------------------------------------------------------
+# -- sizes ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("value", [0, -5])
 def test_zero_or_negative_default(value):
@@ -447,7 +447,7 @@ def test_unknown_name_in_a_size_expression():
     check(compile_error(data), field="axes.x.size", says=("unknown name 'k'",), hint="q")
 
 
-# -- expressions that try to run code -----------------------------------------------------------------------
+# -- expressions that try to run code ------------------------------------------------------------------
 
 CODE = [
     "__import__('os').system('echo hi')",
@@ -550,7 +550,7 @@ def test_huge_constant_size_expression_fails_fast():
     assert outcome.startswith("napkin: x.yaml: axes.a"), outcome
 
 
-# -- requests: GPU, dtype, --set ---------------------------------------------------------------------------
+# -- requests: GPU, dtype, --set -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, close", [("h10", "h100"), ("a10", "a100"), ("h2000", "h200"),
                                          ("t-4", "t4")])
@@ -635,7 +635,7 @@ def test_set_out_of_range():
     assert "out of range" in info.value.message
 
 
-# -- profiles ------------------------------------------------------------------------------------------------
+# -- profiles ------------------------------------------------------------------------------------------
 
 def profile_error(tmp_path: Path, edit) -> tuple[NapkinError, str]:
     data = shipped_profile("h100-sxm5")
@@ -698,7 +698,7 @@ def test_profile_level_without_bandwidth_names_the_file(tmp_path):
     check(err, file=path, field="levels[0].bandwidth_bytes_per_s", says=("bandwidth",))
 
 
-# -- valid diagrams that used to crash (found by fuzzing) ------------------------------------------------------------------------
+# -- valid diagrams that used to crash (found by fuzzing) ----------------------------------------------
 
 # regression: ValueError "H* term ... is not a power of M" from optimize.standard_form.
 @pytest.mark.parametrize("x", [{"default": 16384}, {"default": 4096}, {"size": "d"}, {"size": "d+d"}])
