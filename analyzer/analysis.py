@@ -27,7 +27,7 @@ from analyzer.hardware import aliases as hardware_aliases
 from analyzer.model.constraints import hardware_divisors, skip_divides
 from analyzer.model.cost import LevelCost, level_cost
 from analyzer.model.fusion import Schedule, schedule
-from analyzer.model.hierarchy import ModelLevel, model_levels
+from analyzer.model.hierarchy import ModelLevel, cluster_gain, model_levels
 from analyzer.model.intensity import bandwidth_limit, useful_flops
 from analyzer.model.optimize import Choice, ClosedForm, closed_form, search
 from analyzer.model.predict import compute_times, predict
@@ -221,7 +221,8 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
             flops={p: to_text(v) for p, v in lowest.cost.flops.items()},
             flops_value={p: float(v.subs(subs)) for p, v in lowest.cost.flops.items()},
             compute_time_s=pred.compute_s, utilization=pred.utilization,
-            transfer_time_s=pred.transfer_time_s, predicted_time_s=pred.time_s, bound=pred.bound))
+            transfer_time_s=pred.transfer_time_s, predicted_time_s=pred.time_s, bound=pred.bound,
+            cluster_trade_off_s=_cluster_trade_off(models, profile, sizes) if cluster else None))
     compute = sum(max(k.compute_time_s.values(), default=0.0) for k in kernel_out)
     transfer = sum(k.transfer_time_s for k in kernel_out)
     total = sum(k.predicted_time_s for k in kernel_out)
@@ -247,6 +248,18 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
                    source=gpu_source),
         dtype=d.dtype, cluster=None if cluster is None else cluster, sizes=size_out, ops=ops,
         kernels=kernel_out, totals=totals, assumptions=ASSUMPTIONS)
+
+
+def _cluster_trade_off(models: list[LevelModel], profile: Profile, sizes: dict) -> dict[str, float] | None:
+    """Delta H*(N) (Appendix A.2.3) for every cluster size the profile has a bandwidth for."""
+    cross, child = models[-2], models[-1]
+    if cross.level.role != "cross" or child.optimum_bytes is None:
+        return None
+    table = profile.level(cross.level.name).bandwidth_bytes_per_s_by_cluster or {}
+    w_hc = 1 / cross.level.bandwidth_bytes_per_s      # direct: the level feeding the child
+    return {str(n): float(cluster_gain(child.optimum_bytes.terms, w_hc, 1 / bw,
+                                       child.level.memory_bytes, n).subs(sizes))
+            for n, bw in sorted(table.items())}
 
 
 def _level_notes(models: list[LevelModel]) -> list[str]:

@@ -88,15 +88,16 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
     for note in k.notes:
         parts.append(Text(f"note: {note}"))
 
-    parts.append(Text("Symbolic model per level (values)", style="bold"))
+    sym = _table("Symbolic model per level (values)", "level", "", "")
     for lv in k.levels:
         relabel = ", ".join([f"group {ax} -> {s}" for ax, s in lv.group.items()]
                             + [f"stream {ax} -> {s}" for ax, s in lv.stream.items()])
         role = lv.role if lv.drawn else f"{lv.role}, implied by {k.levels[-1].level}"
-        parts.append(Text(f"  {lv.level} ({role}; fed by {lv.source}; {relabel or 'not partitioned'})\n"
-                          f"    H   = {lv.transfers}\n"
-                          f"    H_g = {lv.per_group}    N_g = {lv.groups}\n"
-                          f"    M   = {lv.memory}"))
+        _row(sym, lv.level, "", f"{role}; fed by {lv.source}; {relabel or 'not partitioned'}")
+        for name, expr in (("H", lv.transfers), ("H_g", lv.per_group), ("N_g", lv.groups),
+                           ("M", lv.memory)):
+            _row(sym, "", name, expr)
+    parts.append(sym)
     seen = set()
     for lv in k.levels:
         if lv.optimum is None or lv.optimum.h_star in seen:
@@ -144,6 +145,11 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
         _row(time, pipe, expr, si(k.flops_value[pipe]), seconds(k.compute_time_s[pipe]))
     _row(time, "transfers", "Equation 2: sum over levels", "", seconds(k.transfer_time_s))
     parts.append(time)
+    if k.cluster_trade_off_s:
+        gains = ", ".join(f"N={n}: {seconds(v) if v >= 0 else '-' + seconds(-v)}"
+                          for n, v in k.cluster_trade_off_s.items())
+        parts.append(Text(f"cluster-size trade-off Delta H*(N) (Appendix A.2.3; positive saves "
+                          f"time): {gains}"))
     tensor = k.flops_value.get("tensor", 0.0)
     rate = f", {si(tensor / k.predicted_time_s, 'FLOP/s')}" if tensor and k.predicted_time_s else ""
     parts.append(Text(f"predicted {seconds(k.predicted_time_s)}: {k.bound}-bound{rate} "

@@ -109,6 +109,9 @@ class KernelOut(Out):
     transfer_time_s: float = Field(description="Weighted transfers, Equation 2.")
     predicted_time_s: float
     bound: str
+    cluster_trade_off_s: dict[str, float] | None = Field(
+        None, description="With --cluster: Delta H*(N) of Appendix A.2.3 in seconds per measured "
+                          "cluster size N (positive: clusters of N save that much transfer time).")
 
 
 class TotalsOut(Out):

@@ -58,9 +58,15 @@ def test_latex_output():
     assert "\\begin{align}" in out and "H^*_{\\mathrm{smem}}" in out
 
 
-def test_cluster_adds_a_cross_transfer_level():
+def test_cluster_adds_a_cross_transfer_level_and_reports_the_trade_off():
     doc = json.loads(run("analyze", "attention", "--cluster", "2", "--json"))
-    assert [lv["level"] for lv in doc["kernels"][0]["levels"]] == ["l2", "dsmem", "smem"]
+    kernel = doc["kernels"][0]
+    assert [lv["level"] for lv in kernel["levels"]] == ["l2", "dsmem", "smem"]
+    # the profile's SM-to-SM bandwidths (3.27, 2.65 TB/s) are below its L2's (12 TB/s): with
+    # w_hc < w_xc every Delta H*(N) is negative, and more so for larger clusters (attention, beta = 1)
+    trade = kernel["cluster_trade_off_s"]
+    assert list(trade) == ["2", "4"] and trade["4"] < trade["2"] < 0
+    assert any("clusters cost time" in note for note in kernel["notes"])
 
 
 @pytest.mark.parametrize("args", [("hardware", "list"), ("hardware", "show", "h100"),
