@@ -152,8 +152,9 @@ def analyze(diagram: str | Diagram, gpu: str | Profile, *, sets: dict[str, int] 
     sizes, pins = resolve_sizes(d, sets or {})
     try:
         levels = model_levels(d, profile, cluster=cluster)
-    except NapkinError as exc:
-        raise (exc if exc.file else exc.located(file=gpu_source)) from None
+    except NapkinError as exc:   # a profile problem names the profile; an option names itself
+        from_option = (exc.field or "").startswith("--")
+        raise (exc if exc.file or from_option else exc.located(file=gpu_source)) from None
     kernels = [_analyze_kernel(d, k, levels, profile, sizes, pins) for k in d.kernels]
     return _result(d, profile, gpu_source, sizes, cluster, kernels)
 

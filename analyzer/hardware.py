@@ -54,6 +54,10 @@ class LevelProfile(Strict):
         if self.kind == "cross":
             if not self.bandwidth_bytes_per_s_by_cluster:
                 raise ValueError(f"cross level {self.name} needs bandwidth_bytes_per_s_by_cluster")
+            for n in self.bandwidth_bytes_per_s_by_cluster:
+                if n < 2 or (self.cluster_size_max is not None and n > self.cluster_size_max):
+                    raise ValueError(f"cross level {self.name}: a cluster of {n} is not between 2 and "
+                                     f"cluster_size_max")
         else:
             for key in ("capacity_bytes", "instances"):
                 if getattr(self, key) is None:
@@ -113,7 +117,8 @@ class Profile(Strict):
     compute_capability: str
     sm_count: PositiveInt
     clocks: Clocks
-    tensor_dtypes: list[DType] = Field(description="Element types the tensor cores take.")
+    tensor_dtypes: list[Literal["fp16", "bf16", "fp8"]] = Field(
+        description="Element types the tensor cores take (fp32 inputs run as tf32 or on CUDA cores).")
     tensor_flops_per_s: dict[Literal["fp16", "bf16", "fp8", "tf32"], PositiveFloat] = Field(
         description="Dense tensor-core peak per element type (tf32: fp32 inputs on tensor cores).")
     per_sm_per_clock: PerSMPerClock

@@ -103,6 +103,10 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
         if lv.optimum is None or lv.optimum.h_star in seen:
             continue
         seen.add(lv.optimum.h_star)
+        if all(t.beta == "0" for t in lv.optimum.standard_form):
+            parts.append(Text(f"optimum H*(a, M) = {lv.optimum.h_star}   [independent of M: tile "
+                              "sizes do not change these transfers]"))
+            continue
         terms = " + ".join(f"({t.alpha})*M**-{t.beta}" if t.beta != "0" else f"({t.alpha})"
                            for t in lv.optimum.standard_form)
         sizes = ", ".join(f"{s} = {v}" for s, v in lv.optimum.group_sizes.items())

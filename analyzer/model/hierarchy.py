@@ -94,15 +94,27 @@ def _memory_limits(chain: list[LevelProfile]) -> dict[str, float]:
 
 def _with_cross_level(levels: list[ModelLevel], profile: Profile, diagram: Diagram, cluster: int,
                       limits: dict[str, float]) -> list[ModelLevel]:
-    """Insert a cross-transfer level above the lowest level (Theorem 3, Appendix A.2.2)."""
+    """Insert a cross-transfer level x between its neighbours h and c (Theorem 3, Appendix A.2.2).
+
+    c is the level right below x in the profile (the SMs' shared memory for thread block clusters);
+    it must be one of the levels the diagram's transfers pass through.
+    """
     names = [lv.name for lv in profile.levels]
     lowest = levels[-1]
-    index = names.index(lowest.name)
-    cross = next((lv for lv in reversed(profile.levels[:index]) if lv.kind == "cross"), None)
-    if cross is None:
+    modelled = {lv.name for lv in levels}
+    crosses = [i for i, lv in enumerate(profile.levels[:names.index(lowest.name)]) if lv.kind == "cross"]
+    if not crosses:
         raise NapkinError(f"{profile.name} has no cross-transfer level above {lowest.name}",
                           field="--cluster",
                           hint="thread block clusters need Hopper or newer; drop --cluster")
+    index = crosses[-1]
+    cross = profile.levels[index]
+    child_name = next(lv.name for lv in profile.levels[index + 1:] if lv.kind != "cross")
+    if child_name not in modelled:
+        raise NapkinError(f"clusters share {child_name}, which this diagram's transfers do not reach",
+                          field="--cluster", hint=f"draw the diagram down to {child_name}")
+    at = next(i for i, lv in enumerate(levels) if lv.name == child_name)
+    below = levels[at]
     table = cross.bandwidth_bytes_per_s_by_cluster or {}
     if cross.cluster_size_max is not None and cluster > cross.cluster_size_max:
         raise NapkinError(f"clusters of {cluster} exceed {profile.name}'s largest, "
@@ -111,13 +123,13 @@ def _with_cross_level(levels: list[ModelLevel], profile: Profile, diagram: Diagr
         raise NapkinError(f"no bandwidth for clusters of {cluster} on {profile.name}", field="--cluster",
                           hint=f"measured cluster sizes: {', '.join(map(str, sorted(table)))}")
     bw_x = table[cluster]
-    w_hc, w_xc = lowest.weight_s_per_byte, 1 / bw_x
-    x_level = ModelLevel(cross.name, "cross", False, lowest.partition_level, lowest.source,
-                         lowest.bandwidth_bytes_per_s, w_hc - w_xc, cluster * limits[lowest.name],
+    w_hc, w_xc = below.weight_s_per_byte, 1 / bw_x
+    x_level = ModelLevel(cross.name, "cross", False, below.partition_level, below.source,
+                         below.bandwidth_bytes_per_s, w_hc - w_xc, cluster * limits[below.name],
                          cluster)
-    child = ModelLevel(lowest.name, lowest.role, lowest.drawn, lowest.partition_level, cross.name,
-                       bw_x, w_xc, lowest.memory_bytes, None)
-    return [*levels[:-1], x_level, child]
+    child = ModelLevel(below.name, below.role, below.drawn, below.partition_level, cross.name,
+                       bw_x, w_xc, below.memory_bytes, None)
+    return [*levels[:at], x_level, child, *levels[at + 1:]]
 
 
 # -- symbolic forms of Equations 2 and 3 and of Appendix A.2.3 -------------------------------------------
