@@ -111,8 +111,7 @@ def _schedule(diagram: Diagram, kernel: Kernel, level: str, partition: Partition
     where = f"{kernel.path}.partition.{level}"
     _check_groups(ops, partition, kernel, where)
     members = {o.name for o in ops}
-    produced = members
-    kernel_inputs = [n for n in dict.fromkeys(i for o in ops for i in o.inputs) if n not in produced]
+    kernel_inputs = [n for n in dict.fromkeys(i for o in ops for i in o.inputs) if n not in members]
     depth = diagram.levels.index(level)
     loads, resident = [], []
     for name in kernel_inputs:
