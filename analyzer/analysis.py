@@ -20,10 +20,10 @@ from analyzer import __version__, resources
 from analyzer.diagram.compiled import Diagram, Kernel, Partition
 from analyzer.diagram.graph import compile_data
 from analyzer.diagram.primitives import PIPELINES
+from analyzer.dtypes import bytes_per_value
 from analyzer.errors import NapkinError
 from analyzer.expr import MAX_SIZE, to_text
-from analyzer.hardware import Profile, load_profile_file
-from analyzer.hardware import aliases as hardware_aliases
+from analyzer.hardware import Profile, load_profile_file, profile_path
 from analyzer.model.constraints import hardware_divisors, skip_divides
 from analyzer.model.cost import LevelCost, level_cost
 from analyzer.model.fusion import Schedule, schedule
@@ -31,9 +31,19 @@ from analyzer.model.hierarchy import ModelLevel, cluster_gain, model_levels
 from analyzer.model.intensity import bandwidth_limit, useful_flops
 from analyzer.model.optimize import Choice, ClosedForm, closed_form, search
 from analyzer.model.predict import compute_times, predict
-from analyzer.dtypes import bytes_per_value
-from analyzer.result import (Analysis, BandwidthLimitOut, DiagramOut, GpuOut, KernelOut, LevelOut,
-                             OpOut, OptimumOut, SizeOut, StandardTermOut, TotalsOut)
+from analyzer.result import (
+    Analysis,
+    BandwidthLimitOut,
+    DiagramOut,
+    GpuOut,
+    KernelOut,
+    LevelOut,
+    OpOut,
+    OptimumOut,
+    SizeOut,
+    StandardTermOut,
+    TotalsOut,
+)
 from analyzer.yamlio import load_file
 
 ASSUMPTIONS = [
@@ -142,7 +152,7 @@ def analyze(diagram: str | Diagram, gpu: str | Profile, *, sets: dict[str, int] 
             dtype: str | None = None, cluster: int | None = None) -> Analysis:
     d = load(diagram, dtype=dtype) if isinstance(diagram, str) else diagram
     if isinstance(gpu, str):
-        path = resources.resolve("hardware", gpu, what="GPU", aliases=hardware_aliases(), field="--gpu")
+        path = profile_path(gpu)
         profile, gpu_source = load_profile_file(path), resources.display("hardware", path)
     else:
         profile, gpu_source = gpu, f"hardware/{gpu.name}.yaml"

@@ -104,25 +104,24 @@ def hardware_list() -> None:
     from rich.table import Table
 
     from analyzer.hardware import shipped_profiles
-    from analyzer.report import binary, si
+    from analyzer.report import binary, row, si
     table = Table(show_edge=False, header_style="bold")
     for col in ("name", "aliases", "GPU", "SMs", "tensor fp16", "HBM", "smem / block"):
         table.add_column(col)
     for name, p in shipped_profiles().items():
         smem = next((lv for lv in p.levels if lv.name == "smem"), None)
-        table.add_row(name, ", ".join(p.aliases), p.description, str(p.sm_count),
-                      si(p.tensor_flops_per_s.get("fp16", 0), "FLOP/s"),
-                      si(p.levels[0].bandwidth_bytes_per_s or 0, "B/s"),
-                      binary(smem.block_capacity_bytes) if smem else "-")
+        row(table, name, ", ".join(p.aliases), p.description, str(p.sm_count),
+             si(p.tensor_flops_per_s.get("fp16", 0), "FLOP/s"),
+             si(p.levels[0].bandwidth_bytes_per_s or 0, "B/s"),
+             binary(smem.block_capacity_bytes) if smem else "-")
     _console().print(table)
 
 
 @hardware_app.command("show")
 def hardware_show(name: Annotated[str, typer.Argument(help="Profile name or alias.")]) -> None:
     """Print a profile file, with its source comments."""
-    from analyzer import resources
-    from analyzer.hardware import aliases, load_profile_file
-    path = resources.resolve("hardware", name, what="GPU", aliases=aliases())
+    from analyzer.hardware import load_profile_file, profile_path
+    path = profile_path(name, field="NAME")
     load_profile_file(path)  # validate before showing
     typer.echo(path.read_text(encoding="utf-8").rstrip())
 
@@ -134,12 +133,13 @@ def diagrams_list() -> None:
 
     from analyzer import resources
     from analyzer.diagram.graph import load_diagram
+    from analyzer.report import row
     table = Table(show_edge=False, header_style="bold")
     for col in ("name", "title", "paper", "kernels"):
         table.add_column(col)
     for name, path in resources.shipped("diagrams").items():
         d = load_diagram(path)
-        table.add_row(name, d.title, d.paper, ", ".join(k.name for k in d.kernels))
+        row(table, name, d.title, d.paper, ", ".join(k.name for k in d.kernels))
     _console().print(table)
 
 

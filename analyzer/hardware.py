@@ -201,10 +201,13 @@ def aliases() -> dict[str, str]:
     return table
 
 
+def profile_path(name_or_path: str, *, field: str | None = "--gpu") -> Path:
+    """The file of a shipped profile by name or alias (h100 -> h100-sxm5), or a given profile file."""
+    return resources.resolve("hardware", name_or_path, what="GPU", aliases=aliases(), field=field)
+
+
 def load_profile(name_or_path: str, *, field: str | None = "--gpu") -> Profile:
-    """A shipped profile by name or alias (h100 -> h100-sxm5), or a profile file."""
-    path = resources.resolve("hardware", name_or_path, what="GPU", aliases=aliases(), field=field)
-    return load_profile_file(path)
+    return load_profile_file(profile_path(name_or_path, field=field))
 
 
 def shipped_profiles() -> dict[str, Profile]:

@@ -40,7 +40,7 @@ def _table(title: str, *columns: str) -> Table:
     return table
 
 
-def _row(table: Table, *cells: str) -> None:
+def row(table: Table, *cells: str) -> None:
     table.add_row(*(Text(c) for c in cells))   # plain text: "[q, x]" is not markup
 
 
@@ -57,7 +57,7 @@ def render(a: Analysis) -> Group:
                  "kernel")
     for o in a.ops:
         copied = "; ".join(f"{k} along {', '.join(v)}" for k, v in o.broadcast.items())
-        _row(ops, str(o.column), o.name, o.primitive, ", ".join(o.inputs),
+        row(ops, str(o.column), o.name, o.primitive, ", ".join(o.inputs),
              f"[{', '.join(o.output_axes)}]", o.over or "", ", ".join(o.weave), copied, o.kernel)
     parts += [ops, Text("")]
     for k in a.kernels:
@@ -66,7 +66,7 @@ def render(a: Analysis) -> Group:
         t = a.totals
         total = _table("All kernels, one after another", "compute", "transfers", "predicted",
                        "throughput", "bound")
-        _row(total, seconds(t.compute_time_s), seconds(t.transfer_time_s), seconds(t.predicted_time_s),
+        row(total, seconds(t.compute_time_s), seconds(t.transfer_time_s), seconds(t.predicted_time_s),
                       si(t.throughput_flops_per_s, "FLOP/s"), t.bound)
         parts.append(total)
     return Group(*parts)
@@ -93,10 +93,10 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
         relabel = ", ".join([f"group {ax} -> {s}" for ax, s in lv.group.items()]
                             + [f"stream {ax} -> {s}" for ax, s in lv.stream.items()])
         role = lv.role if lv.drawn else f"{lv.role}, implied by {k.levels[-1].level}"
-        _row(sym, lv.level, "", f"{role}; fed by {lv.source}; {relabel or 'not partitioned'}")
+        row(sym, lv.level, "", f"{role}; fed by {lv.source}; {relabel or 'not partitioned'}")
         for name, expr in (("H", lv.transfers), ("H_g", lv.per_group), ("N_g", lv.groups),
                            ("M", lv.memory)):
-            _row(sym, "", name, expr)
+            row(sym, "", name, expr)
     parts.append(sym)
     seen = set()
     for lv in k.levels:
@@ -120,7 +120,7 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
                   "transfers", "Hdot", "time")
     for lv in k.levels:
         tiles = ", ".join(f"{s}={v}" for s, v in lv.chosen.items()) or "-"
-        _row(conf, lv.level, tiles, f"{lv.groups_value:.0f}",
+        row(conf, lv.level, tiles, f"{lv.groups_value:.0f}",
                      f"{binary(lv.memory_bytes_value)} ({binary(lv.memory_limit_bytes)})",
                      f"{si(lv.transfers_bytes_value, 'B')}",
                      f"{si(lv.bandwidth_bytes_per_s, 'B/s')} from {lv.source}",
@@ -137,7 +137,7 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
                        "tiles at level memory", "min sizes at level memory")
         for lv in limits:
             b = lv.bandwidth_limit
-            _row(table, lv.level, f"{b.compute_per_transfer:.4g}",
+            row(table, lv.level, f"{b.compute_per_transfer:.4g}",
                  binary(b.min_memory_bytes) if b.min_memory_bytes is not None else "-",
                  ", ".join(f"{s} >= {v:.4g}" for s, v in b.min_sizes.items()) or "-",
                  ", ".join(f"{s} = {v:.4g}" for s, v in b.tile_sizes.items()) or "-",
@@ -146,8 +146,8 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
 
     time = _table("FLOPs and predicted time", "pipeline", "FLOPs (symbolic)", "FLOPs", "time")
     for pipe, expr in k.flops.items():
-        _row(time, pipe, expr, si(k.flops_value[pipe]), seconds(k.compute_time_s[pipe]))
-    _row(time, "transfers", "Equation 2: sum over levels", "", seconds(k.transfer_time_s))
+        row(time, pipe, expr, si(k.flops_value[pipe]), seconds(k.compute_time_s[pipe]))
+    row(time, "transfers", "Equation 2: sum over levels", "", seconds(k.transfer_time_s))
     parts.append(time)
     if k.cluster_trade_off_s:
         gains = ", ".join(f"N={n}: {seconds(v) if v >= 0 else '-' + seconds(-v)}"

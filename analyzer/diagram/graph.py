@@ -21,7 +21,6 @@ from analyzer.expr import MAX_SIZE, check_name, parse_expr, symbol
 from analyzer.validation import from_validation_error
 from analyzer.yamlio import load_file
 
-
 DOCS_HINT = "see docs/diagram-format.md"
 
 

@@ -19,8 +19,7 @@ import networkx as nx
 import sympy
 
 from analyzer.diagram.compiled import Diagram, Kernel, Op, Partition
-from analyzer.diagram.primitives import (REGISTRY, Accumulator, Extent, pair_chunk_flops,
-                                         pair_final_flops)
+from analyzer.diagram.primitives import REGISTRY, Accumulator, Extent, pair_chunk_flops, pair_final_flops
 from analyzer.errors import NapkinError
 
 
