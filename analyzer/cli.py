@@ -22,9 +22,20 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 hardware_app = typer.Typer(no_args_is_help=True, help="GPU profiles (hardware/*.yaml).")
 diagrams_app = typer.Typer(no_args_is_help=True, help="Shipped diagrams (diagrams/*.yaml).")
 app.add_typer(hardware_app, name="hardware")
+plot_app = typer.Typer(no_args_is_help=True, help="Plots; the output's extension picks PNG, SVG or PDF.")
 app.add_typer(diagrams_app, name="diagrams")
+app.add_typer(plot_app, name="plot")
 
 SET = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)=([0-9]+)$")
+DTYPES = ("fp16", "bf16", "fp8", "fp32")
+
+DiagramArg = Annotated[str, typer.Argument(help="A shipped diagram name (napkin diagrams list) or a "
+                                                ".yaml file.")]
+GpusOpt = Annotated[Optional[list[str]], typer.Option(
+    "--gpu", "-g", help="GPU profile name or alias, or a profile .yaml file; repeatable.")]
+SetOpt = Annotated[Optional[list[str]], typer.Option(
+    "--set", "-s", help="Override a size (q=16384) or pin a tile size (g_q=128); repeatable.")]
+OutputOpt = Annotated[str, typer.Option("--output", "-o", help="Output file: .png, .svg or .pdf.")]
 
 
 def _console():
@@ -69,8 +80,7 @@ def analyze(
 ) -> None:
     """Derive transfers, memory and FLOPs per level, pick tile sizes for a GPU, predict the time."""
     from analyzer.analysis import analyze as run
-    if dtype is not None and dtype not in ("fp16", "bf16", "fp8", "fp32"):
-        raise NapkinError(f"--dtype {dtype!r}: expected fp16, bf16, fp8 or fp32")
+    _check_dtypes([dtype] if dtype else [])
     if cluster is not None and cluster < 2:
         raise NapkinError(f"--cluster {cluster}: a cluster has at least 2 members")
     result = run(diagram, gpu, sets=_parse_sets(set_ or []), dtype=dtype, cluster=cluster)
@@ -84,17 +94,137 @@ def analyze(
         _console().print(render(result))
 
 
+def _check_dtypes(dtypes: list[str]) -> list[str]:
+    for dtype in dtypes:
+        if dtype not in DTYPES:
+            raise NapkinError(f"--dtype {dtype!r}: expected {', '.join(DTYPES)}")
+    return dtypes
+
+
+def _wrote(path) -> None:
+    typer.echo(f"wrote {path}")
+
+
 @app.command()
-def schema(kind: Annotated[str, typer.Argument(help="diagram, profile or report")]) -> None:
-    """Print the JSON Schema of diagram files, profile files or the analysis report."""
+def expand(
+    diagram: DiagramArg,
+    kernel: Annotated[Optional[str], typer.Option(help="Kernel name (default: every kernel).")] = None,
+    level: Annotated[Optional[str], typer.Option(help="Level whose relabelling to expand (default: "
+                                                      "the diagram's lowest).")] = None,
+) -> None:
+    """Print a diagram's kernels as loop pseudocode: head, body per chunk, tail (Sections 5.1-5.2)."""
+    from analyzer.analysis import load
+    from analyzer.config.expand import expand as run
+    from analyzer.config.expand import render
+    typer.echo(render(run(load(diagram), kernel=kernel, level=level)))
+
+
+@app.command()
+def configure(
+    diagram: DiagramArg,
+    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU profile name or alias, or a profile "
+                                                         ".yaml file.")] = "h100",
+    config: Annotated[Optional[str], typer.Option(
+        "--config", "-c", help="A configuration named in the diagram file (napkin configure DIAGRAM "
+                               "--list); default: derived from the tiles napkin analyze chooses.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", "-s", help="Set a size (q=16384) or a configuration variable (w_q=128, s_x=64, "
+                            "N=3, stages=2, g_q=384); repeatable.")] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="Element type of arrays without their own.")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the diagram's named configurations.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the tables as JSON "
+                                                         "(napkin schema configuration).")] = False,
+    overhead: Annotated[float, typer.Option(help="Assumed overhead of non-tensor operations for the "
+                                                 "overlap analysis, e.g. 0.66 for 66%.")] = 0.0,
+    strict: Annotated[bool, typer.Option(help="Exit with code 1 if the configuration does not "
+                                              "fit (negative excess).")] = False,
+) -> None:
+    """Configuration, memory, compute and throughput tables for a GPU (Section 5, Appendix B)."""
+    from analyzer.config.configure import configure as run
+    from analyzer.config.configure import configurations
+    _check_dtypes([dtype] if dtype else [])
+    if list_:
+        from analyzer.config.report import render_list
+        _console().print(render_list(configurations(diagram, dtype=dtype)))
+        return
+    result = run(diagram, gpu, config=config, sets=_parse_sets(set_ or []), dtype=dtype,
+                 overhead=overhead)
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+    else:
+        from analyzer.config.report import render
+        _console().print(render(result))
+    if strict and not result.fits:
+        raise typer.Exit(1)
+
+
+@plot_app.command("transfers")
+def plot_transfers(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
+                   dtype: Annotated[Optional[list[str]], typer.Option(
+                       help="Element type; repeatable (default: the diagram's).")] = None,
+                   set_: SetOpt = None) -> None:
+    """H*(M) per GPU and element type, log-log, with memory limits and the chosen configuration."""
+    from analyzer.plot.output import output_format, save
+    from analyzer.plot.transfers import figure
+    output_format(output)
+    _wrote(save(figure(diagram, gpu or ["h100"], dtypes=_check_dtypes(dtype or []),
+                       sets=_parse_sets(set_ or [])), output))
+
+
+@plot_app.command("roofline")
+def plot_roofline(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
+                  dtype: Annotated[Optional[str], typer.Option(help="Element type.")] = None,
+                  set_: SetOpt = None) -> None:
+    """Arithmetic intensity against attainable throughput, with the chosen configuration's point."""
+    from analyzer.plot.output import output_format, save
+    from analyzer.plot.roofline import figure
+    output_format(output)
+    _check_dtypes([dtype] if dtype else [])
+    _wrote(save(figure(diagram, gpu or ["h100"], dtype=dtype, sets=_parse_sets(set_ or [])), output))
+
+
+@plot_app.command("schedule")
+def plot_schedule(diagram: DiagramArg, output: OutputOpt,
+                  gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU profile.")] = "h100",
+                  config: Annotated[Optional[str], typer.Option("--config", "-c", help="A named "
+                                                                "configuration.")] = None,
+                  set_: SetOpt = None,
+                  overhead: Annotated[Optional[float], typer.Option(
+                      help="Assumed overhead of non-tensor operations, e.g. 0.66 for 66%.")] = None,
+                  ) -> None:
+    """The clock-cycle overlap of warpgroups (Figures 34-37): pipelines as lanes, overhead hatched."""
+    from analyzer.plot.output import output_format, save
+    from analyzer.plot.schedule import figure
+    output_format(output)
+    _wrote(save(figure(diagram, gpu, config=config, sets=_parse_sets(set_ or []),
+                       overhead=overhead), output))
+
+
+@app.command()
+def draw(diagram: DiagramArg, output: OutputOpt,
+         kernel: Annotated[Optional[str], typer.Option(help="Show this kernel's relabellings "
+                                                            "(default: the first).")] = None) -> None:
+    """Draw the diagram in the neural-circuit style (columns, wires, levels, relabellings)."""
+    from analyzer.plot.draw import figure
+    from analyzer.plot.output import output_format, save
+    output_format(output)
+    _wrote(save(figure(diagram, kernel=kernel), output))
+
+
+@app.command()
+def schema(kind: Annotated[str, typer.Argument(help="diagram, profile, report or configuration")]) -> None:
+    """Print the JSON Schema of diagram files, profile files, the analysis or the configuration report."""
     if kind == "diagram":
         from analyzer.diagram.schema import DiagramSpec as model
     elif kind == "profile":
         from analyzer.hardware import Profile as model
     elif kind == "report":
         from analyzer.result import Analysis as model
+    elif kind == "configuration":
+        from analyzer.config.result import ConfigurationReport as model
     else:
-        raise NapkinError(f"unknown schema {kind!r}", hint="choose diagram, profile or report")
+        raise NapkinError(f"unknown schema {kind!r}", hint="choose diagram, profile, report or "
+                                                           "configuration")
     typer.echo(json.dumps(model.model_json_schema(), indent=2))
 
 

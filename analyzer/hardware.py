@@ -105,6 +105,9 @@ class Divisors(Strict):
     coalesce_bytes: PositiveInt = Field(description="GMEM<->SMEM transfers move this many "
                                         "consecutive bytes (Section 5, coalesced memory transfer).")
     mma_instruction: str = Field(description="e.g. wgmma (Hopper), mma.sync (Ampere, Turing).")
+    mma_threads: PositiveInt = Field(description="Threads that issue one tensor-core instruction "
+                                     "together: 128 for a warpgroup (wgmma), 32 for a warp (mma.sync). "
+                                     "The unit napkin configure splits a block's rows over (Section 5.3).")
     mma: dict[DType, MMAShape] = Field(description="Tensor-core tile per element type: group and "
                                        "stream sizes of contraction axes must be multiples.")
 

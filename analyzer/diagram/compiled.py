@@ -112,6 +112,7 @@ class Diagram:
     outputs: tuple[str, ...]
     kernels: tuple[Kernel, ...]            # execution order
     graph: nx.DiGraph = field(repr=False, compare=False)
+    configurations: tuple = ()             # ConfigurationSpec, named hardware configurations (Section 5)
 
     @property
     def top(self) -> str:

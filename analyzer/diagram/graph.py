@@ -64,7 +64,22 @@ class _Compiler:
         return Diagram(name=spec.name, title=spec.title, paper=spec.paper, doc=spec.doc,
                        source=self.source, dtype=spec.dtype, levels=levels, axes=axes,
                        defaults=defaults, arrays=arrays, ops=ops, outputs=outputs,
-                       kernels=kernels, graph=graph)
+                       kernels=kernels, graph=graph, configurations=self._configurations(kernels))
+
+    def _configurations(self, kernels: tuple[Kernel, ...]) -> tuple:
+        """Named configurations: distinct names, known kernels (their numbers are checked by configure)."""
+        seen: set[str] = set()
+        for i, spec in enumerate(self.spec.configurations):
+            check_name(spec.name, what="configuration name", field=f"configurations[{i}].name")
+            if spec.name in seen:
+                raise NapkinError(f"configuration {spec.name!r} is named twice",
+                                  field=f"configurations[{i}].name")
+            seen.add(spec.name)
+            if spec.kernel is not None and spec.kernel not in {k.name for k in kernels}:
+                raise NapkinError(f"configuration {spec.name!r} names kernel {spec.kernel!r}, which "
+                                  "the diagram does not have", field=f"configurations[{i}].kernel",
+                                  hint=f"kernels: {', '.join(k.name for k in kernels)}")
+        return tuple(self.spec.configurations)
 
     # -- levels and axes ------------------------------------------------------------------------
     def _levels(self) -> tuple[str, ...]:

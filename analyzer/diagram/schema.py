@@ -16,6 +16,7 @@ from typing import Annotated, Any, Union
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from analyzer.base import DType, Strict
+from analyzer.config.spec import ConfigurationSpec
 from analyzer.expr import MAX_SIZE
 
 SizeText = Union[int, str]
@@ -129,3 +130,6 @@ class DiagramSpec(Strict):
     outputs: list[str] = Field(min_length=1)
     kernels: list[KernelSpec] | None = Field(None, description="Fused kernels; default: one kernel "
                                              "holding every op, not partitioned.")
+    configurations: list[ConfigurationSpec] = Field(
+        default_factory=list, description="Named hardware configurations of the kernels (Section 5; "
+        "napkin configure --config NAME).")

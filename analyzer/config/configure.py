@@ -1,0 +1,335 @@
+"""The pipeline of `napkin configure`: diagram + GPU + configuration -> the tables of Section 5.
+
+    load diagram -> kernel schedule at the lowest level -> configuration numbers (named in the file,
+    --set, or the tiles napkin analyze chooses) -> divisor checks (5.4) -> variables (5.5, Table 1)
+    -> maximum analysis (Table 2) -> compute analysis (Table 3) -> throughput (B.0.1)
+    -> warpgroup overlap (Section 6)
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+
+import sympy
+
+from analyzer import __version__, resources
+from analyzer.analysis import load, partition_symbols, resolve_sizes
+from analyzer.config.compute import Compute, compute
+from analyzer.config.lowering import variables as lower
+from analyzer.config.overlap import overlap as schedule_overlap
+from analyzer.config.result import (
+    BlockOut,
+    CapacityOut,
+    ColumnOut,
+    ComputeOut,
+    ConfigurationOut,
+    ConfigurationReport,
+    OverlapOut,
+    ThroughputOut,
+    VariableOut,
+)
+from analyzer.config.setting import Names, Setting
+from analyzer.config.spec import ConfigurationSpec
+from analyzer.config.tables import capacities, problems
+from analyzer.config.throughput import throughput
+from analyzer.diagram.compiled import Diagram, Kernel
+from analyzer.errors import NapkinError
+from analyzer.hardware import Profile, load_profile_file, profile_path
+from analyzer.model.constraints import hardware_divisors
+from analyzer.model.fusion import Schedule, schedule
+
+KNOBS = ("N", "stages", "rows")   # --set names that are not sizes: warpgroups, buffers, rows per load
+
+
+def configurations(diagram: str | Diagram, *, dtype: str | None = None) -> tuple[Diagram, tuple]:
+    d = load(diagram, dtype=dtype) if isinstance(diagram, str) else diagram
+    return d, d.configurations
+
+
+def configure(diagram: str | Diagram, gpu: str | Profile, *, config: str | None = None,
+              sets: dict[str, int] | None = None, dtype: str | None = None,
+              overhead: float = 0.0) -> ConfigurationReport:
+    d = load(diagram, dtype=dtype) if isinstance(diagram, str) else diagram
+    profile, gpu_source = _profile(gpu)
+    if not 0 <= overhead <= 100:
+        raise NapkinError(f"--overhead {overhead}: expected a fraction such as 0.66 (66%)")
+    spec, where = _spec(d, config)
+    setting = resolve(d, profile, spec, where, sets or {})
+    variables = lower(setting)
+    caps = capacities(setting, variables)
+    trouble = problems(setting, variables, caps)
+    comp = compute(setting)
+    thr = throughput(setting, variables, comp)
+    try:
+        ov = schedule_overlap(comp, groups=setting.warpgroups, strategy=setting.overlap,
+                              overhead=overhead)
+    except ValueError as exc:
+        raise NapkinError(f"configuration {spec.name!r}: {exc}", file=d.source, field=f"{where}.overlap",
+                          hint="use overlap: inter") from None
+    return _report(d, profile, gpu_source, setting, variables, caps, trouble, comp, thr, ov)
+
+
+# -- which configuration -------------------------------------------------------------------------------
+
+def _profile(gpu: str | Profile) -> tuple[Profile, str]:
+    if isinstance(gpu, Profile):
+        return gpu, f"hardware/{gpu.name}.yaml"
+    path = profile_path(gpu)
+    return load_profile_file(path), resources.display("hardware", path)
+
+
+def _spec(d: Diagram, name: str | None) -> tuple[ConfigurationSpec, str]:
+    if name is None:
+        return ConfigurationSpec(name="derived", title="derived from the tiles napkin analyze "
+                                 "chooses"), "--set"
+    for i, spec in enumerate(d.configurations):
+        if spec.name == name:
+            return spec, f"configurations[{i}]"
+    known = [c.name for c in d.configurations]
+    close = difflib.get_close_matches(name, known, n=1)
+    raise NapkinError(f"--config {name!r}: {d.name} has no such configuration",
+                      hint=f"did you mean {close[0]}?" if close else
+                      (f"its configurations: {', '.join(known)}" if known else
+                       "it names none; leave out --config to derive one"))
+
+
+def _kernel(d: Diagram, spec: ConfigurationSpec, where: str) -> Schedule:
+    level = d.levels[-1]
+    kernels: list[Kernel] = list(d.kernels)
+    if spec.kernel is not None:
+        kernels = [k for k in kernels if k.name == spec.kernel]
+    for k in kernels:
+        s = schedule(d, k, level)
+        if s.partition.stream and any(o.primitive.contraction for o in s.ops):
+            return s
+    raise NapkinError(f"{d.name}: no kernel streams an axis into a contraction at {level}, so there "
+                      "is nothing to configure below SMEM", file=d.source, field=f"{where}.kernel",
+                      hint="napkin configure takes streamed kernels with a contraction (attention, "
+                           "matmul)")
+
+
+def names_of(s: Schedule) -> Names:
+    groups = s.partition.group_sizes
+    first = next(o for o in s.ops if o.primitive.contraction)
+    rows = tuple(a for a in first.primitive.tensor_roles(first.applied)["m"] if a in groups)
+    if not rows:
+        raise NapkinError(f"kernel {s.kernel.name!r}: the rows of its first contraction {first.name!r} "
+                          "are not grouped, so no thread block owns rows to split over warpgroups",
+                          file=s.diagram.source, field=f"{s.kernel.path}.partition.{s.level}",
+                          hint="group the m axis of the first contraction (e.g. q -> g_q)")
+    b, sym = s.partition.stream
+    reducer = next((r for r in s.reducers if r.op.primitive.contraction), None)
+    out = None
+    if reducer is not None:
+        others = [a for a in reducer.op.applied.output if a not in rows and a not in groups]
+        out = others[-1] if others else None
+    return Names(rows, tuple(groups[a].name for a in rows), f"w_{rows[-1]}", b, sym.name, f"u_{b}",
+                 f"c_{b}", out, f"c_{out}" if out else None, f"e_{out}" if out else None)
+
+
+# -- numbers --------------------------------------------------------------------------------------------
+
+def resolve(d: Diagram, profile: Profile, spec: ConfigurationSpec, where: str,
+            sets: dict[str, int]) -> Setting:
+    s = _kernel(d, spec, where)
+    names = names_of(s)
+    own = set(names.variables(spec.strategy))
+    given = {**spec.sizes, **sets}
+    for key in given:
+        if key not in own and key not in KNOBS and key not in partition_symbols(d) \
+                and key not in {x.name for x in d.size_symbols}:
+            known = sorted(own) + list(KNOBS)
+            close = difflib.get_close_matches(key, known + sorted(partition_symbols(d)), n=1)
+            field = "--set" if key in sets else f"{where}.sizes.{key}"
+            raise NapkinError(f"{key}: not a size or configuration variable of {d.name} "
+                              f"({spec.strategy} strategy)", field=field,
+                              hint=f"did you mean {close[0]}?" if close else
+                              f"configuration variables: {', '.join(known)}")
+    diagram_sets = {k: v for k, v in given.items() if k not in own and k not in KNOBS}
+    sizes, pins = resolve_sizes(d, diagram_sets)
+    dtypes = _dtypes(d, s, spec, where, profile)
+    values: dict[str, int] = {sym.name: int(v) for sym, v in sizes.items()}
+    values.update({a: int(d.size(a).subs(sizes)) for a in d.axes})
+    derived_from = f"{d.name}'s configuration {spec.name!r}" if where != "--set" else "--set"
+    first = next(o for o in s.ops if o.primitive.contraction)
+    mma = profile.divisors.mma.get(_tensor_type(d, s, first, dtypes))
+    w = given.get(names.w) or (mma.m if mma else profile.threads.warp_size)
+    n_given = given.get("N") or spec.warpgroups
+    missing = [sym for sym in s.partition.symbols if sym not in pins]
+    row_syms = set(names.row_groups)
+    if n_given and all(sym.name in row_syms for sym in missing) and len(names.row_groups) == 1:
+        pins[missing[0]] = n_given * w    # g = N w (Section 5.6)
+        missing = []
+    if missing:
+        pins = _analyzed(d, profile, s, pins)
+        derived_from = f"the tiles napkin analyze chooses for {profile.name}"
+    values.update({sym.name: int(v) for sym, v in pins.items()})
+    rows = math.prod(values[g] for g in names.row_groups)
+    if rows % w:
+        raise NapkinError(f"{names.w}={w} does not divide the block's {rows} rows "
+                          f"({' x '.join(names.row_groups)})", field=f"{where}.sizes.{names.w}",
+                          hint=f"pick {names.w} dividing {rows}, or set N so that g = N {names.w}")
+    n = rows // w
+    if n_given and n_given != n:
+        raise NapkinError(f"N={n_given} {profile_unit(profile)}s of {names.w}={w} rows make "
+                          f"{n_given * w} rows, but the block has {rows}", field=f"{where}.warpgroups",
+                          hint="leave out one of N and the group size")
+    values[names.w] = w
+    values[names.u] = given.get(names.u, values[names.s])
+    if spec.strategy == "staged":
+        values[names.c_stream] = given.get(names.c_stream, values[names.u])
+        if names.out:
+            values[names.c_out] = given.get(names.c_out, values[names.out])
+            values[names.e_out] = given.get(names.e_out, values[names.c_out])
+    stages = given.get("stages", spec.stages)
+    rows_per_load = given.get("rows") or spec.rows_per_load or rows
+    spec = spec.model_copy(update={"stages": stages})
+    setting = Setting(spec, s, profile, names, values, dtypes, n, rows_per_load, derived_from)
+    _check_divisors(setting, where)
+    return setting
+
+
+def profile_unit(profile: Profile) -> str:
+    return "warpgroup" if profile.divisors.mma_threads > profile.threads.warp_size else "warp"
+
+
+def _analyzed(d: Diagram, profile: Profile, s: Schedule, pins: dict) -> dict:
+    """Tiles from napkin analyze for the symbols the configuration leaves open."""
+    from analyzer.analysis import analyze
+    sets = {sym.name: v for sym, v in pins.items()}
+    result = analyze(d, profile, sets={**{k.name: v for k, v in d.defaults.items()}, **sets})
+    kernel = next(k for k in result.kernels if k.name == s.kernel.name)
+    chosen = kernel.levels[-1].chosen
+    symbols = {sym.name: sym for sym in s.partition.symbols}
+    return {**pins, **{symbols[k]: v for k, v in chosen.items() if k in symbols}}
+
+
+def _dtypes(d: Diagram, s: Schedule, spec: ConfigurationSpec, where: str, profile: Profile) -> dict:
+    arrays = set(s.arrays) | {"aux", "P"}
+    for key, dtype in spec.dtypes.items():
+        if key not in arrays:
+            raise NapkinError(f"dtypes.{key}: kernel {s.kernel.name!r} has no array {key!r}",
+                              file=d.source, field=f"{where}.dtypes.{key}",
+                              hint=f"its arrays: {', '.join(sorted(s.arrays))}, and aux for the "
+                                   "softmax auxiliaries")
+        if dtype == "fp8" and key in ("aux",):
+            raise NapkinError(f"dtypes.{key}: auxiliaries need at least fp16", file=d.source,
+                              field=f"{where}.dtypes.{key}")
+    dtypes = dict(spec.dtypes)
+    for op in s.ops:
+        if op.primitive.contraction:
+            dt = _tensor_type(d, s, op, dtypes)
+            if dt != "fp32" and dt not in profile.tensor_dtypes:
+                raise NapkinError(f"{profile.name} has no {dt} tensor cores for {op.name} "
+                                  f"({', '.join(op.inputs)})", file=d.source,
+                                  field=f"{where}.dtypes",
+                                  hint=f"{profile.name} takes: {', '.join(profile.tensor_dtypes)}")
+    return dtypes
+
+
+def _tensor_type(d: Diagram, s: Schedule, op, dtypes: dict) -> str:
+    """The element type a contraction runs in: its loaded operands' (computed ones are converted)."""
+    loaded = [i for i in op.inputs if i in s.loads or i in s.resident]
+    types = [dtypes.get(i, d.arrays[i].dtype) for i in (loaded or op.inputs)]
+    return max(types, key=lambda t: ({"fp8": 8, "fp16": 16, "bf16": 16, "fp32": 32}[t], t))
+
+
+def _check_divisors(setting: Setting, where: str) -> None:
+    """Section 5.4: tensor-core tile multiples and 128-byte rows, naming the variable that breaks one."""
+    s, p, n, v = setting.schedule, setting.profile, setting.names, setting.values
+    d = s.diagram
+
+    def need(name: str | None, divisor: int, why: str) -> None:
+        if name and divisor > 1 and v[name] % divisor:
+            raise NapkinError(f"{name}={v[name]} breaks a divisor: it must be a multiple of {divisor} "
+                              f"({why})", field=f"{where}.sizes.{name}",
+                              hint=f"try {name}={max(divisor, v[name] - v[name] % divisor)}")
+
+    def divides(small: str | None, big: str | None) -> None:
+        if small and big and v[big] % v[small]:
+            raise NapkinError(f"{small}={v[small]} must divide {big}={v[big]} (a subloop takes whole "
+                              "chunks, Section 5.2)", field=f"{where}.sizes.{small}")
+
+    for rule in hardware_divisors(s, p):
+        value = int(sympy.Mul(*(v[sym.name] for sym in rule.symbols)) * rule.factor.subs(
+            {sym: v[sym.name] for sym in rule.factor.free_symbols}))
+        if value % rule.divisor:
+            raise NapkinError(f"{'*'.join(sym.name for sym in rule.symbols)}="
+                              f"{value // int(rule.factor.subs({x: v[x.name] for x in rule.factor.free_symbols}))}"
+                              f" breaks a divisor: {rule.reason}",
+                              field=f"{where}.sizes.{rule.symbols[0].name}")
+    contractions = [o for o in s.ops if o.primitive.contraction]
+    for op in contractions:
+        mma = p.divisors.mma.get(_tensor_type(d, s, op, setting.dtypes))
+        if mma is None:
+            continue
+        roles = op.primitive.tensor_roles(op.applied)
+        instr = f"{p.divisors.mma_instruction} {{}} of {op.name}"
+        if set(roles["m"]) & set(n.rows):
+            need(n.w, mma.m, instr.format("m"))
+        for role, size in (("n", mma.n), ("k", mma.k)):
+            if n.stream in roles[role]:
+                need(n.s, size, instr.format(role))
+                if setting.strategy == "staged" and role == "k":
+                    need(n.c_stream, size, instr.format(role))
+            if setting.strategy == "staged" and n.out in roles[role] and role == "n":
+                need(n.c_out, size, instr.format(role))
+        if n.stream in roles["n"] and setting.strategy == "staged":
+            need(n.u, mma.n, instr.format("n") + ": a subloop reads whole fragments")
+    divides(n.u, n.s)
+    if setting.strategy == "staged":
+        divides(n.c_stream, n.u)
+        divides(n.c_out, n.out)
+        divides(n.e_out, n.c_out)
+
+
+# -- the report -----------------------------------------------------------------------------------------
+
+def _report(d, profile, gpu_source, setting: Setting, variables, caps, trouble, comp: Compute, thr,
+            ov) -> ConfigurationReport:
+    spec = setting.spec
+    n = setting.names
+    divisors = [f"{n.w}={setting.w}: multiple of the tensor cores' m, and g = N {n.w}"]
+    divisors += [r.reason for r in hardware_divisors(setting.schedule, profile)]
+    return ConfigurationReport(
+        napkin_version=__version__, diagram=d.name, source=d.source, gpu=profile.name,
+        gpu_source=gpu_source,
+        configuration=ConfigurationOut(
+            name=spec.name, title=spec.title, paper=spec.paper, kernel=setting.schedule.kernel.name,
+            strategy=spec.strategy, overlap=spec.overlap, unit=setting.unit,
+            threads_per_group=setting.threads_per_group, groups=setting.warpgroups,
+            stages=spec.stages, derived_from=setting.derived_from),
+        values=dict(sorted(setting.values.items())), divisors=divisors,
+        variables=[VariableOut(name=v.name, array=v.array, doc=v.doc, shape=v.shape, dims=dict(v.dims),
+                               dtype=v.dtype, level=v.level, storage=v.storage, scope=v.scope,
+                               multiple=v.multiple, buffers=v.buffers, bytes=v.bytes)
+                   for v in variables],
+        capacity=[CapacityOut(storage=c.storage, max_bytes=c.max_bytes, block_bytes=c.block_bytes,
+                              group_bytes=c.group_bytes,
+                              n_max=None if math.isinf(c.n_max) else c.n_max, n=c.n,
+                              excess_block_bytes=c.excess_block, excess_group_bytes=c.excess_group,
+                              excess_thread_bytes=c.excess_thread,
+                              thread_limit_excess_bytes=c.thread_limit_excess, fits=c.fits)
+                  for c in caps],
+        compute=ComputeOut(
+            columns=[ColumnOut(label=c.label, op=c.op, pipeline=c.pipeline, dtype=c.dtype,
+                               formula=c.formula, ops_per_row=c.ops_per_row,
+                               ops_per_clock=c.ops_per_clock, clocks_per_row=c.clocks_per_row)
+                     for c in comp.columns],
+            clocks_per_row={p: comp.clocks(p) for p in dict.fromkeys(c.pipeline for c in comp.columns)},
+            limiting_pipeline=comp.limiting, overhead_ops_per_row=comp.overhead_ops_per_row),
+        throughput=ThroughputOut(
+            tensor_clocks_per_row=thr.tensor_clocks_per_row, bytes_per_chunk=thr.bytes_per_chunk,
+            clock_hz=thr.clock_hz, bandwidth_bytes_per_s=thr.bandwidth_bytes_per_s,
+            sm_count=thr.sm_count, rows=thr.rows, load_time_s=thr.load_time_s, min_rows=thr.min_rows,
+            compute_time_s=thr.compute_time_s, ops_per_chunk=thr.ops_per_chunk,
+            throughput_flops_per_s=thr.throughput_flops_per_s, bound=thr.bound),
+        overlap=OverlapOut(
+            strategy=ov.strategy, groups=ov.groups, overhead=ov.overhead,
+            stages={st.name: st.clocks for st in ov.stages}, period_clocks_per_row=ov.period,
+            utilization=ov.utilization, accommodation=ov.accommodation,
+            blocks=[BlockOut(group=b.group, iteration=b.iteration, stage=b.stage, lane=b.lane,
+                             start=b.start, work=b.work, overhead=b.overhead)
+                    for b in ov.blocks if b.iteration < 4]),
+        fits=not trouble, problems=trouble, notes=list(setting.notes))
