@@ -136,19 +136,23 @@ def configure(
                                                          "(napkin schema configuration).")] = False,
     overhead: Annotated[float, typer.Option(help="Assumed overhead of non-tensor operations for the "
                                                  "overlap analysis, e.g. 0.66 for 66%.")] = 0.0,
+    strategy: Annotated[Optional[str], typer.Option(help="fragment or staged (overrides the "
+                                                         "configuration's).")] = None,
+    overlap: Annotated[Optional[str], typer.Option(help="inter or intra (overrides the "
+                                                        "configuration's).")] = None,
     strict: Annotated[bool, typer.Option(help="Exit with code 1 if the configuration does not "
                                               "fit (negative excess).")] = False,
 ) -> None:
     """Configuration, memory, compute and throughput tables for a GPU (Section 5, Appendix B)."""
-    from analyzer.config.configure import configure as run
     from analyzer.config.configure import configurations
+    from analyzer.config.configure import configure as run
     _check_dtypes([dtype] if dtype else [])
     if list_:
         from analyzer.config.report import render_list
         _console().print(render_list(configurations(diagram, dtype=dtype)))
         return
     result = run(diagram, gpu, config=config, sets=_parse_sets(set_ or []), dtype=dtype,
-                 overhead=overhead)
+                 overhead=overhead, strategy=strategy, overlap=overlap)
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
     else:
@@ -165,8 +169,8 @@ def plot_transfers(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
                    set_: SetOpt = None) -> None:
     """H*(M) per GPU and element type, log-log, with memory limits and the chosen configuration."""
     from analyzer.plot.output import output_format, save
-    from analyzer.plot.transfers import figure
     output_format(output)
+    from analyzer.plot.transfers import figure
     _wrote(save(figure(diagram, gpu or ["h100"], dtypes=_check_dtypes(dtype or []),
                        sets=_parse_sets(set_ or [])), output))
 
@@ -177,8 +181,8 @@ def plot_roofline(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
                   set_: SetOpt = None) -> None:
     """Arithmetic intensity against attainable throughput, with the chosen configuration's point."""
     from analyzer.plot.output import output_format, save
-    from analyzer.plot.roofline import figure
     output_format(output)
+    from analyzer.plot.roofline import figure
     _check_dtypes([dtype] if dtype else [])
     _wrote(save(figure(diagram, gpu or ["h100"], dtype=dtype, sets=_parse_sets(set_ or [])), output))
 
@@ -189,15 +193,17 @@ def plot_schedule(diagram: DiagramArg, output: OutputOpt,
                   config: Annotated[Optional[str], typer.Option("--config", "-c", help="A named "
                                                                 "configuration.")] = None,
                   set_: SetOpt = None,
-                  overhead: Annotated[Optional[float], typer.Option(
-                      help="Assumed overhead of non-tensor operations, e.g. 0.66 for 66%.")] = None,
+                  overhead: Annotated[float, typer.Option(
+                      help="Assumed overhead of non-tensor operations, e.g. 0.66 for 66%.")] = 0.0,
+                  overlap: Annotated[Optional[str], typer.Option(help="inter or intra (overrides "
+                                                                      "the configuration's).")] = None,
                   ) -> None:
     """The clock-cycle overlap of warpgroups (Figures 34-37): pipelines as lanes, overhead hatched."""
     from analyzer.plot.output import output_format, save
-    from analyzer.plot.schedule import figure
     output_format(output)
+    from analyzer.plot.schedule import figure
     _wrote(save(figure(diagram, gpu, config=config, sets=_parse_sets(set_ or []),
-                       overhead=overhead), output))
+                       overhead=overhead, overlap=overlap), output))
 
 
 @app.command()
@@ -205,9 +211,9 @@ def draw(diagram: DiagramArg, output: OutputOpt,
          kernel: Annotated[Optional[str], typer.Option(help="Show this kernel's relabellings "
                                                             "(default: the first).")] = None) -> None:
     """Draw the diagram in the neural-circuit style (columns, wires, levels, relabellings)."""
-    from analyzer.plot.draw import figure
     from analyzer.plot.output import output_format, save
     output_format(output)
+    from analyzer.plot.draw import figure
     _wrote(save(figure(diagram, kernel=kernel), output))
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import difflib
 import math
 
-import sympy
-
 from analyzer import __version__, resources
 from analyzer.analysis import load, partition_symbols, resolve_sizes
 from analyzer.config.compute import Compute, compute
@@ -48,13 +46,20 @@ def configurations(diagram: str | Diagram, *, dtype: str | None = None) -> tuple
 
 
 def configure(diagram: str | Diagram, gpu: str | Profile, *, config: str | None = None,
-              sets: dict[str, int] | None = None, dtype: str | None = None,
-              overhead: float = 0.0) -> ConfigurationReport:
+              sets: dict[str, int] | None = None, dtype: str | None = None, overhead: float = 0.0,
+              strategy: str | None = None, overlap: str | None = None) -> ConfigurationReport:
+    """Every table of Section 5 for one configuration; `strategy` and `overlap` override its own."""
     d = load(diagram, dtype=dtype) if isinstance(diagram, str) else diagram
     profile, gpu_source = _profile(gpu)
     if not 0 <= overhead <= 100:
         raise NapkinError(f"--overhead {overhead}: expected a fraction such as 0.66 (66%)")
     spec, where = _spec(d, config)
+    for key, value, allowed in (("strategy", strategy, ("fragment", "staged")),
+                                ("overlap", overlap, ("inter", "intra"))):
+        if value is not None:
+            if value not in allowed:
+                raise NapkinError(f"--{key} {value!r}: expected {' or '.join(allowed)}")
+            spec = spec.model_copy(update={key: value})
     setting = resolve(d, profile, spec, where, sets or {})
     variables = lower(setting)
     caps = capacities(setting, variables)
@@ -251,13 +256,12 @@ def _check_divisors(setting: Setting, where: str) -> None:
             raise NapkinError(f"{small}={v[small]} must divide {big}={v[big]} (a subloop takes whole "
                               "chunks, Section 5.2)", field=f"{where}.sizes.{small}")
 
-    for rule in hardware_divisors(s, p):
-        value = int(sympy.Mul(*(v[sym.name] for sym in rule.symbols)) * rule.factor.subs(
-            {sym: v[sym.name] for sym in rule.factor.free_symbols}))
+    for rule in hardware_divisors(s, p):     # the tiles napkin analyze searches (5.4)
+        numbers = {x: v[x.name] for x in rule.factor.free_symbols}
+        value = math.prod(v[sym.name] for sym in rule.symbols) * int(rule.factor.subs(numbers))
         if value % rule.divisor:
-            raise NapkinError(f"{'*'.join(sym.name for sym in rule.symbols)}="
-                              f"{value // int(rule.factor.subs({x: v[x.name] for x in rule.factor.free_symbols}))}"
-                              f" breaks a divisor: {rule.reason}",
+            names = "*".join(f"{sym.name}={v[sym.name]}" for sym in rule.symbols)
+            raise NapkinError(f"{names} breaks a divisor: {rule.reason}",
                               field=f"{where}.sizes.{rule.symbols[0].name}")
     contractions = [o for o in s.ops if o.primitive.contraction]
     for op in contractions:
@@ -328,6 +332,7 @@ def _report(d, profile, gpu_source, setting: Setting, variables, caps, trouble, 
         overlap=OverlapOut(
             strategy=ov.strategy, groups=ov.groups, overhead=ov.overhead,
             stages={st.name: st.clocks for st in ov.stages}, period_clocks_per_row=ov.period,
+            bound_clocks_per_row=ov.bound,
             utilization=ov.utilization, accommodation=ov.accommodation,
             blocks=[BlockOut(group=b.group, iteration=b.iteration, stage=b.stage, lane=b.lane,
                              start=b.start, work=b.work, overhead=b.overhead)

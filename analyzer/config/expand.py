@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from analyzer.diagram.compiled import Diagram, Kernel, Op
+from analyzer.diagram.compiled import Diagram, Op
 from analyzer.errors import NapkinError
 from analyzer.expr import to_text
 from analyzer.model.fusion import Reducer, Schedule, schedule

@@ -54,7 +54,8 @@ def render(r: ConfigurationReport) -> Group:
                 f"N = {c.groups}", "", "M_max", "M_TB", "M_WG", "N_max", "excess/block",
                 f"/{short}", "/thread B", "reg cap B")
     for cap in r.capacity:
-        row(t2, "regs" if cap.storage == "registers" else cap.storage, _kb(cap.max_bytes), _kb(cap.block_bytes), _kb(cap.group_bytes),
+        row(t2, "regs" if cap.storage == "registers" else cap.storage, _kb(cap.max_bytes),
+            _kb(cap.block_bytes), _kb(cap.group_bytes),
             "-" if cap.n_max is None else f"{cap.n_max:.2f}", _kb(cap.excess_block_bytes),
             _kb(cap.excess_group_bytes),
             "" if cap.excess_thread_bytes is None else f"{cap.excess_thread_bytes:.0f}",
@@ -88,7 +89,8 @@ def render(r: ConfigurationReport) -> Group:
     t5.append(f"Overlap (Section 6): {o.strategy}-{unit}, N = {o.groups}, overhead "
               f"{o.overhead:.0%}\n", style="bold")
     t5.append("  blocks (clk/row): " + ", ".join(f"{k} {v:.3g}" for k, v in o.stages.items()) + "\n")
-    t5.append(f"  period {o.period_clocks_per_row:.3g} clk/row per iteration of every {unit}; tensor "
+    t5.append(f"  period {o.period_clocks_per_row:.3g} clk/row per iteration of every {unit} (lower "
+              f"bound {o.bound_clocks_per_row:.3g}); tensor "
               f"cores busy {o.utilization:.0%}; overhead the schedule hides: "
               f"{'none' if o.accommodation <= 0 else f'{o.accommodation:.0%}'}")
 

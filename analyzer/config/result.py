@@ -105,7 +105,9 @@ class OverlapOut(Out):
     groups: int
     overhead: float = Field(description="Assumed overhead of non-tensor blocks (0.66 = 66%).")
     stages: dict[str, float] = Field(description="Clock cycles per row of each block.")
-    period_clocks_per_row: float = Field(description="Steady-state clocks per iteration of every group.")
+    period_clocks_per_row: float = Field(description="Steady-state clocks per iteration of every "
+                                                     "group, list-scheduled.")
+    bound_clocks_per_row: float = Field(description="The closed-form lower bound on the period.")
     utilization: float = Field(description="Tensor-core busy share of the period.")
     accommodation: float = Field(description="The largest overhead that keeps the tensor cores busy.")
     blocks: list[BlockOut] = Field(description="The first iterations, for drawing.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
 from matplotlib.figure import Figure
 
 from analyzer.errors import NapkinError
@@ -30,7 +31,8 @@ def save(figure: Figure, path: str | Path) -> Path:
     metadata = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
                 "pdf": {"CreationDate": None, "Producer": None, "Creator": None}}[fmt]
     try:
-        figure.savefig(path, format=fmt, dpi=150, bbox_inches="tight", metadata=metadata)
+        with matplotlib.rc_context({"svg.hashsalt": "napkin"}):   # stable SVG ids across runs
+            figure.savefig(path, format=fmt, dpi=150, bbox_inches="tight", metadata=metadata)
     except OSError as exc:
         raise NapkinError(f"--output {str(path)!r}: cannot write it ({exc.strerror or exc})") from None
     return path
