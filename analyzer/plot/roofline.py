@@ -1,0 +1,201 @@
+"""Roofline: arithmetic intensity against attainable throughput, with the chosen configuration's point.
+
+A kernel that does K tensor FLOPs while moving H bytes from GMEM runs at most at
+min(Kdot, (K / H) Hdot): the tensor-core peak Kdot for the element type, or the GMEM bandwidth Hdot
+times the arithmetic intensity K / H (Appendix B.1 compares H*/K with Hdot/Kdot the same way). The
+two meet at the ridge, intensity Kdot / Hdot; right of it a kernel can be compute bound.
+
+Per GPU: the GMEM roof (thick), a thinner ceiling for each lower level the transfers pass through
+(L2 -> SMEM, with that level's transfers as the intensity's denominator: a hierarchical roofline), the
+ridge, and the algorithm at the tiles napkin analyze chooses: x = tensor FLOPs / transfer bytes at
+that level, y = tensor FLOPs / predicted time (Equation 2's levels and the compute time; the predicted
+time is at least every level's transfer time and the compute time, so each point lies under its roof).
+Kernels run one after another, so a diagram with several kernels gives one point for their sum.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from analyzer.analysis import analyze, load, resolve_sizes
+from analyzer.errors import NapkinError
+from analyzer.hardware import Profile
+from analyzer.plot import style
+from analyzer.report import si
+from analyzer.result import Analysis
+
+POINTS = 200
+MARGIN = 8.0        # the intensity range extends this factor past the ridges and points
+
+
+def figure(diagram: str, gpus: list[str], *, dtype: str | None, sets: dict[str, int]) -> Figure:
+    """One roof per GPU for the element type, with its ridge and the chosen configuration's point."""
+    d = load(diagram, dtype=dtype)
+    rooflines: list[Roofline] = []
+    lacking: list[str] = []
+    for p in style.profiles(gpus):
+        try:
+            p.check_dtype(d.dtype)
+        except NapkinError:
+            lacking.append(p.name)
+            continue
+        rooflines.append(roofline(analyze(d, p, sets=sets), p))
+    if not rooflines:
+        raise NapkinError(f"none of the GPUs {', '.join(lacking)} has {d.dtype} tensor cores, so "
+                          f"{d.name} has no roofline", hint="choose another --dtype or --gpu")
+
+    fig = style.new_figure(11.0, 6.2)
+    ax = fig.subplots()
+    style.log_axes(ax)
+    xs = [x for r in rooflines for x in (*r.ridges(), *r.intensities())]
+    low, high = min(xs) / MARGIN, max(xs) * MARGIN
+    peaks = [r.peak for r in rooflines]
+    ax.set_xlim(low, high)
+    ax.set_ylim(min(min(r.throughput for r in rooflines), min(peaks)) / 30, max(peaks) * 2.5)
+    intensity = np.geomspace(low, high, POINTS)
+    for r in rooflines:
+        _draw(ax, r, intensity)
+    _point_labels(ax, rooflines)
+    style.si_axis(ax.yaxis)
+    ax.set_xlabel(f"arithmetic intensity: tensor FLOPs per byte moved from {rooflines[0].source} "
+                  "(FLOP/B)", fontsize=style.FONT_SIZE + 1)
+    ax.set_ylabel(f"attainable tensor throughput ({d.dtype}, FLOP/s)", fontsize=style.FONT_SIZE + 1)
+    handles, _ = ax.get_legend_handles_labels()
+    kinds = [Line2D([], [], linestyle="none", marker="o", markerfacecolor="#444444",
+                    markeredgecolor="black", label=f"chosen tiles, intensity over {rooflines[0].source} "
+                                                   "transfers"),
+             Line2D([], [], linestyle="none", marker="o", markerfacecolor="white",
+                    markeredgecolor="black", label="the same, over a lower level's transfers"),
+             Line2D([], [], linestyle="none", marker="|", markersize=10, color="black",
+                    label="ridge: peak / bandwidth (FLOP/B, written above it)")]
+    ax.legend(handles=handles + kinds, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              fontsize=style.FONT_SIZE - 1, frameon=False)
+    sizes = ", ".join(f"{s}={v}" for s, v in resolve_sizes(d, sets)[0].items())
+    fig.suptitle(f"{d.name}: roofline, {d.dtype} (Appendix B.1)\n{d.title}; {sizes}",
+                 fontsize=style.FONT_SIZE + 2)
+    if lacking:
+        style.footnote(fig, [f"skipped {', '.join(lacking)}: no {d.dtype} tensor cores"])
+    return fig
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Bytes one level receives from the level above it, and that level's bandwidth."""
+
+    level: str
+    source: str
+    bandwidth_bytes_per_s: float     # Hdot of the source
+    transfer_bytes: float            # at the chosen tiles, every kernel together
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """One GPU's roofs and the algorithm's point, from an Analysis."""
+
+    gpu: str
+    peak: float                      # Kdot: tensor FLOP/s for the element type
+    tensor_flops: float              # K
+    throughput: float                # K over the predicted time
+    traffic: tuple[Traffic, ...]     # highest level (fed from GMEM) first
+    tiles: tuple[str, ...]           # chosen tiles at the lowest level, one line per kernel
+    bound: str
+
+    @property
+    def source(self) -> str:
+        return self.traffic[0].source
+
+    @property
+    def bandwidth(self) -> float:
+        return self.traffic[0].bandwidth_bytes_per_s
+
+    @property
+    def ridge(self) -> float:
+        """Kdot / Hdot: the intensity where the bandwidth roof meets the peak."""
+        return self.peak / self.bandwidth
+
+    @property
+    def intensity(self) -> float:
+        """Tensor FLOPs per byte moved from the highest level (GMEM) at the chosen tiles."""
+        return self.tensor_flops / self.traffic[0].transfer_bytes
+
+    def intensities(self) -> list[float]:
+        return [self.tensor_flops / t.transfer_bytes for t in self.traffic]
+
+    def ridges(self) -> list[float]:
+        return [self.peak / t.bandwidth_bytes_per_s for t in self.traffic]
+
+    def roof(self, intensity: np.ndarray, bandwidth: float | None = None) -> np.ndarray:
+        """min(Kdot, intensity x Hdot), for the highest level's bandwidth unless another is given."""
+        return np.minimum(self.peak, intensity * (bandwidth or self.bandwidth))
+
+
+def roofline(analysis: Analysis, profile: Profile) -> Roofline:
+    """The roofline of one analysis: the levels' traffic summed over kernels (they run in turn)."""
+    if not analysis.totals.tensor_flops:
+        raise NapkinError(f"diagram {analysis.diagram.name} does no tensor-core FLOPs, so it has no "
+                          "tensor roofline", file=analysis.diagram.source)
+    kernels = analysis.kernels
+    traffic = tuple(Traffic(lv.level, lv.source, lv.bandwidth_bytes_per_s,
+                            sum(k.levels[i].transfers_bytes_value for k in kernels))
+                    for i, lv in enumerate(kernels[0].levels))
+    if len(kernels) == 1:
+        tiles = (style.tiles_label(kernels[0].levels[-1].chosen),)
+    else:
+        tiles = tuple(f"{k.name}: {style.tiles_label(k.levels[-1].chosen)}" for k in kernels)
+    return Roofline(profile.name, profile.rate("tensor", analysis.dtype), analysis.totals.tensor_flops,
+                    analysis.totals.throughput_flops_per_s, traffic, tiles, analysis.totals.bound)
+
+
+def _draw(ax: Axes, r: Roofline, intensity: np.ndarray) -> None:
+    color, marker = style.gpu_color(r.gpu), style.gpu_marker(r.gpu)
+    top, *lower = r.traffic
+    label = f"{r.gpu}: peak {si(r.peak, 'FLOP/s')}, {top.source} {si(top.bandwidth_bytes_per_s, 'B/s')}"
+    ax.plot(intensity, r.roof(intensity), color=color, linewidth=2.2, gid=f"roof:{r.gpu}", label=label)
+    ax.plot([r.ridge], [r.peak], linestyle="none", marker="|", markersize=12, markeredgewidth=2,
+            color=color, gid=f"ridge:{r.gpu}")
+    ax.annotate(f"{r.ridge:.0f}", xy=(r.ridge, r.peak), xytext=(0, 7), textcoords="offset points",
+                ha="center", va="bottom", fontsize=style.FONT_SIZE - 2, color=color)
+    for t in lower:   # thinner ceilings: the lower levels of the hierarchy
+        ax.plot(intensity, r.roof(intensity, t.bandwidth_bytes_per_s), color=color, linewidth=0.9,
+                linestyle=(0, (3, 2)), gid=f"ceiling:{r.gpu}:{t.level}",
+                label=f"{r.gpu}: {t.source}\u2192{t.level} {si(t.bandwidth_bytes_per_s, 'B/s')}")
+    ax.plot([r.intensity], [r.throughput], linestyle="none", marker=marker, markersize=8,
+            markerfacecolor=color, markeredgecolor="black", markeredgewidth=0.9, zorder=5,
+            gid=f"point:{r.gpu}")
+    for t, x in zip(lower, r.intensities()[1:], strict=True):   # the same point, hollow, per level
+        ax.plot([x], [r.throughput], linestyle="none", marker=marker, markersize=7,
+                markerfacecolor="white", markeredgecolor=color, markeredgewidth=1.4, zorder=5,
+                gid=f"point:{r.gpu}:{t.level}")
+
+
+def _point_labels(ax: Axes, rooflines: list[Roofline]) -> None:
+    """Label the GMEM points with bound, throughput and tiles; GPUs whose points coincide share one.
+
+    A point in the left half gets its label on its right; one in the right half (compute bound,
+    usually) gets it centred under it. Labels too close in height are spread apart.
+    """
+    groups: dict[tuple, list[Roofline]] = {}
+    for r in rooflines:
+        key = (round(math.log10(r.intensity), 3), round(math.log10(r.throughput), 3), *r.tiles, r.bound)
+        groups.setdefault(key, []).append(r)
+    members = list(groups.values())
+    texts = [[f"{', '.join(g.gpu for g in group)}: {group[0].bound}, {si(group[0].throughput, 'FLOP/s')}",
+              *group[0].tiles] for group in members]
+    low, high = (math.log10(v) for v in ax.get_xlim())
+    line = 0.09   # decades of throughput per text line at this figure's size
+    placed = style.spread([math.log10(g[0].throughput) for g in members],
+                          line * max(len(t) for t in texts) + 0.05)
+    for group, text, y_log in zip(members, texts, placed, strict=True):
+        r = group[0]
+        right = (math.log10(r.intensity) - low) / (high - low) < 0.5
+        ax.annotate("\n".join(text), xy=(r.intensity, r.throughput),
+                    xytext=(r.intensity * 1.5, 10 ** y_log) if right else
+                    (r.intensity, 10 ** (y_log - 0.2)), textcoords="data",
+                    ha="left" if right else "center", va="center" if right else "top",
+                    fontsize=style.FONT_SIZE - 1, gid=f"label:{','.join(g.gpu for g in group)}")
