@@ -24,6 +24,7 @@ from analyzer.dtypes import bytes_per_value
 from analyzer.errors import NapkinError
 from analyzer.expr import MAX_SIZE, to_text
 from analyzer.hardware import Profile, load_profile_file, profile_path
+from analyzer.model.classic import ClassicRule, classic_rule
 from analyzer.model.constraints import hardware_divisors, skip_divides
 from analyzer.model.cost import LevelCost, level_cost
 from analyzer.model.fusion import Schedule, schedule
@@ -34,6 +35,7 @@ from analyzer.model.predict import compute_times, predict
 from analyzer.result import (
     Analysis,
     BandwidthLimitOut,
+    ClassicRuleOut,
     DiagramOut,
     GpuOut,
     KernelOut,
@@ -170,7 +172,8 @@ def analyze(diagram: str | Diagram, gpu: str | Profile, *, sets: dict[str, int] 
 
 
 def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], profile: Profile,
-                    sizes: dict, pins: dict) -> tuple[Kernel, list[LevelModel], list[Choice]]:
+                    sizes: dict, pins: dict) -> tuple[Kernel, list[LevelModel], list[Choice],
+                                                      ClassicRule | None]:
     models = level_models(d, kernel, levels)
     choices: list[Choice] = []
     upper_time = 0.0
@@ -202,14 +205,22 @@ def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], 
             raise exc.located(file=d.source, field_prefix=where_in_file) from None
         choices.append(choice)
         upper_time += choice.metrics["transfer_bytes"] * m.level.weight_s_per_byte
-    return kernel, models, choices
+    low = models[-1]
+    try:
+        rule = classic_rule(low.cost, sizes, limit_bytes=low.level.memory_bytes, dtype=d.dtype,
+                            divisible=hardware_divisors(low.schedule, profile),
+                            divides=skip_divides(low.schedule))
+    except NapkinError as exc:
+        raise exc.located(file=d.source, field_prefix=f"{kernel.path}.partition."
+                                                       f"{low.level.partition_level}") from None
+    return kernel, models, choices, rule
 
 
 def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster: int | None,
             kernels: list) -> Analysis:
     kernel_out = []
     kernel_of = {}
-    for kernel, models, choices in kernels:
+    for kernel, models, choices, rule in kernels:
         kernel_of.update(dict.fromkeys(kernel.ops, kernel.name))
         lowest, low_choice = models[-1], choices[-1]
         flops = {p: low_choice.metrics[f"flops_{p}"] for p in PIPELINES
@@ -233,7 +244,8 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
             flops_value={p: float(v.subs(subs)) for p, v in lowest.cost.flops.items()},
             compute_time_s=pred.compute_s, utilization=pred.utilization,
             transfer_time_s=pred.transfer_time_s, predicted_time_s=pred.time_s, bound=pred.bound,
-            cluster_trade_off_s=_cluster_trade_off(models, profile, sizes) if cluster else None))
+            cluster_trade_off_s=_cluster_trade_off(models, profile, sizes) if cluster else None,
+            classic_rule=_classic_out(rule, models, transfer_bytes, weights, paths, profile, d.dtype)))
     compute = sum(max(k.compute_time_s.values(), default=0.0) for k in kernel_out)
     transfer = sum(k.transfer_time_s for k in kernel_out)
     total = sum(k.predicted_time_s for k in kernel_out)
@@ -259,6 +271,26 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
                    source=gpu_source),
         dtype=d.dtype, cluster=None if cluster is None else cluster, sizes=size_out, ops=ops,
         kernels=kernel_out, totals=totals, assumptions=ASSUMPTIONS)
+
+
+def _classic_out(rule: ClassicRule | None, models: list[LevelModel], transfer_bytes: dict[str, float],
+                 weights: dict[str, float], paths: dict[str, str], profile: Profile,
+                 dtype: str) -> ClassicRuleOut | None:
+    """The rule's tiles at the lowest level; the levels above keep their chosen tiles."""
+    if rule is None:
+        return None
+    level = models[-1].level.name
+    flops = {p: rule.metrics[f"flops_{p}"] for p in PIPELINES if rule.metrics[f"flops_{p}"]}
+    pred = predict(flops, {**transfer_bytes, level: rule.metrics["transfer_bytes"]}, weights,
+                   rule.metrics["groups"], profile, dtype, paths)
+    return ClassicRuleOut(
+        level=level, query_axis=rule.axes.query, key_axis=rule.axes.key, head_axis=rule.axes.head,
+        head_dim=rule.head_dim, memory_elements=rule.memory_elements, b_c=rule.b_c, b_r=rule.b_r,
+        tiles={s.name: v for s, v in rule.tiles.items()}, transfer_bytes=rule.metrics["transfer_bytes"],
+        memory_bytes=rule.metrics["memory_bytes"], memory_limit_bytes=rule.limit_bytes, fits=rule.fits,
+        breaks=list(rule.breaks), optimal_tiles={s.name: v for s, v in rule.optimum.values.items()},
+        optimal_transfer_bytes=rule.optimum.metrics["transfer_bytes"], ratio=rule.ratio,
+        predicted_time_s=pred.time_s)
 
 
 def _cluster_trade_off(models: list[LevelModel], profile: Profile, sizes: dict) -> dict[str, float] | None:

@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from analyzer.result import Analysis, KernelOut
+from analyzer.result import Analysis, ClassicRuleOut, KernelOut
 
 
 def si(value: float, unit: str = "") -> str:
@@ -129,6 +129,8 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
     rules = [r for lv in k.levels for r in lv.constraints]
     if rules:
         parts.append(Text("constraints: " + "; ".join(dict.fromkeys(rules))))
+    if k.classic_rule is not None:
+        parts += _classic(k.classic_rule, k.predicted_time_s)
 
     limits = [lv for lv in k.levels if lv.bandwidth_limit is not None]
     if limits:
@@ -160,6 +162,20 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
                       f"(SM utilisation {k.utilization:.0%} from {k.levels[-1].groups_value:.0f} "
                       f"groups)\n", style="bold"))
     return parts
+
+
+def _classic(r: ClassicRuleOut, chosen_s: float) -> list[Text]:
+    """Two lines: the rule's transfers against the optimum, then what its tiles need and break."""
+    optimum = ", ".join(f"{s}={v}" for s, v in r.optimal_tiles.items())
+    tiles = ", ".join(f"{s}={v}" for s, v in r.tiles.items())
+    fits = "fits" if r.fits else "does NOT fit"
+    breaks = f"; breaks {'; '.join(r.breaks)}" if r.breaks else ""
+    return [Text(f"classic FlashAttention rule (B_c = ceil(M/4d) = {r.b_c}, B_r = min(B_c, d) = {r.b_r}; "
+                 f"M = {r.memory_elements} values, d = {r.head_dim}): {r.level} transfers "
+                 f"{r.ratio:.3g}x the optimum {si(r.optimal_transfer_bytes, 'B')} ({optimum})"),
+            Text(f"  rule tiles {tiles}: {si(r.transfer_bytes, 'B')}, {binary(r.memory_bytes)} of "
+                 f"{binary(r.memory_limit_bytes)} ({fits}), predicted {seconds(r.predicted_time_s)} "
+                 f"(chosen tiles {seconds(chosen_s)}){breaks}")]
 
 
 def latex(a: Analysis) -> str:

@@ -93,6 +93,34 @@ class LevelOut(Out):
                                                "h_star.")
 
 
+class ClassicRuleOut(Out):
+    """The classic FlashAttention block sizes (Dao et al. 2022, Algorithm 1) against napkin's optimum."""
+
+    level: str = Field(description="The lowest level, where the rule sets the tiles.")
+    query_axis: str = Field(description="Grouped m axis of the first contraction: B_r rows.")
+    key_axis: str = Field(description="Streamed n axis of the first contraction: B_c rows.")
+    head_axis: str = Field(description="Contracted k axis of the first contraction: d.")
+    head_dim: int = Field(description="d, the size of head_axis.")
+    memory_elements: int = Field(description="M of Algorithm 1: the level's memory limit in bytes over "
+                                             "the bytes per value of the diagram's dtype.")
+    b_c: int = Field(description="ceil(M / 4d), before clamping to the key axis.")
+    b_r: int = Field(description="min(ceil(M / 4d), d), before clamping to the query axis.")
+    tiles: dict[str, int] = Field(description="Partition sizes at the rule: B_r and B_c clamped to "
+                                              "their axes, every other group size 1 (one head per block).")
+    transfer_bytes: float = Field(description="Transfers at this level with the rule's tiles.")
+    memory_bytes: float = Field(description="Memory the rule's tiles need under napkin's counting.")
+    memory_limit_bytes: float
+    fits: bool = Field(description="memory_bytes <= memory_limit_bytes.")
+    breaks: list[str] = Field(description="Divisor constraints the rule's tiles do not obey.")
+    optimal_tiles: dict[str, int] = Field(description="Tiles with the fewest transfer bytes within the "
+                                                      "same memory limit and divisor constraints.")
+    optimal_transfer_bytes: float
+    ratio: float = Field(description="transfer_bytes / optimal_transfer_bytes (>= 1 when the rule's "
+                                     "tiles are feasible).")
+    predicted_time_s: float = Field(description="Predicted kernel time with the rule's tiles at this "
+                                                "level and the chosen tiles above it.")
+
+
 class KernelOut(Out):
     name: str
     ops: list[str]
@@ -112,6 +140,9 @@ class KernelOut(Out):
     cluster_trade_off_s: dict[str, float] | None = Field(
         None, description="With --cluster: Delta H*(N) of Appendix A.2.3 in seconds per measured "
                           "cluster size N (positive: clusters of N save that much transfer time).")
+    classic_rule: ClassicRuleOut | None = Field(
+        None, description="The classic FlashAttention block-size rule at the lowest level; absent "
+                          "where the kernel is not attention-shaped (docs/model.md, section 7).")
 
 
 class TotalsOut(Out):
