@@ -141,6 +141,11 @@ def resolve(d: Diagram, profile: Profile, spec: ConfigurationSpec, where: str,
     names = names_of(s)
     own = set(names.variables(spec.strategy))
     given = {**spec.sizes, **sets}
+    for key, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            field = "--set" if key in sets else f"{where}.sizes.{key}"
+            raise NapkinError(f"{key}={value}: sizes, tiles and counts are positive whole numbers",
+                              field=field)
     for key in given:
         if key not in own and key not in KNOBS and key not in partition_symbols(d) \
                 and key not in {x.name for x in d.size_symbols}:

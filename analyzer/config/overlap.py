@@ -96,19 +96,22 @@ def simulate(body: tuple[Stage, ...], *, groups: int, strategy: str, overhead: f
     done: dict[tuple[int, int, int], float] = {}
     free = dict.fromkeys(LANES, 0.0)
     blocks: list[Block] = []
-    pending = list(order)
-    while pending:
+    # each group's blocks in issue order; only the next few of each can be ready
+    pending = {g: [(pos, key) for pos, key in enumerate(order) if key[0] == g] for g in range(groups)}
+    window = len(body) + 1
+    while any(pending.values()):
         best = None
-        for pos, key in enumerate(pending):
-            needs = [n for n in deps(body, *key) if n[1] >= 0]
-            if any(n not in done for n in needs):
-                continue
-            start = max([done[n] for n in needs] + [free[body[key[2]].lane]])
-            if best is None or start < best[0]:
-                best = (start, pos)
+        for g, queue in pending.items():
+            for n, (pos, key) in enumerate(queue[:window]):
+                needs = [x for x in deps(body, *key) if x[1] >= 0]
+                if any(x not in done for x in needs):
+                    continue
+                start = max([done[x] for x in needs] + [free[body[key[2]].lane]])
+                if best is None or (start, pos) < best[:2]:
+                    best = (start, pos, g, n)
         assert best is not None, "schedule deadlock"
-        start, pos = best
-        g, j, i = pending.pop(pos)
+        start, _, g, n = best
+        _, (g, j, i) = pending[g].pop(n)
         stage = body[i]
         extra = 0.0 if stage.lane == "tensor" else stage.clocks * overhead
         block = Block(g, j, stage.name, stage.lane, start, stage.clocks, extra)
