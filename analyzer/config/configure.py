@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
+from dataclasses import dataclass
 
 from analyzer import __version__, resources
 from analyzer.analysis import load, partition_symbols, resolve_sizes
@@ -51,16 +52,16 @@ def configure(diagram: str | Diagram, gpu: str | Profile, *, config: str | None 
     """Every table of Section 5 for one configuration; `strategy` and `overlap` override its own."""
     d = load(diagram, dtype=dtype) if isinstance(diagram, str) else diagram
     profile, gpu_source = _profile(gpu)
-    if not 0 <= overhead <= 100:
+    if not 0 <= overhead <= 10:
         raise NapkinError(f"--overhead {overhead}: expected a fraction such as 0.66 (66%)")
-    spec, where = _spec(d, config)
+    spec, config_field = _spec(d, config)
     for key, value, allowed in (("strategy", strategy, ("fragment", "staged")),
                                 ("overlap", overlap, ("inter", "intra"))):
         if value is not None:
             if value not in allowed:
                 raise NapkinError(f"--{key} {value!r}: expected {' or '.join(allowed)}")
             spec = spec.model_copy(update={key: value})
-    setting = resolve(d, profile, spec, where, sets or {})
+    setting = resolve(d, profile, spec, config_field, sets or {})
     variables = lower(setting)
     caps = capacities(setting, variables)
     trouble = problems(setting, variables, caps)
@@ -70,7 +71,8 @@ def configure(diagram: str | Diagram, gpu: str | Profile, *, config: str | None 
         ov = schedule_overlap(comp, groups=setting.warpgroups, strategy=setting.overlap,
                               overhead=overhead)
     except ValueError as exc:
-        raise NapkinError(f"configuration {spec.name!r}: {exc}", file=d.source, field=f"{where}.overlap",
+        where = Where(config_field, d.source)
+        raise NapkinError(f"configuration {spec.name!r}: {exc}", **where.key("overlap", "--overlap"),
                           hint="use overlap: inter") from None
     return _report(d, profile, gpu_source, setting, variables, caps, trouble, comp, thr, ov)
 
@@ -84,10 +86,9 @@ def _profile(gpu: str | Profile) -> tuple[Profile, str]:
     return load_profile_file(path), resources.display("hardware", path)
 
 
-def _spec(d: Diagram, name: str | None) -> tuple[ConfigurationSpec, str]:
+def _spec(d: Diagram, name: str | None) -> tuple[ConfigurationSpec, str | None]:
     if name is None:
-        return ConfigurationSpec(name="derived", title="derived from the tiles napkin analyze "
-                                 "chooses"), "--set"
+        return ConfigurationSpec(name="derived", title="from --set and napkin analyze's tiles"), None
     for i, spec in enumerate(d.configurations):
         if spec.name == name:
             return spec, f"configurations[{i}]"
@@ -99,7 +100,27 @@ def _spec(d: Diagram, name: str | None) -> tuple[ConfigurationSpec, str]:
                        "it names none; leave out --config to derive one"))
 
 
-def _kernel(d: Diagram, spec: ConfigurationSpec, where: str) -> Schedule:
+@dataclass(frozen=True)
+class Where:
+    """Where a configuration's numbers come from, so that an error names the right field."""
+
+    config: str | None        # "configurations[i]" in the diagram file; None: derived, from options
+    source: str               # the diagram file
+    sets: frozenset[str] = frozenset()   # names given with --set
+
+    def size(self, key: str) -> dict:
+        if self.config is None or key in self.sets:
+            return {"field": f"--set {key}"}
+        return {"file": self.source, "field": f"{self.config}.sizes.{key}"}
+
+    def key(self, key: str, option: str) -> dict:
+        """A configuration key (warpgroups, dtypes, kernel), or the option that replaces it."""
+        if self.config is None:
+            return {"field": option}
+        return {"file": self.source, "field": f"{self.config}.{key}"}
+
+
+def _kernel(d: Diagram, spec: ConfigurationSpec, where: Where) -> Schedule:
     level = d.levels[-1]
     kernels: list[Kernel] = list(d.kernels)
     if spec.kernel is not None:
@@ -109,7 +130,8 @@ def _kernel(d: Diagram, spec: ConfigurationSpec, where: str) -> Schedule:
         if s.partition.stream and any(o.primitive.contraction for o in s.ops):
             return s
     raise NapkinError(f"{d.name}: no kernel streams an axis into a contraction at {level}, so there "
-                      "is nothing to configure below SMEM", file=d.source, field=f"{where}.kernel",
+                      "is nothing to configure below SMEM", file=d.source,
+                      field=f"{where.config}.kernel" if where.config else None,
                       hint="napkin configure takes streamed kernels with a contraction (attention, "
                            "matmul)")
 
@@ -135,55 +157,52 @@ def names_of(s: Schedule) -> Names:
 
 # -- numbers --------------------------------------------------------------------------------------------
 
-def resolve(d: Diagram, profile: Profile, spec: ConfigurationSpec, where: str,
+def resolve(d: Diagram, profile: Profile, spec: ConfigurationSpec, config: str | None,
             sets: dict[str, int]) -> Setting:
+    where = Where(config, d.source, frozenset(sets))
     s = _kernel(d, spec, where)
     names = names_of(s)
     own = set(names.variables(spec.strategy))
     given = {**spec.sizes, **sets}
+    tiles, sizes_known = partition_symbols(d), {x.name for x in d.size_symbols}
     for key, value in given.items():
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            field = "--set" if key in sets else f"{where}.sizes.{key}"
             raise NapkinError(f"{key}={value}: sizes, tiles and counts are positive whole numbers",
-                              field=field)
-    for key in given:
-        if key not in own and key not in KNOBS and key not in partition_symbols(d) \
-                and key not in {x.name for x in d.size_symbols}:
+                              **where.size(key))
+        if key not in own and key not in KNOBS and key not in tiles and key not in sizes_known:
             known = sorted(own) + list(KNOBS)
-            close = difflib.get_close_matches(key, known + sorted(partition_symbols(d)), n=1)
-            field = "--set" if key in sets else f"{where}.sizes.{key}"
+            close = difflib.get_close_matches(key, known + sorted(tiles) + sorted(sizes_known), n=1)
             raise NapkinError(f"{key}: not a size or configuration variable of {d.name} "
-                              f"({spec.strategy} strategy)", field=field,
+                              f"({spec.strategy} strategy)", **where.size(key),
                               hint=f"did you mean {close[0]}?" if close else
                               f"configuration variables: {', '.join(known)}")
-    diagram_sets = {k: v for k, v in given.items() if k not in own and k not in KNOBS}
-    sizes, pins = resolve_sizes(d, diagram_sets)
+    sizes, pins = resolve_sizes(d, {k: v for k, v in given.items() if k not in own and k not in KNOBS})
     dtypes = _dtypes(d, s, spec, where, profile)
     values: dict[str, int] = {sym.name: int(v) for sym, v in sizes.items()}
     values.update({a: int(d.size(a).subs(sizes)) for a in d.axes})
-    derived_from = f"{d.name}'s configuration {spec.name!r}" if where != "--set" else "--set"
     first = next(o for o in s.ops if o.primitive.contraction)
     mma = profile.divisors.mma.get(_tensor_type(d, s, first, dtypes))
     w = given.get(names.w) or (mma.m if mma else profile.threads.warp_size)
     n_given = given.get("N") or spec.warpgroups
-    missing = [sym for sym in s.partition.symbols if sym not in pins]
-    row_syms = set(names.row_groups)
-    if n_given and all(sym.name in row_syms for sym in missing) and len(names.row_groups) == 1:
-        pins[missing[0]] = n_given * w    # g = N w (Section 5.6)
-        missing = []
-    if missing:
+    by_name = {sym.name: sym for sym in s.partition.symbols}
+    row_group = by_name[names.row_groups[0]]
+    if n_given and len(names.row_groups) == 1 and row_group not in pins:
+        pins[row_group] = n_given * w    # g = N w (Section 5.6)
+    derived_from = "--set" if config is None else f"{d.name}'s configuration {spec.name!r}"
+    if any(sym not in pins for sym in s.partition.symbols):
         pins = _analyzed(d, profile, s, pins)
-        derived_from = f"the tiles napkin analyze chooses for {profile.name}"
+        derived_from = f"the tiles napkin analyze chooses for {profile.name}, and --set"
     values.update({sym.name: int(v) for sym, v in pins.items()})
     rows = math.prod(values[g] for g in names.row_groups)
     if rows % w:
         raise NapkinError(f"{names.w}={w} does not divide the block's {rows} rows "
-                          f"({' x '.join(names.row_groups)})", field=f"{where}.sizes.{names.w}",
+                          f"({' x '.join(names.row_groups)})", **where.size(names.w),
                           hint=f"pick {names.w} dividing {rows}, or set N so that g = N {names.w}")
     n = rows // w
     if n_given and n_given != n:
         raise NapkinError(f"N={n_given} {profile_unit(profile)}s of {names.w}={w} rows make "
-                          f"{n_given * w} rows, but the block has {rows}", field=f"{where}.warpgroups",
+                          f"{n_given * w} rows, but the block has {rows}",
+                          **where.key("warpgroups", "--set N"),
                           hint="leave out one of N and the group size")
     values[names.w] = w
     values[names.u] = given.get(names.u, values[names.s])
@@ -192,10 +211,16 @@ def resolve(d: Diagram, profile: Profile, spec: ConfigurationSpec, where: str,
         if names.out:
             values[names.c_out] = given.get(names.c_out, values[names.out])
             values[names.e_out] = given.get(names.e_out, values[names.c_out])
+    notes = []
     stages = given.get("stages", spec.stages)
+    if config is None and "stages" not in given:   # as napkin analyze counts memory: one chunk
+        stages = 1
+        notes.append("one buffer per streamed load, as napkin analyze counts memory; --set stages=2 "
+                     "double-buffers the loads (the paper's 'extra loaded')")
     rows_per_load = given.get("rows") or spec.rows_per_load or rows
     spec = spec.model_copy(update={"stages": stages})
-    setting = Setting(spec, s, profile, names, values, dtypes, n, rows_per_load, derived_from)
+    setting = Setting(spec, s, profile, names, values, dtypes, n, rows_per_load, derived_from,
+                      tuple(notes))
     _check_divisors(setting, where)
     return setting
 
@@ -215,25 +240,23 @@ def _analyzed(d: Diagram, profile: Profile, s: Schedule, pins: dict) -> dict:
     return {**pins, **{symbols[k]: v for k, v in chosen.items() if k in symbols}}
 
 
-def _dtypes(d: Diagram, s: Schedule, spec: ConfigurationSpec, where: str, profile: Profile) -> dict:
+def _dtypes(d: Diagram, s: Schedule, spec: ConfigurationSpec, where: Where, profile: Profile) -> dict:
     arrays = set(s.arrays) | {"aux", "P"}
     for key, dtype in spec.dtypes.items():
         if key not in arrays:
-            raise NapkinError(f"dtypes.{key}: kernel {s.kernel.name!r} has no array {key!r}",
-                              file=d.source, field=f"{where}.dtypes.{key}",
+            raise NapkinError(f"kernel {s.kernel.name!r} has no array {key!r}",
+                              **where.key(f"dtypes.{key}", "--dtype"),
                               hint=f"its arrays: {', '.join(sorted(s.arrays))}, and aux for the "
                                    "softmax auxiliaries")
-        if dtype == "fp8" and key in ("aux",):
-            raise NapkinError(f"dtypes.{key}: auxiliaries need at least fp16", file=d.source,
-                              field=f"{where}.dtypes.{key}")
+        if dtype == "fp8" and key == "aux":
+            raise NapkinError("auxiliaries need at least fp16", **where.key(f"dtypes.{key}", "--dtype"))
     dtypes = dict(spec.dtypes)
     for op in s.ops:
         if op.primitive.contraction:
             dt = _tensor_type(d, s, op, dtypes)
             if dt != "fp32" and dt not in profile.tensor_dtypes:
                 raise NapkinError(f"{profile.name} has no {dt} tensor cores for {op.name} "
-                                  f"({', '.join(op.inputs)})", file=d.source,
-                                  field=f"{where}.dtypes",
+                                  f"({', '.join(op.inputs)})", **where.key("dtypes", "--dtype"),
                                   hint=f"{profile.name} takes: {', '.join(profile.tensor_dtypes)}")
     return dtypes
 
@@ -245,7 +268,7 @@ def _tensor_type(d: Diagram, s: Schedule, op, dtypes: dict) -> str:
     return max(types, key=lambda t: ({"fp8": 8, "fp16": 16, "bf16": 16, "fp32": 32}[t], t))
 
 
-def _check_divisors(setting: Setting, where: str) -> None:
+def _check_divisors(setting: Setting, where: Where) -> None:
     """Section 5.4: tensor-core tile multiples and 128-byte rows, naming the variable that breaks one."""
     s, p, n, v = setting.schedule, setting.profile, setting.names, setting.values
     d = s.diagram
@@ -253,23 +276,16 @@ def _check_divisors(setting: Setting, where: str) -> None:
     def need(name: str | None, divisor: int, why: str) -> None:
         if name and divisor > 1 and v[name] % divisor:
             raise NapkinError(f"{name}={v[name]} breaks a divisor: it must be a multiple of {divisor} "
-                              f"({why})", field=f"{where}.sizes.{name}",
+                              f"({why})", **where.size(name),
                               hint=f"try {name}={max(divisor, v[name] - v[name] % divisor)}")
 
     def divides(small: str | None, big: str | None) -> None:
         if small and big and v[big] % v[small]:
             raise NapkinError(f"{small}={v[small]} must divide {big}={v[big]} (a subloop takes whole "
-                              "chunks, Section 5.2)", field=f"{where}.sizes.{small}")
+                              "chunks, Section 5.2)", **where.size(small))
 
-    for rule in hardware_divisors(s, p):     # the tiles napkin analyze searches (5.4)
-        numbers = {x: v[x.name] for x in rule.factor.free_symbols}
-        value = math.prod(v[sym.name] for sym in rule.symbols) * int(rule.factor.subs(numbers))
-        if value % rule.divisor:
-            names = "*".join(f"{sym.name}={v[sym.name]}" for sym in rule.symbols)
-            raise NapkinError(f"{names} breaks a divisor: {rule.reason}",
-                              field=f"{where}.sizes.{rule.symbols[0].name}")
-    contractions = [o for o in s.ops if o.primitive.contraction]
-    for op in contractions:
+    staged = setting.strategy == "staged"
+    for op in (o for o in s.ops if o.primitive.contraction):
         mma = p.divisors.mma.get(_tensor_type(d, s, op, setting.dtypes))
         if mma is None:
             continue
@@ -280,17 +296,24 @@ def _check_divisors(setting: Setting, where: str) -> None:
         for role, size in (("n", mma.n), ("k", mma.k)):
             if n.stream in roles[role]:
                 need(n.s, size, instr.format(role))
-                if setting.strategy == "staged" and role == "k":
+                if staged and role == "k":
                     need(n.c_stream, size, instr.format(role))
-            if setting.strategy == "staged" and n.out in roles[role] and role == "n":
+            if staged and n.out in roles[role] and role == "n":
                 need(n.c_out, size, instr.format(role))
-        if n.stream in roles["n"] and setting.strategy == "staged":
+        if n.stream in roles["n"] and staged:
             need(n.u, mma.n, instr.format("n") + ": a subloop reads whole fragments")
     divides(n.u, n.s)
-    if setting.strategy == "staged":
+    if staged:
         divides(n.c_stream, n.u)
         divides(n.c_out, n.out)
         divides(n.e_out, n.c_out)
+    for rule in hardware_divisors(s, p):     # the tiles napkin analyze searches (5.4)
+        numbers = {x: v[x.name] for x in rule.factor.free_symbols}
+        value = math.prod(v[sym.name] for sym in rule.symbols) * int(rule.factor.subs(numbers))
+        if value % rule.divisor:
+            named = "*".join(f"{sym.name}={v[sym.name]}" for sym in rule.symbols)
+            raise NapkinError(f"{named} breaks a divisor: {rule.reason}",
+                              **where.size(rule.symbols[0].name))
 
 
 # -- the report -----------------------------------------------------------------------------------------
@@ -338,7 +361,8 @@ def _report(d, profile, gpu_source, setting: Setting, variables, caps, trouble, 
             strategy=ov.strategy, groups=ov.groups, overhead=ov.overhead,
             stages={st.name: st.clocks for st in ov.stages}, period_clocks_per_row=ov.period,
             bound_clocks_per_row=ov.bound,
-            utilization=ov.utilization, accommodation=ov.accommodation,
+            utilization=ov.utilization,
+            accommodation=None if math.isinf(ov.accommodation) else ov.accommodation,
             blocks=[BlockOut(group=b.group, iteration=b.iteration, stage=b.stage, lane=b.lane,
                              start=b.start, work=b.work, overhead=b.overhead)
                     for b in ov.blocks if b.iteration < 4]),

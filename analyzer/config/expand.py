@@ -160,17 +160,18 @@ def _accumulate(r: Reducer, shape, tile) -> list[tuple[str, str]]:
         scale = (r.softmax or op).applied.scale
         beta = f"{to_text(scale)} * " if scale is not None else ""
         rows = ", ".join(tile(a) for a in r.rows)
-        return [(f"mu_new[{rows}] <- max(mu, max over {b} of {beta}{scores})", "threads"),
+        chunk = tile(b)
+        return [(f"mu_new[{rows}] <- max(mu, max over {chunk} of {beta}{scores})", "threads"),
                 (f"delta[{rows}] <- exp(mu - mu_new); mu <- mu_new", "special function unit"),
                 (f"P <- exp({beta}{scores} - mu)", "special function unit"),
-                (f"z <- delta * z + sum over {b} of P", "threads"),
-                (f"{out} <- delta * {op.name} + dot(P, {values}) over {b}",
+                (f"z <- delta * z + sum over {chunk} of P", "threads"),
+                (f"{out} <- delta * {op.name} + dot(P, {values}) over {chunk}",
                  "tensor cores; the rescale on threads")]
     if op.primitive.contraction:
-        return [(f"{out} <- {op.name} + dot({', '.join(op.inputs)}) over {b}",
+        return [(f"{out} <- {op.name} + dot({', '.join(op.inputs)}) over {tile(b)}",
                  "tensor cores, accumulating (A.3.1)")]
     how = {"max": "max", "sum": "+"}.get(op.primitive.name, op.primitive.name)
-    return [(f"{out} <- {op.name} {how} {op.primitive.name}({', '.join(op.inputs)}) over {b}",
+    return [(f"{out} <- {op.name} {how} {op.primitive.name}({', '.join(op.inputs)}) over {tile(b)}",
              "threads, accumulating")]
 
 

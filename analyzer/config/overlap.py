@@ -24,6 +24,7 @@ FlashAttention-3 FP16 (intra) and 60% for FP8 (inter).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from analyzer.config.compute import Compute
@@ -120,7 +121,8 @@ def simulate(body: tuple[Stage, ...], *, groups: int, strategy: str, overhead: f
         free[stage.lane] = block.end
     # steady state: how often group 0 starts an iteration, away from the ragged first and last ones
     starts = sorted(b.start for b in blocks if b.group == 0 and b.stage == body[0].name)
-    last, window = iterations - 3, max(2, iterations // 3)
+    last = iterations - 3
+    window = max(1, last - 2)
     return tuple(blocks), (starts[last] - starts[last - window]) / window
 
 
@@ -191,14 +193,18 @@ def accommodation(body: tuple[Stage, ...], *, groups: int, strategy: str) -> flo
 
     def saturated(o: float) -> bool:
         return simulate(body, groups=groups, strategy=strategy, overhead=o,
-                        iterations=12)[1] <= busy * (1 + 1e-6)
+                        iterations=9)[1] <= busy * (1 + 1e-6)
 
+    if not any(s.lane != "tensor" and s.clocks > 0 for s in body):
+        return math.inf                     # nothing but tensor-core work: any overhead is hidden
     if not saturated(0.0):
         return 0.0
     lo, hi = 0.0, 1.0
-    while saturated(hi) and hi < 64:
+    while saturated(hi):
         lo, hi = hi, hi * 2
-    for _ in range(30):
+        if hi > 64:
+            return math.inf
+    for _ in range(16):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if saturated(mid) else (lo, mid)
     return lo

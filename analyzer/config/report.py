@@ -30,9 +30,10 @@ def render(r: ConfigurationReport) -> Group:
     head.append(f" on {r.gpu}: configuration {c.name}")
     if c.title:
         head.append(f" ({c.title})")
+    plural = "" if c.groups == 1 else "s"
     head.append(f"\n  kernel {c.kernel}; {c.strategy} strategy, {c.overlap}-{unit} overlap; "
-                f"N = {c.groups} {unit}s of {c.threads_per_group} threads; {c.stages} buffers per "
-                f"streamed load; numbers from {c.derived_from}")
+                f"N = {c.groups} {unit}{plural} of {c.threads_per_group} threads; {c.stages} "
+                f"buffer{'' if c.stages == 1 else 's'} per streamed load; numbers from {c.derived_from}")
     if c.paper:
         head.append(f"\n  paper: {c.paper}")
     head.append("\n  " + ", ".join(f"{k}={v}" for k, v in r.values.items()))
@@ -92,7 +93,7 @@ def render(r: ConfigurationReport) -> Group:
     t5.append(f"  period {o.period_clocks_per_row:.3g} clk/row per iteration of every {unit} (lower "
               f"bound {o.bound_clocks_per_row:.3g}); tensor "
               f"cores busy {o.utilization:.0%}; overhead the schedule hides: "
-              f"{'none' if o.accommodation <= 0 else f'{o.accommodation:.0%}'}")
+              f"{_accommodation(o.accommodation)}")
 
     verdict = Text()
     if r.fits:
@@ -107,6 +108,12 @@ def render(r: ConfigurationReport) -> Group:
     parts += [Text(), t4, Text(), t5, Text(), verdict]
     parts += [Text(f"note: {n}") for n in r.notes]
     return Group(*parts)
+
+
+def _accommodation(value: float | None) -> str:
+    if value is None:
+        return "any (no non-tensor work)"
+    return "none" if value <= 0 else f"{value:.0%}"
 
 
 def render_list(found) -> Table:

@@ -109,7 +109,8 @@ class OverlapOut(Out):
                                                      "group, list-scheduled.")
     bound_clocks_per_row: float = Field(description="The closed-form lower bound on the period.")
     utilization: float = Field(description="Tensor-core busy share of the period.")
-    accommodation: float = Field(description="The largest overhead that keeps the tensor cores busy.")
+    accommodation: float | None = Field(description="The largest overhead that keeps the tensor cores "
+                                                    "busy; null: unbounded (no non-tensor work).")
     blocks: list[BlockOut] = Field(description="The first iterations, for drawing.")
 
 

@@ -73,10 +73,11 @@ def problems(setting: Setting, variables: tuple[Variable, ...], rows: tuple[Capa
         held = sorted((v for v in variables if v.storage == row.storage), key=lambda v: -v.bytes)
         biggest = ", ".join(f"{v.name} {v.bytes} B" for v in held[:3])
         if row.excess_block < 0:
+            most = math.floor(row.n_max)
+            fit = f"at most N = {most} fit" if most >= 1 else f"not even one {setting.unit} fits"
             out.append(f"{row.storage}: {row.n} x {row.group_bytes} B per {setting.unit} + "
                        f"{row.block_bytes} B per block exceeds the {row.max_bytes:.0f} B a block may "
-                       f"use by {-row.excess_block:.0f} B (largest: {biggest}); at most "
-                       f"N = {math.floor(row.n_max)} fit")
+                       f"use by {-row.excess_block:.0f} B (largest: {biggest}); {fit}")
         if row.thread_limit_excess is not None and row.thread_limit_excess < 0:
             limit = setting.profile.registers.per_thread_max
             out.append(f"registers: each thread needs {row.group_bytes / setting.threads_per_group:.0f} B, "
