@@ -84,9 +84,22 @@ def simulate(body: tuple[Stage, ...], *, groups: int, strategy: str, overhead: f
              iterations: int = 24) -> tuple[tuple[Block, ...], float]:
     """List-schedule `iterations` iterations of every group; return the blocks and the period.
 
-    A block starts at the earliest time its dependencies are done and its lane is free; among blocks
-    that could start at the same time, the one issued first goes first.
+    The period is the steady state's: how often the last of the groups starts an iteration, between
+    the first third (past the ramp-up) and the last few (before the ragged end). A schedule that
+    repeats over several iterations averages out to within a period over the window.
     """
+    blocks = _place(body, groups, strategy, overhead, iterations)
+    first = body[0].name
+    starts = [max(b.start for b in blocks if b.iteration == j and b.stage == first)
+              for j in range(iterations)]
+    j1, j2 = iterations // 3, iterations - 3
+    return blocks, (starts[j2] - starts[j1]) / (j2 - j1)
+
+
+def _place(body: tuple[Stage, ...], groups: int, strategy: str, overhead: float,
+           iterations: int) -> tuple[Block, ...]:
+    """A block starts at the earliest time its dependencies are done and its lane is free; among
+    blocks that could start at the same time, the one issued first goes first."""
     tensor = [i for i, st in enumerate(body) if st.lane == "tensor"]
     if not tensor:
         raise ValueError("a loop body without tensor-core work has nothing to overlap")
@@ -119,11 +132,7 @@ def simulate(body: tuple[Stage, ...], *, groups: int, strategy: str, overhead: f
         blocks.append(block)
         done[(g, j, i)] = block.end
         free[stage.lane] = block.end
-    # steady state: how often group 0 starts an iteration, away from the ragged first and last ones
-    starts = sorted(b.start for b in blocks if b.group == 0 and b.stage == body[0].name)
-    last = iterations - 3
-    window = max(1, last - 2)
-    return tuple(blocks), (starts[last] - starts[last - window]) / window
+    return tuple(blocks)
 
 
 def _issue_order(body: tuple[Stage, ...], groups: int, iterations: int,
