@@ -53,7 +53,8 @@ def configure(diagram: str | Diagram, gpu: str | Profile, *, config: str | None 
     d = load(diagram, dtype=dtype) if isinstance(diagram, str) else diagram
     profile, gpu_source = _profile(gpu)
     if not 0 <= overhead <= 10:
-        raise NapkinError(f"--overhead {overhead}: expected a fraction such as 0.66 (66%)")
+        raise NapkinError(f"--overhead {overhead}: expected a fraction from 0 to 10, such as 0.66 "
+                          "(66%)")
     spec, config_field = _spec(d, config)
     for key, value, allowed in (("strategy", strategy, ("fragment", "staged")),
                                 ("overlap", overlap, ("inter", "intra"))):
@@ -189,9 +190,12 @@ def resolve(d: Diagram, profile: Profile, spec: ConfigurationSpec, config: str |
     if n_given and len(names.row_groups) == 1 and row_group not in pins:
         pins[row_group] = n_given * w    # g = N w (Section 5.6)
     derived_from = "--set" if config is None else f"{d.name}'s configuration {spec.name!r}"
-    if any(sym not in pins for sym in s.partition.symbols):
+    open_tiles = [sym.name for sym in s.partition.symbols if sym not in pins]
+    if open_tiles:
         pins = _analyzed(d, profile, s, pins)
-        derived_from = f"the tiles napkin analyze chooses for {profile.name}, and --set"
+        chosen = f"napkin analyze's {', '.join(open_tiles)} for {profile.name}"
+        derived_from = (chosen if config is None and not sets else
+                        f"{'--set' if config is None else derived_from} and {chosen}")
     values.update({sym.name: int(v) for sym, v in pins.items()})
     rows = math.prod(values[g] for g in names.row_groups)
     if rows % w:
@@ -202,7 +206,8 @@ def resolve(d: Diagram, profile: Profile, spec: ConfigurationSpec, config: str |
     if n_given and n_given != n:
         raise NapkinError(f"N={n_given} {profile_unit(profile)}s of {names.w}={w} rows make "
                           f"{n_given * w} rows, but the block has {rows}",
-                          **where.key("warpgroups", "--set N"),
+                          **(where.size("N") if "N" in where.sets else
+                             where.key("warpgroups", "--set N")),
                           hint="leave out one of N and the group size")
     values[names.w] = w
     values[names.u] = given.get(names.u, values[names.s])

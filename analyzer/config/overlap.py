@@ -212,7 +212,7 @@ def accommodation(body: tuple[Stage, ...], *, groups: int, strategy: str) -> flo
     while saturated(hi):
         lo, hi = hi, hi * 2
         if hi > 64:
-            return math.inf
+            return 64.0                     # hides at least 6400%: as good as any
     for _ in range(16):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if saturated(mid) else (lo, mid)

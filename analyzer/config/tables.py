@@ -73,8 +73,12 @@ def problems(setting: Setting, variables: tuple[Variable, ...], rows: tuple[Capa
         held = sorted((v for v in variables if v.storage == row.storage), key=lambda v: -v.bytes)
         biggest = ", ".join(f"{v.name} {v.bytes} B" for v in held[:3])
         if row.excess_block < 0:
-            most = math.floor(row.n_max)
-            fit = f"at most N = {most} fit" if most >= 1 else f"not even one {setting.unit} fits"
+            if math.isinf(row.n_max):      # nothing per group: the block's own variables overflow
+                fit = "the block's own variables alone do not fit"
+            elif row.n_max >= 1:
+                fit = f"at most N = {math.floor(row.n_max)} fit"
+            else:
+                fit = f"not even one {setting.unit} fits"
             out.append(f"{row.storage}: {row.n} x {row.group_bytes} B per {setting.unit} + "
                        f"{row.block_bytes} B per block exceeds the {row.max_bytes:.0f} B a block may "
                        f"use by {-row.excess_block:.0f} B (largest: {biggest}); {fit}")

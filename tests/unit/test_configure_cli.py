@@ -345,7 +345,7 @@ BAD_REQUESTS = [
                                                       "a100 has no fp8 tensor cores for S (Q, K)",
                                                       "a100 takes: fp16, bf16"]),
     (["--gpu", "t4", "--dtype", "fp8"], ["t4 has no fp8 tensor cores", "t4 takes: fp16"]),
-    (["--overhead", "-1"], ["--overhead -1.0", "expected a fraction such as 0.66"]),
+    (["--overhead", "-1"], ["--overhead -1.0", "expected a fraction from 0 to 10"]),
     (["--strategy", "sideways"], ["--strategy 'sideways'", "fragment or staged"]),
     (["--overlap", "sideways"], ["--overlap 'sideways'", "inter or intra"]),
     (["--dtype", "fp64"], ["--dtype 'fp64'"]),
@@ -454,3 +454,15 @@ def test_one_warpgroup_too_many_names_smem_and_the_largest_variables(napkin, mon
     assert problems[0].startswith("  - smem: 4 x 49152 B per warpgroup + 49152 B per block exceeds")
     assert "(largest: V 32768 B, Q 16384 B, K 16384 B); at most N = 3 fit" in problems[0]
     assert problems[1].startswith("  - registers: 4 x 76544 B per warpgroup")
+
+
+def test_block_variables_alone_overflowing_is_reported_not_a_crash(napkin):
+    """SMEM per block over the limit with nothing per warpgroup (N_max infinite): a verdict."""
+    out = napkin("configure", "attention", "--config", "fa3_fp16_intra", "--set", "s_x=512")
+    text = ok(out)
+    assert "smem:" in text and "the block's own variables alone do not fit" in text
+
+
+def test_n_from_set_is_named_as_set(napkin):
+    one_line_error(napkin("configure", "attention", "--config", "napkin_hopper", "--set", "N=4",
+                          "--set", "g_q=384"), "--set N", "N=4")
