@@ -91,7 +91,6 @@ def ops_per_clock(setting: Setting, pipeline: str, dtype: str, *, fma: bool = Tr
 
 def compute(setting: Setting) -> Compute:
     s = setting.schedule
-    d = s.diagram
     n = setting.names
     groups = s.partition.group_sizes
     rows = set(n.rows)
@@ -110,11 +109,6 @@ def compute(setting: Setting) -> Compute:
     def number(expr: sympy.Expr) -> float:
         return float(sympy.sympify(expr).subs(numbers))
 
-    def tensor_dtype(op: Op) -> str:
-        loaded = [i for i in op.inputs if d.arrays[i].producer is None or i in s.loads]
-        types = [setting.dtype(i, d.arrays[i].dtype) for i in (loaded or op.inputs)]
-        return max(types, key=lambda t: (_bits(t), t))
-
     columns: list[Column] = []
     overhead: dict[str, float] = {}
 
@@ -130,7 +124,7 @@ def compute(setting: Setting) -> Compute:
             continue
         r = reducers.get(op.name)
         if r is not None and (r.softmax is not None or r.accumulator.aux_per_row):
-            columns += _softmax_contraction(setting, r, extent, number, tensor_dtype(op))
+            columns += _softmax_contraction(setting, r, extent, number, setting.contraction_dtype(op))
             work = s.step_flops(r.softmax, extent) if r.softmax else op.primitive.flops(op.applied, extent)
             vector = work.get("vector", 0) + s.chunk_flops(r, extent).get("vector", 0) * chunk / u
             if setting.strategy == "staged":   # the FMA column does the rescale's multiplies
@@ -139,7 +133,7 @@ def compute(setting: Setting) -> Compute:
             continue
         work = s.step_flops(op, extent)
         if "tensor" in work:
-            dt = tensor_dtype(op)
+            dt = setting.contraction_dtype(op)
             columns.append(Column(f"{op.name} ({op.primitive.name})", op.name, "tensor", dt,
                                   number(work["tensor"]), ops_per_clock(setting, "tensor", dt),
                                   to_text(work["tensor"])))
@@ -181,6 +175,3 @@ def _rescale(setting: Setting, op: Op, extent) -> sympy.Expr:
     n = setting.names
     return 2 * out * symbol(n.s) / symbol(n.u)
 
-
-def _bits(dtype: str) -> int:
-    return {"fp8": 8, "fp16": 16, "bf16": 16, "fp32": 32}[dtype]

@@ -28,7 +28,7 @@ from analyzer.config.result import (
     ThroughputOut,
     VariableOut,
 )
-from analyzer.config.setting import Names, Setting
+from analyzer.config.setting import Names, Setting, contraction_dtype
 from analyzer.config.spec import ConfigurationSpec
 from analyzer.config.tables import capacities, problems
 from analyzer.config.throughput import throughput
@@ -182,7 +182,7 @@ def resolve(d: Diagram, profile: Profile, spec: ConfigurationSpec, config: str |
     values: dict[str, int] = {sym.name: int(v) for sym, v in sizes.items()}
     values.update({a: int(d.size(a).subs(sizes)) for a in d.axes})
     first = next(o for o in s.ops if o.primitive.contraction)
-    mma = profile.divisors.mma.get(_tensor_type(d, s, first, dtypes))
+    mma = profile.divisors.mma.get(contraction_dtype(s, first, dtypes))
     w = given.get(names.w) or (mma.m if mma else profile.threads.warp_size)
     n_given = given.get("N") or spec.warpgroups
     by_name = {sym.name: sym for sym in s.partition.symbols}
@@ -258,7 +258,7 @@ def _dtypes(d: Diagram, s: Schedule, spec: ConfigurationSpec, where: Where, prof
     dtypes = dict(spec.dtypes)
     for op in s.ops:
         if op.primitive.contraction:
-            dt = _tensor_type(d, s, op, dtypes)
+            dt = contraction_dtype(s, op, dtypes)
             if dt != "fp32" and dt not in profile.tensor_dtypes:
                 raise NapkinError(f"{profile.name} has no {dt} tensor cores for {op.name} "
                                   f"({', '.join(op.inputs)})", **where.key("dtypes", "--dtype"),
@@ -266,17 +266,9 @@ def _dtypes(d: Diagram, s: Schedule, spec: ConfigurationSpec, where: Where, prof
     return dtypes
 
 
-def _tensor_type(d: Diagram, s: Schedule, op, dtypes: dict) -> str:
-    """The element type a contraction runs in: its loaded operands' (computed ones are converted)."""
-    loaded = [i for i in op.inputs if i in s.loads or i in s.resident]
-    types = [dtypes.get(i, d.arrays[i].dtype) for i in (loaded or op.inputs)]
-    return max(types, key=lambda t: ({"fp8": 8, "fp16": 16, "bf16": 16, "fp32": 32}[t], t))
-
-
 def _check_divisors(setting: Setting, where: Where) -> None:
     """Section 5.4: tensor-core tile multiples and 128-byte rows, naming the variable that breaks one."""
     s, p, n, v = setting.schedule, setting.profile, setting.names, setting.values
-    d = s.diagram
 
     def need(name: str | None, divisor: int, why: str) -> None:
         if name and divisor > 1 and v[name] % divisor:
@@ -291,7 +283,7 @@ def _check_divisors(setting: Setting, where: Where) -> None:
 
     staged = setting.strategy == "staged"
     for op in (o for o in s.ops if o.primitive.contraction):
-        mma = p.divisors.mma.get(_tensor_type(d, s, op, setting.dtypes))
+        mma = p.divisors.mma.get(setting.contraction_dtype(op))
         if mma is None:
             continue
         roles = op.primitive.tensor_roles(op.applied)

@@ -13,8 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from analyzer.config.spec import ConfigurationSpec
+from analyzer.diagram.compiled import Op
+from analyzer.dtypes import bytes_per_value
 from analyzer.hardware import Profile
 from analyzer.model.fusion import Schedule
+
+
+def contraction_dtype(schedule: Schedule, op: Op, dtypes: dict[str, str]) -> str:
+    """The element type a contraction runs in: its widest loaded operand's (a computed operand, the
+    probabilities, is converted to it, as FlashAttention-3 does for FP8)."""
+    d = schedule.diagram
+    loaded = [i for i in op.inputs if i in schedule.loads or i in schedule.resident]
+    types = [dtypes.get(i, d.arrays[i].dtype) for i in (loaded or op.inputs)]
+    return max(types, key=lambda t: (bytes_per_value(t), t))
 
 
 @dataclass(frozen=True)
@@ -88,3 +99,6 @@ class Setting:
 
     def dtype(self, array: str, default: str) -> str:
         return self.dtypes.get(array, default)
+
+    def contraction_dtype(self, op: Op) -> str:
+        return contraction_dtype(self.schedule, op, self.dtypes)
