@@ -75,12 +75,8 @@ class Compute:
 def ops_per_clock(setting: Setting, pipeline: str, dtype: str, *, fma: bool = True) -> float:
     """Operations per clock per SM (Table 3's Ops/Clk = FLOP/s / (N_SM f_K))."""
     p = setting.profile
-    if pipeline == "tensor":
-        if dtype == "fp32":
-            return 2.0 * p.per_sm_per_clock.fp32_fma
-        return p.tensor_flops_per_s[dtype] / (p.sm_count * p.clocks.tensor_hz)
-    if pipeline == "sfu":
-        return float(p.per_sm_per_clock.sfu_ops)
+    if pipeline in ("tensor", "sfu"):    # the rates napkin analyze times compute with, per SM and clock
+        return p.rate(pipeline, dtype) / (p.sm_count * p.clocks.tensor_hz)
     kind = FMA_TYPES.get(dtype)
     if kind is None:
         raise NapkinError(f"threads cannot compute in {dtype}", field="dtypes.aux",
