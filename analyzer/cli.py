@@ -207,6 +207,29 @@ def plot_schedule(diagram: DiagramArg, output: OutputOpt,
 
 
 @app.command()
+def kernel(
+    diagram: DiagramArg,
+    output: Annotated[str, typer.Option("--output", "-o", help="File to write: a .py module (triton) or a "
+                                                               ".cu file and its .py loader (cuda).")],
+    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU profile name or alias, or a profile "
+                                                         ".yaml file.")] = "h100",
+    backend: Annotated[str, typer.Option(help="triton or cuda.")] = "triton",
+    dtype: Annotated[str, typer.Option(help="fp16 or bf16: the element type the kernel is "
+                                            "configured for.")] = "fp16",
+    config: Annotated[Optional[str], typer.Option(
+        "--config", "-c", help="A configuration named in the diagram file; default: the best legal "
+                               "configuration napkin configure ranks.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", "-s", help="Pin a size or tile (d=64, g_q=128, s_x=64, stages=3); repeatable.")] = None,
+) -> None:
+    """Generate a standalone kernel that realises the diagram's configuration on a GPU."""
+    from analyzer.kernel import generate
+    g = generate(diagram, gpu, backend=backend, dtype=dtype, config=config, sets=_parse_sets(set_ or []))
+    for path in g.write(output):
+        _wrote(path)
+
+
+@app.command()
 def draw(diagram: DiagramArg, output: OutputOpt,
          kernel: Annotated[Optional[str], typer.Option(help="Show this kernel's relabellings "
                                                             "(default: the first).")] = None) -> None:

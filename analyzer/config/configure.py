@@ -48,14 +48,20 @@ def configurations(diagram: str | Diagram, *, dtype: str | None = None) -> tuple
 
 def configure(diagram: str | Diagram, gpu: str | Profile, *, config: str | None = None,
               sets: dict[str, int] | None = None, dtype: str | None = None, overhead: float = 0.0,
-              strategy: str | None = None, overlap: str | None = None) -> ConfigurationReport:
-    """Every table of Section 5 for one configuration; `strategy` and `overlap` override its own."""
+              strategy: str | None = None, overlap: str | None = None,
+              kernel: str | None = None, dtypes: dict[str, str] | None = None) -> ConfigurationReport:
+    """Every table of Section 5 for one configuration; `strategy`, `overlap` and `kernel` override its
+    own."""
     d = load(diagram, dtype=dtype) if isinstance(diagram, str) else diagram
     profile, gpu_source = _profile(gpu)
     if not 0 <= overhead <= 10:
         raise NapkinError(f"--overhead {overhead}: expected a fraction from 0 to 10, such as 0.66 "
                           "(66%)")
     spec, config_field = _spec(d, config)
+    if kernel is not None:
+        spec = spec.model_copy(update={"kernel": kernel})
+    if dtypes:
+        spec = spec.model_copy(update={"dtypes": {**spec.dtypes, **dtypes}})
     for key, value, allowed in (("strategy", strategy, ("fragment", "staged")),
                                 ("overlap", overlap, ("inter", "intra"))):
         if value is not None:
@@ -135,6 +141,12 @@ def _kernel(d: Diagram, spec: ConfigurationSpec, where: Where) -> Schedule:
                       field=f"{where.config}.kernel" if where.config else None,
                       hint="napkin configure takes streamed kernels with a contraction (attention, "
                            "matmul)")
+
+
+def schedule_of(d: Diagram, kernel: str | None = None) -> Schedule:
+    """The schedule napkin configure takes for `kernel` (default: the first it can configure)."""
+    spec = ConfigurationSpec(name="derived", kernel=kernel)
+    return _kernel(d, spec, Where(None, d.source))
 
 
 def names_of(s: Schedule) -> Names:

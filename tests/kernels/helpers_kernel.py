@@ -1,0 +1,51 @@
+"""Shared pieces of the kernel tests: generating and importing a module, and a float64 reference."""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import cache
+from pathlib import Path
+
+import torch
+
+from analyzer.kernel import generate
+
+GPU = "h200"
+
+
+@cache
+def generated(diagram: str, backend: str = "triton", dtype: str = "fp16"):
+    return generate(diagram, GPU, backend=backend, dtype=dtype)
+
+
+def module(diagram: str, tmp: Path, dtype: str = "fp16"):
+    path = tmp / f"{diagram}_{dtype}.py"
+    generated(diagram, dtype=dtype).write(path)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def reference(q, k, v, *, causal=False, sigmoid=False):
+    """Attention in float64, heads of k and v repeated for grouped-query (torch's enable_gqa)."""
+    q, k, v = (x.double() for x in (q, k, v))
+    if k.shape[1] != q.shape[1]:
+        r = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(r, 1), v.repeat_interleave(r, 1)
+    s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
+    if causal:
+        lq, lk = s.shape[-2:]
+        s = s.masked_fill(torch.ones(lq, lk, dtype=torch.bool).triu(1), float("-inf"))
+    return (torch.sigmoid(s) if sigmoid else torch.softmax(s, -1)) @ v
+
+
+def outliers(*shape, generator):
+    """FlashAttention-3's outlier distribution: N(0, 1) + N(0, 100) * Bernoulli(0.001)."""
+    base = torch.randn(*shape, generator=generator)
+    spikes = torch.randn(*shape, generator=generator) * 10
+    return base + spikes * (torch.rand(*shape, generator=generator) < 0.001)
+
+
+def rel_err(out, ref) -> float:
+    return ((out.double() - ref).norm() / ref.norm()).item()

@@ -1,0 +1,143 @@
+"""Golden files pin the generated source; bad input fails before launch with a clear message."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from analyzer.errors import NapkinError
+from analyzer.kernel import generate
+from analyzer.kernel import triton as triton_backend
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+CASES = ["attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "attention_unfused",
+         "matmul"]
+
+
+@pytest.mark.parametrize("diagram", CASES)
+def test_golden_source(diagram):
+    """Regenerate with NAPKIN_REGOLD=1 after a deliberate change, and review the diff."""
+    source = generate(diagram, "h200", backend="triton", dtype="fp16").source
+    path = GOLDEN / f"{diagram}_h200_fp16.py"
+    if os.environ.get("NAPKIN_REGOLD") == "1":
+        path.write_text(source)
+    assert path.exists(), f"no golden file {path.name}: run with NAPKIN_REGOLD=1"
+    assert source == path.read_text()
+
+
+def test_deterministic():
+    a = generate("gqa", "h100", dtype="bf16").source
+    b = generate("gqa", "h100", dtype="bf16").source
+    assert a == b
+
+
+def test_header_names_diagram_and_configuration():
+    source = generate("causal_attention", "h200").source
+    head = source[:source.index("import math")]
+    assert "diagrams/causal_attention.yaml" in head
+    assert "napkin kernel causal_attention --gpu h200 --backend triton --dtype fp16" in head
+    assert "d=128: g_q=" in head and "warps" in head and "stages" in head
+    assert "Predicted (napkin analyze, h200" in head
+
+
+def test_primitive_without_renderer(monkeypatch):
+    monkeypatch.setattr(triton_backend, "RENDERED", triton_backend.RENDERED - {"sigmoid"})
+    with pytest.raises(NapkinError, match="primitive 'sigmoid' \\(op 'P'\\) has no Triton renderer"):
+        generate("sigmoid_attention", "h200")
+
+
+@pytest.mark.parametrize("backend, dtype, message", [("metal", "fp16", "expected triton or cuda"),
+                                                     ("triton", "fp8", "take fp16 or bf16")])
+def test_bad_options(backend, dtype, message):
+    with pytest.raises(NapkinError, match=message):
+        generate("attention", "h200", backend=backend, dtype=dtype)
+
+
+def test_named_configuration_sets_the_tiles():
+    g = generate("attention", "h100", config="fa3_fp16_intra")
+    (k,) = g.kernels
+    choice = k.choices[128]
+    assert choice.tiles["g_q"] == 128 and choice.tiles["s_x"] == 128
+    assert choice.num_warps == 4 and choice.num_stages == 2      # one warpgroup, two buffers
+
+
+def test_model_choice_fits_the_registers_of_a_thread():
+    """The chosen configuration leaves every thread registers of its own (choose.RESERVE_REGISTERS)."""
+    g = generate("matmul", "h200")
+    (k,) = g.kernels
+    (choice,) = k.choices.values()
+    regs = next(c for c in choice.report.capacity if c.storage == "registers")
+    assert regs.excess_thread_bytes >= 16 * 4
+
+
+# -- the wrapper's checks, before any launch ----------------------------------------------------------
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+from helpers_kernel import module  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def attention(tmp_path_factory):
+    return module("attention", tmp_path_factory.mktemp("k"))
+
+
+def _qkv(*shape, dtype=torch.float16):
+    return tuple(torch.randn(*shape).to(dtype) for _ in range(3))
+
+
+def test_wrong_dtype(attention):
+    q, k, v = _qkv(1, 1, 8, 64, dtype=torch.float32)
+    with pytest.raises(TypeError, match="float16 or torch.bfloat16"):
+        attention.attention(q, k, v)
+
+
+def test_mixed_dtypes(attention):
+    q, k, v = _qkv(1, 1, 8, 64)
+    with pytest.raises(TypeError, match="but q has"):
+        attention.attention(q, k.bfloat16(), v)
+
+
+def test_head_dims_differ(attention):
+    q = torch.randn(1, 1, 8, 64).half()
+    k, v = torch.randn(1, 1, 8, 128).half(), torch.randn(1, 1, 8, 128).half()
+    with pytest.raises(ValueError, match="head dims differ"):
+        attention.attention(q, k, v)
+
+
+def test_unsupported_head_dim(attention):
+    with pytest.raises(ValueError, match="head_dim 96 is not supported"):
+        attention.attention(*_qkv(1, 1, 8, 96))
+
+
+def test_causal_flag_must_match_the_diagram(attention):
+    with pytest.raises(ValueError, match="not causal; generate the causal diagram"):
+        attention.attention(*_qkv(1, 1, 8, 64), causal=True)
+
+
+def test_fewer_kv_heads_need_the_gqa_diagram(attention):
+    q = torch.randn(1, 4, 8, 64).half()
+    k, v = torch.randn(1, 2, 8, 64).half(), torch.randn(1, 2, 8, 64).half()
+    with pytest.raises(ValueError, match="grouped-query diagram"):
+        attention.attention(q, k, v)
+
+
+def test_wrong_rank(attention):
+    with pytest.raises(ValueError, match="must be 4-D"):
+        attention.attention(*_qkv(8, 64))
+
+
+def test_cpu_tensors_without_the_interpreter(attention, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(ValueError, match="runs on a CUDA GPU"):
+        attention.attention(*_qkv(1, 1, 8, 64))
+
+
+def test_causal_self_attention_needs_equal_lengths(tmp_path):
+    m = module("causal_attention", tmp_path)
+    q = torch.randn(1, 1, 8, 64).half()
+    k, v = torch.randn(1, 1, 9, 64).half(), torch.randn(1, 1, 9, 64).half()
+    with pytest.raises(ValueError, match="axis x must be q"):
+        m.attention(q, k, v, causal=True)
