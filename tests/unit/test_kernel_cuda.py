@@ -1,0 +1,238 @@
+"""The CUDA backend of `napkin kernel` (analyzer.kernel.cuda): generation, nvcc compilation for sm_75,
+sm_80 and sm_90, the header, determinism, unrenderable primitives, and the Python loader on a CPU-only
+machine. Correctness on a GPU runs only where torch sees one (marked gpu)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from analyzer.errors import NapkinError
+from analyzer.kernel import cuda as cu
+from analyzer.kernel import generate
+
+ATTENTION = ("attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "attention_unfused")
+DIAGRAMS = (*ATTENTION, "matmul")
+ARCHS = ("75", "80", "90")
+
+_GENERATED: dict[tuple[str, str], object] = {}
+
+
+def generated(name: str, dtype: str = "fp16"):
+    if (name, dtype) not in _GENERATED:
+        _GENERATED[(name, dtype)] = generate(name, "h200", backend="cuda", dtype=dtype)
+    return _GENERATED[(name, dtype)]
+
+
+def _import(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _body(source: str) -> str:
+    """The source without its leading comment block (the header names the command and dtype)."""
+    lines = source.splitlines()
+    start = next(i for i, line in enumerate(lines) if not line.startswith("//"))
+    return "\n".join(lines[start:])
+
+
+# -- generation --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", DIAGRAMS)
+def test_generates_cu_and_loader(name):
+    g = generated(name)
+    assert g.backend == "cuda"
+    assert set(g.extra) == {".py"}
+    assert 'extern "C" int napkin_' in g.source
+    assert "mma.sync.aligned.m16n8k16" in g.source and "m16n8k8" in g.source
+    assert "cp.async.cg.shared.global" in g.source and "ldmatrix" in g.source
+    for k in g.kernels:
+        assert f"napkin_{name}_{k.plan.name}(" in g.source
+    compile(g.extra[".py"], f"{name}_cuda.py", "exec")   # the loader is valid Python
+
+
+@pytest.mark.parametrize("name", ["attention", "attention_unfused", "matmul"])
+def test_header_names_diagram_and_configuration(name):
+    g = generated(name)
+    head = [line for line in g.source.splitlines() if line.startswith("//")]
+    text = "\n".join(head)
+    assert f"napkin kernel {name} --gpu h200 --backend cuda --dtype fp16" in text
+    assert f"Diagram: diagrams/{name}.yaml" in text
+    for k in g.kernels:
+        assert f"Kernel {k.plan.name!r}" in text
+        for c in k.choices.values():
+            assert f"{c.num_warps} warps, {c.num_stages} stages" in text    # napkin's configuration
+    assert re.search(r"//\s+CUDA .*rows = \d+ \(\d+ warps x (16|32)\)", text)   # and CUDA's
+    assert "m16n8k16" in text and "sm_75" in text
+
+
+def test_header_states_clamps():
+    g = generated("attention")
+    text = "\n".join(line for line in g.source.splitlines() if line.startswith("//"))
+    for c in g.kernels[0].choices.values():
+        if c.tiles["g_q"] > cu.MAX_ROWS:
+            assert f"g_q {c.tiles['g_q']} -> {cu.MAX_ROWS}" in text
+    assert "clamped:" in text
+    smem = [int(x) for x in re.findall(r"(\d+) KB shared memory", text)]
+    assert smem and max(smem) <= cu.SMEM_LIMIT // 1024
+
+
+def test_configs_in_loader_are_cuda_and_napkin_ones(tmp_path):
+    g = generated("attention")
+    g.write(tmp_path / "attention_cuda.cu")
+    m = _import(tmp_path / "attention_cuda.py", "napkin_test_attention_cuda_configs")
+    assert m.CONFIG is m.CONFIGS
+    flash = m.CONFIGS["flash"]
+    assert set(flash) == set(g.kernels[0].choices) == set(m.HEAD_DIMS)
+    for key, entry in flash.items():
+        assert entry["rows"] % 16 == 0 and entry["rows"] <= cu.MAX_ROWS
+        assert entry["smem_bytes"] <= cu.SMEM_LIMIT
+        assert entry["napkin"]["num_warps"] == g.kernels[0].choices[key].num_warps
+
+
+def test_deterministic():
+    a = generate("causal_attention", "h200", backend="cuda")
+    b = generate("causal_attention", "h200", backend="cuda")
+    assert a.source == b.source and a.extra == b.extra
+
+
+def test_fp16_and_bf16_files_share_kernels():
+    """One file runs both element types (the dtype is a launch argument): only the header differs."""
+    a, b = generated("attention", "fp16"), generated("attention", "bf16")
+    assert "--dtype bf16" in b.source
+    assert _body(a.source) == _body(b.source)
+
+
+def test_unknown_primitive_is_named(monkeypatch):
+    monkeypatch.setattr(cu, "RENDERED", cu.RENDERED - {"sigmoid"})
+    with pytest.raises(NapkinError, match="'sigmoid'.*no CUDA renderer"):
+        generate("sigmoid_attention", "h200", backend="cuda")
+
+
+def test_write_gives_cu_and_importable_loader(tmp_path):
+    g = generated("attention")
+    written = g.write(tmp_path / "attention_cuda.cu")
+    assert [p.name for p in written] == ["attention_cuda.cu", "attention_cuda.py"]
+    m = _import(tmp_path / "attention_cuda.py", "napkin_test_attention_cuda")
+    assert callable(m.attention) and isinstance(m.CONFIGS, dict)
+    assert m._CU == (tmp_path / "attention_cuda.cu").resolve()
+
+
+# -- the loader on a CPU-only machine ------------------------------------------------------------------
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("name", ATTENTION)
+def test_loader_refuses_cpu_tensors(tmp_path, name):
+    g = generated(name)
+    g.write(tmp_path / f"{name}_cuda.cu")
+    m = _import(tmp_path / f"{name}_cuda.py", f"napkin_test_{name}_cuda_cpu")
+    heads_kv = 2 if name == "gqa" else 4
+    q = torch.randn(1, 4, 8, 64, dtype=torch.float16)
+    kv = torch.randn(1, heads_kv, 8, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match="CUDA GPU"):
+        m.attention(q, kv, kv, causal=name == "causal_attention")
+    # the same checks as the Triton module, before any launch
+    with pytest.raises(TypeError, match="float16 or torch.bfloat16"):
+        m.attention(q.float(), kv.float(), kv.float(), causal=name == "causal_attention")
+    with pytest.raises(ValueError, match="causal"):
+        m.attention(q, kv, kv, causal=name != "causal_attention")
+
+
+def test_matmul_loader_refuses_cpu_tensors(tmp_path):
+    generated("matmul").write(tmp_path / "matmul_cuda.cu")
+    m = _import(tmp_path / "matmul_cuda.py", "napkin_test_matmul_cuda_cpu")
+    a = torch.randn(8, 4, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="CUDA GPU"):
+        m.matmul(a, a.t().contiguous())
+
+
+# -- nvcc -----------------------------------------------------------------------------------------------
+
+NVCC = shutil.which("nvcc")
+
+
+def _compile(path: Path) -> tuple[Path, int, str]:
+    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in ARCHS]
+    proc = subprocess.run([NVCC, "-O3", "-std=c++17", "-t", str(len(ARCHS)), *gencode, "-c", "-o",
+                           str(path.with_suffix(".o")), str(path)], capture_output=True, text=True,
+                          check=False)
+    return path, proc.returncode, proc.stderr[-4000:]
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+def test_nvcc_compiles_every_diagram_for_sm75_sm80_sm90(tmp_path):
+    """Every diagram, fp16 and bf16, compiles for sm_75, sm_80 and sm_90 (one nvcc call a file, three
+    -gencode flags). The two element types' files differ only in their header comment, so each
+    distinct body is compiled once."""
+    files: dict[str, Path] = {}
+    for name in DIAGRAMS:
+        for dtype in ("fp16", "bf16"):
+            source = generated(name, dtype).source
+            digest = hashlib.sha256(_body(source).encode()).hexdigest()
+            if digest not in files:
+                files[digest] = tmp_path / f"{name}_{dtype}.cu"
+                files[digest].write_text(source)
+    assert len(files) >= len(DIAGRAMS)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(_compile, files.values()))
+    failures = [f"{path.name}:\n{err}" for path, rc, err in results if rc != 0]
+    assert not failures, "\n\n".join(failures)
+
+
+# -- on a GPU -------------------------------------------------------------------------------------------
+
+def _reference(q, k, v, causal=False, sigmoid=False):
+    q, k, v = q.double(), k.double(), v.double()
+    group = q.shape[1] // k.shape[1]
+    if group > 1:
+        k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    if causal:
+        L, S = s.shape[-2:]
+        s = s.masked_fill(torch.ones(L, S, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    p = torch.sigmoid(s) if sigmoid else torch.softmax(s, -1)
+    return p @ v
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(NVCC is None or not torch.cuda.is_available(), reason="needs nvcc and a CUDA GPU")
+@pytest.mark.parametrize("name", ATTENTION)
+def test_attention_matches_reference_on_gpu(tmp_path, name):
+    generated(name).write(tmp_path / f"{name}_cuda.cu")
+    m = _import(tmp_path / f"{name}_cuda.py", f"napkin_test_{name}_cuda_gpu")
+    torch.manual_seed(0)
+    dtypes = [torch.float16] + ([torch.bfloat16] if torch.cuda.get_device_capability()[0] >= 8 else [])
+    for dtype in dtypes:
+        for (batch, heads, heads_kv, seq, dim) in [(2, 2, 2, 17, 64), (1, 2, 2, 1000, 128), (1, 1, 1, 1, 128)]:
+            if name == "gqa":
+                heads, heads_kv = 4, 2
+            q = torch.randn(batch, heads, seq, dim, device="cuda", dtype=dtype)
+            k = torch.randn(batch, heads_kv, seq, dim, device="cuda", dtype=dtype)
+            v = torch.randn(batch, heads_kv, seq, dim, device="cuda", dtype=dtype)
+            out = m.attention(q, k, v, causal=name == "causal_attention")
+            ref = _reference(q, k, v, name == "causal_attention", name == "sigmoid_attention")
+            assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(NVCC is None or not torch.cuda.is_available(), reason="needs nvcc and a CUDA GPU")
+def test_matmul_matches_reference_on_gpu(tmp_path):
+    generated("matmul").write(tmp_path / "matmul_cuda.cu")
+    m = _import(tmp_path / "matmul_cuda.py", "napkin_test_matmul_cuda_gpu")
+    a = torch.randn(777, 333, device="cuda", dtype=torch.float16)
+    b = torch.randn(333, 1500, device="cuda", dtype=torch.float16)
+    ref = a.double() @ b.double()
+    assert ((m.matmul(a, b).double() - ref).norm() / ref.norm()).item() < 1e-2
