@@ -1958,8 +1958,8 @@ def _loader_launchers(writers) -> list[str]:
 
 def _loader_wrapper(g) -> list[str]:
     """The Triton module's wrapper (same checks, same call), on CUDA devices only."""
-    from analyzer.kernel.module import _wrapper
-    lines = _wrapper(g)
+    from analyzer.kernel.module import wrapper
+    lines = wrapper(g)
     out: list[str] = []
     i = 0
     replaced = False

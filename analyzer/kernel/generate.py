@@ -22,14 +22,13 @@ from analyzer.errors import NapkinError
 from analyzer.hardware import Profile
 from analyzer.kernel.choose import Choice, choose
 from analyzer.kernel.interface import Attention, Plain, interface
-from analyzer.kernel.plan import GROUP, WHOLE, KernelPlan, next_pow2, plan
+from analyzer.kernel.plan import KernelPlan, plan
 from analyzer.kernel.weave import compile_woven, outer_tiles, source_data
 from analyzer.model.fusion import schedule
 
 BACKENDS = ("triton", "cuda")
 DTYPES = ("fp16", "bf16")
 HEAD_DIMS = (64, 128, 256)      # configured head dims besides the diagram's own ("256 where it fits")
-TORCH = {"fp16": "torch.float16", "bf16": "torch.bfloat16", "fp32": "torch.float32"}
 
 
 @dataclass(frozen=True)
@@ -228,18 +227,5 @@ def scale_code(expr: sympy.Expr, d: Diagram) -> str:
     return pycode(expr.subs({s: sympy.Symbol(f"size_{symbol_axis[s]}") for s in expr.free_symbols}))
 
 
-def tile_extent(k: KernelConfigs, dim_name: str) -> dict:
-    return {key: next_pow2(_product(c.tiles[k.plan.schedule.partition.group_sizes[a].name]
-                                    for a in k.plan.dim(dim_name).axes))
-            for key, c in k.choices.items()}
-
-
-def _product(values) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out
-
-
-__all__ = ["generate", "Generated", "KernelConfigs", "BACKENDS", "DTYPES", "TORCH", "GROUP", "WHOLE",
-           "size_checks", "scale_code"]
+__all__ = ["generate", "Generated", "KernelConfigs", "BACKENDS", "DTYPES", "size_checks",
+           "scale_code"]

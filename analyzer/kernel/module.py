@@ -69,7 +69,7 @@ def triton_module(g) -> str:
         out.append("")
     out.append(_configs(g))
     out += _launchers(g)
-    out += _wrapper(g)
+    out += wrapper(g)
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -147,7 +147,7 @@ def _launchers(g) -> list[str]:
     return out
 
 
-def _wrapper(g) -> list[str]:
+def wrapper(g) -> list[str]:
     from analyzer.kernel.generate import scale_code, size_checks
     d = g.diagram
     r = g.roles

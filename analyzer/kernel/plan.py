@@ -43,24 +43,6 @@ class Dim:
         """The constexpr that holds its extent in the generated code."""
         return f"BLOCK_{self.name.upper()}"
 
-    @property
-    def extent(self) -> int | None:
-        """Elements of a tile along this dimension (a power of two), or None: the runtime size's."""
-        if self.kind == WHOLE:
-            return None
-        product = 1
-        for t in self.tiles:
-            product *= t
-        return next_pow2(product)
-
-    @property
-    def padded(self) -> bool:
-        """Whether the tile has more slots than the tiles' product (extra slots are masked)."""
-        product = 1
-        for t in self.tiles:
-            product *= t
-        return self.kind != WHOLE and product != self.extent
-
 
 @dataclass(frozen=True)
 class KernelPlan:

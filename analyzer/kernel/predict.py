@@ -4,6 +4,7 @@ diagram, with the tiles the kernel was configured with)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from analyzer.analysis import analyze
 from analyzer.config.configure import _profile
@@ -11,6 +12,13 @@ from analyzer.diagram.compiled import Diagram
 from analyzer.errors import NapkinError
 from analyzer.hardware import Profile
 from analyzer.kernel.interface import Attention
+
+
+@lru_cache(maxsize=32)
+def _generated(diagram: str, gpu: str, backend: str, dtype: str):
+    """One generation per kernel, however many shapes are predicted for it."""
+    from analyzer.kernel.generate import generate
+    return generate(diagram, gpu, backend=backend, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -63,9 +71,8 @@ def predict(diagram: str, gpu: str | Profile, *, dtype: str = "fp16", batch: int
             head_dim: int = 128, backend: str = "triton", generated=None) -> Prediction:
     """The predicted time of the kernel `napkin kernel` generates for `diagram`, on one SDPA-shaped
     problem; pass `generated` (analyzer.kernel.generate's result) to reuse its configuration."""
-    from analyzer.kernel.generate import generate
     profile, _ = _profile(gpu)
-    g = generated or generate(diagram, profile, backend=backend, dtype=dtype)
+    g = generated or _generated(diagram, profile.name, backend, dtype)
     if not isinstance(g.roles, Attention):
         raise NapkinError(f"{diagram} is not attention-shaped; use predict_sizes")
     sizes = attention_sizes(g.roles, g.diagram, batch=batch, heads=heads, kv_heads=kv_heads or heads,

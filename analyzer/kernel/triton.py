@@ -271,13 +271,9 @@ class _Writer:
             self.line(f"for start in range({lo}, {end}, {st.block}):")
             self.depth += 1
             saved = dict(self.vals)
+            self.line(f"offs_{axis} = start + arange_{st.name}")
             if masked:
-                self.line(f"offs_{axis} = start + arange_{st.name}")
-                self.line(f"mask_{st.name} = offs_{axis} < {'hi'}")
-            elif skip is not None:
-                self.line(f"offs_{axis} = start + arange_{st.name}")
-            else:
-                self.line(f"offs_{axis} = start + arange_{st.name}")
+                self.line(f"mask_{st.name} = offs_{axis} < hi")
             self.emit_ops([o for o in s.body], masked=masked)
             self.vals = saved
             self.depth -= 1
