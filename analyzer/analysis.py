@@ -30,8 +30,8 @@ from analyzer.model.cost import LevelCost, level_cost
 from analyzer.model.fusion import Schedule, schedule
 from analyzer.model.hierarchy import ModelLevel, cluster_gain, model_levels
 from analyzer.model.intensity import bandwidth_limit, useful_flops
-from analyzer.model.optimize import Choice, ClosedForm, closed_form, search
-from analyzer.model.predict import compute_times, predict
+from analyzer.model.optimize import Choice, ClosedForm, closed_form, evaluate_points, obeyed, search
+from analyzer.model.predict import kernel_parts, kernel_time, params_of, predict
 from analyzer.result import (
     Analysis,
     BandwidthLimitOut,
@@ -184,13 +184,13 @@ def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], 
         exprs = {f"flops_{p}": m.cost.counted[f"flops_{p}"] for p in PIPELINES}
         if lowest:
             divisible = hardware_divisors(m.schedule, profile)
-            weight = m.level.weight_s_per_byte
+            exprs["steps"] = m.cost.counted["steps"]
+            exprs["edge_bytes"] = m.cost.counted["edge_bytes"]
 
-            def objective(values, weight=weight, upper=upper_time):
-                flops = {p: values[f"flops_{p}"] for p in PIPELINES}
-                compute = np.max(np.stack(list(compute_times(flops, profile, d.dtype,
-                                                            values["groups"]).values())), axis=0)
-                return np.maximum(compute, upper + values["transfer_bytes"] * weight)
+            def objective(values, level=m.level, upper=upper_time):
+                parts = kernel_parts({**values, f"{level.name}_bytes": values["transfer_bytes"]},
+                                     {level.name: level.weight_s_per_byte}, profile, d.dtype)
+                return np.maximum(parts.compute, upper + parts.transfer) + parts.exposed
         else:
             divisible = ()
 
@@ -204,7 +204,7 @@ def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], 
             where_in_file = f"{kernel.path}.partition.{m.level.partition_level}"
             raise exc.located(file=d.source, field_prefix=where_in_file) from None
         choices.append(choice)
-        upper_time += choice.metrics["transfer_bytes"] * m.level.weight_s_per_byte
+        upper_time += choice.metrics["transfer_bytes"] * _weight(m.level, profile)
     low = models[-1]
     try:
         rule = classic_rule(low.cost, sizes, limit_bytes=low.level.memory_bytes, dtype=d.dtype,
@@ -214,6 +214,80 @@ def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], 
         raise exc.located(file=d.source, field_prefix=f"{kernel.path}.partition."
                                                        f"{low.level.partition_level}") from None
     return kernel, models, choices, rule
+
+
+def _weight(level, profile: Profile) -> float:
+    """Seconds per byte into a level, at the calibrated fraction of the bandwidth feeding it."""
+    return level.weight_s_per_byte / params_of(profile).get(f"bandwidth_efficiency.{level.name}", 1.0)
+
+
+# -- the model's terms at given configurations (napkin sweep, napkin calibrate) ---------------------------
+
+@dataclass(frozen=True)
+class Terms:
+    """What the predicted time of one kernel depends on, at one problem size, for several
+    configurations: each value is an array with one entry per configuration."""
+
+    kernel: str
+    dtype: str
+    values: dict[str, np.ndarray]    # flops_<pipeline>, groups, steps, transfer bytes into <level>_bytes
+    weights: dict[str, float]        # level -> seconds per byte at the datasheet bandwidth feeding it
+
+    def time(self, profile: Profile) -> np.ndarray:
+        """Predicted seconds per configuration (the profile's calibration applied)."""
+        return kernel_time(self.values, self.weights, profile, self.dtype)
+
+
+class TermModel:
+    """The symbolic model of one kernel of a diagram on a GPU, evaluated at many configurations.
+
+    The levels above the lowest take the tiles napkin analyze gives them (their own minimum of H);
+    the lowest takes each configuration's tiles, with exact (ceiling) group counts.
+    """
+
+    def __init__(self, diagram: Diagram, profile: Profile, kernel: str) -> None:
+        found = [k for k in diagram.kernels if k.name == kernel]
+        if not found:
+            raise NapkinError(f"{diagram.name} has no kernel {kernel!r}", file=diagram.source,
+                              hint=f"its kernels: {', '.join(k.name for k in diagram.kernels)}")
+        self.diagram, self.profile, self.kernel = diagram, profile, found[0]
+        self.models = level_models(diagram, found[0], model_levels(diagram, profile))
+
+    @property
+    def tiles(self) -> tuple[str, ...]:
+        """The lowest level's partition symbols: what a configuration sets."""
+        return tuple(s.name for s in self.models[-1].schedule.partition.symbols)
+
+    def terms(self, sets: dict[str, int], points: list[dict[str, int]]) -> Terms:
+        d = self.diagram
+        sizes, _ = resolve_sizes(d, {k: v for k, v in sets.items() if k not in self.tiles})
+        n = len(points)
+        values: dict[str, np.ndarray] = {}
+        for m in self.models[:-1]:
+            choice = search(m.cost, sizes, limit_bytes=m.level.memory_bytes, exprs={},
+                            objective=lambda v: v["transfer_bytes"], what=f"at {m.level.name} ")
+            values[f"{m.level.name}_bytes"] = np.full(n, choice.metrics["transfer_bytes"])
+        low = self.models[-1]
+        symbols = low.schedule.partition.symbols
+        missing = [s.name for s in symbols if any(s.name not in p for p in points)]
+        if missing:
+            raise NapkinError(f"a configuration of kernel {self.kernel.name} lacks tile size "
+                              f"{missing[0]!r}", file=d.source)
+        at = {s: np.array([p[s.name] for p in points], dtype=np.float64) for s in symbols}
+        exprs = {f"flops_{p}": low.cost.counted[f"flops_{p}"] for p in PIPELINES}
+        exprs["steps"] = low.cost.counted["steps"]
+        exprs["edge_bytes"] = low.cost.counted["edge_bytes"]
+        evaluated = evaluate_points(low.cost, sizes, at, exprs)
+        values.update({k: evaluated[k] for k in (*exprs, "groups")})
+        values[f"{low.level.name}_bytes"] = evaluated["transfer_bytes"]
+        values["memory_bytes"] = evaluated["memory_bytes"]
+        broken = np.full(n, "", dtype=object)      # the first divisor rule each configuration breaks
+        for rule in (*hardware_divisors(low.schedule, self.profile), *skip_divides(low.schedule)):
+            fails = ~obeyed(rule, at, sizes, n) & (broken == "")
+            broken[fails] = rule.reason
+        values["broken"] = broken
+        weights = {m.level.name: m.level.weight_s_per_byte for m in self.models}
+        return Terms(self.kernel.name, d.dtype, values, weights)
 
 
 def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster: int | None,
@@ -230,7 +304,7 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
         weights = {m.level.name: m.level.weight_s_per_byte for m in models}
         paths = {m.level.name: f"{m.level.source}->{m.level.name}" for m in models}
         pred = predict(flops, transfer_bytes, weights, low_choice.metrics["groups"], profile, d.dtype,
-                       paths)
+                       paths, low_choice.metrics.get("steps", 0.0), low_choice.metrics.get("edge_bytes", 0.0))
         level_out = [_level_out(m, c, sizes, profile, d.dtype) for m, c in zip(models, choices, strict=True)]
         sched = lowest.schedule
         subs = {**sizes, **{s: v for s, v in low_choice.values.items()}}
@@ -282,7 +356,8 @@ def _classic_out(rule: ClassicRule | None, models: list[LevelModel], transfer_by
     level = models[-1].level.name
     flops = {p: rule.metrics[f"flops_{p}"] for p in PIPELINES if rule.metrics[f"flops_{p}"]}
     pred = predict(flops, {**transfer_bytes, level: rule.metrics["transfer_bytes"]}, weights,
-                   rule.metrics["groups"], profile, dtype, paths)
+                   rule.metrics["groups"], profile, dtype, paths, rule.metrics.get("steps", 0.0),
+                   rule.metrics.get("edge_bytes", 0.0))
     return ClassicRuleOut(
         level=level, query_axis=rule.axes.query, key_axis=rule.axes.key, head_axis=rule.axes.head,
         head_dim=rule.head_dim, memory_elements=rule.memory_elements, b_c=rule.b_c, b_r=rule.b_r,
@@ -362,4 +437,4 @@ def _level_out(m: LevelModel, c: Choice, sizes: dict, profile: Profile, dtype: s
         transfers_values=c.metrics["transfers"], transfers_bytes_value=c.metrics["transfer_bytes"],
         memory_values=c.metrics["memory"], memory_bytes_value=c.metrics["memory_bytes"],
         groups_value=c.metrics["groups"],
-        transfer_time_s=c.metrics["transfer_bytes"] * lv.weight_s_per_byte, latex=latex)
+        transfer_time_s=c.metrics["transfer_bytes"] * _weight(lv, profile), latex=latex)

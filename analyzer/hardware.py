@@ -112,6 +112,65 @@ class Divisors(Strict):
                                        "stream sizes of contraction axes must be multiples.")
 
 
+class Estimate(Strict):
+    """A fitted parameter: its value and one standard error (bootstrap over the recorded configurations)."""
+
+    value: float = Field(ge=0, allow_inf_nan=False)
+    uncertainty: float | None = Field(None, ge=0, allow_inf_nan=False)
+
+
+class Calibration(Strict):
+    """The model's stated assumptions, fitted to measurements (napkin calibrate; docs/validation.md).
+
+    Absent parameters keep the datasheet model: every efficiency 1, every overhead 0.
+    """
+
+    source: str = Field(description="The recording the fit came from, and the command.")
+    pipeline_efficiency: dict[Literal["tensor", "sfu", "vector"], Estimate] = Field(
+        default_factory=dict, description="Achieved fraction of each pipeline's peak rate.")
+    bandwidth_efficiency: dict[str, Estimate] = Field(
+        default_factory=dict, description="Level name -> achieved fraction of the bandwidth that "
+                                          "feeds it.")
+    softmax_overhead: Estimate | None = Field(
+        None, description="Seconds of non-tensor work (sfu + vector pipelines) that tensor-core work "
+                          "does not hide, per second of it (Section 6.3's softmax overhead).")
+    step_overhead_s: Estimate | None = Field(
+        None, description="Seconds one thread block spends per streamed chunk beyond its FLOPs and "
+                          "transfers (Section 6.3's small-tile overhead), shared by the blocks "
+                          "resident on an SM.")
+    load_latency_s: Estimate | None = Field(
+        None, description="Latency of one streamed load; stages - 1 buffers in flight per resident "
+                          "block hide it (5.6), or it bounds the chunk rate.")
+    edge_exposed: Estimate | None = Field(
+        None, description="Seconds per second of a block's prologue and epilogue transfers (arrays "
+                          "outside the streamed loop, at HBM bandwidth) that compute does not hide.")
+    launch_overhead_s: Estimate | None = Field(None, description="Seconds per kernel launch.")
+    fit: dict[str, float | int | str] = Field(default_factory=dict,
+                                              description="How well the fit did (informative).")
+
+    def efficiency(self, pipeline: str) -> float:
+        e = self.pipeline_efficiency.get(pipeline)
+        return e.value if e else 1.0
+
+    def bandwidth(self, level: str) -> float:
+        e = self.bandwidth_efficiency.get(level)
+        return e.value if e else 1.0
+
+    def value(self, name: str) -> float:
+        e = getattr(self, name)
+        return e.value if e else 0.0
+
+    def as_params(self) -> dict[str, float]:
+        """Flat parameter names (pipeline_efficiency.tensor, softmax_overhead, ...) -> values."""
+        out = {f"pipeline_efficiency.{k}": e.value for k, e in self.pipeline_efficiency.items()}
+        out.update({f"bandwidth_efficiency.{k}": e.value for k, e in self.bandwidth_efficiency.items()})
+        out.update({k: self.value(k) for k in OVERHEADS if getattr(self, k) is not None})
+        return out
+
+
+OVERHEADS = ("softmax_overhead", "step_overhead_s", "load_latency_s", "edge_exposed", "launch_overhead_s")
+
+
 class Profile(Strict):
     name: str
     aliases: list[str] = Field(default_factory=list)
@@ -129,6 +188,9 @@ class Profile(Strict):
     threads: Threads
     levels: list[LevelProfile] = Field(min_length=2)
     divisors: Divisors
+    calibration: Calibration | None = Field(
+        None, description="Fitted efficiencies and overheads (napkin calibrate); absent: datasheet "
+                          "model.")
     doc: str = ""
 
     @model_validator(mode="after")
@@ -148,6 +210,16 @@ class Profile(Strict):
             if child.instances % parent.instances:
                 raise ValueError(f"level {child.name} has {child.instances} instances, not a multiple "
                                  f"of {parent.name}'s {parent.instances}")
+        if self.calibration:
+            for level, e in self.calibration.bandwidth_efficiency.items():
+                if level not in names:
+                    raise ValueError(f"calibration.bandwidth_efficiency names level {level!r}, which "
+                                     f"the profile lacks (its levels: {', '.join(names)})")
+                if e.value <= 0:
+                    raise ValueError(f"calibration.bandwidth_efficiency.{level} must be above 0")
+            for pipe, e in self.calibration.pipeline_efficiency.items():
+                if e.value <= 0:
+                    raise ValueError(f"calibration.pipeline_efficiency.{pipe} must be above 0")
         return self
 
     # -- derived ---------------------------------------------------------------------------------
@@ -187,11 +259,33 @@ class Profile(Strict):
 # -- loading -------------------------------------------------------------------------------------------
 
 def load_profile_file(path: Path) -> Profile:
-    data = load_file(path)
+    data = _extended(load_file(path), path, ())
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
         raise from_validation_error(exc, file=str(path), hint=DOCS_HINT) from None
+
+
+def _extended(data, path: Path, seen: tuple[Path, ...]):
+    """A profile may name another with `extends:` and give only what differs (a calibrated profile
+    adds its calibration); the base's aliases are not inherited."""
+    if not isinstance(data, dict) or "extends" not in data:
+        return data
+    base_name = data["extends"]
+    if not isinstance(base_name, str):
+        raise NapkinError(f"extends: {base_name!r} is no profile name", file=str(path), field="extends",
+                          hint="name a shipped profile, such as h200")
+    base_path = resources.shipped("hardware").get(base_name) or path.parent / base_name
+    if not base_path.is_file():
+        raise NapkinError(f"extends: no profile {base_name!r}", file=str(path), field="extends",
+                          hint="name a shipped profile by its file name, such as h200")
+    if base_path.resolve() in seen or base_path.resolve() == path.resolve():
+        raise NapkinError(f"extends: {base_name} extends itself", file=str(path), field="extends")
+    base = _extended(load_file(base_path), base_path, (*seen, path.resolve()))
+    if not isinstance(base, dict):
+        raise NapkinError(f"extends: {base_name} is not a profile", file=str(path), field="extends")
+    own = {k: v for k, v in data.items() if k != "extends"}
+    return {**{k: v for k, v in base.items() if k != "aliases"}, **own}
 
 
 @cache

@@ -136,6 +136,13 @@ def level_cost(schedule: Schedule) -> LevelCost:
     counted["transfers"] = counted["loads"] + counted["saves"]
     counted["transfer_bytes"] = counted["loads_bytes"] + counted["saves_bytes"]
     counted["groups"] = sympy.Mul(*counts.values())
+    # a block's prologue and epilogue: arrays outside the streamed loop (attention's Q in, O out),
+    # the transfers that stream pipelining (5.6) does not overlap
+    counted["edge_bytes"] = sympy.Add(*(v * d.arrays[n].bytes_per_value for n, _, v in by_array
+                                        if b is None or b not in d.arrays[n].axes))
+    # chunks streamed, summed over the groups (their mean length under block skipping)
+    counted["steps"] = counted["groups"] * (
+        1 if b is None else streamed_length / s if schedule.skip else sympy.ceiling(d.size(b) / s))
 
     flops = {p: sympy.Integer(0) for p in PIPELINES}
     for op in schedule.ops:

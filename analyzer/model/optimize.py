@@ -201,7 +201,6 @@ def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: floa
     """
     part = cost.schedule.partition
     pinned = pinned or {}
-    exact_counts = {n: sympy.ceiling(expr.subs(sizes)) for n, expr in cost.group_counts.items()}
     symbols = part.symbols
     axis_of = {s: a for a, s in part.group} | ({part.stream[1]: part.stream[0]} if part.stream else {})
     steps = {s: 1 for s in symbols}
@@ -225,22 +224,11 @@ def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: floa
     grid = np.meshgrid(*[np.asarray(a, dtype=np.float64) for a in axes], indexing="ij") if axes else []
     flat = {s: g.ravel() for s, g in zip(symbols, grid, strict=True)}
     n = total
-    values: dict[str, np.ndarray] = {}
-    exprs = {"transfers": cost.counted["transfers"], "transfer_bytes": cost.counted["transfer_bytes"],
-             "memory_bytes": cost.memory_bytes, "memory": cost.memory,
-             "groups": cost.counted["groups"], **exprs}
-    for key, expr in exprs.items():
-        concrete = expr.subs(exact_counts).subs(sizes)
-        values[key] = _evaluate(concrete, symbols, flat, n)
+    values = evaluate_points(cost, sizes, flat, exprs)
     fits = values["memory_bytes"] <= limit_bytes * (1 + 1e-12)
     legal = np.ones(n, dtype=bool)
     for rule in (*divisible, *divides):
-        if isinstance(rule, Divisible):
-            product = np.prod([flat[s] for s in rule.symbols], axis=0) * float(rule.factor.subs(sizes))
-            obeys = np.mod(product, rule.divisor) == 0
-        else:
-            big = flat[rule.big] if rule.big in flat else np.full(n, float(rule.big.subs(sizes)))
-            obeys = np.mod(big, flat[rule.small]) == 0
+        obeys = obeyed(rule, flat, sizes, n)
         if not obeys.any():   # only pinned sizes can break a rule for every candidate
             pins = ", ".join(f"{s.name}={v}" for s, v in pinned.items())
             raise NapkinError(f"{pins} {what}breaks a constraint: {rule.reason}",
@@ -251,10 +239,10 @@ def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: floa
     rules = tuple(dict.fromkeys(r.reason for r in (*divisible, *divides)))
     if not feasible:
         smallest = float(values["memory_bytes"].min()) if n else float("nan")
-        obeyed = f"tiles obey: {'; '.join(rules)}; " if rules else ""
+        rules_text = f"tiles obey: {'; '.join(rules)}; " if rules else ""
         raise NapkinError(f"no tile sizes {what}fit: the smallest configuration needs "
                           f"{smallest / 1024:.1f} KiB, the limit is {limit_bytes / 1024:.1f} KiB",
-                          hint=f"{obeyed}pass smaller sizes with --set, unpin tile sizes, or use a "
+                          hint=f"{rules_text}pass smaller sizes with --set, unpin tile sizes, or use a "
                                "GPU with more memory")
     score = objective(values)
     tiles = np.prod([flat[s] for s in symbols], axis=0) if symbols else np.ones(n)
@@ -264,6 +252,30 @@ def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: floa
     chosen = {s: int(flat[s][best]) for s in symbols}
     metrics = {k: float(v[best]) for k, v in values.items()}
     return Choice(chosen, metrics, n, feasible, limit_bytes, rules)
+
+
+def obeyed(rule: Divisible | Divides, flat: dict[sympy.Symbol, np.ndarray], sizes: dict[sympy.Symbol, int],
+           n: int) -> np.ndarray:
+    """Which of n configurations (partition symbol -> tile sizes) obey a divisor rule."""
+    if isinstance(rule, Divisible):
+        product = np.prod([flat[s] for s in rule.symbols], axis=0) * float(rule.factor.subs(sizes))
+        return np.mod(product, rule.divisor) == 0
+    big = flat[rule.big] if rule.big in flat else np.full(n, float(rule.big.subs(sizes)))
+    return np.mod(big, flat[rule.small]) == 0
+
+
+def evaluate_points(cost: LevelCost, sizes: dict[sympy.Symbol, int], points: dict[sympy.Symbol, np.ndarray],
+                    exprs: dict[str, sympy.Expr] | None = None) -> dict[str, np.ndarray]:
+    """H, memory, N_g and `exprs` at each configuration of `points` (partition symbol -> one tile size
+    per configuration), with exact (ceiling) group counts."""
+    exact_counts = {n: sympy.ceiling(expr.subs(sizes)) for n, expr in cost.group_counts.items()}
+    symbols = cost.schedule.partition.symbols
+    n = len(next(iter(points.values()))) if points else 1
+    exprs = {"transfers": cost.counted["transfers"], "transfer_bytes": cost.counted["transfer_bytes"],
+             "memory_bytes": cost.memory_bytes, "memory": cost.memory,
+             "groups": cost.counted["groups"], **(exprs or {})}
+    return {key: _evaluate(expr.subs(exact_counts).subs(sizes), symbols, points, n)
+            for key, expr in exprs.items()}
 
 
 def _evaluate(expr: sympy.Expr, symbols: tuple[sympy.Symbol, ...], flat: dict, n: int) -> np.ndarray:

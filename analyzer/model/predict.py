@@ -6,18 +6,41 @@ Stated assumptions (docs/model.md):
 - every level's transfers take H_l / Hdot_l and add up (Equation 2), with no overlap between levels;
 - the kernel overlaps compute with transfers, so its time is the larger of the two;
 - a group (thread block) keeps one SM busy, and groups run in waves of N_SM: with N_g groups the
-  SMs are busy N_g / (N_SM ceil(N_g / N_SM)) of the time (wave quantization, which the paper leaves
-  out of scope in Section 7).
-Works elementwise on numpy arrays too, so the optimizer can rank whole grids of configurations.
+  SMs are busy u = N_g / (N_SM ceil(N_g / N_SM)) of the time (wave quantization, which the paper
+  leaves out of scope in Section 7).
+
+A calibrated profile (napkin calibrate, docs/validation.md) states how far each assumption is off,
+with named parameters (absent ones keep the datasheet value: efficiencies 1, overheads 0):
+- pipeline p runs at eta_p of its peak, and level l's feed at eta_l of its bandwidth;
+- sigma of the non-tensor pipelines' time is not hidden behind the tensor cores (Section 6.3's
+  softmax overhead): compute = max_p(T_p) + sigma (T_sfu + T_vector);
+- every streamed chunk costs its block t_step more (Section 6.3's small-tile overhead), and a
+  streamed load takes lambda to arrive, hidden behind the stages - 1 loads in flight (5.6); the k
+  blocks resident on an SM share both: with C chunks per SM, compute gains t_step C / k, and can
+  go no faster than lambda C / ((stages - 1) k);
+- a block's prologue and epilogue transfers (arrays outside its streamed loop) are exposed: e times
+  their time at HBM bandwidth is added;
+- every launch costs t_launch.
+Works elementwise on numpy arrays, so whole grids of configurations are ranked at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from analyzer.hardware import Profile
+
+
+def datasheet(name: str) -> float:
+    """A parameter's uncalibrated value: efficiencies 1, overheads 0."""
+    return 1.0 if "efficiency" in name else 0.0
+
+
+def params_of(profile: Profile) -> dict[str, float]:
+    return profile.calibration.as_params() if profile.calibration else {}
 
 
 def utilization(groups, sm_count: int):
@@ -26,10 +49,75 @@ def utilization(groups, sm_count: int):
     return groups / (sm_count * np.ceil(groups / sm_count))
 
 
-def compute_times(flops: dict, profile: Profile, dtype: str, groups) -> dict:
-    """Seconds per pipeline, wave quantization included."""
+@dataclass(frozen=True)
+class Parts:
+    """The model's seconds, elementwise."""
+
+    pipes: dict[str, np.ndarray]       # per pipeline, efficiency and wave quantization included
+    compute: np.ndarray                # slowest pipeline or load latency, plus calibrated overheads
+    transfer: np.ndarray               # sum over levels
+    exposed: np.ndarray                # prologue/epilogue transfers and launch, outside the overlap
+
+    @property
+    def total(self) -> np.ndarray:
+        return np.maximum(self.compute, self.transfer) + self.exposed
+
+
+def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray],
+            params: Mapping[str, float], *, chunks=0.0, stages=2.0, resident=1.0, edge=0.0) -> Parts:
+    """The model's formula. `pipes`: each pipeline's datasheet seconds (wave quantization included);
+    `transfers`: each level's datasheet seconds; `chunks`: streamed chunks per SM (waves included);
+    `edge`: prologue and epilogue transfer seconds at HBM bandwidth; `params`: flat parameter names."""
+    get = lambda name: params.get(name, datasheet(name))
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (*pipes.values(), *transfers.values())), ())
+    zero = np.zeros(shape)
+    per_pipe = {p: np.asarray(t, dtype=np.float64) / get(f"pipeline_efficiency.{p}")
+                for p, t in pipes.items()}
+    chunks = np.asarray(chunks, dtype=np.float64)
+    resident = np.maximum(np.asarray(resident, dtype=np.float64), 1.0)
+    latency = get("load_latency_s") * chunks / (np.maximum(np.asarray(stages, dtype=np.float64) - 1, 1)
+                                                * resident)
+    slowest = np.max(np.stack([zero + latency, *(zero + t for t in per_pipe.values())]), axis=0)
+    other = sum((t for p, t in per_pipe.items() if p != "tensor"), zero)
+    compute = slowest + get("softmax_overhead") * other + get("step_overhead_s") * chunks / resident
+    transfer = sum((np.asarray(t, dtype=np.float64) / get(f"bandwidth_efficiency.{lv}")
+                    for lv, t in transfers.items()), zero)
+    exposed = get("edge_exposed") * np.asarray(edge, dtype=np.float64) + get("launch_overhead_s") + zero
+    return Parts(per_pipe, compute, transfer, exposed)
+
+
+def datasheet_pipes(flops: Mapping[str, np.ndarray], profile: Profile, dtype: str, groups) -> dict:
+    """Seconds per pipeline at peak rate, wave quantization included."""
     util = utilization(groups, profile.sm_count)
     return {p: np.asarray(n, dtype=np.float64) / profile.rate(p, dtype) / util for p, n in flops.items()}
+
+
+def chunks_per_sm(steps, groups, profile: Profile):
+    """Streamed chunks each SM works through: all blocks' chunks over N_SM, waves included."""
+    return np.asarray(steps, dtype=np.float64) / (profile.sm_count * utilization(groups, profile.sm_count))
+
+
+def edge_seconds(edge_bytes, profile: Profile):
+    return np.asarray(edge_bytes, dtype=np.float64) / profile.levels[0].bandwidth_bytes_per_s
+
+
+def kernel_parts(values: Mapping[str, np.ndarray], levels: Mapping[str, float], profile: Profile,
+                 dtype: str) -> Parts:
+    """The model's seconds of a kernel from evaluated terms, elementwise: `values` has flops_<pipeline>,
+    groups and <level>_bytes, and may have steps, edge_bytes, stages and resident; `levels` maps
+    level -> seconds per byte at the datasheet bandwidth feeding it."""
+    flops = {k.removeprefix("flops_"): v for k, v in values.items() if k.startswith("flops_")}
+    groups = values["groups"]
+    return seconds(datasheet_pipes(flops, profile, dtype, groups),
+                   {lv: values[f"{lv}_bytes"] * w for lv, w in levels.items()}, params_of(profile),
+                   chunks=chunks_per_sm(values.get("steps", 0.0), groups, profile),
+                   stages=values.get("stages", 2.0), resident=values.get("resident", 1.0),
+                   edge=edge_seconds(values.get("edge_bytes", 0.0), profile))
+
+
+def kernel_time(values: Mapping[str, np.ndarray], levels: Mapping[str, float], profile: Profile,
+                dtype: str) -> np.ndarray:
+    return kernel_parts(values, levels, profile, dtype).total
 
 
 @dataclass(frozen=True)
@@ -38,10 +126,12 @@ class Prediction:
     transfer_s: dict[str, float]       # per level
     utilization: float
     paths: dict[str, str]              # level -> "source->level", to name a transfer bound
+    overhead_s: float = 0.0            # calibrated: exposed non-tensor time, per-chunk overhead, latency
+    exposed_s: float = 0.0             # calibrated: prologue/epilogue transfers and launch
 
     @property
     def compute_time_s(self) -> float:
-        return max(self.compute_s.values(), default=0.0)
+        return max(self.compute_s.values(), default=0.0) + self.overhead_s
 
     @property
     def transfer_time_s(self) -> float:
@@ -49,7 +139,7 @@ class Prediction:
 
     @property
     def time_s(self) -> float:
-        return max(self.compute_time_s, self.transfer_time_s)
+        return max(self.compute_time_s, self.transfer_time_s) + self.exposed_s
 
     @property
     def bound(self) -> str:
@@ -61,7 +151,15 @@ class Prediction:
 
 
 def predict(flops: dict[str, float], transfer_bytes: dict[str, float], weights: dict[str, float],
-            groups: float, profile: Profile, dtype: str, paths: dict[str, str] | None = None) -> Prediction:
-    compute = {p: float(t) for p, t in compute_times(flops, profile, dtype, groups).items()}
-    transfers = {lv: float(transfer_bytes[lv] * weights[lv]) for lv in transfer_bytes}
-    return Prediction(compute, transfers, float(utilization(groups, profile.sm_count)), paths or {})
+            groups: float, profile: Profile, dtype: str, paths: dict[str, str] | None = None,
+            steps: float = 0.0, edge_bytes: float = 0.0) -> Prediction:
+    """One configuration (napkin analyze): two buffers per streamed load, one block per SM."""
+    values = {**{f"flops_{p}": n for p, n in flops.items()}, "groups": groups, "steps": steps,
+              "edge_bytes": edge_bytes, **{f"{lv}_bytes": b for lv, b in transfer_bytes.items()}}
+    parts = kernel_parts(values, weights, profile, dtype)
+    transfers = {lv: float(transfer_bytes[lv] * weights[lv] / params_of(profile).get(
+        f"bandwidth_efficiency.{lv}", 1.0)) for lv in transfer_bytes}
+    per_pipe = {p: float(t) for p, t in parts.pipes.items()}
+    overhead = float(parts.compute) - max(per_pipe.values(), default=0.0)
+    return Prediction(per_pipe, transfers, float(utilization(groups, profile.sm_count)), paths or {},
+                      overhead, float(parts.exposed))
