@@ -196,3 +196,23 @@ def latex(a: Analysis) -> str:
         lines.append(" \\\\\n".join(rows))
         lines.append("\\end{align}")
     return "\n".join(lines)
+
+
+def sweep_text(sweeps, top: int = 0) -> Group:
+    """napkin sweep: one table per kernel, fastest first (analyzer.kernel.sweep.Sweep)."""
+    parts: list = []
+    for s in sweeps:
+        sizes = ", ".join(f"{k}={v}" for k, v in s.sizes.items())
+        model = "calibrated model" if s.calibrated else "datasheet model"
+        parts.append(Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} ({model}), {s.dtype}; {sizes}",
+                          style="bold"))
+        rows = s.rows[:top] if top else s.rows
+        table = _table(f"{len(s.rows)} legal configurations, fastest first"
+                       + (f" (the first {len(rows)})" if len(rows) < len(s.rows) else ""),
+                       "rank", *s.rows[0].tiles, "warps", "stages", "predicted", "throughput", "bound")
+        for i, r in enumerate(rows, 1):
+            row(table, str(i), *(str(v) for v in r.tiles.values()), str(r.num_warps), str(r.num_stages),
+                seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
+        parts += [table, Text(f"ranked in {s.seconds:.2f} s; the first is what napkin kernel "
+                              "chooses at these sizes\n")]
+    return Group(*parts)

@@ -49,9 +49,10 @@ def configurations(diagram: str | Diagram, *, dtype: str | None = None) -> tuple
 def configure(diagram: str | Diagram, gpu: str | Profile, *, config: str | None = None,
               sets: dict[str, int] | None = None, dtype: str | None = None, overhead: float = 0.0,
               strategy: str | None = None, overlap: str | None = None,
-              kernel: str | None = None, dtypes: dict[str, str] | None = None) -> ConfigurationReport:
+              kernel: str | None = None, dtypes: dict[str, str] | None = None,
+              schedule_overlap_: bool = True) -> ConfigurationReport:
     """Every table of Section 5 for one configuration; `strategy`, `overlap` and `kernel` override its
-    own."""
+    own. schedule_overlap_=False skips Section 6's warpgroup schedule (what legality does not need)."""
     d = load(diagram, dtype=dtype) if isinstance(diagram, str) else diagram
     profile, gpu_source = _profile(gpu)
     if not 0 <= overhead <= 10:
@@ -74,6 +75,8 @@ def configure(diagram: str | Diagram, gpu: str | Profile, *, config: str | None 
     trouble = problems(setting, variables, caps)
     comp = compute(setting)
     thr = throughput(setting, variables, comp)
+    if not schedule_overlap_:
+        return _report(d, profile, gpu_source, setting, variables, caps, trouble, comp, thr, None)
     try:
         ov = schedule_overlap(comp, groups=setting.warpgroups, strategy=setting.overlap,
                               overhead=overhead)
@@ -366,7 +369,7 @@ def _report(d, profile, gpu_source, setting: Setting, variables, caps, trouble, 
             sm_count=thr.sm_count, rows=thr.rows, load_time_s=thr.load_time_s, min_rows=thr.min_rows,
             compute_time_s=thr.compute_time_s, ops_per_chunk=thr.ops_per_chunk,
             throughput_flops_per_s=thr.throughput_flops_per_s, bound=thr.bound),
-        overlap=OverlapOut(
+        overlap=None if ov is None else OverlapOut(
             strategy=ov.strategy, groups=ov.groups, overhead=ov.overhead,
             stages={st.name: st.clocks for st in ov.stages}, period_clocks_per_row=ov.period,
             bound_clocks_per_row=ov.bound,

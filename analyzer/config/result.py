@@ -142,7 +142,7 @@ class ConfigurationReport(Out):
     capacity: list[CapacityOut]
     compute: ComputeOut
     throughput: ThroughputOut
-    overlap: OverlapOut
+    overlap: OverlapOut | None
     fits: bool
     problems: list[str] = Field(description="Why it does not fit, naming the variables.")
     notes: list[str]

@@ -1,17 +1,18 @@
 """Which configuration a generated kernel realises: tile sizes, warps and pipelining stages.
 
 The numbers come from `napkin configure` (Section 5): a named configuration from the diagram file, or
-else the best of the legal configurations the model ranks. A candidate is a block of rows g = N w (N
-tensor-core thread groups of w rows, w the tensor cores' m), a stream chunk s and 2 or 3 buffers per
-streamed load (stages). Each is configured for the GPU with the element types the generated kernel
-keeps: contraction outputs and the softmax auxiliaries in fp32 registers. Those whose variables
-overflow SMEM or the registers (Table 2), or leave a thread fewer than 16 registers of its own, are
-dropped, and the rest are ranked by the predicted
-throughput (Appendix B.0.1 times the overlap of Section 6). Ties go first to more buffers (they hide
-load latency, which B.0.1 does not count, and cost only SMEM that is free once the candidate fits),
-then to the larger chunk: every chunk pays one accumulator rescale and one synchronisation, the
-per-chunk overhead that Section 6 names as the small-tile hypothesis. bench/tiles_h200.py measures
-how these rules rank against the alternatives on an H200 (docs/kernels.md).
+else the fastest of the legal configurations by the model's predicted time. A candidate is a block of
+rows g = N w (N tensor-core thread groups of w rows, w one or two of the tensor cores' m), a stream
+chunk s and 2 or 3 buffers per streamed load (stages). Each is configured for the GPU with the element
+types the generated kernel keeps: contraction outputs and the softmax auxiliaries in fp32 registers.
+Those whose variables overflow SMEM or the registers (Table 2), or leave a thread fewer than 16
+registers of its own, are dropped; so are those that break a divisor rule (5.4, block skipping). The
+rest are ranked by the predicted time of napkin analyze's model (analyzer.model.predict, with the
+profile's calibration when it has one). Ties go first to more buffers (they hide load latency, which
+the datasheet model does not count, and cost only SMEM that is free once the candidate fits), then to
+the larger chunk (fewer per-chunk rescales and synchronisations: Section 6.3's small-tile overhead),
+then to more rows. `napkin sweep` lists the whole ranking; bench/sweep_h200.py measures it on an H200
+(docs/validation.md).
 
 Triton's tiles are powers of two (`tl.arange`) of at least 16 (`tl.dot`), which bounds the candidates.
 """
@@ -21,6 +22,8 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from analyzer.config.configure import configure
 from analyzer.config.result import ConfigurationReport
@@ -60,38 +63,110 @@ def from_report(report: ConfigurationReport, profile: Profile, tiles: set[str], 
 
 def choose(d: Diagram, profile: Profile, kernel: str, tiles: set[str], *, config: str | None = None,
            sets: dict[str, int] | None = None, dtype: str | None = None) -> Choice:
-    """The configuration of `kernel` of diagram `d` on `profile` (`tiles`: its partition symbols)."""
+    """The configuration of `kernel` of diagram `d` on `profile` (`tiles`: its partition symbols),
+    ranked at the diagram's default sizes with `sets` applied."""
     sets = dict(sets or {})
     if config is not None:
         report = configure(d, profile, config=config, sets=sets, dtype=dtype, kernel=kernel,
                            dtypes=kept_dtypes(d, kernel))
         return from_report(report, profile, tiles, f"{d.name}'s configuration {config!r}")
-    best: tuple[tuple, ConfigurationReport] | None = None
-    count = 0
+    ranked = rank(d, profile, kernel, sets, legal(d, profile, kernel, sets, dtype))
+    best, time_s, flops = ranked[0]
+    source = (f"the fastest of {len(ranked)} legal configurations by predicted time "
+              f"(napkin sweep, {profile.name})")
+    return Choice(best.kernel, {k: v for k, v in best.tiles.items() if k in tiles}, best.num_warps,
+                  best.num_stages, source, flops / time_s, len(ranked), best.report)
+
+
+def legal(d: Diagram, profile: Profile, kernel: str, sets: dict[str, int], dtype: str | None) -> list[Choice]:
+    """Every candidate that configures and fits (Table 2) with registers to spare; `sets` pins sizes
+    and tiles (the head dim, --set g_q=128)."""
+    key = (id(d), id(profile), kernel, tuple(sorted(sets.items())), dtype)
+    hit = _LEGAL.get(key)
+    if hit is None or hit[0] is not d or hit[1] is not profile:   # ids are reused after collection
+        if len(_LEGAL) >= 64:
+            _LEGAL.clear()
+        hit = _LEGAL[key] = (d, profile, _legal(d, profile, kernel, key[3], dtype))
+    if isinstance(hit[2], NapkinError):
+        raise hit[2]
+    return list(hit[2])
+
+
+_LEGAL: dict[tuple, tuple] = {}     # one configure per candidate, however many shapes rank them
+
+
+def _legal(d: Diagram, profile: Profile, kernel: str, sets: tuple, dtype: str | None):
+    out: list[Choice] = []
     first_error: NapkinError | None = None
-    for candidate in candidates(d, profile, kernel, sets, dtype):
+    tried = 0
+    sets_d = dict(sets)
+    for candidate in candidates(d, profile, kernel, sets_d, dtype):
+        tried += 1
         try:
             report = configure(d, profile, sets=candidate, dtype=dtype, kernel=kernel,
-                               dtypes=kept_dtypes(d, kernel))
+                               dtypes=kept_dtypes(d, kernel), schedule_overlap_=False)
         except NapkinError as exc:
             first_error = first_error or exc
             continue
         if not report.fits or not _headroom(report):
             continue
-        count += 1
-        rate = report.throughput.throughput_flops_per_s * report.overlap.utilization
-        stream = max((v for k, v in candidate.items() if k.startswith("s_")), default=0)
-        key = (rate, candidate["stages"], stream)
-        if best is None or _better(key, best[0]):
-            best = (key, report)
-    if best is None:
-        if first_error is not None and sets:
-            raise first_error
-        raise NapkinError(f"no configuration of kernel {kernel!r} fits {profile.name}",
-                          file=d.source, hint="pin smaller tiles with --set, or pick another GPU")
-    source = (f"the best of {count} legal configurations ranked by predicted throughput "
-              f"(napkin configure, {profile.name})")
-    return from_report(best[1], profile, tiles, source, count)
+        tiles = {k: v for k, v in report.values.items() if k in _partition(d, kernel)}
+        out.append(from_report(report, profile, set(tiles), "a legal configuration"))
+    if not out:
+        if first_error is not None and sets_d:
+            return first_error
+        return NapkinError(f"no configuration of kernel {kernel!r} fits {profile.name} "
+                           f"({tried} tried)", file=d.source,
+                           hint="pin smaller tiles with --set, or pick another GPU")
+    return out
+
+
+def _partition(d: Diagram, kernel: str) -> set[str]:
+    return {s.name for k in d.kernels if k.name == kernel for p in k.partitions.values()
+            for s in p.symbols}
+
+
+def rank(d: Diagram, profile: Profile, kernel: str, sets: dict[str, int], choices: list[Choice],
+         terms=None) -> list[tuple[Choice, float, float]]:
+    """(configuration, predicted seconds, tensor FLOPs), fastest first, of those that obey the divisor
+    rules; `terms` (analyzer.analysis.Terms at these configurations) saves evaluating them again."""
+    from analyzer.analysis import TermModel
+    if terms is None:
+        terms = TermModel(d, profile, kernel).terms(sets, [c.tiles for c in choices])
+    terms.values["stages"] = np.array([c.num_stages for c in choices], dtype=np.float64)
+    terms.values["resident"] = np.array([resident_blocks(c, profile) for c in choices], dtype=np.float64)
+    times = terms.time(profile)
+    keep = [i for i in range(len(choices)) if not terms.values["broken"][i]]
+    if not keep:
+        reason = terms.values["broken"][0] if len(choices) else "no candidates"
+        raise NapkinError(f"no legal configuration of kernel {kernel!r} on {profile.name}: {reason}",
+                          file=d.source, hint="pin tile sizes that obey it with --set")
+
+    def key(i: int) -> tuple:
+        c = choices[i]
+        stream = max((v for k, v in c.tiles.items() if k.startswith("s_")), default=0)
+        rows = max((v for k, v in c.tiles.items() if k.startswith("g_")), default=0)
+        tie = math.floor(math.log(times[i]) / math.log1p(TIE)) if times[i] > 0 else 0
+        return (tie, -c.num_stages, -stream, -rows, c.num_warps, float(times[i]))
+
+    flops = terms.values["flops_tensor"]
+    return [(choices[i], float(times[i]), float(flops[i])) for i in sorted(keep, key=key)]
+
+
+def resident_blocks(c: Choice, profile: Profile) -> int:
+    """Thread blocks of this configuration one SM holds at once: what its SMEM (Table 2, with every
+    stage's buffers), its threads and its registers (Table 1's share per thread plus the reserve)
+    leave room for."""
+    threads = c.num_warps * profile.threads.warp_size
+    limits = [profile.threads.per_sm_max // threads, profile.threads.blocks_per_sm_max]
+    for cap in c.report.capacity if c.report else ():
+        used = cap.block_bytes + cap.n * cap.group_bytes
+        if cap.storage == "smem" and used > 0:
+            limits.append(int(profile.level("smem").capacity_bytes // used))
+        elif cap.storage == "registers":
+            per_thread = min(profile.registers.per_thread_max, used / threads / 4 + RESERVE_REGISTERS)
+            limits.append(int(profile.registers.per_sm // (per_thread * threads)))
+    return max(1, min(limits))
 
 
 def _headroom(report: ConfigurationReport) -> bool:
@@ -100,14 +175,6 @@ def _headroom(report: ConfigurationReport) -> bool:
         if c.storage == "registers" and c.excess_thread_bytes is not None:
             return c.excess_thread_bytes >= RESERVE_REGISTERS * 4
     return True
-
-
-def _better(key: tuple, than: tuple) -> bool:
-    rate, *rest = key
-    best_rate, *best_rest = than
-    if rate > best_rate * (1 + TIE):
-        return True
-    return rate >= best_rate * (1 - TIE) and tuple(rest) > tuple(best_rest)
 
 
 def kept_dtypes(d: Diagram, kernel: str) -> dict[str, str]:
@@ -124,21 +191,25 @@ def candidates(d: Diagram, profile: Profile, kernel: str, sets: dict[str, int], 
     s = schedule_of(d, kernel)
     names = names_of(s)
     mma = profile.divisors.mma.get(dtype or d.dtype)
-    w = sets.get(names.w) or (mma.m if mma else profile.threads.warp_size)
+    m = mma.m if mma else profile.threads.warp_size
+    w_options = [sets[names.w]] if names.w in sets else [m, 2 * m]   # rows per tensor-core group
     low = max(TILE_MIN, *(getattr(mma, k) for k in ("n", "k"))) if mma else TILE_MIN
     powers = [2 ** i for i in range(int(math.log2(low)), int(math.log2(TILE_MAX)) + 1)]
     row_groups = names.row_groups
     fixed = {sym.name: 1 for axis, sym in s.partition.group if axis in batch_axes(s)}
-    rows_options = ([sets[row_groups[-1]]] if row_groups[-1] in sets else
-                    [n * w for n in range(1, 5) if n * w <= TILE_MAX and _pow2(n * w)])
+    rows_w = [(n * w, w) for w in w_options for n in range(1, 5)
+              if n * w <= TILE_MAX and _pow2(n * w)]
+    if row_groups[-1] in sets:
+        rows_w = [(r, w) for r, w in rows_w if r == sets[row_groups[-1]]] or \
+            [(sets[row_groups[-1]], w_options[0])]
     stream_options = [sets[names.s]] if names.s in sets else powers
     stage_options = [sets["stages"]] if "stages" in sets else STAGES
     # other tiled axes (matmul's columns g_c): powers of two, as Triton's tiles are
     others = [sym.name for axis, sym in s.partition.group
               if sym.name not in row_groups and sym.name not in fixed and sym.name not in sets]
     columns = [p for p in powers if p >= 64] if others else [None]
-    for rows, chunk, stages, column in itertools.product(rows_options, stream_options, stage_options,
-                                                         columns):
+    for (rows, w), chunk, stages, column in itertools.product(rows_w, stream_options, stage_options,
+                                                              columns):
         c = {**fixed, **sets, row_groups[-1]: rows, names.w: w, "stages": stages}
         c.update({name: column for name in others if column is not None})
         for extra in row_groups[:-1]:

@@ -84,20 +84,24 @@ def _padded(k, dim) -> bool:
     return False
 
 
+def config_names(k) -> dict[str, str]:
+    """Partition symbol -> the name of its entry in CONFIGS (g_q -> TILE_Q, s_x -> BLOCK_X)."""
+    p = k.plan
+    sizes = p.schedule.partition.group_sizes
+    names = {sizes[a].name: tr.tile(a) for dim in p.groups for a in dim.axes}
+    if p.stream is not None:
+        names[p.schedule.partition.stream[1].name] = p.stream.block
+    return names
+
+
 def _configs(g) -> str:
     lines = ["# The configuration of each kernel (napkin configure), keyed by head dim where it has one",
              "CONFIGS = {"]
     for k in g.kernels:
         p = k.plan
-        sizes = p.schedule.partition.group_sizes
         lines.append(f"    {p.name!r}: {{")
         for key, c in k.choices.items():
-            entry = {}
-            for dim in p.groups:
-                for a in dim.axes:
-                    entry[tr.tile(a)] = c.tiles.get(sizes[a].name, 1)
-            if p.stream is not None:
-                entry[p.stream.block] = c.tiles[p.schedule.partition.stream[1].name]
+            entry = {name: c.tiles.get(symbol, 1) for symbol, name in config_names(k).items()}
             entry["num_warps"] = c.num_warps
             entry["num_stages"] = c.num_stages
             body = ", ".join(f"{n!r}: {v}" for n, v in entry.items())
