@@ -230,6 +230,77 @@ def kernel(
 
 
 @app.command()
+def sweep(
+    diagram: DiagramArg,
+    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU profile name or alias, or a profile "
+                                                         ".yaml file (h200-calibrated: fitted).")] = "h100",
+    dtype: Annotated[str, typer.Option(help="fp16 or bf16.")] = "fp16",
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", "-s", help="A size of the weaved diagram (batch=4, heads=16, q=4096, d=128) or a "
+                            "pinned tile (g_q=128); repeatable.")] = None,
+    kernel: Annotated[Optional[str], typer.Option(help="Rank this kernel only.")] = None,
+    top: Annotated[int, typer.Option(help="Show the fastest N (0: all).", min=0)] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the ranking as JSON.")] = False,
+) -> None:
+    """Every legal configuration (tiles, warps, stages) with its predicted time, fastest first."""
+    from analyzer.kernel.sweep import sweep as run
+    from analyzer.report import sweep_text
+    if dtype not in ("fp16", "bf16"):
+        raise NapkinError(f"--dtype {dtype!r}: generated kernels take fp16 or bf16")
+    result = run(diagram, gpu, dtype=dtype, sets=_parse_sets(set_ or []), kernel=kernel)
+    if as_json:
+        typer.echo(json.dumps([s.as_dict() for s in result], indent=2))
+        return
+    _console().print(sweep_text(result, top))
+
+
+@app.command()
+def calibrate(
+    recording: Annotated[str, typer.Argument(help="A recording of measured configurations "
+                                                  "(bench/results/sweep_h200.json).")],
+    gpu: Annotated[str, typer.Option("--gpu", "-g",
+                                     help="The profile the recording was swept on.")] = "h200",
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", help="Write the calibrated profile here (hardware/h200-calibrated.yaml).")] = None,
+    report: Annotated[Optional[str], typer.Option(help="Write the validation report (markdown).")] = None,
+    plot: Annotated[Optional[str], typer.Option(help="Write the predicted-against-measured scatter here "
+                                                     "(.png, .svg or .pdf).")] = None,
+    held_out: Annotated[Optional[list[str]], typer.Option(
+        "--held-out", help="FAMILY=SIZE held out of the fit (default attention=8192, matmul=6144); "
+                           "repeatable.")] = None,
+    samples: Annotated[int, typer.Option(help="Bootstrap refits for the uncertainties.", min=2,
+                                         max=1000)] = 40,
+) -> None:
+    """Fit the model's stated assumptions to measured times; write a calibrated profile and a report."""
+    from analyzer.calibrate.calibrate import calibrate as run
+    from analyzer.calibrate.report import write
+    if plot:
+        from analyzer.plot.output import output_format
+        output_format(plot)
+    sizes = None
+    if held_out:
+        sizes = {}
+        for item in held_out:
+            family, _, size = item.partition("=")
+            if not family or not size.isdigit():
+                raise NapkinError(f"--held-out {item!r}: expected FAMILY=SIZE, e.g. attention=8192")
+            sizes[family] = int(size)
+    result = run(recording, gpu, held_out_size=sizes, samples=samples)
+    words = ["napkin", "calibrate", recording, "--gpu", gpu]
+    for flag, value in (("-o", output), ("--report", report), ("--plot", plot)):
+        if value:
+            words += [flag, value]
+    words += [f"--held-out={h}" for h in held_out or []]
+    if samples != 40:
+        words += ["--samples", str(samples)]
+    for path in write(result, " ".join(words), output, report, plot):
+        _wrote(path)
+    cal = result.calibrated.calibration
+    for name, value in cal.as_params().items():
+        typer.echo(f"  {name} = {value:.4g}")
+
+
+@app.command()
 def draw(diagram: DiagramArg, output: OutputOpt,
          kernel: Annotated[Optional[str], typer.Option(help="Show this kernel's relabellings "
                                                             "(default: the first).")] = None) -> None:

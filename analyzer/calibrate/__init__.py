@@ -1,0 +1,1 @@
+"""napkin calibrate: fit the model's stated assumptions to measured times (docs/validation.md)."""

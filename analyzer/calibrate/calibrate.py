@@ -1,0 +1,102 @@
+"""The pipeline of `napkin calibrate`: recording + GPU profile -> calibrated profile + validation.
+
+    recording (bench/sweep_h200.py) -> measured records -> the model's terms of each, derived again
+    from its diagram (components) -> held-out split -> robust fit on the training records, bootstrap
+    uncertainties -> predictions before (datasheet) and after -> errors, rank correlation and the
+    model's first choice per shape (napkin sweep with each profile) -> a calibrated profile
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analyzer.calibrate.components import components, measured
+from analyzer.calibrate.fit import FITTED, Fit, bootstrap, fit
+from analyzer.calibrate.record import Record, Recording, load_recording
+from analyzer.calibrate.validate import Validation, shape_of, split, validate
+from analyzer.config.configure import _profile
+from analyzer.errors import NapkinError
+from analyzer.hardware import OVERHEADS, Calibration, Estimate, Profile
+
+
+@dataclass(frozen=True)
+class Result:
+    recording: Recording
+    source: str                      # the recording's path as given
+    records: list[Record]            # measured, in order
+    splits: np.ndarray
+    base: Profile                    # the datasheet profile
+    calibrated: Profile
+    fit: Fit
+    predictions: dict[str, np.ndarray]
+    validation: Validation
+    ranking_seconds: float           # the slowest napkin sweep of the calibrated profile
+
+
+def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, int] | None = None,
+              samples: int = 40, name: str | None = None) -> Result:
+    rec = load_recording(recording)
+    records = measured(rec)
+    base, _ = _profile(gpu)
+    base = base.model_copy(update={"calibration": None})
+    c = components(records, base)
+    splits = split(records, held_out_size)
+    train = np.where(splits == "train")[0]
+    if len(train) < 2 * len(FITTED):
+        raise NapkinError(f"{recording}: {len(train)} training records are too few to fit "
+                          f"{len(FITTED)} parameters", hint="record more configurations")
+    best = bootstrap(c.take(train), fit(c.take(train)), samples=samples)
+    calibrated = calibrated_profile(base, best, rec, recording, name, len(train))
+    predictions = {"datasheet": c.time({}), "calibrated": c.time(best.values)}
+    choices, slowest = {}, 0.0
+    for label, profile in (("datasheet", base), ("calibrated", calibrated)):
+        choices[label], seconds = first_choices(records, profile)
+        slowest = max(slowest, seconds) if label == "calibrated" else slowest
+    v = validate(records, predictions, splits, choices)
+    return Result(rec, recording, records, splits, base, calibrated, best, predictions, v, slowest)
+
+
+def first_choices(records: list[Record], profile: Profile) -> tuple[dict[tuple, str], float]:
+    """Per shape, the configuration napkin sweep ranks first with `profile`; and the longest time a
+    ranking took."""
+    from analyzer.kernel.sweep import sweep
+    out, slowest = {}, 0.0
+    seen: dict[tuple, Record] = {}
+    for r in records:
+        seen.setdefault(shape_of(r), r)
+    for shape, r in seen.items():
+        s = sweep(r.diagram, profile, dtype=r.dtype, sets=r.sizes, kernel=r.kernel)[0]
+        slowest = max(slowest, s.seconds)
+        top = s.rows[0]
+        tiles = " ".join(f"{k}={v}" for k, v in sorted(top.tiles.items()))
+        out[shape] = f"{r.diagram} d={r.head_dim} {tiles} w{top.num_warps} s{top.num_stages}"
+    return out, slowest
+
+
+def _estimate(value: float, error: float | None) -> Estimate:
+    return Estimate(value=float(f"{value:.4g}"),
+                    uncertainty=None if error is None or not np.isfinite(error) else float(f"{error:.2g}"))
+
+
+def calibrated_profile(base: Profile, f: Fit, rec: Recording, source: str, name: str | None,
+                       train: int) -> Profile:
+    meta = rec.meta
+    grouped: dict = {"pipeline_efficiency": {}, "bandwidth_efficiency": {}}
+    for n in f.names:
+        e = _estimate(f.values[n], f.uncertainty.get(n))
+        group, _, key = n.partition(".")
+        if key:
+            grouped[group][key] = e
+        elif n in OVERHEADS:
+            grouped[n] = e
+    cal = Calibration(
+        source=(f"{source}: {meta.get('command', '?')} on one {meta.get('gpu', 'GPU')}, "
+                f"{meta.get('date', '?')}; {train} training configurations, robust fit with "
+                f"{f.samples} bootstrap refits (napkin calibrate)"),
+        **grouped,
+        fit={"training_records": train, "rms_log_error": float(f"{f.rms_log_error:.3g}")})
+    return base.model_copy(update={"name": name or f"{base.name}-calibrated", "aliases": [],
+                                   "description": f"{base.description}, model fitted to measurements",
+                                   "calibration": cal})

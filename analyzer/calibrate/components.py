@@ -1,0 +1,77 @@
+"""The model's terms of every recorded configuration, derived again from its diagram.
+
+    recording -> per diagram: weaved diagram, legal configurations (napkin sweep's)
+    -> per problem size: the symbolic model evaluated at the recorded tiles (analyzer.analysis.TermModel)
+    -> datasheet seconds per pipeline and level, chunks per SM, stages, resident blocks, exposed edge
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import numpy as np
+
+from analyzer.analysis import TermModel, load
+from analyzer.calibrate.fit import Components
+from analyzer.calibrate.record import Record, Recording
+from analyzer.diagram.primitives import PIPELINES
+from analyzer.errors import NapkinError
+from analyzer.hardware import Profile
+from analyzer.kernel.choose import legal, resident_blocks
+from analyzer.kernel.interface import Attention, interface
+from analyzer.kernel.weave import compile_woven, source_data
+from analyzer.model.predict import chunks_per_sm, datasheet_pipes, edge_seconds
+
+
+def measured(recording: Recording) -> list[Record]:
+    return [r for r in recording.records if r.status == "ok" and r.time_s]
+
+
+def components(records: list[Record], profile: Profile) -> Components:
+    """One entry per record, in order."""
+    n = len(records)
+    pipes = {p: np.zeros(n) for p in PIPELINES}
+    transfers: dict[str, np.ndarray] = {}
+    chunks, stages, resident, edge = (np.zeros(n) for _ in range(4))
+    by_shape: dict[tuple, list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        by_shape[(r.diagram, r.dtype, r.kernel, json.dumps(r.sizes, sort_keys=True))].append(i)
+    models: dict[tuple, tuple] = {}
+    for (diagram, dtype, kernel, sizes), index in by_shape.items():
+        if (diagram, dtype, kernel) not in models:
+            models[(diagram, dtype, kernel)] = _model(diagram, dtype, kernel, profile)
+        base, roles, model = models[(diagram, dtype, kernel)]
+        terms = model.terms(json.loads(sizes), [{**records[i].tiles, **records[i].woven} for i in index])
+        v = terms.values
+        for p, t in datasheet_pipes({p: v[f"flops_{p}"] for p in PIPELINES}, profile, dtype,
+                                    v["groups"]).items():
+            pipes[p][index] = t
+        for lv, w in terms.weights.items():
+            transfers.setdefault(lv, np.zeros(n))[index] = v[f"{lv}_bytes"] * w
+        chunks[index] = chunks_per_sm(v["steps"], v["groups"], profile)
+        edge[index] = edge_seconds(v["edge_bytes"], profile)
+        for i in index:
+            stages[i] = records[i].num_stages
+            resident[i] = resident_blocks(_choice(base, roles, profile, records[i]), profile)
+    return Components({p: t for p, t in pipes.items() if t.any()}, transfers, chunks, stages, resident,
+                      edge, np.array([r.time_s for r in records], dtype=np.float64))
+
+
+def _model(diagram: str, dtype: str, kernel: str, profile: Profile):
+    base = load(diagram, dtype=dtype)
+    roles = interface(base)
+    data, source = source_data(diagram, dtype)
+    woven = compile_woven(data, source, roles.outer)
+    return base, roles, TermModel(woven, profile, kernel)
+
+
+def _choice(base, roles, profile: Profile, r: Record):
+    pins = {}
+    if isinstance(roles, Attention) and r.head_dim is not None:
+        pins = {str(s): r.head_dim for s in base.size(roles.head_dim).free_symbols}
+    for c in legal(base, profile, r.kernel, pins, r.dtype):
+        if c.tiles == r.tiles and c.num_warps == r.num_warps and c.num_stages == r.num_stages:
+            return c
+    raise NapkinError(f"recorded configuration {r.config_key} is not a legal configuration on "
+                      f"{profile.name}", hint="calibrate against the profile the recording was swept on")

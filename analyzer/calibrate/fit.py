@@ -1,0 +1,141 @@
+"""Fit the model's stated assumptions to measured times (napkin calibrate).
+
+The formula is the model's own (analyzer.model.predict.seconds); the parameters it names
+(efficiencies, the softmax overhead, the per-chunk overhead, the load latency, the exposed prologue
+and epilogue, the launch overhead) are fitted by Levenberg-Marquardt on log(model / measured), so each
+configuration counts by its relative error, reweighted (Huber) so that a few configurations the model
+cannot describe do not pull the rest. Each parameter is fitted in log space, which keeps it positive.
+Uncertainties are bootstrap standard errors: the fit repeated on configurations drawn with
+replacement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analyzer.model.predict import datasheet, seconds
+
+HUBER = 0.1          # log residual beyond which a configuration counts linearly (about 10 % off)
+IRLS = 6             # reweighting rounds
+START = {"softmax_overhead": 0.3, "step_overhead_s": 1e-7, "load_latency_s": 5e-7, "edge_exposed": 1.0,
+         "launch_overhead_s": 5e-6}
+FITTED = ("pipeline_efficiency.tensor", "bandwidth_efficiency.smem", "softmax_overhead",
+          "step_overhead_s", "load_latency_s", "edge_exposed", "launch_overhead_s")
+
+
+@dataclass(frozen=True)
+class Components:
+    """The model's datasheet terms of each recorded configuration (arrays, one entry per record)."""
+
+    pipes: dict[str, np.ndarray]          # pipeline -> seconds at peak rate, wave quantization included
+    transfers: dict[str, np.ndarray]      # level -> seconds at datasheet bandwidth
+    chunks: np.ndarray                    # streamed chunks per SM
+    stages: np.ndarray                    # buffers per streamed load
+    resident: np.ndarray                  # thread blocks one SM holds at once
+    edge: np.ndarray                      # prologue and epilogue transfer seconds at HBM bandwidth
+    measured: np.ndarray                  # seconds
+
+    def __len__(self) -> int:
+        return len(self.measured)
+
+    def take(self, index) -> Components:
+        index = np.asarray(index)
+        return Components({k: v[index] for k, v in self.pipes.items()},
+                          {k: v[index] for k, v in self.transfers.items()}, self.chunks[index],
+                          self.stages[index], self.resident[index], self.edge[index], self.measured[index])
+
+    def time(self, params: dict[str, float]) -> np.ndarray:
+        """The model's seconds per record with these parameters (absent ones at datasheet values)."""
+        return seconds(self.pipes, self.transfers, params, chunks=self.chunks, stages=self.stages,
+                       resident=self.resident, edge=self.edge).total
+
+
+def parameter_names(c: Components) -> list[str]:
+    """Every parameter the model has for these records."""
+    return ([f"pipeline_efficiency.{p}" for p in c.pipes]
+            + [f"bandwidth_efficiency.{lv}" for lv in c.transfers]
+            + ["softmax_overhead", "step_overhead_s", "load_latency_s", "edge_exposed",
+               "launch_overhead_s"])
+
+
+@dataclass(frozen=True)
+class Fit:
+    names: tuple[str, ...]                # the fitted parameters
+    values: dict[str, float]
+    uncertainty: dict[str, float] = field(default_factory=dict)   # bootstrap standard errors
+    rms_log_error: float = float("nan")
+    iterations: int = 0
+    samples: int = 0                      # bootstrap fits
+
+
+def _residual(c: Components, names, theta, weights=None) -> np.ndarray:
+    r = np.log(c.time(dict(zip(names, np.exp(theta), strict=True)))) - np.log(c.measured)
+    return r if weights is None else r * weights
+
+
+LATENCY_STARTS = (1e-7, 5e-7, 1e-6, 2e-6)   # the latency bound is flat until it binds: several starts
+
+
+def fit(c: Components, names=FITTED, *, start: dict[str, float] | None = None, huber: float | None = HUBER,
+        max_iterations: int = 100) -> Fit:
+    """The parameters `names` that best explain `c.measured` (robust least squares in log space): the
+    best of fits started at several load latencies, or at `start` alone."""
+    if start is not None or "load_latency_s" not in names:
+        return _fit(c, tuple(names), start or {}, huber, max_iterations)
+    fits = [_fit(c, tuple(names), {"load_latency_s": s}, huber, max_iterations) for s in LATENCY_STARTS]
+    return min(fits, key=lambda f: f.rms_log_error)
+
+
+def _fit(c: Components, names: tuple[str, ...], start: dict[str, float], huber: float | None,
+         max_iterations: int) -> Fit:
+    values = {n: start.get(n, START.get(n, datasheet(n) or 1e-3)) for n in names}
+    weights, result = None, None
+    for _ in range(IRLS if huber else 1):
+        result = _lm(c, names, values, weights, max_iterations)
+        values = result.values
+        r = _residual(c, names, np.log([values[n] for n in names]))
+        weights = np.sqrt(np.minimum(1.0, huber / np.maximum(np.abs(r), 1e-12))) if huber else None
+    assert result is not None
+    r = _residual(c, names, np.log([values[n] for n in names]))
+    return Fit(names, values, {}, float(np.sqrt(np.mean(r * r))), result.iterations)
+
+
+def _lm(c: Components, names: tuple[str, ...], start: dict[str, float], weights, max_iterations: int) -> Fit:
+    theta = np.log([start[n] for n in names])
+    r = _residual(c, names, theta, weights)
+    cost, lam, iterations = float(r @ r), 1e-3, 0
+    for _ in range(max_iterations):
+        iterations += 1
+        jac = np.empty((len(r), len(names)))
+        for j in range(len(names)):
+            step = np.zeros(len(names))
+            step[j] = 1e-6
+            jac[:, j] = (_residual(c, names, theta + step, weights) - r) / 1e-6
+        jtj, jtr = jac.T @ jac, jac.T @ r
+        gain = 0.0
+        while lam < 1e12:
+            a = jtj + lam * np.diag(np.maximum(np.diag(jtj), 1e-12))
+            trial = theta + np.clip(np.linalg.lstsq(a, -jtr, rcond=None)[0], -5, 5)
+            r_trial = _residual(c, names, trial, weights)
+            cost_trial = float(r_trial @ r_trial)
+            if np.isfinite(cost_trial) and cost_trial < cost:
+                gain = cost - cost_trial
+                theta, r, cost, lam = trial, r_trial, cost_trial, max(lam / 10, 1e-9)
+                break
+            lam *= 10
+        if gain <= 1e-10 * max(cost, 1e-30):
+            break
+    return Fit(names, dict(zip(names, (float(v) for v in np.exp(theta)), strict=True)),
+               iterations=iterations)
+
+
+def bootstrap(c: Components, best: Fit, *, samples: int = 40, seed: int = 0) -> Fit:
+    """`best` with bootstrap standard errors: the fit repeated on records drawn with replacement."""
+    rng = np.random.default_rng(seed)
+    draws = np.array([[fit(c.take(rng.integers(0, len(c), len(c))), best.names, start=best.values).values[n]
+                       for n in best.names] for _ in range(samples)])
+    spread = np.std(draws, axis=0, ddof=1) if samples > 1 else np.full(len(best.names), np.nan)
+    return Fit(best.names, best.values, {n: float(s) for n, s in zip(best.names, spread, strict=True)},
+               best.rms_log_error, best.iterations, samples)

@@ -1,0 +1,140 @@
+"""How well the model predicts measured times: held-out splits, errors, rank correlation, and how far
+the configuration the model chooses is from the best measured one (docs/validation.md).
+
+Held out of the fit: a quarter of the configurations (chosen by a hash of the configuration, so the
+split is the same on every run) at every size, and every configuration at one size per family
+(attention's sequence length 8192, matmul's 6144 by default).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analyzer.calibrate.record import Record
+
+HELD_OUT_SIZE = {"attention": 8192, "matmul": 6144}
+HELD_OUT_SHARE = 4          # one configuration in 4
+
+
+def split(records: list[Record], held_out_size: dict[str, int] | None = None) -> np.ndarray:
+    """Per record: "train", "configs" (a held-out configuration) or "size" (the held-out size)."""
+    sizes = held_out_size or HELD_OUT_SIZE
+    out = []
+    for r in records:
+        if sizes.get(r.family) == r.seqlen:
+            out.append("size")
+        elif zlib.crc32(r.config_key.encode()) % HELD_OUT_SHARE == 0:
+            out.append("configs")
+        else:
+            out.append("train")
+    return np.array(out)
+
+
+@dataclass(frozen=True)
+class Errors:
+    count: int
+    median: float           # of |predicted / measured - 1|
+    p90: float
+    worst: float
+    bias: float             # median of predicted / measured
+
+
+def errors(predicted: np.ndarray, measured: np.ndarray) -> Errors:
+    if len(measured) == 0:
+        return Errors(0, float("nan"), float("nan"), float("nan"), float("nan"))
+    ratio = predicted / measured
+    e = np.abs(ratio - 1)
+    return Errors(len(e), float(np.median(e)), float(np.quantile(e, 0.9)), float(e.max()),
+                  float(np.median(ratio)))
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Rank correlation (ties share their mean rank)."""
+    if len(a) < 2:
+        return float("nan")
+    ra, rb = _ranks(a), _ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x))
+    for value in np.unique(x):          # ties: the mean rank
+        tied = x == value
+        if tied.sum() > 1:
+            ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def shape_of(r: Record) -> tuple:
+    return (r.family, r.diagram, r.head_dim or 0, r.seqlen)
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    """One problem size: how the model ranks its configurations against the measurement."""
+
+    shape: tuple
+    configs: int
+    spearman: float
+    chosen: str                  # the model's first configuration
+    chosen_s: float              # its measured time
+    best: str
+    best_s: float
+
+    @property
+    def chosen_over_best(self) -> float:
+        return self.chosen_s / self.best_s
+
+
+def by_shape(records: list[Record], predicted: np.ndarray, choice: dict[tuple, str] | None = None
+             ) -> list[ShapeResult]:
+    """Per shape: rank correlation of predicted and measured time, and the measured time of the model's
+    first choice (`choice`: shape -> configuration key; default: the fastest predicted)."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        groups[shape_of(r)].append(i)
+    out = []
+    for shape, index in sorted(groups.items()):
+        measured = np.array([records[i].time_s for i in index])
+        pred = predicted[index]
+        best = index[int(np.argmin(measured))]
+        keys = {records[i].config_key: i for i in index}
+        first = keys.get((choice or {}).get(shape, ""), index[int(np.argmin(pred))])
+        out.append(ShapeResult(shape, len(index), spearman(pred, measured), records[first].config_key,
+                               float(records[first].time_s), records[best].config_key,
+                               float(records[best].time_s)))
+    return out
+
+
+@dataclass
+class Validation:
+    """Errors per family and split, before (datasheet) and after calibration."""
+
+    errors: dict[tuple[str, str, str], Errors] = field(default_factory=dict)   # (model, family, split)
+    shapes: dict[str, list[ShapeResult]] = field(default_factory=dict)          # model -> per shape
+
+
+def validate(records: list[Record], predictions: dict[str, np.ndarray], splits: np.ndarray,
+             choices: dict[str, dict[tuple, str]] | None = None) -> Validation:
+    """`predictions`: model name (datasheet, calibrated) -> seconds per record."""
+    v = Validation()
+    families = sorted({r.family for r in records})
+    measured = np.array([r.time_s for r in records])
+    family = np.array([r.family for r in records])
+    for model, pred in predictions.items():
+        for fam in families:
+            for name, mask in (("train", splits == "train"), ("held-out configs", splits == "configs"),
+                               ("held-out size", splits == "size"), ("held out", splits != "train"),
+                               ("all", np.ones(len(records), bool))):
+                m = mask & (family == fam)
+                v.errors[(model, fam, name)] = errors(pred[m], measured[m])
+        v.shapes[model] = by_shape(records, pred, (choices or {}).get(model))
+    return v

@@ -1,0 +1,154 @@
+"""napkin calibrate: the fit, the validation and the calibrated profile, on synthetic and recorded data."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from analyzer.calibrate.calibrate import calibrate
+from analyzer.calibrate.fit import FITTED, Components, fit
+from analyzer.calibrate.record import load_recording
+from analyzer.calibrate.report import profile_yaml, report_markdown
+from analyzer.calibrate.validate import errors, spearman, split
+from analyzer.errors import NapkinError
+from analyzer.hardware import load_profile
+from analyzer.model.predict import seconds
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDING = ROOT / "bench" / "results" / "sweep_h200.json"
+PROFILE = ROOT / "hardware" / "h200-calibrated.yaml"
+REPORT = ROOT / "docs" / "validation.md"
+
+
+def synthetic(n: int = 400, seed: int = 1) -> tuple[Components, dict[str, float]]:
+    """Configurations with random datasheet terms, timed by the model with known parameters."""
+    rng = np.random.default_rng(seed)
+    tensor = np.exp(rng.uniform(np.log(2e-6), np.log(5e-3), n))      # 2 us .. 5 ms
+    c = Components({"tensor": tensor, "sfu": tensor * rng.uniform(0.2, 1.0, n),
+                    "vector": tensor * rng.uniform(0.1, 0.6, n)},
+                   {"l2": tensor * rng.uniform(0.01, 0.2, n), "smem": tensor * rng.uniform(0.1, 3.0, n)},
+                   chunks=rng.uniform(50, 5000, n), stages=rng.choice([2.0, 3.0], n),
+                   resident=rng.choice([1.0, 2.0, 4.0], n), edge=rng.uniform(1e-5, 1e-4, n),
+                   measured=np.ones(n))
+    truth = {"pipeline_efficiency.tensor": 0.6, "bandwidth_efficiency.smem": 0.8, "softmax_overhead": 0.4,
+             "step_overhead_s": 2e-7, "load_latency_s": 1e-6, "edge_exposed": 2.0,
+             "launch_overhead_s": 3e-6}
+    noise = np.exp(rng.normal(0, 0.01, n))
+    return Components(c.pipes, c.transfers, c.chunks, c.stages, c.resident, c.edge,
+                      c.time(truth) * noise), truth
+
+
+def test_fit_recovers_the_parameters_that_made_the_times():
+    c, truth = synthetic()
+    f = fit(c)
+    for name, value in truth.items():
+        assert f.values[name] == pytest.approx(value, rel=0.15), name
+    assert f.rms_log_error < 0.02
+
+
+def test_fit_is_robust_to_a_few_configurations_the_model_cannot_describe():
+    c, truth = synthetic()
+    spoiled = c.measured.copy()
+    spoiled[::25] *= 4.0                       # 4 % of the configurations run 4x slower (spills)
+    f = fit(Components(c.pipes, c.transfers, c.chunks, c.stages, c.resident, c.edge, spoiled))
+    assert f.values["pipeline_efficiency.tensor"] == pytest.approx(truth["pipeline_efficiency.tensor"],
+                                                                   rel=0.1)
+
+
+def test_datasheet_parameters_give_the_paper_model():
+    """No parameters: the slowest pipeline against the summed transfers, nothing exposed."""
+    pipes = {"tensor": np.array([3.0, 1.0]), "sfu": np.array([1.0, 2.0])}
+    transfers = {"l2": np.array([1.0, 0.5]), "smem": np.array([1.0, 2.0])}
+    parts = seconds(pipes, transfers, {}, chunks=np.array([1e6, 1e6]), stages=2, edge=np.array([5.0, 5.0]))
+    assert parts.total.tolist() == [3.0, 2.5]
+
+
+def test_error_measures():
+    e = errors(np.array([1.1, 0.8, 1.0]), np.ones(3))
+    assert (e.median, e.worst, e.count) == (pytest.approx(0.1), pytest.approx(0.2), 3)
+    assert spearman(np.array([1.0, 2.0, 3.0]), np.array([10.0, 30.0, 20.0])) == pytest.approx(0.5)
+    assert spearman(np.array([1.0, 2.0, 3.0]), np.array([3.0, 2.0, 1.0])) == pytest.approx(-1.0)
+
+
+def test_recording_errors_are_one_line(tmp_path):
+    with pytest.raises(NapkinError, match="no such recording"):
+        load_recording(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(NapkinError, match="is not JSON"):
+        load_recording(bad)
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"meta": {}, "records": [{"family": "attention"}]}))
+    with pytest.raises(NapkinError, match="wrong.json"):
+        load_recording(wrong)
+
+
+# -- the recorded data --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def recorded():
+    header = PROFILE.read_text().splitlines()
+    command = next(line for line in header if line.startswith("#   napkin calibrate")).removeprefix("#   ")
+    return calibrate(str(RECORDING.relative_to(ROOT)), "h200"), command
+
+
+def test_the_split_holds_out_configurations_and_one_size_per_family(recorded):
+    result, _ = recorded
+    s = split(result.records)
+    assert set(s) == {"train", "configs", "size"}
+    sizes = {(r.family, r.seqlen) for r, where in zip(result.records, s, strict=True) if where == "size"}
+    assert sizes == {("attention", 8192), ("matmul", 6144)}
+    keys_train = {r.config_key for r, where in zip(result.records, s, strict=True) if where == "train"}
+    keys_held = {r.config_key for r, where in zip(result.records, s, strict=True) if where == "configs"}
+    assert keys_train and keys_held and not keys_train & keys_held
+
+
+def test_committed_profile_and_report_are_what_calibrate_writes(recorded):
+    """hardware/h200-calibrated.yaml and docs/validation.md come from the recording, unedited."""
+    result, command = recorded
+    assert profile_yaml(result, command) == PROFILE.read_text()
+    plot = "images/validation-scatter.png"
+    timing = re.compile(r"took at most [0-9.]+ s")      # the one wall-clock number in the report
+    assert timing.sub("", report_markdown(result, command, plot)) == timing.sub("", REPORT.read_text())
+
+
+def test_calibration_improves_every_split_and_meets_the_attention_target(recorded):
+    result, _ = recorded
+    v = result.validation
+    for (model, family, name), e in v.errors.items():
+        if model == "calibrated" and e.count:
+            assert e.median < v.errors[("datasheet", family, name)].median, (family, name)
+    assert v.errors[("calibrated", "attention", "held-out configs")].median <= 0.10
+    assert v.errors[("calibrated", "attention", "held-out size")].median <= 0.10
+    rho = [s.spearman for s in v.shapes["calibrated"]]
+    assert np.nanmedian(rho) > np.nanmedian([s.spearman for s in v.shapes["datasheet"]])
+
+
+def test_calibrated_profile_loads_and_names_its_data():
+    p = load_profile("h200-calibrated")
+    base = load_profile("h200")
+    assert p.sm_count == base.sm_count and p.aliases == []
+    assert "bench/results/sweep_h200.json" in p.calibration.source
+    data = yaml.safe_load(PROFILE.read_text())
+    for name in FITTED:
+        group, _, key = name.partition(".")
+        entry = data["calibration"][group][key] if key else data["calibration"][group]
+        assert entry["value"] > 0 and entry["uncertainty"] > 0 and math.isfinite(entry["uncertainty"])
+
+
+def test_profile_extends_errors(tmp_path):
+    from analyzer.hardware import load_profile_file
+    f = tmp_path / "p.yaml"
+    f.write_text("name: x\nextends: nosuch\n")
+    with pytest.raises(NapkinError, match="extends: no profile 'nosuch'"):
+        load_profile_file(f)
+    f.write_text("name: x\nextends: h200\n"
+                 "calibration: {source: s, bandwidth_efficiency: {hbm: {value: 1}}}\n")
+    with pytest.raises(NapkinError, match="hbm"):
+        load_profile_file(f)
