@@ -15,7 +15,11 @@ Compilation runs in worker processes first (Triton's cache is shared), timing in
     python bench/sweep_h200.py [--out DIR] [--groups attention:128,matmul] [--budget-s S]
     python bench/sweep_h200.py --merge A.json B.json --out DIR     # join partial runs
 
-Output: sweep_h200.json (meta, records) and sweep_h200.md (the best and the model's choice per shape).
+    python bench/sweep_h200.py --compile-only                       # registers, spills, SMEM only
+
+Output: sweep_h200.json (meta, records) and sweep_h200.md (the best and the model's choice per shape);
+with --compile-only, compiled_h200.json: per configuration the registers per thread, spilled bytes
+and SMEM bytes the compiler allotted (napkin calibrate --registers holds them against Table 1).
 """
 
 from __future__ import annotations
@@ -95,8 +99,9 @@ def load_kernel(diagram: str, tmp: Path):
 # ------------------------------------------------------------------------------ compile workers
 
 def _warm(path: str, name: str, kernel: str, key, config: dict, family: str, hdim: int | None,
-          causal: bool) -> str:
-    """Compile one configuration in a worker: run it once on a small input (fills Triton's cache)."""
+          causal: bool) -> dict[str, Any]:
+    """Compile one configuration in a worker: run it once on a small input (fills Triton's cache).
+    Returns what the compiler allotted (registers per thread, spilled bytes, SMEM) or the error."""
     import torch
     module = import_file(Path(path), name)
     module.CONFIGS[kernel][key] = config
@@ -108,12 +113,34 @@ def _warm(path: str, name: str, kernel: str, key, config: dict, family: str, hdi
             a = torch.randn(512, 512, device="cuda", dtype=torch.float16)
             module.matmul(a, a)
         torch.cuda.synchronize()
-        return ""
+        return compiled_resources(module)
     except Exception as exc:  # noqa: BLE001 - a configuration that fails is data too
-        return f"{type(exc).__name__}: {str(exc)[:300]}"
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
 
 
-def precompile(jobs: list[tuple], workers: int) -> dict[int, str]:
+def compiled_resources(module) -> dict[str, Any]:
+    """Registers per thread, spilled bytes and SMEM bytes of the kernels this process compiled from
+    `module` (the largest of each, if several)."""
+    from triton.runtime.jit import JITFunction
+    out: dict[str, Any] = {}
+    for fn in vars(module).values():
+        if not isinstance(fn, JITFunction):
+            continue
+        for cache in getattr(fn, "device_caches", {}).values():
+            kernels = cache[0] if isinstance(cache, tuple) else cache
+            for compiled in getattr(kernels, "values", lambda: ())():
+                try:
+                    compiled._init_handles()
+                    found = {"registers": int(compiled.n_regs), "spills": int(compiled.n_spills),
+                             "shared_bytes": int(compiled.metadata.shared)}
+                except Exception:  # noqa: BLE001 - an older or newer Triton: record nothing
+                    continue
+                out = {k: max(v, out.get(k, 0)) for k, v in found.items()}
+    return out
+
+
+def precompile(jobs: list[tuple], workers: int) -> dict[int, dict[str, Any]]:
+    """Per job: the compiler's resources, or {"error": ...}."""
     if not jobs or workers <= 1:
         return {}
     import multiprocessing
@@ -121,9 +148,19 @@ def precompile(jobs: list[tuple], workers: int) -> dict[int, str]:
     began = time.time()
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         futures = [pool.submit(_warm, *job) for job in jobs]
-        errors = {i: f.result() for i, f in enumerate(futures)}
+        results = {i: f.result() for i, f in enumerate(futures)}
     log(f"  compiled {len(jobs)} configurations in {time.time() - began:.0f} s with {workers} workers")
-    return errors
+    return results
+
+
+def resources(compiled: dict[int, dict[str, Any]], index: int) -> dict[str, Any]:
+    return {k: v for k, v in compiled.get(index, {}).items() if k != "error"}
+
+
+def compiled_records(rows, compiled: dict[int, dict[str, Any]], base: dict) -> list[dict]:
+    """--compile-only: what the compiler allotted each configuration, nothing timed."""
+    return [{**base, "tiles": row.tiles, "num_warps": row.num_warps, "num_stages": row.num_stages,
+             **compiled.get(i, {})} for i, row in enumerate(rows)]
 
 
 # ------------------------------------------------------------------------------------- timing
@@ -169,7 +206,9 @@ def attention_group(diagram: str, hdim: int, args, state) -> list[dict]:
     original = dict(module.CONFIGS["flash"][hdim])
     configs = [entry(module, "flash", hdim, r) for r in rows]
     jobs = [(str(path), f"sweep_{diagram}", "flash", hdim, c, "attention", hdim, causal) for c in configs]
-    failed = precompile(jobs, args.workers)
+    compiled = precompile(jobs, args.workers)
+    if args.compile_only:
+        return compiled_records(rows, compiled, {"family": "attention", "diagram": diagram, "head_dim": hdim})
     records = []
     for L in seqlens:
         sizes, s = ranked[L]
@@ -187,7 +226,8 @@ def attention_group(diagram: str, hdim: int, args, state) -> list[dict]:
                    "tiles": row.tiles, "woven": row.woven, "num_warps": row.num_warps,
                    "num_stages": row.num_stages, "config": config, "flops": flops,
                    "predicted_s": predicted[row.label].time_s,
-                   "model_rank": [r.label for r in s.rows].index(row.label) + 1}
+                   "model_rank": [r.label for r in s.rows].index(row.label) + 1,
+                   **resources(compiled, rank - 1)}
             module.CONFIGS["flash"][hdim] = config
             try:
                 out = module.attention(q, k, v, causal=causal)
@@ -199,7 +239,8 @@ def attention_group(diagram: str, hdim: int, args, state) -> list[dict]:
                 rec["status"] = "ok"
             except Exception as exc:  # noqa: BLE001 - a configuration that fails is data too
                 rec["status"] = "error"
-                rec["error"] = failed.get(rank - 1) or f"{type(exc).__name__}: {str(exc)[:300]}"
+                rec["error"] = (compiled.get(rank - 1, {}).get("error")
+                                or f"{type(exc).__name__}: {str(exc)[:300]}")
             records.append(rec)
         module.CONFIGS["flash"][hdim] = original
         best = min((r for r in records if r["seqlen"] == L and r["status"] == "ok"),
@@ -222,8 +263,10 @@ def matmul_group(args, state) -> list[dict]:
     rows = ranked[sizes_list[0]].rows
     original = dict(module.CONFIGS["gemm"][None])
     configs = [entry(module, "gemm", None, r) for r in rows]
-    failed = precompile([(str(path), "sweep_matmul", "gemm", None, c, "matmul", None, False)
-                         for c in configs], args.workers)
+    compiled = precompile([(str(path), "sweep_matmul", "gemm", None, c, "matmul", None, False)
+                           for c in configs], args.workers)
+    if args.compile_only:
+        return compiled_records(rows, compiled, {"family": "matmul", "diagram": "matmul", "head_dim": None})
     records = []
     for n in sizes_list:
         a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
@@ -243,7 +286,8 @@ def matmul_group(args, state) -> list[dict]:
                    "tiles": row.tiles, "woven": row.woven, "num_warps": row.num_warps,
                    "num_stages": row.num_stages, "config": config, "flops": flops,
                    "predicted_s": predicted[row.label].time_s,
-                   "model_rank": [r.label for r in s.rows].index(row.label) + 1}
+                   "model_rank": [r.label for r in s.rows].index(row.label) + 1,
+                   **resources(compiled, rank - 1)}
             module.CONFIGS["gemm"][None] = config
             try:
                 out = module.matmul(a, b)
@@ -255,7 +299,8 @@ def matmul_group(args, state) -> list[dict]:
                 rec["status"] = "ok"
             except Exception as exc:  # noqa: BLE001
                 rec["status"] = "error"
-                rec["error"] = failed.get(rank - 1) or f"{type(exc).__name__}: {str(exc)[:300]}"
+                rec["error"] = (compiled.get(rank - 1, {}).get("error")
+                                or f"{type(exc).__name__}: {str(exc)[:300]}")
             records.append(rec)
         module.CONFIGS["gemm"][None] = original
         best = min((r for r in records if r["seqlen"] == n and r["status"] == "ok"),
@@ -342,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=3600.0, help="stop timing after")
     parser.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1),
                         help="processes that compile configurations first (1: compile while timing)")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="compile every configuration and record its registers, spills and SMEM "
+                             "(compiled_h200.json); time nothing")
     parser.add_argument("--merge", nargs="+", help="join these sweep_h200.json files into --out")
     args = parser.parse_args(argv)
     if args.merge:
@@ -362,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                     "timer": f"attention: triton.testing.do_bench(fn, warmup={WARMUP_MS}, rep={REP_MS}); "
                              f"matmul: triton.testing.do_bench_cudagraph(fn, rep={REP_MS}) (kernels "
                              "shorter than their Python launch); median, 20th and 80th percentiles",
+                    **({"timer": "none: --compile-only times nothing"} if args.compile_only else {}),
                     **environment()},
            "records": [], "peers": [], "skipped": []}
     state = {"tmp": Path(tempfile.mkdtemp()), "modules": {}, "peers": doc["peers"],
@@ -376,8 +425,13 @@ def main(argv: list[str] | None = None) -> int:
             diagram, hdim = group.split(":")
             doc["records"] += attention_group(diagram, int(hdim), args, state)
         log(f"  {time.time() - began:.0f} s")
-        save(doc, out)                 # after every group: a run cut short keeps what it measured
-    print(summary(doc))
+        if args.compile_only:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "compiled_h200.json").write_text(json.dumps(doc, indent=1) + "\n")
+        else:
+            save(doc, out)             # after every group: a run cut short keeps what it measured
+    if not args.compile_only:
+        print(summary(doc))
     return 0
 
 
