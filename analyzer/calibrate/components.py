@@ -40,7 +40,7 @@ def components(records: list[Record], profile: Profile) -> Components:
     models: dict[tuple, tuple] = {}
     for (diagram, dtype, kernel, sizes), index in by_shape.items():
         if (diagram, dtype, kernel) not in models:
-            models[(diagram, dtype, kernel)] = _model(diagram, dtype, kernel, profile)
+            models[(diagram, dtype, kernel)] = model_of(diagram, dtype, kernel, profile)
         base, roles, model = models[(diagram, dtype, kernel)]
         terms = model.terms(json.loads(sizes), [{**records[i].tiles, **records[i].woven} for i in index])
         v = terms.values
@@ -53,12 +53,13 @@ def components(records: list[Record], profile: Profile) -> Components:
         edge[index] = edge_seconds(v["edge_bytes"], profile)
         for i in index:
             stages[i] = records[i].num_stages
-            resident[i] = resident_blocks(_choice(base, roles, profile, records[i]), profile)
+            resident[i] = resident_blocks(legal_choice(base, roles, profile, records[i]), profile)
     return Components({p: t for p, t in pipes.items() if t.any()}, transfers, chunks, stages, resident,
                       edge, np.array([r.time_s for r in records], dtype=np.float64))
 
 
-def _model(diagram: str, dtype: str, kernel: str, profile: Profile):
+def model_of(diagram: str, dtype: str, kernel: str, profile: Profile):
+    """The diagram, its kernel interface and the term model of its weaved form."""
     base = load(diagram, dtype=dtype)
     roles = interface(base)
     data, source = source_data(diagram, dtype)
@@ -66,7 +67,8 @@ def _model(diagram: str, dtype: str, kernel: str, profile: Profile):
     return base, roles, TermModel(woven, profile, kernel)
 
 
-def _choice(base, roles, profile: Profile, r: Record):
+def legal_choice(base, roles, profile: Profile, r: Record):
+    """The legal configuration (napkin sweep's) a record measured."""
     pins = {}
     if isinstance(roles, Attention) and r.head_dim is not None:
         pins = {str(s): r.head_dim for s in base.size(roles.head_dim).free_symbols}

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from analyzer.errors import NapkinError
 from analyzer.validation import from_validation_error
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class Record(BaseModel):
@@ -52,18 +54,24 @@ class Recording(BaseModel):
 
 def load_recording(path: str | Path) -> Recording:
     path = Path(path)
-    if not path.is_file():
-        raise NapkinError(f"no such recording: {path}", field="RECORDING",
+    recording = read_json(path, Recording, missing=f"no such recording: {path}", field="RECORDING",
                           hint="run python bench/sweep_h200.py on an H200, or pass "
                                "bench/results/sweep_h200.json")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise NapkinError(f"{path} is not JSON: {exc}", hint="pass a sweep_h200.json file") from None
-    try:
-        recording = Recording.model_validate(data)
-    except ValidationError as exc:
-        raise from_validation_error(exc, file=str(path), hint="see bench/README.md") from None
     if not any(r.status == "ok" for r in recording.records):
         raise NapkinError(f"{path} has no measured records", file=str(path), field="records")
     return recording
+
+
+def read_json(path: Path, model: type[M], *, missing: str, field: str, hint: str) -> M:
+    """A JSON file validated by `model`, or a one-line error naming the file and the field."""
+    if not path.is_file():
+        raise NapkinError(missing, field=field, hint=hint)
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise NapkinError(f"{path} is not JSON: {exc}",
+                          hint="pass a recording that bench/sweep_h200.py wrote") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(exc, file=str(path), hint="see bench/README.md") from None

@@ -10,6 +10,8 @@ import numpy as np
 import yaml
 
 from analyzer.calibrate.calibrate import Result
+from analyzer.calibrate.registers import RegisterCheck
+from analyzer.calibrate.registers import markdown as registers_markdown
 from analyzer.calibrate.validate import HELD_OUT_SHARE
 
 MEANING = {
@@ -48,7 +50,7 @@ def _pct(x: float) -> str:
     return "n/a" if not math.isfinite(x) else f"{100 * x:.1f} %"
 
 
-def report_markdown(r: Result, command: str, plot: str | None) -> str:
+def report_markdown(r: Result, command: str, plot: str | None, registers: RegisterCheck | None = None) -> str:
     v, f = r.validation, r.fit
     meta = r.recording.meta
     families = sorted({rec.family for rec in r.records})
@@ -111,6 +113,8 @@ def report_markdown(r: Result, command: str, plot: str | None) -> str:
                       f"{np.nanmedian(rho):.2f}."]
     lines += ["", f"Ranking every legal configuration of one size took at most {r.ranking_seconds:.2f} s "
               "(`napkin sweep`, in process, calibrated profile).", ""]
+    if registers is not None:
+        lines += registers_markdown(registers)
     return "\n".join(lines)
 
 
@@ -144,7 +148,7 @@ def scatter(r: Result):
 
 
 def write(r: Result, command: str, profile_path: str | None, report_path: str | None,
-          plot_path: str | None) -> list[Path]:
+          plot_path: str | None, registers: RegisterCheck | None = None) -> list[Path]:
     written = []
     if profile_path:
         Path(profile_path).write_text(profile_yaml(r, command))
@@ -157,6 +161,6 @@ def write(r: Result, command: str, profile_path: str | None, report_path: str | 
             rel_plot = str(Path(plot_path).resolve().relative_to(Path(report_path).resolve().parent)) \
                 if Path(plot_path).resolve().is_relative_to(Path(report_path).resolve().parent) else plot_path
     if report_path:
-        Path(report_path).write_text(report_markdown(r, command, rel_plot))
+        Path(report_path).write_text(report_markdown(r, command, rel_plot, registers))
         written.append(Path(report_path))
     return written

@@ -163,10 +163,21 @@ def resident_blocks(c: Choice, profile: Profile) -> int:
         used = cap.block_bytes + cap.n * cap.group_bytes
         if cap.storage == "smem" and used > 0:
             limits.append(int(profile.level("smem").capacity_bytes // used))
-        elif cap.storage == "registers":
-            per_thread = min(profile.registers.per_thread_max, used / threads / 4 + RESERVE_REGISTERS)
-            limits.append(int(profile.registers.per_sm // (per_thread * threads)))
+    registers = registers_per_thread(c, profile)
+    if registers is not None:
+        per_thread = min(profile.registers.per_thread_max, registers)
+        limits.append(int(profile.registers.per_sm // (per_thread * threads)))
     return max(1, min(limits))
+
+
+def registers_per_thread(c: Choice, profile: Profile) -> float | None:
+    """Registers the model assumes a thread of this configuration uses: its share of the arrays Table 1
+    keeps in registers, plus the reserve (docs/validation.md holds this against the compiler's)."""
+    threads = c.num_warps * profile.threads.warp_size
+    for cap in c.report.capacity if c.report else ():
+        if cap.storage == "registers":
+            return (cap.block_bytes + cap.n * cap.group_bytes) / threads / 4 + RESERVE_REGISTERS
+    return None
 
 
 def _headroom(report: ConfigurationReport) -> bool:

@@ -14,6 +14,7 @@ import yaml
 from analyzer.calibrate.calibrate import calibrate
 from analyzer.calibrate.fit import FITTED, Components, fit
 from analyzer.calibrate.record import load_recording
+from analyzer.calibrate.registers import check_registers, load_compiled, relation_fit
 from analyzer.calibrate.report import profile_yaml, report_markdown
 from analyzer.calibrate.validate import errors, spearman, split
 from analyzer.errors import NapkinError
@@ -22,6 +23,7 @@ from analyzer.model.predict import seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDING = ROOT / "bench" / "results" / "sweep_h200.json"
+COMPILED = ROOT / "bench" / "results" / "compiled_h200.json"
 PROFILE = ROOT / "hardware" / "h200-calibrated.yaml"
 REPORT = ROOT / "docs" / "validation.md"
 
@@ -115,7 +117,46 @@ def test_committed_profile_and_report_are_what_calibrate_writes(recorded):
     assert profile_yaml(result, command) == PROFILE.read_text()
     plot = "images/validation-scatter.png"
     timing = re.compile(r"took at most [0-9.]+ s")      # the one wall-clock number in the report
-    assert timing.sub("", report_markdown(result, command, plot)) == timing.sub("", REPORT.read_text())
+    registers = check_registers(result, str(COMPILED.relative_to(ROOT)))
+    assert timing.sub("", report_markdown(result, command, plot, registers)) == \
+        timing.sub("", REPORT.read_text())
+
+
+def test_register_check_joins_every_measured_configuration(recorded):
+    """Every measured configuration has the compiler's counts; Table 2's SMEM is the compiler's
+    exactly, while Table 1 undercounts registers (the finding the report states)."""
+    result, _ = recorded
+    check = check_registers(result, str(COMPILED))
+    measured = {(r.diagram, r.head_dim, tuple(sorted(r.tiles.items())), r.num_warps, r.num_stages)
+                for r in result.records}
+    assert {c.key for c in check.configurations} == measured
+    assert all(c.smem_model == c.smem_compiler for c in check.configurations)
+    for f in check.families:
+        assert f.ratio_median > 1.0 and f.smem_equal == f.count
+    assert sum(n for n, _ in check.bias.values()) == len(result.records)
+    # at the cap the compiler spills or saturates: the model, blind to it, predicts too fast
+    assert check.bias["at the cap"][1] < check.bias["below"][1]
+
+
+def test_register_relation_recovers_known_coefficients():
+    rng = np.random.default_rng(3)
+    table1, tile = rng.uniform(30, 200, 80), rng.uniform(0, 128, 80)
+    compiler = 20 + 1.3 * table1 + 0.6 * tile + rng.normal(0, 0.5, 80)
+    assert relation_fit(table1, tile, compiler) == pytest.approx([20, 1.3, 0.6], rel=0.05)
+
+
+def test_compile_recording_errors_are_one_line(tmp_path):
+    with pytest.raises(NapkinError, match="no such compile recording"):
+        load_compiled(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2")
+    with pytest.raises(NapkinError, match="is not JSON"):
+        load_compiled(bad)
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"meta": {}, "records": [{"diagram": "matmul", "tiles": {"g_a": 64},
+                                                           "num_warps": 4, "num_stages": 2}]}))
+    with pytest.raises(NapkinError, match="records no registers"):
+        load_compiled(empty)
 
 
 def test_calibration_improves_every_split_and_meets_the_attention_target(recorded):

@@ -93,6 +93,8 @@ def test_cli_sweep_prints_the_ranking():
     (("sweep", "attention_unfused", "--gpu", "h200"), "nothing to configure below SMEM"),
     (("calibrate", "nosuch.json"), "no such recording"),
     (("calibrate", "bench/results/sweep_h200.json", "--held-out", "attention"), "FAMILY=SIZE"),
+    (("calibrate", "bench/results/sweep_h200.json", "--registers", "nosuch.json"),
+     "no such compile recording"),
 ])
 def test_cli_errors_are_one_line_and_exit_1(args, message):
     proc = napkin(*args)

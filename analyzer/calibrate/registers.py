@@ -1,0 +1,235 @@
+"""Table 1's register count against what the compiler allots (napkin calibrate --registers).
+
+The model sizes a thread's registers by Table 1 (its share of the arrays a warpgroup keeps in
+registers) plus a reserve (analyzer.kernel.choose.registers_per_thread); resident blocks and legality
+follow from it, and SMEM from Table 2. A compile-only recording (python bench/sweep_h200.py
+--compile-only) says what the compiler allotted each configuration: registers per thread, spilled
+bytes and SMEM bytes. Joined to the measured configurations, it states how far the assumption is off:
+- registers: the compiler's against the model's, per family; how many configurations reach the
+  per-thread cap or spill;
+- a least-squares relation on those below the cap, compiler = r0 + kappa * (Table 1's share)
+  + mu * (row block x stream chunk per thread), with bootstrap standard errors: mu counts the
+  per-chunk temporaries Table 1 leaves out (the scores' copies, a tensor-core operand in registers);
+- SMEM: Table 2's count against the compiler's;
+- time: the calibrated model's median predicted / measured at the cap and below it.
+The model does not use the fitted relation: it is a finding, reported in docs/validation.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from analyzer.calibrate.calibrate import Result
+from analyzer.calibrate.components import legal_choice, model_of
+from analyzer.calibrate.record import read_json
+from analyzer.config.configure import names_of, schedule_of
+from analyzer.errors import NapkinError
+from analyzer.kernel.choose import RESERVE_REGISTERS, registers_per_thread
+
+RELATION = ("r0", "kappa", "mu")     # compiler registers = r0 + kappa * table1 + mu * tile
+
+
+class Compiled(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    diagram: str
+    head_dim: int | None = None
+    tiles: dict[str, int]
+    num_warps: int = Field(gt=0)
+    num_stages: int = Field(gt=0)
+    registers: int | None = Field(None, ge=0, description="Registers per thread the compiler allotted.")
+    spills: int | None = Field(None, ge=0, description="Bytes spilled to local memory.")
+    shared_bytes: int | None = Field(None, ge=0)
+    error: str | None = None
+
+    @property
+    def key(self) -> tuple:
+        return (self.diagram, self.head_dim, tuple(sorted(self.tiles.items())), self.num_warps,
+                self.num_stages)
+
+
+class CompiledRecording(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    meta: dict
+    records: list[Compiled]
+
+
+def load_compiled(path: str | Path) -> CompiledRecording:
+    path = Path(path)
+    rec = read_json(path, CompiledRecording, missing=f"no such compile recording: {path}",
+                    field="--registers", hint="run python bench/sweep_h200.py --compile-only on the GPU, "
+                                              "or pass bench/results/compiled_h200.json")
+    if not any(c.registers for c in rec.records):
+        raise NapkinError(f"{path} records no registers", file=str(path), field="records",
+                          hint="record it with python bench/sweep_h200.py --compile-only")
+    return rec
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One measured configuration with the model's and the compiler's counts."""
+
+    family: str
+    key: tuple
+    model: float            # registers per thread: Table 1's share + reserve
+    table1: float           # Table 1's share alone
+    tile: float             # row block x stream chunk elements per thread
+    compiler: int
+    spills: int
+    smem_model: float       # Table 2's bytes, every stage's buffers
+    smem_compiler: int
+
+
+@dataclass(frozen=True)
+class FamilyRegisters:
+    family: str
+    count: int
+    model_median: float
+    compiler_median: float
+    ratio_median: float      # compiler / model
+    ratio_low: float
+    ratio_high: float
+    capped: int              # at the per-thread cap
+    spilling: int
+    smem_equal: int          # Table 2's SMEM equals the compiler's
+
+
+@dataclass(frozen=True)
+class RegisterCheck:
+    source: str
+    meta: dict
+    cap: int                                  # registers per thread the GPU allows
+    configurations: list[Configuration]
+    families: list[FamilyRegisters]
+    relation: dict[str, tuple[float, float]]  # r0, kappa, mu -> (value, bootstrap s.e.)
+    rms: float                                # registers, of the relation, below the cap
+    fitted: int
+    bias: dict[str, tuple[int, float]]        # "at the cap" / "below" -> (records, median pred / meas)
+    misses: tuple[int, int]                   # sizes whose first choice is > 5 % off; of them, capped
+
+
+def check_registers(result: Result, path: str, *, samples: int = 200, seed: int = 0) -> RegisterCheck:
+    """Join `path`'s compiler counts to `result`'s measured configurations and compare."""
+    compiled = load_compiled(path)
+    by_key = {c.key: c for c in compiled.records if c.registers is not None}
+    profile = result.base
+    cap = profile.registers.per_thread_max
+    models: dict[tuple, tuple] = {}
+    configs: dict[tuple, Configuration] = {}
+    by_label: dict[str, Configuration] = {}
+    capped_record = np.zeros(len(result.records), dtype=bool)
+    joined = np.zeros(len(result.records), dtype=bool)
+    for i, r in enumerate(result.records):
+        key = (r.diagram, r.head_dim, tuple(sorted(r.tiles.items())), r.num_warps, r.num_stages)
+        c = by_key.get(key)
+        if c is None:
+            continue
+        joined[i] = True
+        capped_record[i] = c.registers >= cap
+        if key in configs:
+            by_label[r.config_key] = configs[key]
+            continue
+        m = (r.diagram, r.dtype, r.kernel)
+        if m not in models:
+            base, roles, _ = model_of(r.diagram, r.dtype, r.kernel, profile)
+            names = names_of(schedule_of(base, r.kernel))
+            models[m] = (base, roles, names.row_groups[-1], names.s)
+        base, roles, rows, chunk = models[m]
+        choice = legal_choice(base, roles, profile, r)
+        threads = r.num_warps * profile.threads.warp_size
+        model = registers_per_thread(choice, profile) or 0.0
+        smem = sum(k.block_bytes + k.n * k.group_bytes for k in choice.report.capacity
+                   if k.storage == "smem")
+        configs[key] = Configuration(r.family, key, model, model - RESERVE_REGISTERS, r.tiles.get(rows, 0)
+                                     * r.tiles.get(chunk, 0) / threads if chunk else 0.0,
+                                     c.registers, c.spills or 0, smem, c.shared_bytes or 0)
+        by_label[r.config_key] = configs[key]
+    if not configs:
+        raise NapkinError(f"{path} has no configuration of {result.source}", field="--registers",
+                          hint="pass the compile recording of the same sweep")
+    rows = list(configs.values())
+    relation, rms, fitted = _relation(rows, cap, samples, seed)
+    measured = np.array([r.time_s for r in result.records])
+    ratio = result.predictions["calibrated"] / measured
+    bias = {name: (int(m.sum()), float(np.median(ratio[m])) if m.any() else float("nan"))
+            for name, m in (("at the cap", joined & capped_record), ("below", joined & ~capped_record))}
+    missed = [s for s in result.validation.shapes["calibrated"] if s.chosen_over_best > 1.05]
+    capped = sum(1 for s in missed if s.chosen in by_label and
+                 (by_label[s.chosen].compiler >= cap or by_label[s.chosen].spills > 0))
+    return RegisterCheck(path, compiled.meta, cap, rows, _families(rows, cap), relation, rms, fitted, bias,
+                         (len(missed), capped))
+
+
+def _families(rows: list[Configuration], cap: int) -> list[FamilyRegisters]:
+    out = []
+    for fam in sorted({c.family for c in rows}):
+        fr = [c for c in rows if c.family == fam]
+        model = np.array([c.model for c in fr])
+        comp = np.array([c.compiler for c in fr], dtype=np.float64)
+        ratio = comp / model
+        out.append(FamilyRegisters(fam, len(fr), float(np.median(model)), float(np.median(comp)),
+                                   float(np.median(ratio)), float(ratio.min()), float(ratio.max()),
+                                   int((comp >= cap).sum()), sum(c.spills > 0 for c in fr),
+                                   sum(c.smem_model == c.smem_compiler for c in fr)))
+    return out
+
+
+def relation_fit(table1: np.ndarray, tile: np.ndarray, compiler: np.ndarray) -> np.ndarray:
+    """Least squares r0, kappa, mu of compiler = r0 + kappa * table1 + mu * tile."""
+    x = np.stack([np.ones(len(table1)), table1, tile], axis=1)
+    return np.linalg.lstsq(x, compiler, rcond=None)[0]
+
+
+def _relation(rows: list[Configuration], cap: int, samples: int, seed: int):
+    below = [c for c in rows if c.compiler < cap]
+    t1 = np.array([c.table1 for c in below])
+    tile = np.array([c.tile for c in below])
+    comp = np.array([c.compiler for c in below], dtype=np.float64)
+    if len(below) < 2 * len(RELATION):
+        nan = (float("nan"), float("nan"))
+        return dict.fromkeys(RELATION, nan), float("nan"), len(below)
+    coef = relation_fit(t1, tile, comp)
+    rng = np.random.default_rng(seed)
+    draws = [relation_fit(t1[i], tile[i], comp[i])
+             for i in (rng.integers(0, len(below), len(below)) for _ in range(samples))]
+    spread = np.std(draws, axis=0, ddof=1)
+    rms = float(np.sqrt(np.mean((coef[0] + coef[1] * t1 + coef[2] * tile - comp) ** 2)))
+    return ({n: (float(v), float(s)) for n, v, s in zip(RELATION, coef, spread, strict=True)}, rms,
+            len(below))
+
+
+def markdown(c: RegisterCheck) -> list[str]:
+    """The report's section."""
+    r0, kappa, mu = (c.relation[n] for n in RELATION)
+    lines = ["## Registers and SMEM: the model's count against the compiler's", "",
+             f"**Data.** `{c.source}` (`{c.meta.get('command', '?')}`, {c.meta.get('date', '?')}, triton "
+             f"{c.meta.get('triton', '?')}): the registers per thread, spilled bytes and SMEM bytes the "
+             "compiler allotted each measured configuration. The model assumes a thread uses Table 1's "
+             "share of the arrays kept in registers plus a reserve of "
+             f"{RESERVE_REGISTERS} (resident blocks and legality follow from it), and Table 2's SMEM.", "",
+             "| family | configs | model registers (median) | compiler (median) | compiler / model: "
+             f"median (range) | at the {c.cap} cap | spilling | SMEM as Table 2 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for f in c.families:
+        lines.append(f"| {f.family} | {f.count} | {f.model_median:.0f} | {f.compiler_median:.0f} | "
+                     f"{f.ratio_median:.2f} ({f.ratio_low:.2f} to {f.ratio_high:.2f}) | {f.capped} | "
+                     f"{f.spilling} | {f.smem_equal} of {f.count} |")
+    lines += ["", f"Below the cap ({c.fitted} configurations) the compiler allots r0 + κ · (Table 1's "
+              "share) + μ · (row block × stream chunk per thread) registers, with "
+              f"r0 = {r0[0]:.1f} ± {r0[1]:.1f}, κ = {kappa[0]:.2f} ± {kappa[1]:.2f}, "
+              f"μ = {mu[0]:.2f} ± {mu[1]:.2f} (bootstrap s.e.), RMS {c.rms:.0f} registers. "
+              "μ is what Table 1 leaves out per element of the row block × stream chunk tile (the "
+              "hypothesis: copies of the scores in attention, the streamed operand's fragments in the "
+              "matmul).", ""]
+    at, below = c.bias["at the cap"], c.bias["below"]
+    lines += [f"Measured records at the cap: {at[0]}, where the calibrated model's median predicted / "
+              f"measured is {at[1]:.2f}; below it: {below[0]}, median {below[1]:.2f}. Of the "
+              f"{c.misses[0]} sizes whose first choice (calibrated) is more than 5 % slower than the best, "
+              f"{c.misses[1]} chose a configuration the compiler caps at {c.cap} registers or spills: "
+              "the model, counting registers by Table 1, cannot see it.", ""]
+    return lines
