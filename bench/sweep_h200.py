@@ -356,6 +356,19 @@ def save(doc: dict, out: Path) -> None:
     (out / "sweep_h200.md").write_text(head + summary(doc))
 
 
+def without_out(argv: list[str]) -> list[str]:
+    """The arguments that shape the measurement: where the results were written is not one."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--out":
+            skip = True
+        elif not a.startswith("--out="):
+            out.append(a)
+    return out
+
+
 def group_of(record: dict) -> str:
     return "matmul" if record["family"] == "matmul" else f"{record['diagram']}:{record['head_dim']}"
 
@@ -405,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("error: no CUDA device", file=sys.stderr)
         return 1
-    command = "python bench/sweep_h200.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    given = argv if argv is not None else sys.argv[1:]
+    command = "python bench/sweep_h200.py " + " ".join(without_out(given))
     doc = {"meta": {"date": datetime.date.today().isoformat(), "command": command.strip(),
                     "timer": f"attention: triton.testing.do_bench(fn, warmup={WARMUP_MS}, rep={REP_MS}); "
                              f"matmul: triton.testing.do_bench_cudagraph(fn, rep={REP_MS}) (kernels "
