@@ -377,9 +377,16 @@ def merge(paths: list[str], out: Path) -> int:
     """Join runs; where two runs measured the same group, the later file's records are kept."""
     docs = [json.loads(Path(p).read_text()) for p in paths]
     owner = {group_of(r): i for i, d in enumerate(docs) for r in d["records"]}
-    doc = {"meta": {**docs[-1]["meta"], "merged_from": [
-               {"command": d["meta"]["command"], "timer": d["meta"]["timer"],
-                "groups": sorted({g for g, i in owner.items() if i == n})} for n, d in enumerate(docs)]},
+    sources = []                       # the runs behind each kept group, through earlier merges
+    for n, d in enumerate(docs):
+        kept = {g for g, i in owner.items() if i == n}
+        runs = d["meta"].get("merged_from") or [{"command": d["meta"]["command"],
+                                                  "timer": d["meta"]["timer"], "groups": sorted(kept)}]
+        for run in runs:
+            groups = sorted(set(run["groups"]) & kept)
+            if groups:
+                sources.append({**run, "groups": groups, "date": run.get("date", d["meta"].get("date"))})
+    doc = {"meta": {**docs[-1]["meta"], "merged_from": sources},
            "records": [r for i, d in enumerate(docs) for r in d["records"] if owner[group_of(r)] == i],
            "peers": [p for i, d in enumerate(docs) for p in d.get("peers", [])
                      if owner.get(p.get("family", "")) == i],

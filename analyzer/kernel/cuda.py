@@ -40,7 +40,7 @@ from typing import ClassVar
 from analyzer.diagram.compiled import Op
 from analyzer.errors import NapkinError
 from analyzer.kernel.interface import Attention
-from analyzer.kernel.plan import GROUP, STREAM, WHOLE, Dim, KernelPlan, next_pow2
+from analyzer.kernel.plan import GROUP, STREAM, WHOLE, Dim, KernelPlan, band_rows, next_pow2
 from analyzer.kernel.triton import pointers, runtime_axes, scaled_ops
 
 ELEMENTWISE = {"exp": "napkin::exp_", "sigmoid": "napkin::sigmoid", "relu": "napkin::relu",
@@ -542,12 +542,30 @@ class _Common:
     def group_axes(self) -> list[str]:
         return [a for d in self.p.groups for a in d.axes]
 
-    def blocks(self, reverse_axis: str | None = None) -> None:
-        """blockIdx.x -> one tile of every grouped axis (fastest) and one index of every grid axis."""
+    def blocks(self, reverse_axis: str | None = None, band: str | None = None) -> None:
+        """blockIdx.x -> one tile of every grouped axis (fastest) and one index of every grid axis.
+        A banded plan walks its two grouped axes in bands of `band` row tiles (plan.band_rows)."""
         c, p = self.c, self.p
-        c.line("// which block: one tile of each grouped axis, one index of each grid axis")
-        c.line("int64_t rest = blockIdx.x;")
-        for a in reversed(self.group_axes()):
+        if p.banded:
+            r, col = p.banded
+            assert band is not None and reverse_axis is None, "a banded order needs its band"
+            c.line("// which block: bands of row tiles, walked down the rows first, so that one wave of "
+                   "blocks covers")
+            c.line("// a square of the output and shares its inputs' tiles in L2 (the cache level's "
+                   "optimal tile is square: Theorem 2)")
+            c.line(f"const int64_t nblk_{r} = (size_{r} + TILE_{r.upper()} - 1) / TILE_{r.upper()};")
+            c.line(f"const int64_t nblk_{col} = (size_{col} + TILE_{col.upper()} - 1) / TILE_{col.upper()};")
+            c.line(f"const int64_t pid = (int64_t)blockIdx.x % (nblk_{r} * nblk_{col});")
+            c.line(f"int64_t rest = (int64_t)blockIdx.x / (nblk_{r} * nblk_{col});")
+            c.line(f"const int64_t band = (int64_t)({band}) * nblk_{col};")
+            c.line(f"const int64_t first = (pid / band) * ({band});")
+            c.line(f"const int64_t rows = napkin_min64(nblk_{r} - first, (int64_t)({band}));")
+            c.line(f"const int64_t blk_{r} = first + (pid % band) % rows;")
+            c.line(f"const int64_t blk_{col} = (pid % band) / rows;")
+        else:
+            c.line("// which block: one tile of each grouped axis, one index of each grid axis")
+            c.line("int64_t rest = blockIdx.x;")
+        for a in reversed(self.group_axes() if not p.banded else ()):
             c.line(f"const int64_t nblk_{a} = (size_{a} + TILE_{a.upper()} - 1) / TILE_{a.upper()};")
             if a == reverse_axis:
                 c.line(f"const int64_t blk_{a} = nblk_{a} - 1 - rest % nblk_{a};  "
@@ -713,6 +731,11 @@ class _Mma(_Common):
             lines.append(f"  static constexpr int WARPS = {v.warps}, MA = {v.ma}, STAGES = {v.stages};")
             for a, t in v.tiles:
                 lines.append(f"  static constexpr int TILE_{a.upper()} = {t};")
+            if self.p.banded:
+                tiles = dict(v.tiles)
+                r, col = self.p.banded
+                lines.append(f"  static constexpr int BAND = {band_rows(tiles[r], tiles[col], self.g.sm_count)};"
+                             f"  // row tiles per band: one wave of {self.g.sm_count} blocks covers a square")
             for d, e in v.extents:
                 lines.append(f"  static constexpr int EXT_{d.upper()} = {e};")
             lines.append(f"  static constexpr int HEAD_ELEMS = {v.head_elems}, STAGE_ELEMS = {v.stage_elems};")
@@ -748,7 +771,7 @@ class _Mma(_Common):
         table_at = len(c.lines)
         skip = s.skip
         self.blocks(reverse_axis=skip.query if skip is not None and skip.query in self.group_axes()
-                    else None)
+                    else None, band="C::BAND")
         c.line("// tile extents inside the arrays, per dimension")
         self.limits((GROUP, WHOLE))
         # shared memory: the head's tiles, then NBUF buffers of the streamed tiles
@@ -1541,7 +1564,12 @@ class _Point(_Common):
         c.line("__shared__ float napkin_red[32];")
         c.line("const int tid = threadIdx.x;")
         c.line("(void)napkin_red; (void)tid; (void)NT;")
-        self.blocks()
+        if self.p.banded:
+            tiles = dict(v.tiles)
+            r, col = self.p.banded
+            c.line(f"constexpr int64_t BAND = {band_rows(tiles[r], tiles[col], self.g.sm_count)};"
+                   f"  // row tiles per band: one wave of {self.g.sm_count} blocks covers a square")
+        self.blocks(band="BAND")
         c.line("// the block's elements: one combination of the other dimensions at a time")
         n_ind = " * ".join(self.extent(d) for d in self.indep) or "1"
         c.open(f"for (int64_t comb = 0; comb < {n_ind}; ++comb)")

@@ -54,6 +54,7 @@ class Generated:
     extra: dict[str, str] = field(default_factory=dict)   # other files (CUDA: the Python loader)
     prediction: str = ""
     prediction_at: str = ""
+    sm_count: int = 1               # the profile's SMs: one wave of blocks (plan.band_rows)
 
     def tiles_for(self, key: int | None) -> dict[str, int]:
         """Every kernel's tiles for head dim `key` (the weaved axes take one index a block)."""
@@ -99,7 +100,8 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str = "triton", dtype
     kernels = [_configure(base, woven, k.name, profile, roles, config, sets or {}, dtype)
                for k in woven.kernels]
     command = _command(diagram, profile.name, backend, dtype, config, sets or {})
-    g = Generated(woven, source, profile.name, backend, dtype, command, roles, kernels)
+    g = Generated(woven, source, profile.name, backend, dtype, command, roles, kernels,
+                  sm_count=profile.sm_count)
     _predict_defaults(g, profile)
     if backend == "triton":
         from analyzer.kernel.module import triton_module

@@ -68,6 +68,7 @@ def triton_module(g) -> str:
         out.append(tr.render_kernel(k.plan, padded))
         out.append("")
     out.append(_configs(g))
+    out += _band_helper(g)
     out += _launchers(g)
     out += wrapper(g)
     return "\n".join(out).rstrip() + "\n"
@@ -112,6 +113,18 @@ def _configs(g) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+def _band_helper(g) -> list[str]:
+    """The banded block order's rows per band (analyzer.kernel.plan.band_rows), for the launchers."""
+    if not any(k.plan.banded for k in g.kernels):
+        return []
+    return [f"SM_COUNT = {g.sm_count}  # {g.gpu}: blocks run in waves of one per SM", "", "",
+            "def _band(tile_rows, tile_cols):",
+            f'{INDENT}"""Row tiles per band of the block order: one wave of blocks covers a square of the '
+            'output,',
+            f"{INDENT}whose inputs' tiles it shares in L2 (the cache level's optimal tile, Theorem 2)." + '"""',
+            f"{INDENT}return max(1, round(math.sqrt(SM_COUNT * tile_cols / tile_rows)))", "", ""]
+
+
 def _launchers(g) -> list[str]:
     out = []
     for k in g.kernels:
@@ -141,6 +154,9 @@ def _launchers(g) -> list[str]:
         args += [f"scale[{o.name!r}]" for o in tr.scaled_ops(p)]
         args += [f"SIZE_{d.name.upper()}=size[{d.axes[0]!r}]" for d in p.wholes]
         args += [f"{t}=cfg[{t!r}]" for t in tr.tile_params(p)]
+        if p.banded:
+            r, c = p.banded
+            args.append(f"{tr.band(p)}=_band(cfg[{tr.tile(r)!r}], cfg[{tr.tile(c)!r}])")
         args += blocks
         args += ["num_warps=cfg['num_warps']", "num_stages=cfg['num_stages']"]
         lines.append(f"{INDENT}{name}[grid](")

@@ -15,6 +15,7 @@ A backend renders a plan: it never looks at the diagram file again.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from analyzer.diagram.compiled import Diagram, Op
@@ -76,6 +77,23 @@ class KernelPlan:
 
     def axes_of(self, array: str) -> tuple[str, ...]:
         return self.diagram.arrays[array].axes
+
+    @property
+    def banded(self) -> tuple[str, str] | None:
+        """(rows, columns) when the blocks tile two dimensions of one axis each (a matmul's output):
+        the block order then walks bands of row tiles (band_rows)."""
+        groups = self.groups
+        if len(groups) == 2 and all(len(d.axes) == 1 for d in groups):
+            return groups[0].axes[0], groups[1].axes[0]
+        return None
+
+
+def band_rows(tile_rows: int, tile_cols: int, sm_count: int) -> int:
+    """Row tiles per band of a banded block order. Blocks run in waves of one per SM; walking a band
+    down its rows first, one wave covers about band x (sm_count / band) tiles, a square of the output
+    when band = sqrt(sm_count tile_cols / tile_rows). Its inputs' rows and columns are then shared in L2
+    by the whole wave: the cache level's optimal tile is square (Theorem 2, Equation 1)."""
+    return max(1, round(math.sqrt(sm_count * tile_cols / tile_rows)))
 
 
 def plan(d: Diagram, s: Schedule, choice: Choice) -> KernelPlan:

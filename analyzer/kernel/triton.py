@@ -75,8 +75,15 @@ def signature(p: KernelPlan) -> list[tuple[str, str]]:
     params += [(f"scale_{o.name}", f"{o.name}: {o.applied.scale}") for o in scaled_ops(p)]
     params += [(f"SIZE_{d.name.upper()}: tl.constexpr", "") for d in p.wholes]
     params += [(f"{t}: tl.constexpr", "") for t in tile_params(p)]
+    if p.banded:
+        params.append((f"{band(p)}: tl.constexpr", "row tiles per band of the block order"))
     params += [(f"{d.block}: tl.constexpr", "") for d in p.dims]
     return params
+
+
+def band(p: KernelPlan) -> str:
+    """The constexpr holding a banded block order's rows per band (plan.band_rows)."""
+    return f"BAND_{p.banded[0].upper()}"
 
 
 def tile(axis: str) -> str:
@@ -197,8 +204,22 @@ class _Writer:
     def blocks(self) -> None:
         p = self.p
         group_axes = [(a, t) for d in p.groups for a, t in zip(d.axes, d.tiles, strict=True)]
-        self.comment("which block: one index of each grid axis, one tile of each grouped axis")
-        if group_axes:
+        if p.banded:
+            r, c = p.banded
+            self.comment(f"which block: bands of {band(p)} row tiles, walked down the rows first, so that "
+                         "one wave of blocks")
+            self.comment("covers a square of the output and shares its inputs' tiles in L2 (the cache "
+                         "level's optimal tile is square: Theorem 2)")
+            self.line("pid = tl.program_id(0)")
+            self.line(f"nblk_{r} = tl.cdiv(size_{r}, {tile(r)})")
+            self.line(f"band = {band(p)} * tl.cdiv(size_{c}, {tile(c)})")
+            self.line(f"first = (pid // band) * {band(p)}")
+            self.line(f"rows = tl.minimum(nblk_{r} - first, {band(p)})")
+            self.line(f"blk_{r} = first + (pid % band) % rows")
+            self.line(f"blk_{c} = (pid % band) // rows")
+        else:
+            self.comment("which block: one index of each grid axis, one tile of each grouped axis")
+        if group_axes and not p.banded:
             self.line("rest = tl.program_id(0)")
             for axis, _ in reversed(group_axes):
                 self.line(f"blk_{axis} = rest % tl.cdiv(size_{axis}, {tile(axis)})")
@@ -482,4 +503,4 @@ def render_kernel(p: KernelPlan, padded: dict[str, bool] | None = None) -> str:
 
 
 __all__ = ["render_kernel", "kernel_name", "signature", "pointers", "scaled_ops", "runtime_axes",
-           "check_renderable", "tile_params", "GROUP"]
+           "check_renderable", "tile_params", "band", "GROUP"]

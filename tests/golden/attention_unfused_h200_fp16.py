@@ -49,17 +49,21 @@ def _attention_unfused_scores(
     stride_S_x,
     TILE_Q: tl.constexpr,
     TILE_X: tl.constexpr,
+    BAND_Q: tl.constexpr,  # row tiles per band of the block order
     BLOCK_Q: tl.constexpr,
     BLOCK_D: tl.constexpr,
     BLOCK_X: tl.constexpr,
 ):
     ELEM = Q_ptr.dtype.element_ty  # storage type of the inputs
-    # which block: one index of each grid axis, one tile of each grouped axis
-    rest = tl.program_id(0)
-    blk_x = rest % tl.cdiv(size_x, TILE_X)
-    rest = rest // tl.cdiv(size_x, TILE_X)
-    blk_q = rest % tl.cdiv(size_q, TILE_Q)
-    rest = rest // tl.cdiv(size_q, TILE_Q)
+    # which block: bands of BAND_Q row tiles, walked down the rows first, so that one wave of blocks
+    # covers a square of the output and shares its inputs' tiles in L2 (the cache level's optimal tile is square: Theorem 2)
+    pid = tl.program_id(0)
+    nblk_q = tl.cdiv(size_q, TILE_Q)
+    band = BAND_Q * tl.cdiv(size_x, TILE_X)
+    first = (pid // band) * BAND_Q
+    rows = tl.minimum(nblk_q - first, BAND_Q)
+    blk_q = first + (pid % band) % rows
+    blk_x = (pid % band) // rows
     rest = tl.program_id(1)
     idx_heads = (rest % size_heads).to(tl.int64)
     rest = rest // size_heads
@@ -173,17 +177,21 @@ def _attention_unfused_values(
     stride_O_d,
     TILE_Q: tl.constexpr,
     TILE_D: tl.constexpr,
+    BAND_Q: tl.constexpr,  # row tiles per band of the block order
     BLOCK_Q: tl.constexpr,
     BLOCK_X: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
     ELEM = P_ptr.dtype.element_ty  # storage type of the inputs
-    # which block: one index of each grid axis, one tile of each grouped axis
-    rest = tl.program_id(0)
-    blk_d = rest % tl.cdiv(size_d, TILE_D)
-    rest = rest // tl.cdiv(size_d, TILE_D)
-    blk_q = rest % tl.cdiv(size_q, TILE_Q)
-    rest = rest // tl.cdiv(size_q, TILE_Q)
+    # which block: bands of BAND_Q row tiles, walked down the rows first, so that one wave of blocks
+    # covers a square of the output and shares its inputs' tiles in L2 (the cache level's optimal tile is square: Theorem 2)
+    pid = tl.program_id(0)
+    nblk_q = tl.cdiv(size_q, TILE_Q)
+    band = BAND_Q * tl.cdiv(size_d, TILE_D)
+    first = (pid // band) * BAND_Q
+    rows = tl.minimum(nblk_q - first, BAND_Q)
+    blk_q = first + (pid % band) % rows
+    blk_d = (pid % band) // rows
     rest = tl.program_id(1)
     idx_heads = (rest % size_heads).to(tl.int64)
     rest = rest // size_heads
@@ -242,6 +250,15 @@ CONFIGS = {
 CONFIG = CONFIGS  # the same, under the short name
 
 
+SM_COUNT = 132  # h200: blocks run in waves of one per SM
+
+
+def _band(tile_rows, tile_cols):
+    """Row tiles per band of the block order: one wave of blocks covers a square of the output,
+    whose inputs' tiles it shares in L2 (the cache level's optimal tile, Theorem 2)."""
+    return max(1, round(math.sqrt(SM_COUNT * tile_cols / tile_rows)))
+
+
 def _launch_scores(t, size, stride, scale):
     """Kernel 'scores': t, size, stride, scale map names to tensors and numbers."""
     cfg = CONFIGS['scores'][None]
@@ -269,6 +286,7 @@ def _launch_scores(t, size, stride, scale):
         stride['S']['x'],
         TILE_Q=cfg['TILE_Q'],
         TILE_X=cfg['TILE_X'],
+        BAND_Q=_band(cfg['TILE_Q'], cfg['TILE_X']),
         BLOCK_Q=triton.next_power_of_2(cfg['TILE_Q']),
         BLOCK_D=cfg['BLOCK_D'],
         BLOCK_X=triton.next_power_of_2(cfg['TILE_X']),
@@ -330,6 +348,7 @@ def _launch_values(t, size, stride, scale):
         stride['O']['d'],
         TILE_Q=cfg['TILE_Q'],
         TILE_D=cfg['TILE_D'],
+        BAND_Q=_band(cfg['TILE_Q'], cfg['TILE_D']),
         BLOCK_Q=triton.next_power_of_2(cfg['TILE_Q']),
         BLOCK_X=cfg['BLOCK_X'],
         BLOCK_D=triton.next_power_of_2(cfg['TILE_D']),

@@ -35,17 +35,21 @@ def _matmul_gemm(
     stride_C_c,
     TILE_A: tl.constexpr,
     TILE_C: tl.constexpr,
+    BAND_A: tl.constexpr,  # row tiles per band of the block order
     BLOCK_A: tl.constexpr,
     BLOCK_B: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):
     ELEM = A_ptr.dtype.element_ty  # storage type of the inputs
-    # which block: one index of each grid axis, one tile of each grouped axis
-    rest = tl.program_id(0)
-    blk_c = rest % tl.cdiv(size_c, TILE_C)
-    rest = rest // tl.cdiv(size_c, TILE_C)
-    blk_a = rest % tl.cdiv(size_a, TILE_A)
-    rest = rest // tl.cdiv(size_a, TILE_A)
+    # which block: bands of BAND_A row tiles, walked down the rows first, so that one wave of blocks
+    # covers a square of the output and shares its inputs' tiles in L2 (the cache level's optimal tile is square: Theorem 2)
+    pid = tl.program_id(0)
+    nblk_a = tl.cdiv(size_a, TILE_A)
+    band = BAND_A * tl.cdiv(size_c, TILE_C)
+    first = (pid // band) * BAND_A
+    rows = tl.minimum(nblk_a - first, BAND_A)
+    blk_a = first + (pid % band) % rows
+    blk_c = (pid % band) // rows
     base_A = 0
     base_B = 0
     base_C = 0
@@ -93,6 +97,15 @@ CONFIGS = {
 CONFIG = CONFIGS  # the same, under the short name
 
 
+SM_COUNT = 132  # h200: blocks run in waves of one per SM
+
+
+def _band(tile_rows, tile_cols):
+    """Row tiles per band of the block order: one wave of blocks covers a square of the output,
+    whose inputs' tiles it shares in L2 (the cache level's optimal tile, Theorem 2)."""
+    return max(1, round(math.sqrt(SM_COUNT * tile_cols / tile_rows)))
+
+
 def _launch_gemm(t, size, stride, scale):
     """Kernel 'gemm': t, size, stride, scale map names to tensors and numbers."""
     cfg = CONFIGS['gemm'][None]
@@ -112,6 +125,7 @@ def _launch_gemm(t, size, stride, scale):
         stride['C']['c'],
         TILE_A=cfg['TILE_A'],
         TILE_C=cfg['TILE_C'],
+        BAND_A=_band(cfg['TILE_A'], cfg['TILE_C']),
         BLOCK_A=triton.next_power_of_2(cfg['TILE_A']),
         BLOCK_B=cfg['BLOCK_B'],
         BLOCK_C=triton.next_power_of_2(cfg['TILE_C']),

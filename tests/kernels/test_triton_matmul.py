@@ -24,6 +24,21 @@ def test_matmul_matches_float64(shape, tmp_path):
     assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-2
 
 
+def test_banded_block_order_covers_every_tile_once(tmp_path):
+    """Blocks walk bands of row tiles (one wave covers a square of the output): with 64 x 64 tiles,
+    16 row tiles and 15 column tiles make one full band of _band(64, 64) rows and a ragged one."""
+    m = module("matmul", tmp_path)
+    band = m._band(64, 64)
+    assert band == round((m.SM_COUNT) ** 0.5) and 16 % band != 0
+    m.CONFIGS["gemm"][None] = {**m.CONFIGS["gemm"][None], "TILE_A": 64, "TILE_C": 64, "BLOCK_B": 32}
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(16 * 64 - 5, 40, generator=g).half()
+    b = torch.randn(40, 15 * 64 - 3, generator=g).half()
+    ref = a.double() @ b.double()
+    out = m.matmul(a, b)
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
 def test_matmul_transposed_input(tmp_path):
     m = module("matmul", tmp_path)
     a = torch.randn(40, 30).half().t()           # strided view, (30, 40)
