@@ -1,19 +1,20 @@
 """The pipeline of `napkin calibrate`: recording + GPU profile -> calibrated profile + validation.
 
     recording (bench/sweep_h200.py) -> measured records -> the model's terms of each, derived again
-    from its diagram (components) -> held-out split -> robust fit on the training records, bootstrap
+    from its diagram (components), weighted by how near each runs to its size's best -> held-out
+    split -> robust fit on the training records, bootstrap
     uncertainties -> predictions before (datasheet) and after -> errors, rank correlation and the
     model's first choice per shape (napkin sweep with each profile) -> a calibrated profile
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from analyzer.calibrate.components import components, measured
-from analyzer.calibrate.fit import FITTED, Fit, bootstrap, fit
+from analyzer.calibrate.fit import FITTED, Fit, bootstrap, fit, near_best_weights
 from analyzer.calibrate.record import Record, Recording, load_recording
 from analyzer.calibrate.validate import Validation, shape_of, split, validate
 from analyzer.config.configure import _profile
@@ -42,6 +43,7 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
     base, _ = _profile(gpu)
     base = base.model_copy(update={"calibration": None})
     c = components(records, base)
+    c = replace(c, weight=near_best_weights(c.measured, [shape_of(r) for r in records]))
     splits = split(records, held_out_size)
     train = np.where(splits == "train")[0]
     if len(train) < 2 * len(FITTED):

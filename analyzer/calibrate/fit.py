@@ -4,7 +4,10 @@ The formula is the model's own (analyzer.model.predict.seconds); the parameters 
 (efficiencies, the softmax overhead, the per-chunk overhead, the load latency, the exposed prologue
 and epilogue, the launch overhead) are fitted by Levenberg-Marquardt on log(model / measured), so each
 configuration counts by its relative error, reweighted (Huber) so that a few configurations the model
-cannot describe do not pull the rest. Each parameter is fitted in log space, which keeps it positive.
+cannot describe do not pull the rest. A configuration also counts by how near it runs to the best
+measured at its size (near_best_weights): the model exists to choose among the fast ones, and a
+configuration three times slower than the best says little about them. Each parameter is fitted in
+log space, which keeps it positive.
 Uncertainties are bootstrap standard errors: the fit repeated on configurations drawn with
 replacement.
 """
@@ -19,6 +22,8 @@ from analyzer.model.predict import datasheet, seconds
 
 HUBER = 0.1          # log residual beyond which a configuration counts linearly (about 10 % off)
 IRLS = 6             # reweighting rounds
+NEAR_BEST = 0.5      # weight exp(-(t / t_best - 1) / NEAR_BEST): 1 at the best, 0.37 at 1.5 x the best
+FLOOR = 0.05         # ... plus this, so that slow configurations still count
 START = {"softmax_overhead": 0.3, "step_overhead_s": 1e-7, "load_latency_s": 5e-7, "edge_exposed": 1.0,
          "launch_overhead_s": 5e-6}
 FITTED = ("pipeline_efficiency.tensor", "bandwidth_efficiency.smem", "softmax_overhead",
@@ -36,6 +41,7 @@ class Components:
     resident: np.ndarray                  # thread blocks one SM holds at once
     edge: np.ndarray                      # prologue and epilogue transfer seconds at HBM bandwidth
     measured: np.ndarray                  # seconds
+    weight: np.ndarray | None = None      # per record, in the fit (near_best_weights); None: all 1
 
     def __len__(self) -> int:
         return len(self.measured)
@@ -44,7 +50,11 @@ class Components:
         index = np.asarray(index)
         return Components({k: v[index] for k, v in self.pipes.items()},
                           {k: v[index] for k, v in self.transfers.items()}, self.chunks[index],
-                          self.stages[index], self.resident[index], self.edge[index], self.measured[index])
+                          self.stages[index], self.resident[index], self.edge[index], self.measured[index],
+                          None if self.weight is None else self.weight[index])
+
+    def weights(self) -> np.ndarray:
+        return np.ones(len(self)) if self.weight is None else self.weight
 
     def time(self, params: dict[str, float]) -> np.ndarray:
         """The model's seconds per record with these parameters (absent ones at datasheet values)."""
@@ -70,6 +80,15 @@ class Fit:
     samples: int = 0                      # bootstrap fits
 
 
+def near_best_weights(measured: np.ndarray, shapes: list) -> np.ndarray:
+    """Per record: exp(-(t / t_best - 1) / NEAR_BEST) + FLOOR, t_best the fastest of its shape."""
+    best: dict = {}
+    for t, shape in zip(measured, shapes, strict=True):
+        best[shape] = min(best.get(shape, np.inf), t)
+    ratio = np.array([t / best[shape] for t, shape in zip(measured, shapes, strict=True)])
+    return np.exp(-(ratio - 1) / NEAR_BEST) + FLOOR
+
+
 def _residual(c: Components, names, theta, weights=None) -> np.ndarray:
     r = np.log(c.time(dict(zip(names, np.exp(theta), strict=True)))) - np.log(c.measured)
     return r if weights is None else r * weights
@@ -91,12 +110,14 @@ def fit(c: Components, names=FITTED, *, start: dict[str, float] | None = None, h
 def _fit(c: Components, names: tuple[str, ...], start: dict[str, float], huber: float | None,
          max_iterations: int) -> Fit:
     values = {n: start.get(n, START.get(n, datasheet(n) or 1e-3)) for n in names}
-    weights, result = None, None
+    base = np.sqrt(c.weights())
+    weights, result = base, None
     for _ in range(IRLS if huber else 1):
         result = _lm(c, names, values, weights, max_iterations)
         values = result.values
         r = _residual(c, names, np.log([values[n] for n in names]))
-        weights = np.sqrt(np.minimum(1.0, huber / np.maximum(np.abs(r), 1e-12))) if huber else None
+        if huber:
+            weights = base * np.sqrt(np.minimum(1.0, huber / np.maximum(np.abs(r), 1e-12)))
     assert result is not None
     r = _residual(c, names, np.log([values[n] for n in names]))
     return Fit(names, values, {}, float(np.sqrt(np.mean(r * r))), result.iterations)

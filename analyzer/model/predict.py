@@ -15,9 +15,9 @@ with named parameters (absent ones keep the datasheet value: efficiencies 1, ove
 - sigma of the non-tensor pipelines' time is not hidden behind the tensor cores (Section 6.3's
   softmax overhead): compute = max_p(T_p) + sigma (T_sfu + T_vector);
 - every streamed chunk costs its block t_step more (Section 6.3's small-tile overhead), and a
-  streamed load takes lambda to arrive, hidden behind the stages - 1 loads in flight (5.6); the k
-  blocks resident on an SM share both: with C chunks per SM, compute gains t_step C / k, and can
-  go no faster than lambda C / ((stages - 1) k);
+  streamed load takes lambda to arrive and then its transfer time; the stages - 1 loads in flight
+  per block (5.6) and the k blocks resident on an SM overlap them (Little's law): with C chunks per
+  SM, compute gains t_step C / k, and can go no faster than (lambda C + transfers) / ((stages - 1) k);
 - a block's prologue and epilogue transfers (arrays outside its streamed loop) are exposed: e times
   their time at HBM bandwidth is added;
 - every launch costs t_launch.
@@ -75,13 +75,13 @@ def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray]
                 for p, t in pipes.items()}
     chunks = np.asarray(chunks, dtype=np.float64)
     resident = np.maximum(np.asarray(resident, dtype=np.float64), 1.0)
-    latency = get("load_latency_s") * chunks / (np.maximum(np.asarray(stages, dtype=np.float64) - 1, 1)
-                                                * resident)
+    transfer = sum((np.asarray(t, dtype=np.float64) / get(f"bandwidth_efficiency.{lv}")
+                    for lv, t in transfers.items()), zero)
+    in_flight = np.maximum(np.asarray(stages, dtype=np.float64) - 1, 1) * resident
+    latency = (get("load_latency_s") * chunks + transfer) / in_flight    # never above `transfer` at lambda 0
     slowest = np.max(np.stack([zero + latency, *(zero + t for t in per_pipe.values())]), axis=0)
     other = sum((t for p, t in per_pipe.items() if p != "tensor"), zero)
     compute = slowest + get("softmax_overhead") * other + get("step_overhead_s") * chunks / resident
-    transfer = sum((np.asarray(t, dtype=np.float64) / get(f"bandwidth_efficiency.{lv}")
-                    for lv, t in transfers.items()), zero)
     exposed = get("edge_exposed") * np.asarray(edge, dtype=np.float64) + get("launch_overhead_s") + zero
     return Parts(per_pipe, compute, transfer, exposed)
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from analyzer.calibrate.calibrate import calibrate
-from analyzer.calibrate.fit import FITTED, Components, fit
+from analyzer.calibrate.fit import FITTED, FLOOR, Components, fit, near_best_weights
 from analyzer.calibrate.record import load_recording
 from analyzer.calibrate.registers import check_registers, load_compiled, relation_fit
 from analyzer.calibrate.report import profile_yaml, report_markdown
@@ -69,6 +69,26 @@ def test_datasheet_parameters_give_the_paper_model():
     transfers = {"l2": np.array([1.0, 0.5]), "smem": np.array([1.0, 2.0])}
     parts = seconds(pipes, transfers, {}, chunks=np.array([1e6, 1e6]), stages=2, edge=np.array([5.0, 5.0]))
     assert parts.total.tolist() == [3.0, 2.5]
+
+
+def test_loads_in_flight_cover_latency_and_transfer_time():
+    """Little's law: stages - 1 loads in flight per block and k blocks share latency plus transfer time;
+    without a latency the bound never exceeds the transfers, so the datasheet model is unchanged."""
+    pipes = {"tensor": np.array([1.0, 1.0, 1.0])}
+    transfers = {"smem": np.array([0.8, 0.8, 0.8])}
+    chunks, lam = np.array([1.0, 1.0, 1.0]), 0.6
+    stages, resident = np.array([2.0, 3.0, 2.0]), np.array([1.0, 1.0, 2.0])
+    parts = seconds(pipes, transfers, {"load_latency_s": lam}, chunks=chunks, stages=stages,
+                    resident=resident)
+    assert parts.compute.tolist() == pytest.approx([lam + 0.8, 1.0, 1.0])
+    free = seconds(pipes, {"smem": np.array([3.0, 0.5, 0.5])}, {}, chunks=chunks, stages=stages)
+    assert free.total.tolist() == pytest.approx([3.0, 1.0, 1.0])
+
+
+def test_near_best_weights():
+    w = near_best_weights(np.array([1.0, 1.5, 3.0, 2.0, 2.0]), ["a", "a", "a", "b", "b"])
+    assert w[0] == w[3] == w[4] == pytest.approx(1 + FLOOR)
+    assert w[0] > w[1] > w[2] > FLOOR
 
 
 def test_error_measures():
@@ -159,14 +179,15 @@ def test_compile_recording_errors_are_one_line(tmp_path):
         load_compiled(empty)
 
 
-def test_calibration_improves_every_split_and_meets_the_attention_target(recorded):
+def test_calibration_improves_every_split_and_meets_the_error_target(recorded):
     result, _ = recorded
     v = result.validation
     for (model, family, name), e in v.errors.items():
         if model == "calibrated" and e.count:
             assert e.median < v.errors[("datasheet", family, name)].median, (family, name)
-    assert v.errors[("calibrated", "attention", "held-out configs")].median <= 0.10
-    assert v.errors[("calibrated", "attention", "held-out size")].median <= 0.10
+    for family in ("attention", "matmul"):          # the issue's target: 10 % on what the fit never saw
+        assert v.errors[("calibrated", family, "held-out configs")].median <= 0.10, family
+        assert v.errors[("calibrated", family, "held-out size")].median <= 0.10, family
     rho = [s.spearman for s in v.shapes["calibrated"]]
     assert np.nanmedian(rho) > np.nanmedian([s.spearman for s in v.shapes["datasheet"]])
 
