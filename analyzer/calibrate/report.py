@@ -111,11 +111,30 @@ def report_markdown(r: Result, command: str, plot: str | None, registers: Regist
                       f"{int((ratios <= 1.05).sum())} of {len(ratios)} sizes; median first / best "
                       f"{np.median(ratios):.3f}, worst {ratios.max():.3f}; median ρ "
                       f"{np.nanmedian(rho):.2f}."]
+    lines += ["", "**Warps.** The model's terms do not depend on the number of warps, so `napkin sweep` "
+              "breaks ties by it. Same diagram, size, tiles and stages, twice the warps: "
+              + "; ".join(f"{fam} faster in {k} of {n} pairs" for fam, (k, n) in warp_pairs(r).items())
+              + " (ties go to more warps)."]
     lines += ["", f"Ranking every legal configuration of one size took at most {r.ranking_seconds:.2f} s "
               "(`napkin sweep`, in process, calibrated profile).", ""]
     if registers is not None:
         lines += registers_markdown(registers)
     return "\n".join(lines)
+
+
+def warp_pairs(r: Result) -> dict[str, tuple[int, int]]:
+    """Per diagram: of the configurations that differ only in doubled warps, how many ran faster."""
+    times: dict[tuple, dict[int, float]] = {}
+    for x in r.records:
+        key = (x.diagram, x.head_dim, x.seqlen, tuple(sorted(x.tiles.items())), x.num_stages)
+        times.setdefault(key, {})[x.num_warps] = x.time_s
+    out: dict[str, tuple[int, int]] = {}
+    for key, by_warps in sorted(times.items(), key=lambda kv: str(kv[0])):
+        for w, t in by_warps.items():
+            if 2 * w in by_warps:
+                k, n = out.get(key[0], (0, 0))
+                out[key[0]] = (k + (by_warps[2 * w] < t), n + 1)
+    return out
 
 
 def scatter(r: Result):

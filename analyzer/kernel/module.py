@@ -121,7 +121,8 @@ def _band_helper(g) -> list[str]:
             "def _band(tile_rows, tile_cols):",
             f'{INDENT}"""Row tiles per band of the block order: one wave of blocks covers a square of the '
             'output,',
-            f"{INDENT}whose inputs' tiles it shares in L2 (the cache level's optimal tile, Theorem 2)." + '"""',
+            f"{INDENT}whose inputs' tiles it shares in L2 (the cache level's optimal tile, Theorem 2)."
+            + '"""',
             f"{INDENT}return max(1, round(math.sqrt(SM_COUNT * tile_cols / tile_rows)))", "", ""]
 
 

@@ -6,15 +6,15 @@
 # GPU profile: h200; element type fp16 (fp16 and bf16 both run: same size and tensor-core rate)
 # Call: attention(q, k, v, causal=False) on (batch, heads, seqlen, head_dim) tensors; the diagram is weaved over batch and heads
 # Kernel 'scores': grid over batch (one index a block), heads (one index a block), q (tiles of g_q1), x (tiles of g_x1); streams d in chunks of s_d1
-#   g_q1=128, g_x1=256, s_d1=64, 8 warps, 3 stages
+#   g_q1=256, g_x1=128, s_d1=64, 16 warps, 3 stages
 #   from the fastest of 47 legal configurations by predicted time (napkin sweep, h200)
 # Kernel 'softmax': grid over batch (one index a block), heads (one index a block), q (one index a block)
 #   g_q2=1, 4 warps, 1 stages
 #   from napkin analyze's tiles for h200 (outside Section 5's model: 4 warps, no pipelining)
 # Kernel 'values': grid over batch (one index a block), heads (one index a block), q (tiles of g_q3), d (tiles of g_d3); streams x in chunks of s_x3
-#   g_d3=128, g_q3=256, s_x3=64, 8 warps, 3 stages
+#   g_d3=128, g_q3=256, s_x3=64, 16 warps, 3 stages
 #   from the fastest of 47 legal configurations by predicted time (napkin sweep, h200)
-# Predicted (napkin analyze, h200, batch=1, heads=1, q=16384, x=16384, d=128): 785.7 us, 175 TFLOP/s, mixed: scores transfers (l2->smem), softmax transfers (gmem->l2), values transfers (gmem->l2)-bound
+# Predicted (napkin analyze, h200, batch=1, heads=1, q=16384, x=16384, d=128): 785.7 us, 175 TFLOP/s, mixed: scores compute (tensor), softmax compute (sfu), values compute (tensor)-bound
 # Accumulators are fp32 (the tensor cores' accumulate type).
 
 import math
@@ -238,13 +238,13 @@ def _attention_unfused_values(
 # The configuration of each kernel (napkin configure), keyed by head dim where it has one
 CONFIGS = {
     'scores': {
-        None: {'TILE_Q': 128, 'TILE_X': 256, 'BLOCK_D': 64, 'num_warps': 8, 'num_stages': 3},
+        None: {'TILE_Q': 256, 'TILE_X': 128, 'BLOCK_D': 64, 'num_warps': 16, 'num_stages': 3},
     },
     'softmax': {
         None: {'num_warps': 4, 'num_stages': 1},
     },
     'values': {
-        None: {'TILE_Q': 256, 'TILE_D': 128, 'BLOCK_X': 64, 'num_warps': 8, 'num_stages': 3},
+        None: {'TILE_Q': 256, 'TILE_D': 128, 'BLOCK_X': 64, 'num_warps': 16, 'num_stages': 3},
     },
 }
 CONFIG = CONFIGS  # the same, under the short name

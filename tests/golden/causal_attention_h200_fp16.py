@@ -6,7 +6,7 @@
 # GPU profile: h200; element type fp16 (fp16 and bf16 both run: same size and tensor-core rate)
 # Call: attention(q, k, v, causal=True) on (batch, heads, seqlen, head_dim) tensors; the diagram is weaved over batch and heads
 # Kernel 'flash': grid over batch (one index a block), heads (one index a block), q (tiles of g_q); streams x in chunks of s_x
-#   d=64: g_q=128, s_x=128, 4 warps, 3 stages
+#   d=64: g_q=128, s_x=128, 8 warps, 3 stages
 #   d=128: g_q=128, s_x=128, 8 warps, 3 stages
 #   d=256: g_q=128, s_x=32, 8 warps, 3 stages
 #   from the fastest of 38 legal configurations by predicted time (napkin sweep, h200)
@@ -131,7 +131,7 @@ def _causal_attention_flash(
 # The configuration of each kernel (napkin configure), keyed by head dim where it has one
 CONFIGS = {
     'flash': {
-        64: {'TILE_Q': 128, 'BLOCK_X': 128, 'num_warps': 4, 'num_stages': 3},
+        64: {'TILE_Q': 128, 'BLOCK_X': 128, 'num_warps': 8, 'num_stages': 3},
         128: {'TILE_Q': 128, 'BLOCK_X': 128, 'num_warps': 8, 'num_stages': 3},
         256: {'TILE_Q': 128, 'BLOCK_X': 32, 'num_warps': 8, 'num_stages': 3},
     },
