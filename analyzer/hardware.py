@@ -119,6 +119,22 @@ class Estimate(Strict):
     uncertainty: float | None = Field(None, ge=0, allow_inf_nan=False)
 
 
+class RegisterRelation(Strict):
+    """Registers per thread the compiler allots a configuration, fitted to a compile recording
+    (napkin calibrate --registers): offset + table_scale x (Table 1's share) + tile_scale x (row block
+    x stream chunk elements per thread). Resident blocks and legality then follow the compiler's
+    count instead of Table 1's plus a fixed reserve."""
+
+    offset: Estimate = Field(description="Registers a thread uses beyond its arrays (r0).")
+    table_scale: Estimate = Field(description="Registers per register of Table 1's share (kappa).")
+    tile_scale: Estimate = Field(description="Registers per element of the row block x stream chunk tile "
+                                             "per thread (mu): temporaries Table 1 leaves out.")
+    source: str = Field(description="The compile recording the relation came from.")
+
+    def registers(self, table1, tile):
+        return self.offset.value + self.table_scale.value * table1 + self.tile_scale.value * tile
+
+
 class Calibration(Strict):
     """The model's stated assumptions, fitted to measurements (napkin calibrate; docs/validation.md).
 
@@ -145,6 +161,8 @@ class Calibration(Strict):
         None, description="Seconds per second of a block's prologue and epilogue transfers (arrays "
                           "outside the streamed loop, at HBM bandwidth) that compute does not hide.")
     launch_overhead_s: Estimate | None = Field(None, description="Seconds per kernel launch.")
+    registers: RegisterRelation | None = Field(
+        None, description="The compiler's register count (absent: Table 1's share plus a reserve).")
     fit: dict[str, float | int | str] = Field(default_factory=dict,
                                               description="How well the fit did (informative).")
 

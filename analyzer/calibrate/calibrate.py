@@ -1,5 +1,6 @@
 """The pipeline of `napkin calibrate`: recording + GPU profile -> calibrated profile + validation.
 
+    [compile recording -> the compiler's register count, fitted: resident blocks and legality follow it]
     recording (bench/sweep_h200.py) -> measured records -> the model's terms of each, derived again
     from its diagram (components), weighted by how near each runs to its size's best -> held-out
     split -> robust fit on the training records, bootstrap
@@ -16,10 +17,11 @@ import numpy as np
 from analyzer.calibrate.components import components, measured
 from analyzer.calibrate.fit import FITTED, Fit, bootstrap, fit, near_best_weights
 from analyzer.calibrate.record import Record, Recording, load_recording
+from analyzer.calibrate.registers import RegisterCheck, check_registers, fit_registers
 from analyzer.calibrate.validate import Validation, shape_of, split, validate
 from analyzer.config.configure import _profile
 from analyzer.errors import NapkinError
-from analyzer.hardware import OVERHEADS, Calibration, Estimate, Profile
+from analyzer.hardware import OVERHEADS, Calibration, Estimate, Profile, RegisterRelation
 
 
 @dataclass(frozen=True)
@@ -34,15 +36,22 @@ class Result:
     predictions: dict[str, np.ndarray]
     validation: Validation
     ranking_seconds: float           # the slowest napkin sweep of the calibrated profile
+    registers: RegisterCheck | None = None   # the compiler's register counts, with --registers
 
 
 def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, int] | None = None,
-              samples: int = 40, name: str | None = None) -> Result:
+              samples: int = 40, name: str | None = None, registers: str | None = None) -> Result:
+    """`registers`: a compile recording; the compiler's register count is fitted first, and resident
+    blocks and legality follow it in the time fit and in the calibrated profile."""
     rec = load_recording(recording)
     records = measured(rec)
     base, _ = _profile(gpu)
     base = base.model_copy(update={"calibration": None})
-    c = components(records, base)
+    reg_fit = fit_registers(records, registers, base) if registers else None
+    relation = reg_fit.register_relation() if reg_fit else None
+    counted = base if relation is None else base.model_copy(update={"calibration": Calibration(
+        source=relation.source, registers=relation)})
+    c = components(records, base, counted)
     c = replace(c, weight=near_best_weights(c.measured, [shape_of(r) for r in records]))
     splits = split(records, held_out_size)
     train = np.where(splits == "train")[0]
@@ -50,14 +59,16 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
         raise NapkinError(f"{recording}: {len(train)} training records are too few to fit "
                           f"{len(FITTED)} parameters", hint="record more configurations")
     best = bootstrap(c.take(train), fit(c.take(train)), samples=samples)
-    calibrated = calibrated_profile(base, best, rec, recording, name, len(train))
+    calibrated = calibrated_profile(base, best, rec, recording, name, len(train), relation)
     predictions = {"datasheet": c.time({}), "calibrated": c.time(best.values)}
     choices, slowest = {}, 0.0
     for label, profile in (("datasheet", base), ("calibrated", calibrated)):
         choices[label], seconds = first_choices(records, profile)
         slowest = max(slowest, seconds) if label == "calibrated" else slowest
     v = validate(records, predictions, splits, choices)
-    return Result(rec, recording, records, splits, base, calibrated, best, predictions, v, slowest)
+    check = check_registers(reg_fit, records, predictions["calibrated"], v.shapes["calibrated"]) \
+        if reg_fit else None
+    return Result(rec, recording, records, splits, base, calibrated, best, predictions, v, slowest, check)
 
 
 def first_choices(records: list[Record], profile: Profile) -> tuple[dict[tuple, str], float]:
@@ -83,7 +94,7 @@ def _estimate(value: float, error: float | None) -> Estimate:
 
 
 def calibrated_profile(base: Profile, f: Fit, rec: Recording, source: str, name: str | None,
-                       train: int) -> Profile:
+                       train: int, registers: RegisterRelation | None = None) -> Profile:
     meta = rec.meta
     grouped: dict = {"pipeline_efficiency": {}, "bandwidth_efficiency": {}}
     for n in f.names:
@@ -97,7 +108,7 @@ def calibrated_profile(base: Profile, f: Fit, rec: Recording, source: str, name:
         source=(f"{source}: {meta.get('command', '?')} on one {meta.get('gpu', 'GPU')}, "
                 f"{meta.get('date', '?')}; {train} training configurations, robust fit with "
                 f"{f.samples} bootstrap refits (napkin calibrate)"),
-        **grouped,
+        **grouped, registers=registers,
         fit={"training_records": train, "rms_log_error": float(f"{f.rms_log_error:.3g}")})
     return base.model_copy(update={"name": name or f"{base.name}-calibrated", "aliases": [],
                                    "description": f"{base.description}, model fitted to measurements",

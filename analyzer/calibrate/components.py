@@ -28,8 +28,10 @@ def measured(recording: Recording) -> list[Record]:
     return [r for r in recording.records if r.status == "ok" and r.time_s]
 
 
-def components(records: list[Record], profile: Profile) -> Components:
-    """One entry per record, in order."""
+def components(records: list[Record], profile: Profile, resident_profile: Profile | None = None
+               ) -> Components:
+    """One entry per record, in order; resident blocks by `resident_profile`'s register count (a
+    profile calibrated against the compiler's) where given, else by `profile`'s."""
     n = len(records)
     pipes = {p: np.zeros(n) for p in PIPELINES}
     transfers: dict[str, np.ndarray] = {}
@@ -53,7 +55,8 @@ def components(records: list[Record], profile: Profile) -> Components:
         edge[index] = edge_seconds(v["edge_bytes"], profile)
         for i in index:
             stages[i] = records[i].num_stages
-            resident[i] = resident_blocks(legal_choice(base, roles, profile, records[i]), profile)
+            resident[i] = resident_blocks(legal_choice(base, roles, profile, records[i]),
+                                          resident_profile or profile)
     return Components({p: t for p, t in pipes.items() if t.any()}, transfers, chunks, stages, resident,
                       edge, np.array([r.time_s for r in records], dtype=np.float64))
 

@@ -23,12 +23,11 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from analyzer.calibrate.calibrate import Result
 from analyzer.calibrate.components import legal_choice, model_of
-from analyzer.calibrate.record import read_json
-from analyzer.config.configure import names_of, schedule_of
+from analyzer.calibrate.record import Record, read_json
 from analyzer.errors import NapkinError
-from analyzer.kernel.choose import RESERVE_REGISTERS, registers_per_thread
+from analyzer.hardware import Estimate, Profile, RegisterRelation
+from analyzer.kernel.choose import RESERVE_REGISTERS, table1_registers
 
 RELATION = ("r0", "kappa", "mu")     # compiler registers = r0 + kappa * table1 + mu * tile
 
@@ -100,69 +99,89 @@ class FamilyRegisters:
 
 
 @dataclass(frozen=True)
-class RegisterCheck:
+class RegisterFit:
+    """The compiler's counts joined to the measured configurations, and the relation fitted to them."""
+
     source: str
     meta: dict
     cap: int                                  # registers per thread the GPU allows
-    configurations: list[Configuration]
-    families: list[FamilyRegisters]
+    configurations: dict[str, Configuration]  # by the records' configuration key
     relation: dict[str, tuple[float, float]]  # r0, kappa, mu -> (value, bootstrap s.e.)
     rms: float                                # registers, of the relation, below the cap
     fitted: int
+
+    def register_relation(self) -> RegisterRelation | None:
+        if any(not np.isfinite(v) or v < 0 for v, _ in self.relation.values()):
+            return None
+        r0, kappa, mu = (Estimate(value=float(f"{v:.4g}"),
+                                  uncertainty=float(f"{e:.2g}") if np.isfinite(e) else None)
+                         for v, e in (self.relation[n] for n in RELATION))
+        return RegisterRelation(offset=r0, table_scale=kappa, tile_scale=mu,
+                                source=f"{self.source}: {self.meta.get('command', '?')}, "
+                                       f"{self.meta.get('date', '?')}; {self.fitted} configurations below "
+                                       f"the {self.cap}-register cap, least squares")
+
+
+@dataclass(frozen=True)
+class RegisterCheck:
+    """What the report says: the counts per family, the relation, and the time model at the cap."""
+
+    fit: RegisterFit
+    families: list[FamilyRegisters]
     bias: dict[str, tuple[int, float]]        # "at the cap" / "below" -> (records, median pred / meas)
     misses: tuple[int, int]                   # sizes whose first choice is > 5 % off; of them, capped
 
 
-def check_registers(result: Result, path: str, *, samples: int = 200, seed: int = 0) -> RegisterCheck:
-    """Join `path`'s compiler counts to `result`'s measured configurations and compare."""
+def fit_registers(records: list[Record], path: str, base: Profile, *, samples: int = 200,
+                  seed: int = 0) -> RegisterFit:
+    """Join `path`'s compiler counts to the measured configurations and fit the relation."""
     compiled = load_compiled(path)
     by_key = {c.key: c for c in compiled.records if c.registers is not None}
-    profile = result.base
-    cap = profile.registers.per_thread_max
+    cap = base.registers.per_thread_max
     models: dict[tuple, tuple] = {}
     configs: dict[tuple, Configuration] = {}
     by_label: dict[str, Configuration] = {}
-    capped_record = np.zeros(len(result.records), dtype=bool)
-    joined = np.zeros(len(result.records), dtype=bool)
-    for i, r in enumerate(result.records):
+    for r in records:
         key = (r.diagram, r.head_dim, tuple(sorted(r.tiles.items())), r.num_warps, r.num_stages)
         c = by_key.get(key)
         if c is None:
             continue
-        joined[i] = True
-        capped_record[i] = c.registers >= cap
-        if key in configs:
-            by_label[r.config_key] = configs[key]
-            continue
-        m = (r.diagram, r.dtype, r.kernel)
-        if m not in models:
-            base, roles, _ = model_of(r.diagram, r.dtype, r.kernel, profile)
-            names = names_of(schedule_of(base, r.kernel))
-            models[m] = (base, roles, names.row_groups[-1], names.s)
-        base, roles, rows, chunk = models[m]
-        choice = legal_choice(base, roles, profile, r)
-        threads = r.num_warps * profile.threads.warp_size
-        model = registers_per_thread(choice, profile) or 0.0
-        smem = sum(k.block_bytes + k.n * k.group_bytes for k in choice.report.capacity
-                   if k.storage == "smem")
-        configs[key] = Configuration(r.family, key, model, model - RESERVE_REGISTERS, r.tiles.get(rows, 0)
-                                     * r.tiles.get(chunk, 0) / threads if chunk else 0.0,
-                                     c.registers, c.spills or 0, smem, c.shared_bytes or 0)
+        if key not in configs:
+            m = (r.diagram, r.dtype, r.kernel)
+            if m not in models:
+                models[m] = model_of(r.diagram, r.dtype, r.kernel, base)[:2]
+            choice = legal_choice(*models[m], base, r)
+            threads = r.num_warps * base.threads.warp_size
+            share = table1_registers(choice, base) or 0.0
+            smem = sum(k.block_bytes + k.n * k.group_bytes for k in choice.report.capacity
+                       if k.storage == "smem")
+            configs[key] = Configuration(r.family, key, share + RESERVE_REGISTERS, share,
+                                         choice.tile_elements / threads, c.registers, c.spills or 0,
+                                         smem, c.shared_bytes or 0)
         by_label[r.config_key] = configs[key]
     if not configs:
-        raise NapkinError(f"{path} has no configuration of {result.source}", field="--registers",
+        raise NapkinError(f"{path} has no configuration of the recording", field="--registers",
                           hint="pass the compile recording of the same sweep")
-    rows = list(configs.values())
-    relation, rms, fitted = _relation(rows, cap, samples, seed)
-    measured = np.array([r.time_s for r in result.records])
-    ratio = result.predictions["calibrated"] / measured
+    relation, rms, fitted = _relation(list(configs.values()), cap, samples, seed)
+    return RegisterFit(path, compiled.meta, cap, by_label, relation, rms, fitted)
+
+
+def check_registers(fit: RegisterFit, records: list[Record], predicted: np.ndarray,
+                    shapes: list) -> RegisterCheck:
+    """The calibrated model's bias at the cap and below, and how many of its missed first choices
+    (`shapes`: validate.ShapeResult per size) the compiler caps."""
+    at = {r.config_key: fit.configurations.get(r.config_key) for r in records}
+    capped = np.array([(at[r.config_key] is not None and at[r.config_key].compiler >= fit.cap)
+                       for r in records])
+    joined = np.array([at[r.config_key] is not None for r in records])
+    ratio = predicted / np.array([r.time_s for r in records])
     bias = {name: (int(m.sum()), float(np.median(ratio[m])) if m.any() else float("nan"))
-            for name, m in (("at the cap", joined & capped_record), ("below", joined & ~capped_record))}
-    missed = [s for s in result.validation.shapes["calibrated"] if s.chosen_over_best > 1.05]
-    capped = sum(1 for s in missed if s.chosen in by_label and
-                 (by_label[s.chosen].compiler >= cap or by_label[s.chosen].spills > 0))
-    return RegisterCheck(path, compiled.meta, cap, rows, _families(rows, cap), relation, rms, fitted, bias,
-                         (len(missed), capped))
+            for name, m in (("at the cap", joined & capped), ("below", joined & ~capped))}
+    missed = [s for s in shapes if s.chosen_over_best > 1.05]
+    hit = sum(1 for s in missed if (c := fit.configurations.get(s.chosen)) is not None
+              and (c.compiler >= fit.cap or c.spills > 0))
+    rows = list({c.key: c for c in fit.configurations.values()}.values())
+    return RegisterCheck(fit, _families(rows, fit.cap), bias, (len(missed), hit))
 
 
 def _families(rows: list[Configuration], cap: int) -> list[FamilyRegisters]:
@@ -205,31 +224,33 @@ def _relation(rows: list[Configuration], cap: int, samples: int, seed: int):
 
 def markdown(c: RegisterCheck) -> list[str]:
     """The report's section."""
-    r0, kappa, mu = (c.relation[n] for n in RELATION)
+    f = c.fit
+    r0, kappa, mu = (f.relation[n] for n in RELATION)
     lines = ["## Registers and SMEM: the model's count against the compiler's", "",
-             f"**Data.** `{c.source}` (`{c.meta.get('command', '?')}`, {c.meta.get('date', '?')}, triton "
-             f"{c.meta.get('triton', '?')}): the registers per thread, spilled bytes and SMEM bytes the "
-             "compiler allotted each measured configuration. The model assumes a thread uses Table 1's "
-             "share of the arrays kept in registers plus a reserve of "
+             f"**Data.** `{f.source}` (`{f.meta.get('command', '?')}`, {f.meta.get('date', '?')}, triton "
+             f"{f.meta.get('triton', '?')}): the registers per thread, spilled bytes and SMEM bytes the "
+             "compiler allotted each measured configuration. The datasheet model assumes a thread uses "
+             "Table 1's share of the arrays kept in registers plus a reserve of "
              f"{RESERVE_REGISTERS} (resident blocks and legality follow from it), and Table 2's SMEM.", "",
-             "| family | configs | model registers (median) | compiler (median) | compiler / model: "
-             f"median (range) | at the {c.cap} cap | spilling | SMEM as Table 2 |",
+             "| family | configs | Table 1 + reserve (median) | compiler (median) | compiler / model: "
+             f"median (range) | at the {f.cap} cap | spilling | SMEM as Table 2 |",
              "|---|---|---|---|---|---|---|---|"]
-    for f in c.families:
-        lines.append(f"| {f.family} | {f.count} | {f.model_median:.0f} | {f.compiler_median:.0f} | "
-                     f"{f.ratio_median:.2f} ({f.ratio_low:.2f} to {f.ratio_high:.2f}) | {f.capped} | "
-                     f"{f.spilling} | {f.smem_equal} of {f.count} |")
-    lines += ["", f"Below the cap ({c.fitted} configurations) the compiler allots r0 + κ · (Table 1's "
+    for fam in c.families:
+        lines.append(f"| {fam.family} | {fam.count} | {fam.model_median:.0f} | {fam.compiler_median:.0f} | "
+                     f"{fam.ratio_median:.2f} ({fam.ratio_low:.2f} to {fam.ratio_high:.2f}) | {fam.capped} | "
+                     f"{fam.spilling} | {fam.smem_equal} of {fam.count} |")
+    lines += ["", f"Below the cap ({f.fitted} configurations) the compiler allots r0 + κ · (Table 1's "
               "share) + μ · (row block × stream chunk per thread) registers, with "
               f"r0 = {r0[0]:.1f} ± {r0[1]:.1f}, κ = {kappa[0]:.2f} ± {kappa[1]:.2f}, "
-              f"μ = {mu[0]:.2f} ± {mu[1]:.2f} (bootstrap s.e.), RMS {c.rms:.0f} registers. "
+              f"μ = {mu[0]:.2f} ± {mu[1]:.2f} (bootstrap s.e.), RMS {f.rms:.0f} registers. "
               "μ is what Table 1 leaves out per element of the row block × stream chunk tile (the "
               "hypothesis: copies of the scores in attention, the streamed operand's fragments in the "
-              "matmul).", ""]
+              "matmul). The calibrated profile carries this relation (`calibration.registers`): its "
+              "resident blocks follow it, and `napkin sweep` drops the configurations it puts at the "
+              "cap.", ""]
     at, below = c.bias["at the cap"], c.bias["below"]
     lines += [f"Measured records at the cap: {at[0]}, where the calibrated model's median predicted / "
               f"measured is {at[1]:.2f}; below it: {below[0]}, median {below[1]:.2f}. Of the "
               f"{c.misses[0]} sizes whose first choice (calibrated) is more than 5 % slower than the best, "
-              f"{c.misses[1]} chose a configuration the compiler caps at {c.cap} registers or spills: "
-              "the model, counting registers by Table 1, cannot see it.", ""]
+              f"{c.misses[1]} chose a configuration the compiler caps at {f.cap} registers or spills.", ""]
     return lines

@@ -10,7 +10,6 @@ import numpy as np
 import yaml
 
 from analyzer.calibrate.calibrate import Result
-from analyzer.calibrate.registers import RegisterCheck
 from analyzer.calibrate.registers import markdown as registers_markdown
 from analyzer.calibrate.validate import HELD_OUT_SHARE
 
@@ -50,7 +49,7 @@ def _pct(x: float) -> str:
     return "n/a" if not math.isfinite(x) else f"{100 * x:.1f} %"
 
 
-def report_markdown(r: Result, command: str, plot: str | None, registers: RegisterCheck | None = None) -> str:
+def report_markdown(r: Result, command: str, plot: str | None) -> str:
     v, f = r.validation, r.fit
     meta = r.recording.meta
     families = sorted({rec.family for rec in r.records})
@@ -117,8 +116,8 @@ def report_markdown(r: Result, command: str, plot: str | None, registers: Regist
               + " (ties go to more warps)."]
     lines += ["", f"Ranking every legal configuration of one size took at most {r.ranking_seconds:.2f} s "
               "(`napkin sweep`, in process, calibrated profile).", ""]
-    if registers is not None:
-        lines += registers_markdown(registers)
+    if r.registers is not None:
+        lines += registers_markdown(r.registers)
     return "\n".join(lines)
 
 
@@ -167,7 +166,7 @@ def scatter(r: Result):
 
 
 def write(r: Result, command: str, profile_path: str | None, report_path: str | None,
-          plot_path: str | None, registers: RegisterCheck | None = None) -> list[Path]:
+          plot_path: str | None) -> list[Path]:
     written = []
     if profile_path:
         Path(profile_path).write_text(profile_yaml(r, command))
@@ -180,6 +179,6 @@ def write(r: Result, command: str, profile_path: str | None, report_path: str | 
             rel_plot = str(Path(plot_path).resolve().relative_to(Path(report_path).resolve().parent)) \
                 if Path(plot_path).resolve().is_relative_to(Path(report_path).resolve().parent) else plot_path
     if report_path:
-        Path(report_path).write_text(report_markdown(r, command, rel_plot, registers))
+        Path(report_path).write_text(report_markdown(r, command, rel_plot))
         written.append(Path(report_path))
     return written

@@ -6,7 +6,8 @@ rows g = N w (N tensor-core thread groups of w rows, w one or two of the tensor 
 chunk s and 2 or 3 buffers per streamed load (stages). Each is configured for the GPU with the element
 types the generated kernel keeps: contraction outputs and the softmax auxiliaries in fp32 registers.
 Those whose variables overflow SMEM or the registers (Table 2), or leave a thread fewer than 16
-registers of its own, are dropped; so are those that break a divisor rule (5.4, block skipping). The
+registers of its own, are dropped; so are those that break a divisor rule (5.4, block skipping), and,
+with a profile calibrated against the compiler's register count, those it would cap and spill. The
 rest are ranked by the predicted time of napkin analyze's model (analyzer.model.predict, with the
 profile's calibration when it has one). Ties go first to more buffers (they hide load latency, which
 the datasheet model does not count, and cost only SMEM that is free once the candidate fits), then to
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -51,6 +52,7 @@ class Choice:
     throughput_flops_per_s: float | None = None
     candidates: int = 0
     report: ConfigurationReport | None = field(default=None, repr=False, compare=False)
+    tile_elements: int = 0               # row block x stream chunk: the streamed tile of one block
 
 
 def from_report(report: ConfigurationReport, profile: Profile, tiles: set[str], source: str,
@@ -113,7 +115,11 @@ def _legal(d: Diagram, profile: Profile, kernel: str, sets: tuple, dtype: str | 
         if not report.fits or not _headroom(report):
             continue
         tiles = {k: v for k, v in report.values.items() if k in _partition(d, kernel)}
-        out.append(from_report(report, profile, set(tiles), "a legal configuration"))
+        c = replace(from_report(report, profile, set(tiles), "a legal configuration"),
+                    tile_elements=stream_tile(d, kernel, report.values))
+        if _spills(c, profile):
+            continue
+        out.append(c)
     if not out:
         if first_error is not None and sets_d:
             return first_error
@@ -173,13 +179,44 @@ def resident_blocks(c: Choice, profile: Profile) -> int:
 
 
 def registers_per_thread(c: Choice, profile: Profile) -> float | None:
-    """Registers the model assumes a thread of this configuration uses: its share of the arrays Table 1
-    keeps in registers, plus the reserve (docs/validation.md holds this against the compiler's)."""
+    """Registers a thread of this configuration uses: its share of the arrays Table 1 keeps in
+    registers plus the reserve, or, with a calibrated profile, the compiler's count fitted to it
+    (hardware.RegisterRelation; docs/validation.md)."""
+    share = table1_registers(c, profile)
+    if share is None:
+        return None
+    relation = profile.calibration.registers if profile.calibration else None
+    if relation is None:
+        return share + RESERVE_REGISTERS
+    threads = c.num_warps * profile.threads.warp_size
+    return float(relation.registers(share, c.tile_elements / threads))
+
+
+def table1_registers(c: Choice, profile: Profile) -> float | None:
+    """A thread's share of the arrays Table 1 keeps in registers."""
     threads = c.num_warps * profile.threads.warp_size
     for cap in c.report.capacity if c.report else ():
         if cap.storage == "registers":
-            return (cap.block_bytes + cap.n * cap.group_bytes) / threads / 4 + RESERVE_REGISTERS
+            return (cap.block_bytes + cap.n * cap.group_bytes) / threads / 4
     return None
+
+
+def stream_tile(d: Diagram, kernel: str, values: dict) -> int:
+    """Elements of one block's row block x stream chunk (0 for a kernel that does not stream)."""
+    from analyzer.config.configure import names_of, schedule_of
+    names = names_of(schedule_of(d, kernel))
+    if not names.s:
+        return 0
+    return int(values.get(names.row_groups[-1], 0)) * int(values.get(names.s, 0))
+
+
+def _spills(c: Choice, profile: Profile) -> bool:
+    """With the compiler's register count (a calibrated profile), a configuration that reaches the
+    per-thread cap: the compiler caps it and spills, which the model does not time."""
+    if not (profile.calibration and profile.calibration.registers):
+        return False
+    registers = registers_per_thread(c, profile)
+    return registers is not None and registers >= profile.registers.per_thread_max
 
 
 def _headroom(report: ConfigurationReport) -> bool:
