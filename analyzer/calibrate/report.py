@@ -110,10 +110,14 @@ def report_markdown(r: Result, command: str, plot: str | None) -> str:
                       f"{int((ratios <= 1.05).sum())} of {len(ratios)} sizes; median first / best "
                       f"{np.median(ratios):.3f}, worst {ratios.max():.3f}; median ρ "
                       f"{np.nanmedian(rho):.2f}."]
-    lines += ["", "**Warps.** The model's terms do not depend on the number of warps, so `napkin sweep` "
-              "breaks ties by it. Same diagram, size, tiles and stages, twice the warps: "
-              + "; ".join(f"{fam} faster in {k} of {n} pairs" for fam, (k, n) in warp_pairs(r).items())
-              + " (ties go to more warps)."]
+    lines += ["", "**Ties.** `napkin sweep` breaks ties (predicted within 0.5 %) by more stages, then more "
+              "rows, then the larger chunk, then more warps. What the measurement says of the chunk and "
+              "the warps, per diagram, same size and otherwise the same configuration: twice the chunk "
+              "ran faster in "
+              + "; ".join(f"{fam} {k} of {n}" for fam, (k, n) in doubled_pairs(r, "chunk").items())
+              + " pairs; twice the warps in "
+              + "; ".join(f"{fam} {k} of {n}" for fam, (k, n) in doubled_pairs(r, "warps").items())
+              + " pairs."]
     lines += ["", f"Ranking every legal configuration of one size took at most {r.ranking_seconds:.2f} s "
               "(`napkin sweep`, in process, calibrated profile).", ""]
     if r.registers is not None:
@@ -121,18 +125,23 @@ def report_markdown(r: Result, command: str, plot: str | None) -> str:
     return "\n".join(lines)
 
 
-def warp_pairs(r: Result) -> dict[str, tuple[int, int]]:
-    """Per diagram: of the configurations that differ only in doubled warps, how many ran faster."""
+def doubled_pairs(r: Result, what: str) -> dict[str, tuple[int, int]]:
+    """Per diagram: of the configurations that differ only in twice the warps (`what` "warps") or
+    twice the stream chunk ("chunk"), how many ran faster than their half."""
     times: dict[tuple, dict[int, float]] = {}
     for x in r.records:
-        key = (x.diagram, x.head_dim, x.seqlen, tuple(sorted(x.tiles.items())), x.num_stages)
-        times.setdefault(key, {})[x.num_warps] = x.time_s
+        tiles = dict(x.tiles)
+        chunk = next((k for k in tiles if k.startswith("s_")), None)
+        value = x.num_warps if what == "warps" else tiles.pop(chunk, 0)
+        key = (x.diagram, x.head_dim, x.seqlen, tuple(sorted(tiles.items())), x.num_stages,
+               0 if what == "warps" else x.num_warps)
+        times.setdefault(key, {})[value] = x.time_s
     out: dict[str, tuple[int, int]] = {}
-    for key, by_warps in sorted(times.items(), key=lambda kv: str(kv[0])):
-        for w, t in by_warps.items():
-            if 2 * w in by_warps:
+    for key, by_value in sorted(times.items(), key=lambda kv: str(kv[0])):
+        for v, t in by_value.items():
+            if v and 2 * v in by_value:
                 k, n = out.get(key[0], (0, 0))
-                out[key[0]] = (k + (by_warps[2 * w] < t), n + 1)
+                out[key[0]] = (k + (by_value[2 * v] < t), n + 1)
     return out
 
 

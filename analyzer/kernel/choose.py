@@ -11,11 +11,11 @@ with a profile calibrated against the compiler's register count, those it would 
 rest are ranked by the predicted time of napkin analyze's model (analyzer.model.predict, with the
 profile's calibration when it has one). Ties go first to more buffers (they hide load latency, which
 the datasheet model does not count, and cost only SMEM that is free once the candidate fits), then to
-the larger chunk (fewer per-chunk rescales and synchronisations: Section 6.3's small-tile overhead),
-then to more rows, then to more warps (the model's terms do not depend on them, but more warps hide
-each other's latency and hold fewer registers each: on the H200 sweep the configuration with twice the
-warps and the same tiles ran faster in most pairs, docs/validation.md). `napkin sweep` lists the whole
-ranking; bench/sweep_h200.py measures it on an H200 (docs/validation.md).
+more rows (each streamed chunk serves more of them), then to the larger chunk (fewer per-chunk rescales
+and synchronisations: Section 6.3's small-tile overhead), then to more warps (the model's terms do not
+depend on them, but more warps hide each other's latency and hold fewer registers each; on the H200
+sweep twice the warps ran faster in most pairs, docs/validation.md). `napkin sweep` lists the whole
+ranking; bench/sweep_h200.py measures it on an H200.
 
 Triton's tiles are powers of two (`tl.arange`) of at least 16 (`tl.dot`), which bounds the candidates.
 """
@@ -155,7 +155,7 @@ def rank(d: Diagram, profile: Profile, kernel: str, sets: dict[str, int], choice
         stream = max((v for k, v in c.tiles.items() if k.startswith("s_")), default=0)
         rows = max((v for k, v in c.tiles.items() if k.startswith("g_")), default=0)
         tie = math.floor(math.log(times[i]) / math.log1p(TIE)) if times[i] > 0 else 0
-        return (tie, -c.num_stages, -stream, -rows, -c.num_warps, float(times[i]))
+        return (tie, -c.num_stages, -rows, -stream, -c.num_warps, float(times[i]))
 
     flops = terms.values["flops_tensor"]
     return [(choices[i], float(times[i]), float(flops[i])) for i in sorted(keep, key=key)]

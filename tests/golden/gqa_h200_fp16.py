@@ -6,8 +6,8 @@
 # GPU profile: h200; element type fp16 (fp16 and bf16 both run: same size and tensor-core rate)
 # Call: attention(q, k, v, causal=False) on (batch, heads, seqlen, head_dim) tensors; the diagram is weaved over batch
 # Kernel 'flash': grid over batch (one index a block), h (one index a block), g (one index a block), q (tiles of g_q); streams x in chunks of s_x
-#   d=64: g_g=1, g_h=1, g_q=128, s_x=256, 8 warps, 3 stages
-#   d=128: g_g=1, g_h=1, g_q=128, s_x=128, 8 warps, 3 stages
+#   d=64: g_g=1, g_h=1, g_q=256, s_x=128, 16 warps, 3 stages
+#   d=128: g_g=1, g_h=1, g_q=256, s_x=64, 16 warps, 3 stages
 #   d=256: g_g=1, g_h=1, g_q=128, s_x=32, 8 warps, 3 stages
 #   from the fastest of 44 legal configurations by predicted time (napkin sweep, h200)
 # Predicted (napkin analyze, h200, batch=1, h=8, g=4, q=4096, x=4096, d=128): 286.5 us, 959 TFLOP/s, compute (tensor)-bound
@@ -134,8 +134,8 @@ def _gqa_flash(
 # The configuration of each kernel (napkin configure), keyed by head dim where it has one
 CONFIGS = {
     'flash': {
-        64: {'TILE_Q': 128, 'BLOCK_X': 256, 'num_warps': 8, 'num_stages': 3},
-        128: {'TILE_Q': 128, 'BLOCK_X': 128, 'num_warps': 8, 'num_stages': 3},
+        64: {'TILE_Q': 256, 'BLOCK_X': 128, 'num_warps': 16, 'num_stages': 3},
+        128: {'TILE_Q': 256, 'BLOCK_X': 64, 'num_warps': 16, 'num_stages': 3},
         256: {'TILE_Q': 128, 'BLOCK_X': 32, 'num_warps': 8, 'num_stages': 3},
     },
 }
