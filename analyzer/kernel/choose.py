@@ -154,11 +154,16 @@ def rank(d: Diagram, profile: Profile, kernel: str, sets: dict[str, int], choice
         c = choices[i]
         stream = max((v for k, v in c.tiles.items() if k.startswith("s_")), default=0)
         rows = max((v for k, v in c.tiles.items() if k.startswith("g_")), default=0)
-        tie = math.floor(math.log(times[i]) / math.log1p(TIE)) if times[i] > 0 else 0
-        return (tie, -c.num_stages, -rows, -stream, -c.num_warps, float(times[i]))
+        return (-c.num_stages, -rows, -stream, -c.num_warps, float(times[i]))
 
+    # ties: the candidates within TIE of the fastest not yet placed, ordered by the rules above
+    order, rest = [], sorted(keep, key=lambda i: float(times[i]))
+    while rest:
+        tied = [i for i in rest if times[i] <= times[rest[0]] * (1 + TIE)]
+        order += sorted(tied, key=key)
+        rest = rest[len(tied):]
     flops = terms.values["flops_tensor"]
-    return [(choices[i], float(times[i]), float(flops[i])) for i in sorted(keep, key=key)]
+    return [(choices[i], float(times[i]), float(flops[i])) for i in order]
 
 
 def resident_blocks(c: Choice, profile: Profile) -> int:
