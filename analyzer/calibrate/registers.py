@@ -1,7 +1,7 @@
 """Table 1's register count against what the compiler allots (napkin calibrate --registers).
 
 The model sizes a thread's registers by Table 1 (its share of the arrays a warpgroup keeps in
-registers) plus a reserve (analyzer.kernel.choose.registers_per_thread); resident blocks and legality
+registers) plus a reserve (analyzer.kernel.choose.table1_registers); resident blocks and legality
 follow from it, and SMEM from Table 2. A compile-only recording (python bench/sweep_h200.py
 --compile-only) says what the compiler allotted each configuration: registers per thread, spilled
 bytes and SMEM bytes. Joined to the measured configurations, it states how far the assumption is off:
@@ -12,7 +12,9 @@ bytes and SMEM bytes. Joined to the measured configurations, it states how far t
   per-chunk temporaries Table 1 leaves out (the scores' copies, a tensor-core operand in registers);
 - SMEM: Table 2's count against the compiler's;
 - time: the calibrated model's median predicted / measured at the cap and below it.
-The model does not use the fitted relation: it is a finding, reported in docs/validation.md.
+napkin calibrate stores the relation in the calibrated profile (hardware.RegisterRelation), where
+resident blocks and legality follow it (analyzer.kernel.choose.registers_per_thread), and reports the
+rest in docs/validation.md.
 """
 
 from __future__ import annotations
