@@ -150,6 +150,10 @@ class Calibration(Strict):
     softmax_overhead: Estimate | None = Field(
         None, description="Seconds of non-tensor work (sfu + vector pipelines) that tensor-core work "
                           "does not hide, per second of it (Section 6.3's softmax overhead).")
+    softmax_overlap: Estimate | None = Field(
+        None, description="How fast the exposed softmax falls with the warpgroups W resident per SM: "
+                          "softmax_overhead x W^-softmax_overlap (Section 6: one warpgroup's softmax "
+                          "runs under another's GEMMs).")
     step_overhead_s: Estimate | None = Field(
         None, description="Seconds one thread block spends per streamed chunk beyond its FLOPs and "
                           "transfers (Section 6.3's small-tile overhead), shared by the blocks "
@@ -186,7 +190,8 @@ class Calibration(Strict):
         return out
 
 
-OVERHEADS = ("softmax_overhead", "step_overhead_s", "load_latency_s", "edge_exposed", "launch_overhead_s")
+OVERHEADS = ("softmax_overhead", "softmax_overlap", "step_overhead_s", "load_latency_s", "edge_exposed",
+             "launch_overhead_s")
 
 
 class Profile(Strict):

@@ -117,7 +117,7 @@ def _legal(d: Diagram, profile: Profile, kernel: str, sets: tuple, dtype: str | 
         tiles = {k: v for k, v in report.values.items() if k in _partition(d, kernel)}
         c = replace(from_report(report, profile, set(tiles), "a legal configuration"),
                     tile_elements=stream_tile(d, kernel, report.values))
-        if _spills(c, profile):
+        if capped(c, profile):
             continue
         out.append(c)
     if not out:
@@ -143,6 +143,8 @@ def rank(d: Diagram, profile: Profile, kernel: str, sets: dict[str, int], choice
         terms = TermModel(d, profile, kernel).terms(sets, [c.tiles for c in choices])
     terms.values["stages"] = np.array([c.num_stages for c in choices], dtype=np.float64)
     terms.values["resident"] = np.array([resident_blocks(c, profile) for c in choices], dtype=np.float64)
+    terms.values["warpgroups"] = terms.values["resident"] * np.array(
+        [warpgroups_per_block(c, profile) for c in choices], dtype=np.float64)
     times = terms.time(profile)
     keep = [i for i in range(len(choices)) if not terms.values["broken"][i]]
     if not keep:
@@ -183,6 +185,11 @@ def resident_blocks(c: Choice, profile: Profile) -> int:
     return max(1, min(limits))
 
 
+def warpgroups_per_block(c: Choice, profile: Profile) -> float:
+    """Units of a block that issue tensor-core work on their own (Hopper's warpgroups, a warp before)."""
+    return max(1.0, c.num_warps * profile.threads.warp_size / profile.divisors.mma_threads)
+
+
 def registers_per_thread(c: Choice, profile: Profile) -> float | None:
     """Registers a thread of this configuration uses: its share of the arrays Table 1 keeps in
     registers plus the reserve, or, with a calibrated profile, the compiler's count fitted to it
@@ -215,7 +222,7 @@ def stream_tile(d: Diagram, kernel: str, values: dict) -> int:
     return int(values.get(names.row_groups[-1], 0)) * int(values.get(names.s, 0))
 
 
-def _spills(c: Choice, profile: Profile) -> bool:
+def capped(c: Choice, profile: Profile) -> bool:
     """With the compiler's register count (a calibrated profile), a configuration that reaches the
     per-thread cap: the compiler caps it and spills, which the model does not time."""
     if not (profile.calibration and profile.calibration.registers):

@@ -13,7 +13,9 @@ A calibrated profile (napkin calibrate, docs/validation.md) states how far each 
 with named parameters (absent ones keep the datasheet value: efficiencies 1, overheads 0):
 - pipeline p runs at eta_p of its peak, and level l's feed at eta_l of its bandwidth;
 - sigma of the non-tensor pipelines' time is not hidden behind the tensor cores (Section 6.3's
-  softmax overhead): compute = max_p(T_p) + sigma (T_sfu + T_vector);
+  softmax overhead), less so the more warpgroups an SM holds, since one warpgroup's softmax runs under
+  another's GEMMs (Section 6's inter-warpgroup overlap): with W warpgroups resident per SM,
+  compute = max_p(T_p) + sigma W^-beta (T_sfu + T_vector);
 - every streamed chunk costs its block t_step more (Section 6.3's small-tile overhead), and a
   streamed load takes lambda to arrive and then its transfer time; the stages - 1 loads in flight
   per block (5.6) and the k blocks resident on an SM overlap them (Little's law): with C chunks per
@@ -64,10 +66,12 @@ class Parts:
 
 
 def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray],
-            params: Mapping[str, float], *, chunks=0.0, stages=2.0, resident=1.0, edge=0.0) -> Parts:
+            params: Mapping[str, float], *, chunks=0.0, stages=2.0, resident=1.0, edge=0.0,
+            warpgroups=None) -> Parts:
     """The model's formula. `pipes`: each pipeline's datasheet seconds (wave quantization included);
     `transfers`: each level's datasheet seconds; `chunks`: streamed chunks per SM (waves included);
-    `edge`: prologue and epilogue transfer seconds at HBM bandwidth; `params`: flat parameter names."""
+    `edge`: prologue and epilogue transfer seconds at HBM bandwidth; `warpgroups`: warpgroups resident
+    per SM (default: one per resident block); `params`: flat parameter names."""
     get = lambda name: params.get(name, datasheet(name))
     shape = np.broadcast_shapes(*(np.shape(v) for v in (*pipes.values(), *transfers.values())), ())
     zero = np.zeros(shape)
@@ -81,7 +85,9 @@ def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray]
     latency = (get("load_latency_s") * chunks + transfer) / in_flight    # never above `transfer` at lambda 0
     slowest = np.max(np.stack([zero + latency, *(zero + t for t in per_pipe.values())]), axis=0)
     other = sum((t for p, t in per_pipe.items() if p != "tensor"), zero)
-    compute = slowest + get("softmax_overhead") * other + get("step_overhead_s") * chunks / resident
+    warpgroups = resident if warpgroups is None else np.maximum(np.asarray(warpgroups, dtype=np.float64), 1.0)
+    exposed_share = get("softmax_overhead") * warpgroups ** -get("softmax_overlap")
+    compute = slowest + exposed_share * other + get("step_overhead_s") * chunks / resident
     exposed = get("edge_exposed") * np.asarray(edge, dtype=np.float64) + get("launch_overhead_s") + zero
     return Parts(per_pipe, compute, transfer, exposed)
 
@@ -104,7 +110,7 @@ def edge_seconds(edge_bytes, profile: Profile):
 def kernel_parts(values: Mapping[str, np.ndarray], levels: Mapping[str, float], profile: Profile,
                  dtype: str) -> Parts:
     """The model's seconds of a kernel from evaluated terms, elementwise: `values` has flops_<pipeline>,
-    groups and <level>_bytes, and may have steps, edge_bytes, stages and resident; `levels` maps
+    groups and <level>_bytes, and may have steps, edge_bytes, stages, resident and warpgroups; `levels` maps
     level -> seconds per byte at the datasheet bandwidth feeding it."""
     flops = {k.removeprefix("flops_"): v for k, v in values.items() if k.startswith("flops_")}
     groups = values["groups"]
@@ -112,7 +118,8 @@ def kernel_parts(values: Mapping[str, np.ndarray], levels: Mapping[str, float], 
                    {lv: values[f"{lv}_bytes"] * w for lv, w in levels.items()}, params_of(profile),
                    chunks=chunks_per_sm(values.get("steps", 0.0), groups, profile),
                    stages=values.get("stages", 2.0), resident=values.get("resident", 1.0),
-                   edge=edge_seconds(values.get("edge_bytes", 0.0), profile))
+                   edge=edge_seconds(values.get("edge_bytes", 0.0), profile),
+                   warpgroups=values.get("warpgroups"))
 
 
 def kernel_time(values: Mapping[str, np.ndarray], levels: Mapping[str, float], profile: Profile,
