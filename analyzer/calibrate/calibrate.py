@@ -3,7 +3,7 @@
     [compile recording -> the compiler's register count, fitted: resident blocks and legality follow it]
     recording (bench/sweep_h200.py) -> measured records -> the model's terms of each, derived again
     from its diagram (components), weighted by how near each runs to its size's best -> held-out
-    split -> robust fit on the training records, bootstrap
+    split -> robust fit on the training records (log errors and each size's choice regret), bootstrap
     uncertainties -> predictions before (datasheet) and after -> errors, rank correlation and the
     model's first choice per shape (napkin sweep with each profile) -> a calibrated profile
 """
@@ -52,7 +52,9 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
     counted = base if relation is None else base.model_copy(update={"calibration": Calibration(
         source=relation.source, registers=relation)})
     c = components(records, base, counted)
-    c = replace(c, weight=near_best_weights(c.measured, [shape_of(r) for r in records]))
+    shapes = [shape_of(r) for r in records]
+    number = {s: i for i, s in enumerate(dict.fromkeys(shapes))}
+    c = replace(c, weight=near_best_weights(c.measured, shapes), size=np.array([number[s] for s in shapes]))
     splits = split(records, held_out_size)
     train = np.where(splits == "train")[0]
     if len(train) < 2 * len(FITTED):

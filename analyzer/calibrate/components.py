@@ -2,7 +2,8 @@
 
     recording -> per diagram: weaved diagram, legal configurations (napkin sweep's)
     -> per problem size: the symbolic model evaluated at the recorded tiles (analyzer.analysis.TermModel)
-    -> datasheet seconds per pipeline and level, chunks per SM, stages, resident blocks, exposed edge
+    -> datasheet seconds per pipeline and level, chunks per SM, stages, resident blocks and warpgroups,
+    exposed edge, and whether napkin sweep ranks the configuration
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from analyzer.calibrate.record import Record, Recording
 from analyzer.diagram.primitives import PIPELINES
 from analyzer.errors import NapkinError
 from analyzer.hardware import Profile
-from analyzer.kernel.choose import legal, resident_blocks
+from analyzer.kernel.choose import capped, legal, resident_blocks, warpgroups_per_block
 from analyzer.kernel.interface import Attention, interface
 from analyzer.kernel.weave import compile_woven, source_data
 from analyzer.model.predict import chunks_per_sm, datasheet_pipes, edge_seconds
@@ -30,12 +31,15 @@ def measured(recording: Recording) -> list[Record]:
 
 def components(records: list[Record], profile: Profile, resident_profile: Profile | None = None
                ) -> Components:
-    """One entry per record, in order; resident blocks by `resident_profile`'s register count (a
-    profile calibrated against the compiler's) where given, else by `profile`'s."""
+    """One entry per record, in order; resident blocks, and whether napkin sweep ranks the
+    configuration, by `resident_profile`'s register count (a profile calibrated against the compiler's)
+    where given, else by `profile`'s."""
     n = len(records)
     pipes = {p: np.zeros(n) for p in PIPELINES}
     transfers: dict[str, np.ndarray] = {}
-    chunks, stages, resident, edge = (np.zeros(n) for _ in range(4))
+    chunks, stages, resident, warpgroups, edge = (np.zeros(n) for _ in range(5))
+    ranked = np.ones(n, bool)
+    counted = resident_profile or profile
     by_shape: dict[tuple, list[int]] = defaultdict(list)
     for i, r in enumerate(records):
         by_shape[(r.diagram, r.dtype, r.kernel, json.dumps(r.sizes, sort_keys=True))].append(i)
@@ -54,11 +58,14 @@ def components(records: list[Record], profile: Profile, resident_profile: Profil
         chunks[index] = chunks_per_sm(v["steps"], v["groups"], profile)
         edge[index] = edge_seconds(v["edge_bytes"], profile)
         for i in index:
+            choice = legal_choice(base, roles, profile, records[i])
             stages[i] = records[i].num_stages
-            resident[i] = resident_blocks(legal_choice(base, roles, profile, records[i]),
-                                          resident_profile or profile)
+            resident[i] = resident_blocks(choice, counted)
+            warpgroups[i] = resident[i] * warpgroups_per_block(choice, counted)
+            ranked[i] = not capped(choice, counted)
     return Components({p: t for p, t in pipes.items() if t.any()}, transfers, chunks, stages, resident,
-                      edge, np.array([r.time_s for r in records], dtype=np.float64))
+                      edge, np.array([r.time_s for r in records], dtype=np.float64),
+                      warpgroups=warpgroups, ranked=ranked)
 
 
 def model_of(diagram: str, dtype: str, kernel: str, profile: Profile):

@@ -8,6 +8,11 @@ cannot describe do not pull the rest. A configuration also counts by how near it
 measured at its size (near_best_weights): the model exists to choose among the fast ones, and a
 configuration three times slower than the best says little about them. Each parameter is fitted in
 log space, which keeps it positive.
+The objective also holds a choice term per problem size (choice_regret): how much slower than the best
+measured the model's choice runs, the choice softened over the configurations predicted within about
+SOFT of the fastest. Squared log errors alone let a few per cent of error fall where it decides which
+configuration ranks first; the choice term makes the fit pay for exactly that.
+
 Uncertainties are bootstrap standard errors: the fit repeated on configurations drawn with
 replacement.
 """
@@ -24,9 +29,11 @@ HUBER = 0.1          # log residual beyond which a configuration counts linearly
 IRLS = 6             # reweighting rounds
 NEAR_BEST = 0.5      # weight exp(-(t / t_best - 1) / NEAR_BEST): 1 at the best, 0.37 at 1.5 x the best
 FLOOR = 0.05         # ... plus this, so that slow configurations still count
-START = {"softmax_overhead": 0.3, "step_overhead_s": 1e-7, "load_latency_s": 5e-7, "edge_exposed": 1.0,
-         "launch_overhead_s": 5e-6}
-FITTED = ("pipeline_efficiency.tensor", "bandwidth_efficiency.smem", "softmax_overhead",
+CHOICE = 1.0         # weight of a size's choice regret against one record's squared log error
+SOFT = 0.02          # softness of the model's choice, in log time: candidates within ~2 % share it
+START = {"softmax_overhead": 0.3, "softmax_overlap": 0.3, "step_overhead_s": 1e-7, "load_latency_s": 5e-7,
+         "edge_exposed": 1.0, "launch_overhead_s": 5e-6}
+FITTED = ("pipeline_efficiency.tensor", "bandwidth_efficiency.smem", "softmax_overhead", "softmax_overlap",
           "step_overhead_s", "load_latency_s", "edge_exposed", "launch_overhead_s")
 
 
@@ -42,16 +49,20 @@ class Components:
     edge: np.ndarray                      # prologue and epilogue transfer seconds at HBM bandwidth
     measured: np.ndarray                  # seconds
     weight: np.ndarray | None = None      # per record, in the fit (near_best_weights); None: all 1
+    warpgroups: np.ndarray | None = None  # warpgroups resident per SM; None: one per resident block
+    size: np.ndarray | None = None        # per record, its problem size's number: the choice term's
+    ranked: np.ndarray | None = None      # groups, over the records napkin sweep ranks; None: no term
 
     def __len__(self) -> int:
         return len(self.measured)
 
     def take(self, index) -> Components:
         index = np.asarray(index)
+        pick = lambda a: None if a is None else a[index]
         return Components({k: v[index] for k, v in self.pipes.items()},
                           {k: v[index] for k, v in self.transfers.items()}, self.chunks[index],
                           self.stages[index], self.resident[index], self.edge[index], self.measured[index],
-                          None if self.weight is None else self.weight[index])
+                          pick(self.weight), pick(self.warpgroups), pick(self.size), pick(self.ranked))
 
     def weights(self) -> np.ndarray:
         return np.ones(len(self)) if self.weight is None else self.weight
@@ -59,15 +70,15 @@ class Components:
     def time(self, params: dict[str, float]) -> np.ndarray:
         """The model's seconds per record with these parameters (absent ones at datasheet values)."""
         return seconds(self.pipes, self.transfers, params, chunks=self.chunks, stages=self.stages,
-                       resident=self.resident, edge=self.edge).total
+                       resident=self.resident, edge=self.edge, warpgroups=self.warpgroups).total
 
 
 def parameter_names(c: Components) -> list[str]:
     """Every parameter the model has for these records."""
     return ([f"pipeline_efficiency.{p}" for p in c.pipes]
             + [f"bandwidth_efficiency.{lv}" for lv in c.transfers]
-            + ["softmax_overhead", "step_overhead_s", "load_latency_s", "edge_exposed",
-               "launch_overhead_s"])
+            + ["softmax_overhead", "softmax_overlap", "step_overhead_s", "load_latency_s",
+               "edge_exposed", "launch_overhead_s"])
 
 
 @dataclass(frozen=True)
@@ -89,9 +100,34 @@ def near_best_weights(measured: np.ndarray, shapes: list) -> np.ndarray:
     return np.exp(-(ratio - 1) / NEAR_BEST) + FLOOR
 
 
+def choice_regret(c: Components, predicted: np.ndarray) -> np.ndarray:
+    """Per problem size (c.size) with two or more ranked records: the measured time of the model's
+    choice over the best measured, less 1, the choice softened to weights exp(-log(t / t_fastest) / SOFT)
+    over the predicted times t."""
+    if c.size is None:
+        return np.zeros(0)
+    index = np.arange(len(c)) if c.ranked is None else np.flatnonzero(c.ranked)
+    sizes, of = np.unique(c.size[index], return_inverse=True)
+    log_t, measured = np.log(predicted[index]), c.measured[index]
+    fastest, best = np.full(len(sizes), np.inf), np.full(len(sizes), np.inf)
+    np.minimum.at(fastest, of, log_t)
+    np.minimum.at(best, of, measured)
+    p = np.exp(-(log_t - fastest[of]) / SOFT)
+    regret = np.bincount(of, p * (measured / best[of] - 1), len(sizes)) / np.bincount(of, p, len(sizes))
+    return regret[np.bincount(of, minlength=len(sizes)) >= 2]
+
+
 def _residual(c: Components, names, theta, weights=None) -> np.ndarray:
     r = np.log(c.time(dict(zip(names, np.exp(theta), strict=True)))) - np.log(c.measured)
     return r if weights is None else r * weights
+
+
+def _objective(c: Components, names, theta, weights) -> np.ndarray:
+    """What Levenberg-Marquardt minimises the square of: the weighted log errors, and per size the
+    square root of CHOICE times its choice regret."""
+    r = _residual(c, names, theta, weights)
+    regret = choice_regret(c, c.time(dict(zip(names, np.exp(theta), strict=True))))
+    return np.concatenate([r, np.sqrt(CHOICE * np.maximum(regret, 0.0))])
 
 
 LATENCY_STARTS = (1e-7, 5e-7, 1e-6, 2e-6)   # the latency bound is flat until it binds: several starts
@@ -125,7 +161,7 @@ def _fit(c: Components, names: tuple[str, ...], start: dict[str, float], huber: 
 
 def _lm(c: Components, names: tuple[str, ...], start: dict[str, float], weights, max_iterations: int) -> Fit:
     theta = np.log([start[n] for n in names])
-    r = _residual(c, names, theta, weights)
+    r = _objective(c, names, theta, weights)
     cost, lam, iterations = float(r @ r), 1e-3, 0
     for _ in range(max_iterations):
         iterations += 1
@@ -133,13 +169,13 @@ def _lm(c: Components, names: tuple[str, ...], start: dict[str, float], weights,
         for j in range(len(names)):
             step = np.zeros(len(names))
             step[j] = 1e-6
-            jac[:, j] = (_residual(c, names, theta + step, weights) - r) / 1e-6
+            jac[:, j] = (_objective(c, names, theta + step, weights) - r) / 1e-6
         jtj, jtr = jac.T @ jac, jac.T @ r
         gain = 0.0
         while lam < 1e12:
             a = jtj + lam * np.diag(np.maximum(np.diag(jtj), 1e-12))
             trial = theta + np.clip(np.linalg.lstsq(a, -jtr, rcond=None)[0], -5, 5)
-            r_trial = _residual(c, names, trial, weights)
+            r_trial = _objective(c, names, trial, weights)
             cost_trial = float(r_trial @ r_trial)
             if np.isfinite(cost_trial) and cost_trial < cost:
                 gain = cost - cost_trial

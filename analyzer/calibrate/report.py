@@ -18,6 +18,8 @@ MEANING = {
     "bandwidth_efficiency.smem": ("eta_smem", "achieved fraction of the L2 -> SMEM bandwidth"),
     "softmax_overhead": ("sigma", "non-tensor (sfu + vector) time not hidden behind the tensor cores, "
                                   "per second of it (Section 6.3)"),
+    "softmax_overlap": ("beta", "how fast that exposure falls with the warpgroups W resident per SM: "
+                                "sigma W^-beta (Section 6's inter-warpgroup overlap)"),
     "step_overhead_s": ("t_step", "seconds per streamed chunk per block, shared by resident blocks "
                                   "(Section 6.3's small-tile overhead)"),
     "load_latency_s": ("lambda", "latency of one streamed load, hidden by stages - 1 loads in flight "
@@ -64,7 +66,10 @@ def report_markdown(r: Result, command: str, plot: str | None) -> str:
              f"**Split.** Held out of the fit: one configuration in {HELD_OUT_SHARE} (by a hash of the "
              "configuration, at every size) and every configuration at one size per family ("
              + ", ".join(f"{fam} {_held_size(r, fam)}" for fam in families)
-             + f"). The fit uses the remaining {int((r.splits == 'train').sum())}.", "",
+             + f"). The fit uses the remaining {int((r.splits == 'train').sum())}: it minimises their "
+             "squared log errors, each weighted by how near the configuration runs to its size's best, "
+             "plus, per training size, how much slower than the best the model's (softened) first "
+             "choice runs (docs/model.md).", "",
              "## The fitted assumptions", "",
              "The datasheet model (every efficiency 1, every overhead 0) is the paper's: pipelines and "
              "transfers overlap perfectly and latency is hidden. Each parameter below relaxes one of "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from analyzer.calibrate.calibrate import calibrate
-from analyzer.calibrate.fit import FITTED, FLOOR, Components, fit, near_best_weights
+from analyzer.calibrate.fit import FITTED, FLOOR, Components, choice_regret, fit, near_best_weights
 from analyzer.calibrate.record import load_recording
 from analyzer.calibrate.registers import load_compiled, relation_fit
 from analyzer.calibrate.report import profile_yaml, report_markdown
@@ -36,21 +37,22 @@ def synthetic(n: int = 400, seed: int = 1) -> tuple[Components, dict[str, float]
                     "vector": tensor * rng.uniform(0.1, 0.6, n)},
                    {"l2": tensor * rng.uniform(0.01, 0.2, n), "smem": tensor * rng.uniform(0.1, 3.0, n)},
                    chunks=rng.uniform(50, 5000, n), stages=rng.choice([2.0, 3.0], n),
-                   resident=rng.choice([1.0, 2.0, 4.0], n), edge=rng.uniform(1e-5, 1e-4, n),
-                   measured=np.ones(n))
+                   resident=(resident := rng.choice([1.0, 2.0, 4.0], n)), edge=rng.uniform(1e-5, 1e-4, n),
+                   measured=np.ones(n), warpgroups=resident * rng.choice([1.0, 2.0, 4.0], n))
     truth = {"pipeline_efficiency.tensor": 0.6, "bandwidth_efficiency.smem": 0.8, "softmax_overhead": 0.4,
-             "step_overhead_s": 2e-7, "load_latency_s": 1e-6, "edge_exposed": 2.0,
+             "softmax_overlap": 0.5, "step_overhead_s": 2e-7, "load_latency_s": 1e-6, "edge_exposed": 2.0,
              "launch_overhead_s": 3e-6}
     noise = np.exp(rng.normal(0, 0.01, n))
-    return Components(c.pipes, c.transfers, c.chunks, c.stages, c.resident, c.edge,
-                      c.time(truth) * noise), truth
+    return replace(c, measured=c.time(truth) * noise), truth
 
 
 def test_fit_recovers_the_parameters_that_made_the_times():
     c, truth = synthetic()
     f = fit(c)
     for name, value in truth.items():
-        assert f.values[name] == pytest.approx(value, rel=0.15), name
+        # a launch costs a few microseconds against times up to milliseconds: only the shortest
+        # configurations see it, so it is recovered less tightly
+        assert f.values[name] == pytest.approx(value, rel=0.35 if name == "launch_overhead_s" else 0.15), name
     assert f.rms_log_error < 0.02
 
 
@@ -58,7 +60,7 @@ def test_fit_is_robust_to_a_few_configurations_the_model_cannot_describe():
     c, truth = synthetic()
     spoiled = c.measured.copy()
     spoiled[::25] *= 4.0                       # 4 % of the configurations run 4x slower (spills)
-    f = fit(Components(c.pipes, c.transfers, c.chunks, c.stages, c.resident, c.edge, spoiled))
+    f = fit(replace(c, measured=spoiled))
     assert f.values["pipeline_efficiency.tensor"] == pytest.approx(truth["pipeline_efficiency.tensor"],
                                                                    rel=0.1)
 
@@ -83,6 +85,33 @@ def test_loads_in_flight_cover_latency_and_transfer_time():
     assert parts.compute.tolist() == pytest.approx([lam + 0.8, 1.0, 1.0])
     free = seconds(pipes, {"smem": np.array([3.0, 0.5, 0.5])}, {}, chunks=chunks, stages=stages)
     assert free.total.tolist() == pytest.approx([3.0, 1.0, 1.0])
+
+
+def test_exposed_softmax_falls_with_the_warpgroups_an_sm_holds():
+    """Section 6's inter-warpgroup overlap: sigma W^-beta of the non-tensor time is exposed; at beta 0
+    (absent) the number of warpgroups changes nothing."""
+    pipes = {"tensor": np.array([1.0, 1.0, 1.0]), "sfu": np.array([0.5, 0.5, 0.5])}
+    warpgroups = np.array([1.0, 4.0, 16.0])
+    parts = seconds(pipes, {}, {"softmax_overhead": 0.4, "softmax_overlap": 0.5}, warpgroups=warpgroups)
+    assert parts.compute.tolist() == pytest.approx([1.2, 1.1, 1.05])
+    flat = seconds(pipes, {}, {"softmax_overhead": 0.4}, warpgroups=warpgroups)
+    assert flat.compute.tolist() == pytest.approx([1.2, 1.2, 1.2])
+    # without warpgroups, one per resident block
+    assert seconds(pipes, {}, {"softmax_overhead": 0.4, "softmax_overlap": 0.5},
+                   resident=np.array([1.0, 4.0, 16.0])).compute.tolist() == pytest.approx([1.2, 1.1, 1.05])
+
+
+def test_choice_regret_is_how_much_slower_the_model_choice_runs():
+    """Per size: the measured time of the configuration predicted fastest over the best measured, less
+    1; configurations napkin sweep does not rank take no part; a clear second place counts ~nothing."""
+    measured = np.array([1.0, 1.3, 2.0, 1.0, 1.5, 0.5])
+    c = Components({"tensor": measured}, {}, np.zeros(6), np.full(6, 2.0), np.ones(6), np.zeros(6), measured,
+                   size=np.array([0, 0, 0, 1, 1, 1]), ranked=np.array([True, True, True, True, True, False]))
+    assert choice_regret(c, np.array([1.0, 1.2, 1.5, 2.0, 1.0, 0.1])) == pytest.approx([0.0, 0.5], abs=1e-4)
+    assert choice_regret(c, np.array([1.5, 1.0, 1.4, 1.0, 2.0, 9.9])) == pytest.approx([0.3, 0.0], abs=1e-4)
+    tied = choice_regret(c, np.array([1.0, 1.0, 3.0, 1.0, 1.0, 1.0]))
+    assert tied == pytest.approx([0.15, 0.25])          # a tie shares the choice
+    assert choice_regret(replace(c, size=None), measured).size == 0
 
 
 def test_near_best_weights():
@@ -208,6 +237,15 @@ def test_calibration_improves_every_split_and_meets_the_error_target(recorded):
         assert v.errors[("calibrated", family, "held-out size")].median <= 0.10, family
     rho = [s.spearman for s in v.shapes["calibrated"]]
     assert np.nanmedian(rho) > np.nanmedian([s.spearman for s in v.shapes["datasheet"]])
+
+
+def test_calibrated_choice_is_nearer_the_best_than_the_datasheet_choice(recorded):
+    """The model's first choice (napkin sweep's) against the best measured, per size: calibrated, it is
+    within 5 % at more sizes than the datasheet model, and within 5 % at the median size."""
+    v = recorded[0].validation
+    within = {m: sum(s.chosen_over_best <= 1.05 for s in v.shapes[m]) for m in ("datasheet", "calibrated")}
+    assert within["calibrated"] > within["datasheet"]
+    assert np.median([s.chosen_over_best for s in v.shapes["calibrated"]]) <= 1.05
 
 
 def test_calibrated_profile_loads_and_names_its_data():
