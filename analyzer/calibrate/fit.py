@@ -50,8 +50,9 @@ class Components:
     measured: np.ndarray                  # seconds
     weight: np.ndarray | None = None      # per record, in the fit (near_best_weights); None: all 1
     warpgroups: np.ndarray | None = None  # warpgroups resident per SM; None: one per resident block
-    size: np.ndarray | None = None        # per record, its problem size's number: the choice term's
-    ranked: np.ndarray | None = None      # groups, over the records napkin sweep ranks; None: no term
+    size: np.ndarray | None = None        # per record, its problem size's number (the choice term's
+                                          # groups); None: no choice term
+    ranked: np.ndarray | None = None      # per record, whether napkin sweep ranks it; None: all
 
     def __len__(self) -> int:
         return len(self.measured)
