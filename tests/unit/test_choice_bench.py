@@ -1,0 +1,73 @@
+"""bench/choice_h200.py without a GPU: which configurations it times again (each profile's first
+choice, the fastest measured), and how it turns rounds of timings into ratios."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "choice_h200.py"
+RECORDING = ROOT / "bench" / "results" / "sweep_h200.json"
+
+
+def _load():
+    sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location("napkin_choice_bench", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CB = _load()
+
+
+def test_candidates_are_each_profiles_choice_and_the_fastest_measured():
+    from analyzer.calibrate.calibrate import first_choices
+    from analyzer.calibrate.record import load_recording
+    from analyzer.calibrate.validate import shape_of
+    from analyzer.hardware import load_profile
+    sizes = CB.candidates(RECORDING, ["h200-calibrated"], top=3)
+    records = [r for r in load_recording(RECORDING).records if r.status == "ok"]
+    assert len(sizes) == len({shape_of(r) for r in records}) == 41
+    chosen = first_choices(records, load_profile("h200-calibrated"))[0]
+    for s in sizes:
+        shape = tuple(s["shape"])
+        mine = sorted((r for r in records if shape_of(r) == shape), key=lambda r: r.time_s)
+        keys = [c["key"] for c in s["candidates"]]
+        assert keys[:3] == [r.config_key for r in mine[:3]]
+        assert s["chosen"]["h200-calibrated"] == chosen[shape] and chosen[shape] in keys
+        assert len(keys) == len(set(keys)) <= 4
+        assert all(c["config"]["num_warps"] == int(c["key"].split(" w")[1].split()[0])
+                   for c in s["candidates"])
+
+
+def test_rounds_become_medians_and_each_choices_ratio_to_the_best():
+    size = {"shape": ["attention", "attention", 64, 512], "chosen": {"p": "b", "q": "a"},
+            "candidates": [{"key": "a", "sweep_s": 1.0, "times_s": [1.0, 1.1, 0.9]},
+                           {"key": "b", "sweep_s": 1.2, "times_s": [1.2, 1.3, 1.25]},
+                           {"key": "c", "sweep_s": 1.5, "error": "spilled"}]}
+    CB.summarise(size)
+    assert size["best"] == "a"
+    assert size["ratio"] == {"p": pytest.approx(1.25), "q": 1.0}
+    assert size["ratio_rounds"]["p"] == pytest.approx([1.2, 1.3 / 1.1, 1.25 / 0.9])
+    assert size["sweep_ratio"] == {"p": pytest.approx(1.2), "q": 1.0}
+    assert size["candidates"][0]["spread"] == pytest.approx(0.2)
+    doc = {"meta": {"gpus": ["p", "q"]}, "sizes": [size]}
+    assert "p (`p`): within 5 % of the best at 0 of 1 sizes by the sweep, at 0 of 1 timed again" \
+        in CB.totals(doc)
+    assert "**1.250** (1.182-1.389)" in CB.table(doc)
+
+
+def test_script_without_a_cuda_device_exits_1_with_one_line():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    proc = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, check=False,
+                          timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: no CUDA device")
