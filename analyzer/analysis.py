@@ -186,6 +186,7 @@ def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], 
             divisible = hardware_divisors(m.schedule, profile)
             exprs["steps"] = m.cost.counted["steps"]
             exprs["edge_bytes"] = m.cost.counted["edge_bytes"]
+            exprs["ramp"] = m.cost.counted["ramp"]
 
             def objective(values, level=m.level, upper=upper_time):
                 parts = kernel_parts({**values, f"{level.name}_bytes": values["transfer_bytes"]},
@@ -277,6 +278,7 @@ class TermModel:
         exprs = {f"flops_{p}": low.cost.counted[f"flops_{p}"] for p in PIPELINES}
         exprs["steps"] = low.cost.counted["steps"]
         exprs["edge_bytes"] = low.cost.counted["edge_bytes"]
+        exprs["ramp"] = low.cost.counted["ramp"]
         evaluated = evaluate_points(low.cost, sizes, at, exprs)
         values.update({k: evaluated[k] for k in (*exprs, "groups")})
         values[f"{low.level.name}_bytes"] = evaluated["transfer_bytes"]
@@ -304,7 +306,8 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
         weights = {m.level.name: m.level.weight_s_per_byte for m in models}
         paths = {m.level.name: f"{m.level.source}->{m.level.name}" for m in models}
         pred = predict(flops, transfer_bytes, weights, low_choice.metrics["groups"], profile, d.dtype,
-                       paths, low_choice.metrics.get("steps", 0.0), low_choice.metrics.get("edge_bytes", 0.0))
+                       paths, low_choice.metrics.get("steps", 0.0), low_choice.metrics.get("edge_bytes", 0.0),
+                       low_choice.metrics.get("ramp", 1.0))
         level_out = [_level_out(m, c, sizes, profile, d.dtype) for m, c in zip(models, choices, strict=True)]
         sched = lowest.schedule
         subs = {**sizes, **{s: v for s, v in low_choice.values.items()}}
@@ -357,7 +360,7 @@ def _classic_out(rule: ClassicRule | None, models: list[LevelModel], transfer_by
     flops = {p: rule.metrics[f"flops_{p}"] for p in PIPELINES if rule.metrics[f"flops_{p}"]}
     pred = predict(flops, {**transfer_bytes, level: rule.metrics["transfer_bytes"]}, weights,
                    rule.metrics["groups"], profile, dtype, paths, rule.metrics.get("steps", 0.0),
-                   rule.metrics.get("edge_bytes", 0.0))
+                   rule.metrics.get("edge_bytes", 0.0), rule.metrics.get("ramp", 1.0))
     return ClassicRuleOut(
         level=level, query_axis=rule.axes.query, key_axis=rule.axes.key, head_axis=rule.axes.head,
         head_dim=rule.head_dim, memory_elements=rule.memory_elements, b_c=rule.b_c, b_r=rule.b_r,

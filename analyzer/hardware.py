@@ -164,6 +164,9 @@ class Calibration(Strict):
     edge_exposed: Estimate | None = Field(
         None, description="Seconds per second of a block's prologue and epilogue transfers (arrays "
                           "outside the streamed loop, at HBM bandwidth) that compute does not hide.")
+    block_overhead_s: Estimate | None = Field(
+        None, description="Seconds an SM idles while a block starts (fills its pipeline) and ends "
+                          "(stores its output) when the SM holds that block alone; once per wave.")
     launch_overhead_s: Estimate | None = Field(None, description="Seconds per kernel launch.")
     registers: RegisterRelation | None = Field(
         None, description="The compiler's register count (absent: Table 1's share plus a reserve).")
@@ -191,7 +194,7 @@ class Calibration(Strict):
 
 
 OVERHEADS = ("softmax_overhead", "softmax_overlap", "step_overhead_s", "load_latency_s", "edge_exposed",
-             "launch_overhead_s")
+             "block_overhead_s", "launch_overhead_s")
 
 
 class Profile(Strict):

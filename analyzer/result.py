@@ -133,7 +133,8 @@ class KernelOut(Out):
     flops: dict[str, str] = Field(description="FLOPs per pipeline at the lowest level (symbolic).")
     flops_value: dict[str, float]
     compute_time_s: dict[str, float] = Field(description="Per pipeline, wave quantization included.")
-    utilization: float = Field(description="N_g / (N_SM ceil(N_g / N_SM)).")
+    utilization: float = Field(description="N_g / (N_SM ceil(N_g / N_SM)), over the imbalance of "
+                                           "unequal blocks under block skipping.")
     transfer_time_s: float = Field(description="Weighted transfers, Equation 2.")
     predicted_time_s: float
     bound: str

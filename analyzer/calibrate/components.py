@@ -2,8 +2,9 @@
 
     recording -> per diagram: weaved diagram, legal configurations (napkin sweep's)
     -> per problem size: the symbolic model evaluated at the recorded tiles (analyzer.analysis.TermModel)
-    -> datasheet seconds per pipeline and level, chunks per SM, stages, resident blocks and warpgroups,
-    exposed edge, and whether napkin sweep ranks the configuration
+    -> datasheet seconds per pipeline and level (wave quantization and the imbalance of unequal blocks
+    included), chunks per SM, stages, resident blocks and warpgroups,
+    exposed edge, waves, and whether napkin sweep ranks the configuration
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from analyzer.hardware import Profile
 from analyzer.kernel.choose import capped, legal, resident_blocks, warpgroups_per_block
 from analyzer.kernel.interface import Attention, interface
 from analyzer.kernel.weave import compile_woven, source_data
-from analyzer.model.predict import chunks_per_sm, datasheet_pipes, edge_seconds
+from analyzer.model.predict import chunks_per_sm, datasheet_pipes, edge_seconds, waves_of
 
 
 def measured(recording: Recording) -> list[Record]:
@@ -37,7 +38,7 @@ def components(records: list[Record], profile: Profile, resident_profile: Profil
     n = len(records)
     pipes = {p: np.zeros(n) for p in PIPELINES}
     transfers: dict[str, np.ndarray] = {}
-    chunks, stages, resident, warpgroups, edge = (np.zeros(n) for _ in range(5))
+    chunks, stages, resident, warpgroups, edge, waves = (np.zeros(n) for _ in range(6))
     ranked = np.ones(n, bool)
     counted = resident_profile or profile
     by_shape: dict[tuple, list[int]] = defaultdict(list)
@@ -50,22 +51,24 @@ def components(records: list[Record], profile: Profile, resident_profile: Profil
         base, roles, model = models[(diagram, dtype, kernel)]
         terms = model.terms(json.loads(sizes), [{**records[i].tiles, **records[i].woven} for i in index])
         v = terms.values
-        for p, t in datasheet_pipes({p: v[f"flops_{p}"] for p in PIPELINES}, profile, dtype,
-                                    v["groups"]).items():
-            pipes[p][index] = t
-        for lv, w in terms.weights.items():
-            transfers.setdefault(lv, np.zeros(n))[index] = v[f"{lv}_bytes"] * w
-        chunks[index] = chunks_per_sm(v["steps"], v["groups"], profile)
-        edge[index] = edge_seconds(v["edge_bytes"], profile)
         for i in index:
             choice = legal_choice(base, roles, profile, records[i])
             stages[i] = records[i].num_stages
             resident[i] = resident_blocks(choice, counted)
             warpgroups[i] = resident[i] * warpgroups_per_block(choice, counted)
             ranked[i] = not capped(choice, counted)
+        k = resident[index]
+        for p, t in datasheet_pipes({p: v[f"flops_{p}"] for p in PIPELINES}, profile, dtype,
+                                    v["groups"], v["ramp"], k).items():
+            pipes[p][index] = t
+        for lv, w in terms.weights.items():
+            transfers.setdefault(lv, np.zeros(n))[index] = v[f"{lv}_bytes"] * w
+        chunks[index] = chunks_per_sm(v["steps"], v["groups"], profile, v["ramp"], k)
+        edge[index] = edge_seconds(v["edge_bytes"], profile)
+        waves[index] = waves_of(v["groups"], profile)
     return Components({p: t for p, t in pipes.items() if t.any()}, transfers, chunks, stages, resident,
                       edge, np.array([r.time_s for r in records], dtype=np.float64),
-                      warpgroups=warpgroups, ranked=ranked)
+                      warpgroups=warpgroups, ranked=ranked, waves=waves)
 
 
 def model_of(diagram: str, dtype: str, kernel: str, profile: Profile):

@@ -2,9 +2,9 @@
 
 The formula is the model's own (analyzer.model.predict.seconds); the parameters it names
 (efficiencies, the softmax overhead, the per-chunk overhead, the load latency, the exposed prologue
-and epilogue, the launch overhead) are fitted by Levenberg-Marquardt on log(model / measured), so each
-configuration counts by its relative error, reweighted (Huber) so that a few configurations the model
-cannot describe do not pull the rest. A configuration also counts by how near it runs to the best
+and epilogue, the start and end of a block alone on its SM, the launch overhead) are fitted by
+Levenberg-Marquardt on log(model / measured), so each configuration counts by its relative error,
+reweighted (Huber) so that a few configurations the model cannot describe do not pull the rest. A configuration also counts by how near it runs to the best
 measured at its size (near_best_weights): the model exists to choose among the fast ones, and a
 configuration three times slower than the best says little about them. Each parameter is fitted in
 log space, which keeps it positive.
@@ -30,11 +30,12 @@ IRLS = 6             # reweighting rounds
 NEAR_BEST = 0.5      # weight exp(-(t / t_best - 1) / NEAR_BEST): 1 at the best, 0.37 at 1.5 x the best
 FLOOR = 0.05         # ... plus this, so that slow configurations still count
 CHOICE = 1.0         # weight of a size's choice regret against one record's squared log error
-SOFT = 0.02          # softness of the model's choice, in log time: candidates within ~2 % share it
+SOFT = 0.01          # softness of the model's choice, in log time: candidates within ~1 % share it,
+                     # one timing's noise on the H200 (round-to-round, bench/results/choice_h200.md)
 START = {"softmax_overhead": 0.3, "softmax_overlap": 0.3, "step_overhead_s": 1e-7, "load_latency_s": 5e-7,
-         "edge_exposed": 1.0, "launch_overhead_s": 5e-6}
+         "edge_exposed": 1.0, "block_overhead_s": 1e-6, "launch_overhead_s": 5e-6}
 FITTED = ("pipeline_efficiency.tensor", "bandwidth_efficiency.smem", "softmax_overhead", "softmax_overlap",
-          "step_overhead_s", "load_latency_s", "edge_exposed", "launch_overhead_s")
+          "step_overhead_s", "load_latency_s", "edge_exposed", "block_overhead_s", "launch_overhead_s")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Components:
     size: np.ndarray | None = None        # per record, its problem size's number (the choice term's
                                           # groups); None: no choice term
     ranked: np.ndarray | None = None      # per record, whether napkin sweep ranks it; None: all
+    waves: np.ndarray | None = None       # blocks each SM runs in turn; None: no block overhead
 
     def __len__(self) -> int:
         return len(self.measured)
@@ -63,7 +65,8 @@ class Components:
         return Components({k: v[index] for k, v in self.pipes.items()},
                           {k: v[index] for k, v in self.transfers.items()}, self.chunks[index],
                           self.stages[index], self.resident[index], self.edge[index], self.measured[index],
-                          pick(self.weight), pick(self.warpgroups), pick(self.size), pick(self.ranked))
+                          pick(self.weight), pick(self.warpgroups), pick(self.size), pick(self.ranked),
+                          pick(self.waves))
 
     def weights(self) -> np.ndarray:
         return np.ones(len(self)) if self.weight is None else self.weight
@@ -71,7 +74,8 @@ class Components:
     def time(self, params: dict[str, float]) -> np.ndarray:
         """The model's seconds per record with these parameters (absent ones at datasheet values)."""
         return seconds(self.pipes, self.transfers, params, chunks=self.chunks, stages=self.stages,
-                       resident=self.resident, edge=self.edge, warpgroups=self.warpgroups).total
+                       resident=self.resident, edge=self.edge, warpgroups=self.warpgroups,
+                       waves=0.0 if self.waves is None else self.waves).total
 
 
 def parameter_names(c: Components) -> list[str]:
@@ -79,7 +83,7 @@ def parameter_names(c: Components) -> list[str]:
     return ([f"pipeline_efficiency.{p}" for p in c.pipes]
             + [f"bandwidth_efficiency.{lv}" for lv in c.transfers]
             + ["softmax_overhead", "softmax_overlap", "step_overhead_s", "load_latency_s",
-               "edge_exposed", "launch_overhead_s"])
+               "edge_exposed", "block_overhead_s", "launch_overhead_s"])
 
 
 @dataclass(frozen=True)

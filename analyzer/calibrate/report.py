@@ -26,6 +26,8 @@ MEANING = {
                                  "per resident block (5.6)"),
     "edge_exposed": ("e", "exposed seconds per second of prologue/epilogue transfers at HBM "
                           "bandwidth (Q in, O out)"),
+    "block_overhead_s": ("t_block", "seconds an SM idles while a block starts and ends, when it holds "
+                                    "one block at a time (once per wave)"),
     "launch_overhead_s": ("t_launch", "seconds per kernel launch"),
 }
 
@@ -97,7 +99,10 @@ def report_markdown(r: Result, command: str, plot: str | None) -> str:
     lines += ["", "## Ranking and the model's choice", "",
               "Per size: Spearman rank correlation of predicted and measured time over the legal "
               "configurations, and the measured time of the configuration `napkin sweep` ranks first "
-              "(what `napkin kernel` would generate at that size) over the best measured one.", "",
+              "(what `napkin kernel` would generate at that size) over the best measured one. The "
+              "sweep times each configuration once; `python bench/choice_h200.py` times each size's "
+              "choice and its fastest few again, head to head in interleaved rounds, to separate the "
+              "model's error from the timer's (bench/results/choice_h200.md).", "",
               "| family | diagram | hdim | size | configs | ρ datasheet | ρ calibrated | "
               "first / best, datasheet | first / best, calibrated | best measured |",
               "|---|---|---|---|---|---|---|---|---|---|"]

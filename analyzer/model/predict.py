@@ -7,7 +7,8 @@ Stated assumptions (docs/model.md):
 - the kernel overlaps compute with transfers, so its time is the larger of the two;
 - a group (thread block) keeps one SM busy, and groups run in waves of N_SM: with N_g groups the
   SMs are busy u = N_g / (N_SM ceil(N_g / N_SM)) of the time (wave quantization, which the paper
-  leaves out of scope in Section 7).
+  leaves out of scope in Section 7); blocks of unequal work (block skipping) end unevenly, which
+  divides u by their imbalance (analyzer.model.imbalance).
 
 A calibrated profile (napkin calibrate, docs/validation.md) states how far each assumption is off,
 with named parameters (absent ones keep the datasheet value: efficiencies 1, overheads 0):
@@ -22,6 +23,9 @@ with named parameters (absent ones keep the datasheet value: efficiencies 1, ove
   SM, compute gains t_step C / k, and can go no faster than (lambda C + transfers) / ((stages - 1) k);
 - a block's prologue and epilogue transfers (arrays outside its streamed loop) are exposed: e times
   their time at HBM bandwidth is added;
+- a block alone on its SM leaves it idle while it starts (its first loads fill the pipeline) and
+  finishes (it stores its output): t_block per block is added when an SM holds one block at a time,
+  once per wave; with two or more resident, one block's main loop covers another's start and end;
 - every launch costs t_launch.
 Works elementwise on numpy arrays, so whole grids of configurations are ranked at once.
 """
@@ -34,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzer.hardware import Profile
+from analyzer.model.imbalance import imbalance
 
 
 def datasheet(name: str) -> float:
@@ -45,10 +50,11 @@ def params_of(profile: Profile) -> dict[str, float]:
     return profile.calibration.as_params() if profile.calibration else {}
 
 
-def utilization(groups, sm_count: int):
-    """Fraction of SM time doing work when N_g groups run in waves of N_SM."""
+def utilization(groups, sm_count: int, ramp=1.0, resident=1.0):
+    """Fraction of SM time doing work when N_g groups run in waves of N_SM, and, when their work ramps
+    1 .. `ramp` (block skipping), end unevenly on the N_SM x `resident` slots."""
     groups = np.maximum(np.asarray(groups, dtype=np.float64), 1.0)
-    return groups / (sm_count * np.ceil(groups / sm_count))
+    return groups / (sm_count * np.ceil(groups / sm_count)) / imbalance(groups, ramp, resident, sm_count)
 
 
 @dataclass(frozen=True)
@@ -67,11 +73,12 @@ class Parts:
 
 def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray],
             params: Mapping[str, float], *, chunks=0.0, stages=2.0, resident=1.0, edge=0.0,
-            warpgroups=None) -> Parts:
+            warpgroups=None, waves=0.0) -> Parts:
     """The model's formula. `pipes`: each pipeline's datasheet seconds (wave quantization included);
     `transfers`: each level's datasheet seconds; `chunks`: streamed chunks per SM (waves included);
     `edge`: prologue and epilogue transfer seconds at HBM bandwidth; `warpgroups`: warpgroups resident
-    per SM (default: one per resident block); `params`: flat parameter names."""
+    per SM (default: one per resident block); `waves`: blocks each SM runs in turn; `params`: flat
+    parameter names."""
     get = lambda name: params.get(name, datasheet(name))
     shape = np.broadcast_shapes(*(np.shape(v) for v in (*pipes.values(), *transfers.values())), ())
     zero = np.zeros(shape)
@@ -88,19 +95,30 @@ def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray]
     warpgroups = resident if warpgroups is None else np.maximum(np.asarray(warpgroups, dtype=np.float64), 1.0)
     exposed_share = get("softmax_overhead") * warpgroups ** -get("softmax_overlap")
     compute = slowest + exposed_share * other + get("step_overhead_s") * chunks / resident
-    exposed = get("edge_exposed") * np.asarray(edge, dtype=np.float64) + get("launch_overhead_s") + zero
+    alone = np.asarray(waves, dtype=np.float64) * (resident < 2)      # blocks that start and end alone
+    exposed = (get("edge_exposed") * np.asarray(edge, dtype=np.float64) + get("block_overhead_s") * alone
+               + get("launch_overhead_s") + zero)
     return Parts(per_pipe, compute, transfer, exposed)
 
 
-def datasheet_pipes(flops: Mapping[str, np.ndarray], profile: Profile, dtype: str, groups) -> dict:
-    """Seconds per pipeline at peak rate, wave quantization included."""
-    util = utilization(groups, profile.sm_count)
+def datasheet_pipes(flops: Mapping[str, np.ndarray], profile: Profile, dtype: str, groups, ramp=1.0,
+                    resident=1.0) -> dict:
+    """Seconds per pipeline at peak rate, wave quantization and the imbalance of unequal blocks
+    included."""
+    util = utilization(groups, profile.sm_count, ramp, resident)
     return {p: np.asarray(n, dtype=np.float64) / profile.rate(p, dtype) / util for p, n in flops.items()}
 
 
-def chunks_per_sm(steps, groups, profile: Profile):
-    """Streamed chunks each SM works through: all blocks' chunks over N_SM, waves included."""
-    return np.asarray(steps, dtype=np.float64) / (profile.sm_count * utilization(groups, profile.sm_count))
+def waves_of(groups, profile: Profile):
+    """Blocks each SM runs in turn: ceil(N_g / N_SM)."""
+    return np.ceil(np.maximum(np.asarray(groups, dtype=np.float64), 1.0) / profile.sm_count)
+
+
+def chunks_per_sm(steps, groups, profile: Profile, ramp=1.0, resident=1.0):
+    """Streamed chunks each SM works through: all blocks' chunks over N_SM, waves and imbalance
+    included."""
+    return np.asarray(steps, dtype=np.float64) / (profile.sm_count * utilization(
+        groups, profile.sm_count, ramp, resident))
 
 
 def edge_seconds(edge_bytes, profile: Profile):
@@ -110,16 +128,16 @@ def edge_seconds(edge_bytes, profile: Profile):
 def kernel_parts(values: Mapping[str, np.ndarray], levels: Mapping[str, float], profile: Profile,
                  dtype: str) -> Parts:
     """The model's seconds of a kernel from evaluated terms, elementwise: `values` has flops_<pipeline>,
-    groups and <level>_bytes, and may have steps, edge_bytes, stages, resident and warpgroups; `levels` maps
-    level -> seconds per byte at the datasheet bandwidth feeding it."""
+    groups and <level>_bytes, and may have steps, ramp, edge_bytes, stages, resident and warpgroups;
+    `levels` maps level -> seconds per byte at the datasheet bandwidth feeding it."""
     flops = {k.removeprefix("flops_"): v for k, v in values.items() if k.startswith("flops_")}
-    groups = values["groups"]
-    return seconds(datasheet_pipes(flops, profile, dtype, groups),
+    groups, ramp, resident = values["groups"], values.get("ramp", 1.0), values.get("resident", 1.0)
+    return seconds(datasheet_pipes(flops, profile, dtype, groups, ramp, resident),
                    {lv: values[f"{lv}_bytes"] * w for lv, w in levels.items()}, params_of(profile),
-                   chunks=chunks_per_sm(values.get("steps", 0.0), groups, profile),
-                   stages=values.get("stages", 2.0), resident=values.get("resident", 1.0),
+                   chunks=chunks_per_sm(values.get("steps", 0.0), groups, profile, ramp, resident),
+                   stages=values.get("stages", 2.0), resident=resident,
                    edge=edge_seconds(values.get("edge_bytes", 0.0), profile),
-                   warpgroups=values.get("warpgroups"))
+                   warpgroups=values.get("warpgroups"), waves=waves_of(groups, profile))
 
 
 def kernel_time(values: Mapping[str, np.ndarray], levels: Mapping[str, float], profile: Profile,
@@ -159,14 +177,15 @@ class Prediction:
 
 def predict(flops: dict[str, float], transfer_bytes: dict[str, float], weights: dict[str, float],
             groups: float, profile: Profile, dtype: str, paths: dict[str, str] | None = None,
-            steps: float = 0.0, edge_bytes: float = 0.0) -> Prediction:
+            steps: float = 0.0, edge_bytes: float = 0.0, ramp: float = 1.0) -> Prediction:
     """One configuration (napkin analyze): two buffers per streamed load, one block per SM."""
     values = {**{f"flops_{p}": n for p, n in flops.items()}, "groups": groups, "steps": steps,
-              "edge_bytes": edge_bytes, **{f"{lv}_bytes": b for lv, b in transfer_bytes.items()}}
+              "ramp": ramp, "edge_bytes": edge_bytes,
+              **{f"{lv}_bytes": b for lv, b in transfer_bytes.items()}}
     parts = kernel_parts(values, weights, profile, dtype)
     transfers = {lv: float(transfer_bytes[lv] * weights[lv] / params_of(profile).get(
         f"bandwidth_efficiency.{lv}", 1.0)) for lv in transfer_bytes}
     per_pipe = {p: float(t) for p, t in parts.pipes.items()}
     overhead = float(parts.compute) - max(per_pipe.values(), default=0.0)
-    return Prediction(per_pipe, transfers, float(utilization(groups, profile.sm_count)), paths or {},
+    return Prediction(per_pipe, transfers, float(utilization(groups, profile.sm_count, ramp)), paths or {},
                       overhead, float(parts.exposed))

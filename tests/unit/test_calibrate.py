@@ -38,10 +38,11 @@ def synthetic(n: int = 400, seed: int = 1) -> tuple[Components, dict[str, float]
                    {"l2": tensor * rng.uniform(0.01, 0.2, n), "smem": tensor * rng.uniform(0.1, 3.0, n)},
                    chunks=rng.uniform(50, 5000, n), stages=rng.choice([2.0, 3.0], n),
                    resident=(resident := rng.choice([1.0, 2.0, 4.0], n)), edge=rng.uniform(1e-5, 1e-4, n),
-                   measured=np.ones(n), warpgroups=resident * rng.choice([1.0, 2.0, 4.0], n))
+                   measured=np.ones(n), warpgroups=resident * rng.choice([1.0, 2.0, 4.0], n),
+                   waves=np.ceil(tensor / 2e-5))
     truth = {"pipeline_efficiency.tensor": 0.6, "bandwidth_efficiency.smem": 0.8, "softmax_overhead": 0.4,
              "softmax_overlap": 0.5, "step_overhead_s": 2e-7, "load_latency_s": 1e-6, "edge_exposed": 2.0,
-             "launch_overhead_s": 3e-6}
+             "block_overhead_s": 2e-6, "launch_overhead_s": 3e-6}
     noise = np.exp(rng.normal(0, 0.01, n))
     return replace(c, measured=c.time(truth) * noise), truth
 
@@ -99,6 +100,16 @@ def test_exposed_softmax_falls_with_the_warpgroups_an_sm_holds():
     # without warpgroups, one per resident block
     assert seconds(pipes, {}, {"softmax_overhead": 0.4, "softmax_overlap": 0.5},
                    resident=np.array([1.0, 4.0, 16.0])).compute.tolist() == pytest.approx([1.2, 1.1, 1.05])
+
+
+def test_a_block_alone_on_its_sm_costs_its_start_and_end_once_per_wave():
+    """t_block per wave where an SM holds one block at a time; with two or more resident, one block's
+    main loop covers another's start and end; absent (datasheet), nothing."""
+    pipes = {"tensor": np.array([1.0, 1.0, 1.0])}
+    waves, resident = np.array([3.0, 3.0, 1.0]), np.array([1.0, 2.0, 1.0])
+    parts = seconds(pipes, {}, {"block_overhead_s": 0.1}, resident=resident, waves=waves)
+    assert parts.total.tolist() == pytest.approx([1.3, 1.0, 1.1])
+    assert seconds(pipes, {}, {}, resident=resident, waves=waves).total.tolist() == [1.0, 1.0, 1.0]
 
 
 def test_choice_regret_is_how_much_slower_the_model_choice_runs():
