@@ -4,10 +4,10 @@ The formula is the model's own (analyzer.model.predict.seconds); the parameters 
 (efficiencies, the softmax overhead, the per-chunk overhead, the load latency, the exposed prologue
 and epilogue, the start and end of a block alone on its SM, the launch overhead) are fitted by
 Levenberg-Marquardt on log(model / measured), so each configuration counts by its relative error,
-reweighted (Huber) so that a few configurations the model cannot describe do not pull the rest. A configuration also counts by how near it runs to the best
-measured at its size (near_best_weights): the model exists to choose among the fast ones, and a
-configuration three times slower than the best says little about them. Each parameter is fitted in
-log space, which keeps it positive.
+reweighted (Huber) so that a few configurations the model cannot describe do not pull the rest.
+A configuration also counts by how near it runs to the best measured at its size (near_best_weights):
+the model exists to choose among the fast ones, and a configuration three times slower than the best
+says little about them. Each parameter is fitted in log space, which keeps it positive.
 The objective also holds a choice term per problem size (choice_regret): how much slower than the best
 measured the model's choice runs, the choice softened over the configurations predicted within about
 SOFT of the fastest. Squared log errors alone let a few per cent of error fall where it decides which

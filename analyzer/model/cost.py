@@ -142,7 +142,8 @@ def level_cost(schedule: Schedule) -> LevelCost:
                                         if b is None or b not in d.arrays[n].axes))
     # under block skipping, the query groups of one grid index carry work 1 .. n (their number, n);
     # 1: every group streams as much (analyzer.model.imbalance)
-    counted["ramp"] = counts.get(schedule.skip.query, sympy.Integer(1)) if schedule.skip else sympy.Integer(1)
+    skipped = schedule.skip.query if schedule.skip else None
+    counted["ramp"] = counts.get(skipped, sympy.Integer(1))
     # chunks streamed, summed over the groups (their mean length under block skipping)
     counted["steps"] = counted["groups"] * (
         1 if b is None else streamed_length / s if schedule.skip else sympy.ceiling(d.size(b) / s))
