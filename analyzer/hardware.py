@@ -147,6 +147,10 @@ class Calibration(Strict):
     bandwidth_efficiency: dict[str, Estimate] = Field(
         default_factory=dict, description="Level name -> achieved fraction of the bandwidth that "
                                           "feeds it.")
+    level_overlap: Estimate | None = Field(
+        None, description="Share of the shorter levels' transfer time hidden under the longest "
+                          "level's, since levels stream concurrently: 0 is Equation 2's sum, 1 the "
+                          "longest level alone.")
     softmax_overhead: Estimate | None = Field(
         None, description="Seconds of non-tensor work (sfu + vector pipelines) that tensor-core work "
                           "does not hide, per second of it (Section 6.3's softmax overhead).")
@@ -189,12 +193,13 @@ class Calibration(Strict):
         """Flat parameter names (pipeline_efficiency.tensor, softmax_overhead, ...) -> values."""
         out = {f"pipeline_efficiency.{k}": e.value for k, e in self.pipeline_efficiency.items()}
         out.update({f"bandwidth_efficiency.{k}": e.value for k, e in self.bandwidth_efficiency.items()})
-        out.update({k: self.value(k) for k in OVERHEADS if getattr(self, k) is not None})
+        out.update({k: self.value(k) for k in SCALARS if getattr(self, k) is not None})
         return out
 
 
-OVERHEADS = ("softmax_overhead", "softmax_overlap", "step_overhead_s", "load_latency_s", "edge_exposed",
-             "block_overhead_s", "launch_overhead_s")
+# the calibration's parameters that are one number each (not one per pipeline or level)
+SCALARS = ("level_overlap", "softmax_overhead", "softmax_overlap", "step_overhead_s", "load_latency_s",
+           "edge_exposed", "block_overhead_s", "launch_overhead_s")
 
 
 class Profile(Strict):

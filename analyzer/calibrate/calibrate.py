@@ -21,7 +21,7 @@ from analyzer.calibrate.registers import RegisterCheck, check_registers, fit_reg
 from analyzer.calibrate.validate import Validation, shape_of, split, validate
 from analyzer.config.configure import _profile
 from analyzer.errors import NapkinError
-from analyzer.hardware import OVERHEADS, Calibration, Estimate, Profile, RegisterRelation
+from analyzer.hardware import SCALARS, Calibration, Estimate, Profile, RegisterRelation
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def calibrated_profile(base: Profile, f: Fit, rec: Recording, source: str, name:
         group, _, key = n.partition(".")
         if key:
             grouped[group][key] = e
-        elif n in OVERHEADS:
+        elif n in SCALARS:
             grouped[n] = e
     cal = Calibration(
         source=(f"{source}: {meta.get('command', '?')} on one {meta.get('gpu', 'GPU')}, "

@@ -16,6 +16,8 @@ from analyzer.calibrate.validate import HELD_OUT_SHARE
 MEANING = {
     "pipeline_efficiency.tensor": ("eta_T", "achieved fraction of the tensor cores' dense peak"),
     "bandwidth_efficiency.smem": ("eta_smem", "achieved fraction of the L2 -> SMEM bandwidth"),
+    "level_overlap": ("omega", "share of the shorter levels' transfer time hidden under the longest "
+                               "level's (Equation 2 adds them: 0)"),
     "softmax_overhead": ("sigma", "non-tensor (sfu + vector) time not hidden behind the tensor cores, "
                                   "per second of it (Section 6.3)"),
     "softmax_overlap": ("beta", "how fast that exposure falls with the warpgroups W resident per SM: "
@@ -73,9 +75,12 @@ def report_markdown(r: Result, command: str, plot: str | None) -> str:
              "plus, per training size, how much slower than the best the model's (softened) first "
              "choice runs (docs/model.md).", "",
              "## The fitted assumptions", "",
-             "The datasheet model (every efficiency 1, every overhead 0) is the paper's: pipelines and "
-             "transfers overlap perfectly and latency is hidden. Each parameter below relaxes one of "
-             "those assumptions; docs/model.md gives the formula.", "",
+             "The datasheet model (every efficiency 1, every overhead and overlap 0) is the paper's: "
+             "pipelines and transfers overlap perfectly, latency is hidden, and the levels' transfer "
+             "times add up (Equation 2). Each parameter below relaxes one of those assumptions; "
+             "docs/model.md gives the formula. Parameters the fit leaves out keep their datasheet value: "
+             "every level's bandwidth is the profile's (the L2 -> SMEM efficiency, fitted beside the "
+             "overlap of levels, trades against it).", "",
              "| parameter | symbol | value | ± (bootstrap s.e.) | meaning |", "|---|---|---|---|---|"]
     for n in f.names:
         sym, meaning = MEANING.get(n, (n, ""))

@@ -13,6 +13,9 @@ Stated assumptions (docs/model.md):
 A calibrated profile (napkin calibrate, docs/validation.md) states how far each assumption is off,
 with named parameters (absent ones keep the datasheet value: efficiencies 1, overheads 0):
 - pipeline p runs at eta_p of its peak, and level l's feed at eta_l of its bandwidth;
+- levels stream concurrently (HBM fills L2 while L2 fills SMEM): omega of the shorter levels' time
+  hides under the longest level's, so transfers = sum_l T_l - omega (sum_l T_l - max_l T_l), between
+  Equation 2's sum (omega 0) and the longest level alone (omega 1);
 - sigma of the non-tensor pipelines' time is not hidden behind the tensor cores (Section 6.3's
   softmax overhead), less so the more warpgroups an SM holds, since one warpgroup's softmax runs under
   another's GEMMs (Section 6's inter-warpgroup overlap): with W warpgroups resident per SM,
@@ -86,8 +89,8 @@ def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray]
                 for p, t in pipes.items()}
     chunks = np.asarray(chunks, dtype=np.float64)
     resident = np.maximum(np.asarray(resident, dtype=np.float64), 1.0)
-    transfer = sum((np.asarray(t, dtype=np.float64) / get(f"bandwidth_efficiency.{lv}")
-                    for lv, t in transfers.items()), zero)
+    transfer = overlapped([zero + np.asarray(t, dtype=np.float64) / get(f"bandwidth_efficiency.{lv}")
+                           for lv, t in transfers.items()], get("level_overlap"), zero)
     in_flight = np.maximum(np.asarray(stages, dtype=np.float64) - 1, 1) * resident
     latency = (get("load_latency_s") * chunks + transfer) / in_flight    # never above `transfer` at lambda 0
     slowest = np.max(np.stack([zero + latency, *(zero + t for t in per_pipe.values())]), axis=0)
@@ -99,6 +102,15 @@ def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray]
     exposed = (get("edge_exposed") * np.asarray(edge, dtype=np.float64) + get("block_overhead_s") * alone
                + get("launch_overhead_s") + zero)
     return Parts(per_pipe, compute, transfer, exposed)
+
+
+def overlapped(levels: list, omega: float, zero=0.0):
+    """Transfer time of levels that stream concurrently: Equation 2's sum less omega (at most 1) of
+    what the shorter levels add to the longest, elementwise."""
+    if not levels:
+        return zero
+    total = sum(levels, zero)
+    return total - min(omega, 1.0) * (total - np.max(np.stack(np.broadcast_arrays(*levels)), axis=0))
 
 
 def datasheet_pipes(flops: Mapping[str, np.ndarray], profile: Profile, dtype: str, groups, ramp=1.0,
@@ -153,6 +165,7 @@ class Prediction:
     paths: dict[str, str]              # level -> "source->level", to name a transfer bound
     overhead_s: float = 0.0            # calibrated: exposed non-tensor time, per-chunk overhead, latency
     exposed_s: float = 0.0             # calibrated: prologue/epilogue transfers and launch
+    level_overlap: float = 0.0         # calibrated: omega, the share of the shorter levels hidden
 
     @property
     def compute_time_s(self) -> float:
@@ -160,7 +173,7 @@ class Prediction:
 
     @property
     def transfer_time_s(self) -> float:
-        return sum(self.transfer_s.values())
+        return float(overlapped(list(self.transfer_s.values()), self.level_overlap))
 
     @property
     def time_s(self) -> float:
@@ -188,4 +201,4 @@ def predict(flops: dict[str, float], transfer_bytes: dict[str, float], weights: 
     per_pipe = {p: float(t) for p, t in parts.pipes.items()}
     overhead = float(parts.compute) - max(per_pipe.values(), default=0.0)
     return Prediction(per_pipe, transfers, float(utilization(groups, profile.sm_count, ramp)), paths or {},
-                      overhead, float(parts.exposed))
+                      overhead, float(parts.exposed), params_of(profile).get("level_overlap", 0.0))

@@ -40,7 +40,7 @@ def synthetic(n: int = 400, seed: int = 1) -> tuple[Components, dict[str, float]
                    resident=(resident := rng.choice([1.0, 2.0, 4.0], n)), edge=rng.uniform(1e-5, 1e-4, n),
                    measured=np.ones(n), warpgroups=resident * rng.choice([1.0, 2.0, 4.0], n),
                    waves=np.ceil(tensor / 2e-5))
-    truth = {"pipeline_efficiency.tensor": 0.6, "bandwidth_efficiency.smem": 0.8, "softmax_overhead": 0.4,
+    truth = {"pipeline_efficiency.tensor": 0.6, "level_overlap": 0.5, "softmax_overhead": 0.4,
              "softmax_overlap": 0.5, "step_overhead_s": 2e-7, "load_latency_s": 1e-6, "edge_exposed": 2.0,
              "block_overhead_s": 2e-6, "launch_overhead_s": 3e-6}
     noise = np.exp(rng.normal(0, 0.01, n))
@@ -72,6 +72,20 @@ def test_datasheet_parameters_give_the_paper_model():
     transfers = {"l2": np.array([1.0, 0.5]), "smem": np.array([1.0, 2.0])}
     parts = seconds(pipes, transfers, {}, chunks=np.array([1e6, 1e6]), stages=2, edge=np.array([5.0, 5.0]))
     assert parts.total.tolist() == [3.0, 2.5]
+
+
+def test_levels_that_stream_concurrently_overlap_by_omega():
+    """Equation 2 adds the levels (omega 0, the datasheet); omega 1 leaves the longest level alone; in
+    between, omega of what the shorter levels add is hidden. napkin analyze's prediction agrees."""
+    from analyzer.model.predict import Prediction
+    pipes = {"tensor": np.array([0.1, 0.1])}
+    transfers = {"gmem": np.array([2.0, 1.0]), "smem": np.array([3.0, 0.5])}
+    for omega, expected in ((0.0, [5.0, 1.5]), (1.0, [3.0, 1.0]), (0.25, [4.5, 1.375]), (4.0, [3.0, 1.0])):
+        parts = seconds(pipes, transfers, {"level_overlap": omega})
+        assert parts.transfer.tolist() == pytest.approx(expected), omega
+        one = Prediction({"tensor": 0.1}, {"gmem": 2.0, "smem": 3.0}, 1.0, {}, level_overlap=omega)
+        assert one.transfer_time_s == pytest.approx(expected[0])
+    assert seconds(pipes, transfers, {}).transfer.tolist() == [5.0, 1.5]
 
 
 def test_loads_in_flight_cover_latency_and_transfer_time():
