@@ -58,6 +58,9 @@ ASSUMPTIONS = [
     "A group (thread block) keeps one SM busy and groups run in waves of N_SM (wave quantization).",
     "Kernels run one after another.",
 ]
+CALIBRATED = ("Calibrated profile: parameters fitted to measurements (gpu.calibration) relax the "
+              "assumptions above: achieved rates, overlapping levels, exposed softmax, per-chunk, "
+              "latency, block and launch overheads (docs/model.md, docs/validation.md).")
 
 
 # -- loading ---------------------------------------------------------------------------------------
@@ -345,9 +348,10 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
         diagram=DiagramOut(name=d.name, title=d.title, paper=d.paper, source=d.source,
                            levels=list(d.levels)),
         gpu=GpuOut(name=profile.name, description=profile.description,
-                   source=gpu_source),
+                   source=gpu_source, calibration=params_of(profile) if profile.calibration else None),
         dtype=d.dtype, cluster=None if cluster is None else cluster, sizes=size_out, ops=ops,
-        kernels=kernel_out, totals=totals, assumptions=ASSUMPTIONS)
+        kernels=kernel_out, totals=totals,
+        assumptions=ASSUMPTIONS + ([CALIBRATED] if profile.calibration else []))
 
 
 def _classic_out(rule: ClassicRule | None, models: list[LevelModel], transfer_bytes: dict[str, float],

@@ -149,7 +149,9 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
     time = _table("FLOPs and predicted time", "pipeline", "FLOPs (symbolic)", "FLOPs", "time")
     for pipe, expr in k.flops.items():
         row(time, pipe, expr, si(k.flops_value[pipe]), seconds(k.compute_time_s[pipe]))
-    row(time, "transfers", "Equation 2: sum over levels", "", seconds(k.transfer_time_s))
+    omega = (a.gpu.calibration or {}).get("level_overlap", 0.0)
+    rule = f"Equation 2, levels overlapping (omega {omega:.2f})" if omega else "Equation 2: sum over levels"
+    row(time, "transfers", rule, "", seconds(k.transfer_time_s))
     parts.append(time)
     if k.cluster_trade_off_s:
         gains = ", ".join(f"N={n}: {seconds(v) if v >= 0 else '-' + seconds(-v)}"

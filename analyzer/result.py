@@ -160,6 +160,9 @@ class GpuOut(Out):
     name: str
     description: str
     source: str
+    calibration: dict[str, float] | None = Field(
+        None, description="A calibrated profile's fitted parameters (docs/model.md), flat names: they "
+                          "relax the assumptions listed with the analysis.")
 
 
 class DiagramOut(Out):
