@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analyzer.hardware import SCALARS
 from analyzer.model.predict import datasheet, seconds
 
 HUBER = 0.1          # log residual beyond which a configuration counts linearly (about 10 % off)
@@ -81,13 +80,6 @@ class Components:
         return seconds(self.pipes, self.transfers, params, chunks=self.chunks, stages=self.stages,
                        resident=self.resident, edge=self.edge, warpgroups=self.warpgroups,
                        waves=0.0 if self.waves is None else self.waves).total
-
-
-def parameter_names(c: Components) -> list[str]:
-    """Every parameter the model has for these records."""
-    return ([f"pipeline_efficiency.{p}" for p in c.pipes]
-            + [f"bandwidth_efficiency.{lv}" for lv in c.transfers]
-            + list(SCALARS))
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import reduce
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray]
                 for p, t in pipes.items()}
     chunks = np.asarray(chunks, dtype=np.float64)
     resident = np.maximum(np.asarray(resident, dtype=np.float64), 1.0)
-    transfer = overlapped([zero + np.asarray(t, dtype=np.float64) / get(f"bandwidth_efficiency.{lv}")
+    transfer = overlapped([np.asarray(t, dtype=np.float64) / get(f"bandwidth_efficiency.{lv}")
                            for lv, t in transfers.items()], get("level_overlap"), zero)
     in_flight = np.maximum(np.asarray(stages, dtype=np.float64) - 1, 1) * resident
     latency = (get("load_latency_s") * chunks + transfer) / in_flight    # never above `transfer` at lambda 0
@@ -110,7 +111,7 @@ def overlapped(levels: list, omega: float, zero=0.0):
     if not levels:
         return zero
     total = sum(levels, zero)
-    return total - min(omega, 1.0) * (total - np.max(np.stack(np.broadcast_arrays(*levels)), axis=0))
+    return total - min(omega, 1.0) * (total - reduce(np.maximum, levels))
 
 
 def datasheet_pipes(flops: Mapping[str, np.ndarray], profile: Profile, dtype: str, groups, ramp=1.0,
@@ -196,9 +197,10 @@ def predict(flops: dict[str, float], transfer_bytes: dict[str, float], weights: 
               "ramp": ramp, "edge_bytes": edge_bytes,
               **{f"{lv}_bytes": b for lv, b in transfer_bytes.items()}}
     parts = kernel_parts(values, weights, profile, dtype)
-    transfers = {lv: float(transfer_bytes[lv] * weights[lv] / params_of(profile).get(
-        f"bandwidth_efficiency.{lv}", 1.0)) for lv in transfer_bytes}
+    params = params_of(profile)
+    transfers = {lv: float(transfer_bytes[lv] * weights[lv] / params.get(f"bandwidth_efficiency.{lv}", 1.0))
+                 for lv in transfer_bytes}
     per_pipe = {p: float(t) for p, t in parts.pipes.items()}
     overhead = float(parts.compute) - max(per_pipe.values(), default=0.0)
     return Prediction(per_pipe, transfers, float(utilization(groups, profile.sm_count, ramp)), paths or {},
-                      overhead, float(parts.exposed), params_of(profile).get("level_overlap", 0.0))
+                      overhead, float(parts.exposed), params.get("level_overlap", 0.0))
