@@ -1,0 +1,164 @@
+"""Does the fastest configuration depend on the clock the GPU holds under sustained load?
+
+The choice, timed again (bench/choice_h200.py) found the head-dim-64 candidates slowing by 2-9 % from
+the first round to the later ones while others held their time, and it is among those candidates that
+the model's choice misses the 5 % target. This script times the candidates of chosen sizes in
+interleaved rounds, as choice_h200.py does, with both of Triton's timers (do_bench, the sweep's, and
+do_bench_cudagraph), and samples the SM clock, the power draw and the temperature during every timing
+(bench/gpu_state.py). Time x clock is then each timing in SM cycles: if the candidates' order by cycles
+differs from their order by time, the clock, not the kernel, decides it.
+
+    python bench/clocks_h200.py [--sizes attention:64:1024,causal_attention:64:8192]
+        [--gpu hardware/h200-calibrated.yaml] [--top 4] [--rounds 7] [--out DIR]
+
+Output: clocks_h200.json (every timing with its clock, power and temperature) and clocks_h200.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import choice_h200  # noqa: E402 - the candidates and the kernels' set-up
+import sweep_h200 as sweep_bench  # noqa: E402
+from gpu_state import Sampler  # noqa: E402
+
+SIZES = ("attention:64:1024,attention:64:2048,attention:64:8192,"
+         "causal_attention:64:4096,causal_attention:64:8192,causal_attention:64:16384")
+TIMERS = {"do_bench": False, "cudagraph": True}      # timer -> graph
+
+
+def time_size(size: dict, rounds: int, state, sampler: Sampler) -> None:
+    """Check every candidate once, then time it with both timers in `rounds` rotating rounds."""
+    import torch
+    import triton
+    module, _, (kernel, key), call, ref, _ = choice_h200.prepare(size, state)
+    original = dict(module.CONFIGS[kernel][key])
+    live = []
+    for c in size["candidates"]:
+        module.CONFIGS[kernel][key] = c["config"]
+        c["rel_err"] = sweep_bench.rel_err(torch, call(), ref)
+        if c["rel_err"] < sweep_bench.TOLERANCE:
+            c["timings"] = []
+            live.append(c)
+    for r in range(rounds):
+        for c in live[r % len(live):] + live[:r % len(live)]:
+            module.CONFIGS[kernel][key] = c["config"]
+            for timer, graph in TIMERS.items():
+                t0 = time.monotonic()
+                t = sweep_bench.bench(triton, call, graph=graph)["time_s"]
+                c["timings"].append({"round": r, "timer": timer, "time_s": t,
+                                     **sampler.window(t0, time.monotonic())})
+    module.CONFIGS[kernel][key] = original
+    torch.cuda.empty_cache()
+
+
+def median(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def table(size: dict) -> list[str]:
+    """Per candidate and timer: median time, clock, power and cycles, and each over the best."""
+    rows = []
+    for timer in TIMERS:
+        stats = []
+        for c in size["candidates"]:
+            ts = [t for t in c.get("timings", []) if t["timer"] == timer]
+            if not ts:
+                continue
+            cycles = median(t["time_s"] * t["sm_clock_mhz"] * 1e6 for t in ts if t["sm_clock_mhz"])
+            first, later = ts[0]["time_s"], median(t["time_s"] for t in ts[1:])
+            stats.append((c["key"], median(t["time_s"] for t in ts), median(t["sm_clock_mhz"] for t in ts),
+                          median(t["power_w"] for t in ts), cycles, later / first if later else None))
+        best_t = min(s[1] for s in stats)
+        best_c = min((s[4] for s in stats if s[4]), default=None)
+        for key, t, clock, power, cycles, drift in stats:
+            mark = " (chosen)" if key == size["chosen"] else ""
+            fmt = lambda v, f: "" if v is None else format(v, f)
+            _, diagram, hdim, n = size["shape"]
+            rows.append(f"| {diagram} d{hdim} {n} | {timer} | "
+                        f"{' '.join(key.split(' ')[2:])}{mark} | {t * 1e6:.1f} | {t / best_t:.3f} | "
+                        f"{fmt(clock, '.0f')} | {fmt(power, '.0f')} | "
+                        f"{fmt(cycles and best_c and cycles / best_c, '.3f')} | {fmt(drift, '.3f')} |")
+    return rows
+
+
+def save(doc: dict, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "clocks_h200.json").write_text(json.dumps(doc, indent=1) + "\n")
+    m = doc["meta"]
+    lines = [f"# Time and clock of the contested candidates on {m.get('gpu', '?')} ({m['date']})", "",
+             f"`{m['command']}`: per size, the calibrated profile's choice and the {m['top']} fastest of "
+             f"`{m['recording']}`, timed in {m['rounds']} interleaved rounds with each timer; the SM "
+             f"clock, power and temperature sampled during every timing ({m['sampler']}). Medians "
+             "over the rounds; cycles = time x SM clock; drift = later rounds' median over the first "
+             "round's time.", "",
+             "| size | timer | configuration | time (us) | / best | SM clock (MHz) | power (W) | "
+             "cycles / best | drift |", "|---|---|---|---|---|---|---|---|---|"]
+    for s in doc["sizes"]:
+        if any(c.get("timings") for c in s["candidates"]):
+            lines += table(s)
+    (out / "clocks_h200.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recording", default=str(ROOT / "bench" / "results" / "sweep_h200.json"))
+    parser.add_argument("--gpu", default="hardware/h200-calibrated.yaml", help="the profile whose choice to time")
+    parser.add_argument("--sizes", default=SIZES, help="comma-separated diagram:head_dim:size")
+    parser.add_argument("--top", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1))
+    parser.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "bench" / "results")))
+    args = parser.parse_args(argv)
+    import torch
+    if not torch.cuda.is_available():
+        print("error: no CUDA device", file=sys.stderr)
+        return 1
+    wanted = {tuple(w.split(":")) for w in args.sizes.split(",") if w}
+    sizes = [s for s in choice_h200.candidates(Path(args.recording), [args.gpu], args.top)
+             if (s["shape"][1], str(s["shape"][2]), str(s["shape"][3])) in wanted]
+    for s in sizes:
+        s["chosen"] = s["chosen"][args.gpu]
+    state = {"tmp": Path(tempfile.mkdtemp()), "modules": {}}
+    jobs = []
+    for s in sizes:
+        family, diagram, hdim, _ = s["shape"]
+        _, path, _ = state["modules"].setdefault(diagram, sweep_bench.load_kernel(diagram, state["tmp"]))
+        jobs += [(str(path), f"sweep_{diagram}", "flash", hdim, c["config"], family, hdim,
+                  sweep_bench.DIAGRAMS.get(diagram, False)) for c in s["candidates"]]
+    sweep_bench.precompile(list({json.dumps(j, sort_keys=True): j for j in jobs}.values()), args.workers)
+    given = argv if argv is not None else sys.argv[1:]
+    with Sampler() as sampler:
+        doc = {"meta": {"date": datetime.date.today().isoformat(),
+                        "command": ("python bench/clocks_h200.py "
+                                    + " ".join(sweep_bench.without_out(given))).strip(),
+                        "recording": os.path.relpath(args.recording, ROOT), "profile": args.gpu,
+                        "top": args.top, "rounds": args.rounds, "sampler": sampler.source,
+                        "timers": {"do_bench": f"triton.testing.do_bench(fn, warmup={sweep_bench.WARMUP_MS}, "
+                                               f"rep={sweep_bench.REP_MS})",
+                                   "cudagraph": f"triton.testing.do_bench_cudagraph(fn, rep={sweep_bench.REP_MS})"},
+                        **sweep_bench.environment()},
+               "sizes": sizes}
+        for s in sizes:
+            began = time.time()
+            time_size(s, args.rounds, state, sampler)
+            sweep_bench.log(f"  {s['shape']}: {len(s['candidates'])} candidates in {time.time() - began:.0f} s")
+            save(doc, Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
