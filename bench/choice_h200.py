@@ -88,12 +88,9 @@ def prepare(size: dict, state) -> tuple:
     return module, path, ("gemm", None), partial(module.matmul, a, b), torch.matmul(a, b), True
 
 
-def time_size(size: dict, rounds: int, state) -> None:
-    """Check every candidate once, then time them in `rounds` rotating rounds (in place)."""
+def checked(size: dict, module, kernel: str, key, call, ref) -> list[dict]:
+    """The candidates that match the reference, each checked once (a failure is recorded on it)."""
     import torch
-    import triton
-    module, _, (kernel, key), call, ref, graph = prepare(size, state)
-    original = dict(module.CONFIGS[kernel][key])
     live = []
     for c in size["candidates"]:
         module.CONFIGS[kernel][key] = c["config"]
@@ -101,14 +98,31 @@ def time_size(size: dict, rounds: int, state) -> None:
             c["rel_err"] = sweep_bench.rel_err(torch, call(), ref)
             if not c["rel_err"] < sweep_bench.TOLERANCE:
                 raise RuntimeError(f"relative error {c['rel_err']:.3g} against the reference")
-            c["times_s"] = []
             live.append(c)
         except Exception as exc:  # noqa: BLE001 - a configuration that fails is reported, not timed
             c["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    return live
+
+
+def rotations(live: list, rounds: int):
+    """(round, candidate) in `rounds` rounds whose order rotates by one every round."""
     for r in range(rounds):
         for c in live[r % len(live):] + live[:r % len(live)]:
-            module.CONFIGS[kernel][key] = c["config"]
-            c["times_s"].append(sweep_bench.bench(triton, call, graph=graph)["time_s"])
+            yield r, c
+
+
+def time_size(size: dict, rounds: int, state) -> None:
+    """Check every candidate once, then time them in `rounds` rotating rounds (in place)."""
+    import torch
+    import triton
+    module, _, (kernel, key), call, ref, graph = prepare(size, state)
+    original = dict(module.CONFIGS[kernel][key])
+    live = checked(size, module, kernel, key, call, ref)
+    for c in live:
+        c["times_s"] = []
+    for _, c in rotations(live, rounds):
+        module.CONFIGS[kernel][key] = c["config"]
+        c["times_s"].append(sweep_bench.bench(triton, call, graph=graph)["time_s"])
     module.CONFIGS[kernel][key] = original
     summarise(size)
     torch.cuda.empty_cache()
@@ -137,6 +151,19 @@ def summarise(size: dict) -> None:
     sweep_best = min(c["sweep_s"] for c in size["candidates"])
     size["sweep_ratio"] = {g: next(c["sweep_s"] for c in size["candidates"] if c["key"] == k) / sweep_best
                            for g, k in size["chosen"].items() if k in by_key}
+
+
+def precompile(sizes: list[dict], state, workers: int) -> None:
+    """Warm Triton's cache with every candidate's kernel, in parallel, before anything is timed."""
+    jobs = []
+    for s in sizes:
+        family, diagram, hdim, _ = s["shape"]
+        _, path, _ = state["modules"].setdefault(diagram, sweep_bench.load_kernel(diagram, state["tmp"]))
+        kernel, key = ("flash", hdim) if family == "attention" else ("gemm", None)
+        jobs += [(str(path), f"sweep_{diagram}", kernel, key, c["config"], family, hdim or None,
+                  sweep_bench.DIAGRAMS.get(diagram, False)) for c in s["candidates"]]
+    sweep_bench.precompile(list({json.dumps(j, sort_keys=True, default=str): j for j in jobs}.values()),
+                           workers)
 
 
 # ------------------------------------------------------------------------------------ output
@@ -226,15 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                     **sweep_bench.environment()},
            "sizes": sizes}
     state = {"tmp": Path(tempfile.mkdtemp()), "modules": {}}
-    jobs = []                                   # warm Triton's cache in parallel first
-    for s in sizes:
-        family, diagram, hdim, _ = s["shape"]
-        _, path, _ = state["modules"].setdefault(diagram, sweep_bench.load_kernel(diagram, state["tmp"]))
-        kernel, key = ("flash", hdim) if family == "attention" else ("gemm", None)
-        jobs += [(str(path), f"sweep_{diagram}", kernel, key, c["config"], family, hdim or None,
-                  sweep_bench.DIAGRAMS.get(diagram, False)) for c in s["candidates"]]
-    unique = list({json.dumps(j, sort_keys=True, default=str): j for j in jobs}.values())
-    sweep_bench.precompile(unique, args.workers)
+    precompile(sizes, state, args.workers)
     deadline = time.time() + args.budget_s
     out = Path(args.out)
     for s in sizes:

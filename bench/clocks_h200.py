@@ -45,21 +45,16 @@ def time_size(size: dict, rounds: int, state, sampler: Sampler) -> None:
     import triton
     module, _, (kernel, key), call, ref, _ = choice_h200.prepare(size, state)
     original = dict(module.CONFIGS[kernel][key])
-    live = []
-    for c in size["candidates"]:
+    live = choice_h200.checked(size, module, kernel, key, call, ref)
+    for c in live:
+        c["timings"] = []
+    for r, c in choice_h200.rotations(live, rounds):
         module.CONFIGS[kernel][key] = c["config"]
-        c["rel_err"] = sweep_bench.rel_err(torch, call(), ref)
-        if c["rel_err"] < sweep_bench.TOLERANCE:
-            c["timings"] = []
-            live.append(c)
-    for r in range(rounds):
-        for c in live[r % len(live):] + live[:r % len(live)]:
-            module.CONFIGS[kernel][key] = c["config"]
-            for timer, graph in TIMERS.items():
-                t0 = time.monotonic()
-                t = sweep_bench.bench(triton, call, graph=graph)["time_s"]
-                c["timings"].append({"round": r, "timer": timer, "time_s": t,
-                                     **sampler.window(t0, time.monotonic())})
+        for timer, graph in TIMERS.items():
+            t0 = time.monotonic()
+            t = sweep_bench.bench(triton, call, graph=graph)["time_s"]
+            c["timings"].append({"round": r, "timer": timer, "time_s": t,
+                                 **sampler.window(t0, time.monotonic())})
     module.CONFIGS[kernel][key] = original
     torch.cuda.empty_cache()
 
@@ -69,8 +64,13 @@ def median(values) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _fmt(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
 def table(size: dict) -> list[str]:
     """Per candidate and timer: median time, clock, power and cycles, and each over the best."""
+    _, diagram, hdim, n = size["shape"]
     rows = []
     for timer in TIMERS:
         stats = []
@@ -86,12 +86,10 @@ def table(size: dict) -> list[str]:
         best_c = min((s[4] for s in stats if s[4]), default=None)
         for key, t, clock, power, cycles, drift in stats:
             mark = " (chosen)" if key == size["chosen"] else ""
-            fmt = lambda v, f: "" if v is None else format(v, f)
-            _, diagram, hdim, n = size["shape"]
             rows.append(f"| {diagram} d{hdim} {n} | {timer} | "
                         f"{' '.join(key.split(' ')[2:])}{mark} | {t * 1e6:.1f} | {t / best_t:.3f} | "
-                        f"{fmt(clock, '.0f')} | {fmt(power, '.0f')} | "
-                        f"{fmt(cycles and best_c and cycles / best_c, '.3f')} | {fmt(drift, '.3f')} |")
+                        f"{_fmt(clock, '.0f')} | {_fmt(power, '.0f')} | "
+                        f"{_fmt(cycles and best_c and cycles / best_c, '.3f')} | {_fmt(drift, '.3f')} |")
     return rows
 
 
@@ -133,13 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     for s in sizes:
         s["chosen"] = s["chosen"][args.gpu]
     state = {"tmp": Path(tempfile.mkdtemp()), "modules": {}}
-    jobs = []
-    for s in sizes:
-        family, diagram, hdim, _ = s["shape"]
-        _, path, _ = state["modules"].setdefault(diagram, sweep_bench.load_kernel(diagram, state["tmp"]))
-        jobs += [(str(path), f"sweep_{diagram}", "flash", hdim, c["config"], family, hdim,
-                  sweep_bench.DIAGRAMS.get(diagram, False)) for c in s["candidates"]]
-    sweep_bench.precompile(list({json.dumps(j, sort_keys=True): j for j in jobs}.values()), args.workers)
+    choice_h200.precompile(sizes, state, args.workers)
     given = argv if argv is not None else sys.argv[1:]
     with Sampler() as sampler:
         doc = {"meta": {"date": datetime.date.today().isoformat(),
