@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import sweep_h200 as sweep_bench  # noqa: E402 - the sweep's kernels, compile workers and timer
+from gpu_state import FIELDS, Sampler  # noqa: E402 - the SM clock and power beside each timing
 
 WITHIN = 1.05                      # the target: the choice within 5 % of the best
 
@@ -63,7 +64,8 @@ def candidates(recording: Path, gpus: list[str], top: int) -> list[dict[str, Any
         chosen = {g: choices[g][shape] for g in gpus}
         keys = list(dict.fromkeys([r.config_key for r, _ in rows[:top]]
                                   + [k for k in chosen.values() if k in by_key]))
-        out.append({"shape": list(shape), "sizes": rows[0][0].sizes, "chosen": chosen,
+        timer = rows[0][1].get("timer") or ("cudagraph" if shape[0] == "matmul" else "do_bench")
+        out.append({"shape": list(shape), "sizes": rows[0][0].sizes, "timer": timer, "chosen": chosen,
                     "sweep_best": rows[0][0].config_key,
                     "candidates": [{"key": k, "config": by_key[k][1]["config"],
                                     "sweep_s": by_key[k][0].time_s} for k in keys]})
@@ -83,7 +85,8 @@ def prepare(size: dict, state) -> tuple:
         q, k, v = (torch.randn(s["batch"], s["heads"], n, hdim, device="cuda", dtype=torch.float16)
                    for _ in range(3))
         ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        return module, path, ("flash", hdim), partial(module.attention, q, k, v, causal=causal), ref, False
+        call = partial(module.attention, q, k, v, causal=causal)
+        return module, path, ("flash", hdim), call, ref, size.get("timer") == "cudagraph"
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
     return module, path, ("gemm", None), partial(module.matmul, a, b), torch.matmul(a, b), True
 
@@ -119,10 +122,12 @@ def time_size(size: dict, rounds: int, state) -> None:
     original = dict(module.CONFIGS[kernel][key])
     live = checked(size, module, kernel, key, call, ref)
     for c in live:
-        c["times_s"] = []
+        c["times_s"], c["gpu_states"] = [], []
     for _, c in rotations(live, rounds):
         module.CONFIGS[kernel][key] = c["config"]
-        c["times_s"].append(sweep_bench.bench(triton, call, graph=graph)["time_s"])
+        timing = sweep_bench.bench(triton, call, graph=graph, sampler=state.get("sampler"))
+        c["times_s"].append(timing["time_s"])
+        c["gpu_states"].append({f: timing.get(f) for f in FIELDS})
     module.CONFIGS[kernel][key] = original
     summarise(size)
     torch.cuda.empty_cache()
@@ -247,12 +252,12 @@ def main(argv: list[str] | None = None) -> int:
                                 + " ".join(sweep_bench.without_out(given))).strip(),
                     "recording": os.path.relpath(recording, ROOT), "gpus": gpus, "top": args.top,
                     "rounds": args.rounds,
-                    "timer": f"attention: triton.testing.do_bench(fn, warmup={sweep_bench.WARMUP_MS}, "
-                             f"rep={sweep_bench.REP_MS}); matmul: do_bench_cudagraph(fn, "
-                             f"rep={sweep_bench.REP_MS}); the median of each",
+                    "timer": "the recording's, per size (each size's `timer`): "
+                             + sweep_bench.timer_text(any(s["timer"] == "cudagraph" for s in sizes
+                                                          if s["shape"][0] == "attention")),
                     **sweep_bench.environment()},
            "sizes": sizes}
-    state = {"tmp": Path(tempfile.mkdtemp()), "modules": {}}
+    state = {"tmp": Path(tempfile.mkdtemp()), "modules": {}, "sampler": Sampler().__enter__()}
     precompile(sizes, state, args.workers)
     deadline = time.time() + args.budget_s
     out = Path(args.out)
@@ -265,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         sweep_bench.log(f"  {s['shape']}: {len(s['candidates'])} timed in {time.time() - began:.0f} s, "
                         + ", ".join(f"{g} {r:.3f}" for g, r in s.get("ratio", {}).items()))
         save(doc, out)                          # after every size: a run cut short keeps what it timed
+    state["sampler"].__exit__(None, None, None)
     print(totals(doc))
     return 0
 

@@ -10,9 +10,15 @@ compile per configuration and head dim). Shapes:
 - matmul: square fp16 products of 1024 ... 8192, with torch.matmul timed at each size beside it.
 Every timing is checked first against a reference (SDPA, torch.matmul): relative error < 1e-2.
 Matmul is timed by CUDA graph replays: at 1024 a kernel takes less time than its Python launch.
+Attention is too by default (--attention-timer cudagraph): triton.testing.do_bench clears L2 with a
+256 MB write between repetitions, which has its own power and SM clock, and the clock is what the
+GPU state beside each timing is for. During every timing the SM clock, board power and temperature
+are sampled (bench/gpu_state.py) and recorded with it: the H200 holds its 700 W limit by lowering the
+clock, so time = cycles / clock, and the two can be told apart.
 Compilation runs in worker processes first (Triton's cache is shared), timing in this process.
 
     python bench/sweep_h200.py [--out DIR] [--groups attention:128,matmul] [--budget-s S]
+        [--attention-timer cudagraph|do_bench]
     python bench/sweep_h200.py --merge A.json B.json --out DIR     # join partial runs
 
     python bench/sweep_h200.py --compile-only                       # registers, spills, SMEM only
@@ -39,6 +45,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from gpu_state import Sampler  # noqa: E402 - the SM clock and power beside each timing
 
 GPU = "h200"
 DTYPE = "fp16"
@@ -165,15 +174,29 @@ def compiled_records(rows, compiled: dict[int, dict[str, Any]], base: dict) -> l
 
 # ------------------------------------------------------------------------------------- timing
 
-def bench(triton, fn, graph: bool = False) -> dict[str, float]:
+def bench(triton, fn, graph: bool = False, sampler=None) -> dict[str, float]:
     """Median, 20th and 80th percentile seconds. graph: time replays of a captured CUDA graph, so
-    that a kernel shorter than its Python launch is timed, not the launch (the matmul family)."""
+    that a kernel shorter than its Python launch is timed, not the launch. sampler (gpu_state.Sampler):
+    also the means of the SM clock, power and temperature sampled while it ran."""
+    t0 = time.monotonic()
     if graph:
         median, p20, p80 = triton.testing.do_bench_cudagraph(fn, rep=REP_MS, quantiles=[0.5, 0.2, 0.8])
     else:
         median, p20, p80 = triton.testing.do_bench(fn, warmup=WARMUP_MS, rep=REP_MS,
                                                    quantiles=[0.5, 0.2, 0.8])
-    return {"time_s": median * 1e-3, "time_s_p20": p20 * 1e-3, "time_s_p80": p80 * 1e-3}
+    state = sampler.window(t0, time.monotonic()) if sampler else {}
+    return {"time_s": median * 1e-3, "time_s_p20": p20 * 1e-3, "time_s_p80": p80 * 1e-3, **state}
+
+
+def timer_name(graph: bool) -> str:
+    return "cudagraph" if graph else "do_bench"
+
+
+def timer_text(attention_graph: bool) -> str:
+    graph = f"triton.testing.do_bench_cudagraph(fn, rep={REP_MS})"
+    plain = f"triton.testing.do_bench(fn, warmup={WARMUP_MS}, rep={REP_MS})"
+    return (f"attention: {graph if attention_graph else plain}; matmul: {graph} (kernels shorter than "
+            "their Python launch); median, 20th and 80th percentiles")
 
 
 def rel_err(torch, out, ref) -> float:
@@ -229,14 +252,15 @@ def attention_group(diagram: str, hdim: int, args, state) -> list[dict]:
                    "num_stages": row.num_stages, "config": config, "flops": flops,
                    "predicted_s": predicted[row.label].time_s,
                    "model_rank": [r.label for r in s.rows].index(row.label) + 1,
-                   **resources(compiled, rank - 1)}
+                   "timer": timer_name(args.attention_graph), **resources(compiled, rank - 1)}
             module.CONFIGS["flash"][hdim] = config
             try:
                 out = module.attention(q, k, v, causal=causal)
                 rec["rel_err"] = rel_err(torch, out, ref)
                 if not rec["rel_err"] < TOLERANCE:
                     raise RuntimeError(f"relative error {rec['rel_err']:.3g} against SDPA")
-                rec.update(bench(triton, partial(module.attention, q, k, v, causal=causal)))
+                rec.update(bench(triton, partial(module.attention, q, k, v, causal=causal),
+                                 graph=args.attention_graph, sampler=state["sampler"]))
                 rec["tflops"] = flops / rec["time_s"] / 1e12
                 rec["status"] = "ok"
             except Exception as exc:  # noqa: BLE001 - a configuration that fails is data too
@@ -276,7 +300,7 @@ def matmul_group(args, state) -> list[dict]:
         a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
         ref = torch.matmul(a, b)
         flops = 2.0 * n ** 3
-        peer = bench(triton, partial(torch.matmul, a, b), graph=True)
+        peer = bench(triton, partial(torch.matmul, a, b), graph=True, sampler=state["sampler"])
         state["peers"].append({"family": "matmul", "peer": "torch.matmul", "size": n, **peer,
                                "tflops": flops / peer["time_s"] / 1e12})
         s = ranked[n]
@@ -291,14 +315,15 @@ def matmul_group(args, state) -> list[dict]:
                    "num_stages": row.num_stages, "config": config, "flops": flops,
                    "predicted_s": predicted[row.label].time_s,
                    "model_rank": [r.label for r in s.rows].index(row.label) + 1,
-                   **resources(compiled, rank - 1)}
+                   "timer": timer_name(True), **resources(compiled, rank - 1)}
             module.CONFIGS["gemm"][None] = config
             try:
                 out = module.matmul(a, b)
                 rec["rel_err"] = rel_err(torch, out, ref)
                 if not rec["rel_err"] < TOLERANCE:
                     raise RuntimeError(f"relative error {rec['rel_err']:.3g} against torch.matmul")
-                rec.update(bench(triton, partial(module.matmul, a, b), graph=True))
+                rec.update(bench(triton, partial(module.matmul, a, b), graph=True,
+                                 sampler=state["sampler"]))
                 rec["tflops"] = flops / rec["time_s"] / 1e12
                 rec["status"] = "ok"
             except Exception as exc:  # noqa: BLE001
@@ -377,13 +402,22 @@ def group_of(record: dict) -> str:
     return "matmul" if record["family"] == "matmul" else f"{record['diagram']}:{record['head_dim']}"
 
 
+def skipped_cell(entry: str) -> tuple[str, int | None]:
+    """The (group, size) of a `skipped` entry ("causal_attention:64 L=2048 ...", "matmul n=1024 ...")."""
+    group, _, rest = entry.partition(" ")
+    size = rest.split(" ", 1)[0].partition("=")[2]
+    return group, int(size) if size.isdigit() else None
+
+
 def merge(paths: list[str], out: Path) -> int:
-    """Join runs; where two runs measured the same group, the later file's records are kept."""
+    """Join runs; where two runs measured the same group at the same size, the later file's records
+    are kept."""
     docs = [json.loads(Path(p).read_text()) for p in paths]
-    owner = {group_of(r): i for i, d in enumerate(docs) for r in d["records"]}
+    cell = lambda r: (group_of(r), r["seqlen"])            # noqa: E731 - one group at one size
+    owner = {cell(r): i for i, d in enumerate(docs) for r in d["records"]}
     sources = []                       # the runs behind each kept group, through earlier merges
     for n, d in enumerate(docs):
-        kept = {g for g, i in owner.items() if i == n}
+        kept = {g for (g, _), i in owner.items() if i == n}
         runs = d["meta"].get("merged_from") or [{"command": d["meta"]["command"],
                                                   "timer": d["meta"]["timer"], "groups": sorted(kept)}]
         for run in runs:
@@ -391,10 +425,11 @@ def merge(paths: list[str], out: Path) -> int:
             if groups:
                 sources.append({**run, "groups": groups, "date": run.get("date", d["meta"].get("date"))})
     doc = {"meta": {**docs[-1]["meta"], "merged_from": sources},
-           "records": [r for i, d in enumerate(docs) for r in d["records"] if owner[group_of(r)] == i],
+           "records": [r for i, d in enumerate(docs) for r in d["records"] if owner[cell(r)] == i],
            "peers": [p for i, d in enumerate(docs) for p in d.get("peers", [])
-                     if owner.get(p.get("family", "")) == i],
-           "skipped": [s for d in docs for s in d.get("skipped", [])]}
+                     if owner.get((p.get("family", ""), p.get("size"))) == i],
+           "skipped": [s for i, d in enumerate(docs) for s in d.get("skipped", [])
+                       if owner.get(skipped_cell(s), i) == i]}
     doc["meta"]["command"] = "python bench/sweep_h200.py --merge " + " ".join(paths)
     save(doc, out)
     print(summary(doc))
@@ -414,8 +449,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-only", action="store_true",
                         help="compile every configuration and record its registers, spills and SMEM "
                              "(compiled_h200.json); time nothing")
+    parser.add_argument("--attention-timer", choices=("cudagraph", "do_bench"), default="cudagraph",
+                        help="how attention is timed (matmul always by CUDA graph replays)")
     parser.add_argument("--merge", nargs="+", help="join these sweep_h200.json files into --out")
     args = parser.parse_args(argv)
+    args.attention_graph = args.attention_timer == "cudagraph"
     if args.merge:
         return merge(args.merge, Path(args.out))
     args.seqlens = [int(s) for s in args.seqlens.split(",") if s]
@@ -432,13 +470,14 @@ def main(argv: list[str] | None = None) -> int:
     given = argv if argv is not None else sys.argv[1:]
     command = "python bench/sweep_h200.py " + " ".join(without_out(given))
     doc = {"meta": {"date": datetime.date.today().isoformat(), "command": command.strip(),
-                    "timer": f"attention: triton.testing.do_bench(fn, warmup={WARMUP_MS}, rep={REP_MS}); "
-                             f"matmul: triton.testing.do_bench_cudagraph(fn, rep={REP_MS}) (kernels "
-                             "shorter than their Python launch); median, 20th and 80th percentiles",
-                    **environment()},
+                    "timer": timer_text(args.attention_graph), **environment()},
            "records": [], "peers": [], "skipped": []}
     state = {"tmp": Path(tempfile.mkdtemp()), "modules": {}, "peers": doc["peers"],
-             "skipped": doc["skipped"], "deadline": time.time() + args.budget_s, "compiled": []}
+             "skipped": doc["skipped"], "deadline": time.time() + args.budget_s, "compiled": [],
+             "sampler": None if args.compile_only else Sampler().__enter__()}
+    if state["sampler"]:
+        doc["meta"]["gpu_state"] = (f"{state['sampler'].source}, every {state['sampler'].period_s} s: "
+                                    "means over each timing (bench/gpu_state.py)")
     out = Path(args.out)
     for group in groups:
         began = time.time()
@@ -455,6 +494,8 @@ def main(argv: list[str] | None = None) -> int:
         (out / "compiled_h200.json").write_text(json.dumps(compiled, indent=1) + "\n")
         if not args.compile_only:
             save(doc, out)             # after every group: a run cut short keeps what it measured
+    if state["sampler"]:
+        state["sampler"].__exit__(None, None, None)
     if not args.compile_only:
         print(summary(doc))
     return 0
