@@ -155,8 +155,8 @@ class Calibration(Strict):
         None, description="Seconds of non-tensor work (sfu + vector pipelines) that tensor-core work "
                           "does not hide, per second of it (Section 6.3's softmax overhead).")
     softmax_overlap: Estimate | None = Field(
-        None, description="How fast the exposed softmax falls with the warpgroups W resident per SM: "
-                          "softmax_overhead x W^-softmax_overlap (Section 6: one warpgroup's softmax "
+        None, description="How fast the exposed softmax falls with the blocks k resident per SM: "
+                          "softmax_overhead x k^-softmax_overlap (Section 6: one block's softmax "
                           "runs under another's GEMMs).")
     step_overhead_s: Estimate | None = Field(
         None, description="Seconds one thread block spends per streamed chunk beyond its FLOPs and "
@@ -172,6 +172,11 @@ class Calibration(Strict):
         None, description="Seconds an SM idles while a block starts (fills its pipeline) and ends "
                           "(stores its output) when the SM holds that block alone; once per wave.")
     launch_overhead_s: Estimate | None = Field(None, description="Seconds per kernel launch.")
+    power: dict[str, Estimate] = Field(
+        default_factory=dict, description="Pipeline or level name -> the share of what the SM clock "
+                                          "sustains that it draws at its datasheet rate: the work takes "
+                                          "at least the sum of share x datasheet seconds (the GPU "
+                                          "lowers its clock under load).")
     registers: RegisterRelation | None = Field(
         None, description="The compiler's register count (absent: Table 1's share plus a reserve).")
     fit: dict[str, float | int | str] = Field(default_factory=dict,
@@ -193,9 +198,12 @@ class Calibration(Strict):
         """Flat parameter names (pipeline_efficiency.tensor, softmax_overhead, ...) -> values."""
         out = {f"pipeline_efficiency.{k}": e.value for k, e in self.pipeline_efficiency.items()}
         out.update({f"bandwidth_efficiency.{k}": e.value for k, e in self.bandwidth_efficiency.items()})
+        out.update({f"power.{k}": e.value for k, e in self.power.items()})
         out.update({k: self.value(k) for k in SCALARS if getattr(self, k) is not None})
         return out
 
+
+PIPELINE_NAMES = ("tensor", "sfu", "vector")   # what calibration.power may name beside the levels
 
 # the calibration's parameters that are one number each (not one per pipeline or level)
 SCALARS = ("level_overlap", "softmax_overhead", "softmax_overlap", "step_overhead_s", "load_latency_s",
@@ -251,6 +259,12 @@ class Profile(Strict):
             for pipe, e in self.calibration.pipeline_efficiency.items():
                 if e.value <= 0:
                     raise ValueError(f"calibration.pipeline_efficiency.{pipe} must be above 0")
+            for name, e in self.calibration.power.items():
+                if name not in (*PIPELINE_NAMES, *names):
+                    raise ValueError(f"calibration.power names {name!r}, which is neither a pipeline "
+                                     f"({', '.join(PIPELINE_NAMES)}) nor a level ({', '.join(names)})")
+                if e.value < 0:
+                    raise ValueError(f"calibration.power.{name} must be 0 or above")
         return self
 
     # -- derived ---------------------------------------------------------------------------------

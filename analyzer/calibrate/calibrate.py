@@ -18,7 +18,7 @@ from analyzer.calibrate.components import components, measured
 from analyzer.calibrate.fit import FITTED, Fit, bootstrap, fit, near_best_weights
 from analyzer.calibrate.record import Record, Recording, load_recording
 from analyzer.calibrate.registers import RegisterCheck, check_registers, fit_registers
-from analyzer.calibrate.validate import Validation, shape_of, split, validate
+from analyzer.calibrate.validate import ClockCheck, Validation, clock_check, shape_of, split, validate
 from analyzer.config.configure import _profile
 from analyzer.errors import NapkinError
 from analyzer.hardware import SCALARS, Calibration, Estimate, Profile, RegisterRelation
@@ -37,6 +37,7 @@ class Result:
     validation: Validation
     ranking_seconds: float           # the slowest napkin sweep of the calibrated profile
     registers: RegisterCheck | None = None   # the compiler's register counts, with --registers
+    clocks: ClockCheck | None = None         # the predicted SM clock against the sampled one
 
 
 def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, int] | None = None,
@@ -70,7 +71,11 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
     v = validate(records, predictions, splits, choices)
     check = check_registers(reg_fit, records, predictions["calibrated"], v.shapes["calibrated"]) \
         if reg_fit else None
-    return Result(rec, recording, records, splits, base, calibrated, best, predictions, v, slowest, check)
+    at_boost = c.time({k: x for k, x in best.values.items() if not k.startswith("power.")})
+    clocks = clock_check(records, base.clocks.boost_hz * at_boost / predictions["calibrated"],
+                         base.clocks.boost_hz)
+    return Result(rec, recording, records, splits, base, calibrated, best, predictions, v, slowest, check,
+                  clocks)
 
 
 def first_choices(records: list[Record], profile: Profile) -> tuple[dict[tuple, str], float]:
@@ -98,7 +103,7 @@ def _estimate(value: float, error: float | None) -> Estimate:
 def calibrated_profile(base: Profile, f: Fit, rec: Recording, source: str, name: str | None,
                        train: int, registers: RegisterRelation | None = None) -> Profile:
     meta = rec.meta
-    grouped: dict = {"pipeline_efficiency": {}, "bandwidth_efficiency": {}}
+    grouped: dict = {"pipeline_efficiency": {}, "bandwidth_efficiency": {}, "power": {}}
     for n in f.names:
         e = _estimate(f.values[n], f.uncertainty.get(n))
         group, _, key = n.partition(".")

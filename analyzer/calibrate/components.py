@@ -3,7 +3,7 @@
     recording -> per diagram: weaved diagram, legal configurations (napkin sweep's)
     -> per problem size: the symbolic model evaluated at the recorded tiles (analyzer.analysis.TermModel)
     -> datasheet seconds per pipeline and level (wave quantization and the imbalance of unequal blocks
-    included), chunks per SM, stages, resident blocks and warpgroups,
+    included), chunks per SM, stages, resident blocks,
     exposed edge, waves, and whether napkin sweep ranks the configuration
 """
 
@@ -20,7 +20,7 @@ from analyzer.calibrate.record import Record, Recording
 from analyzer.diagram.primitives import PIPELINES
 from analyzer.errors import NapkinError
 from analyzer.hardware import Profile
-from analyzer.kernel.choose import capped, legal, resident_blocks, warpgroups_per_block
+from analyzer.kernel.choose import capped, legal, resident_blocks
 from analyzer.kernel.interface import Attention, interface
 from analyzer.kernel.weave import compile_woven, source_data
 from analyzer.model.predict import chunks_per_sm, datasheet_pipes, edge_seconds, waves_of
@@ -38,7 +38,7 @@ def components(records: list[Record], profile: Profile, resident_profile: Profil
     n = len(records)
     pipes = {p: np.zeros(n) for p in PIPELINES}
     transfers: dict[str, np.ndarray] = {}
-    chunks, stages, resident, warpgroups, edge, waves = (np.zeros(n) for _ in range(6))
+    chunks, stages, resident, edge, waves = (np.zeros(n) for _ in range(5))
     ranked = np.ones(n, bool)
     counted = resident_profile or profile
     by_shape: dict[tuple, list[int]] = defaultdict(list)
@@ -55,7 +55,6 @@ def components(records: list[Record], profile: Profile, resident_profile: Profil
             choice = legal_choice(base, roles, profile, records[i])
             stages[i] = records[i].num_stages
             resident[i] = resident_blocks(choice, counted)
-            warpgroups[i] = resident[i] * warpgroups_per_block(choice, counted)
             ranked[i] = not capped(choice, counted)
         k = resident[index]
         for p, t in datasheet_pipes({p: v[f"flops_{p}"] for p in PIPELINES}, profile, dtype,
@@ -68,7 +67,7 @@ def components(records: list[Record], profile: Profile, resident_profile: Profil
         waves[index] = waves_of(v["groups"], profile)
     return Components({p: t for p, t in pipes.items() if t.any()}, transfers, chunks, stages, resident,
                       edge, np.array([r.time_s for r in records], dtype=np.float64),
-                      warpgroups=warpgroups, ranked=ranked, waves=waves)
+                      ranked=ranked, waves=waves)
 
 
 def model_of(diagram: str, dtype: str, kernel: str, profile: Profile):

@@ -34,12 +34,16 @@ CHOICE = 1.0         # weight of a size's choice regret against one record's squ
 SOFT = 0.01          # softness of the model's choice, in log time: candidates within ~1 % share it,
                      # one timing's noise on the H200 (round-to-round, bench/results/choice_h200.md)
 START = {"level_overlap": 0.5, "softmax_overhead": 0.3, "softmax_overlap": 0.3, "step_overhead_s": 1e-7,
-         "load_latency_s": 5e-7, "edge_exposed": 1.0, "block_overhead_s": 1e-6, "launch_overhead_s": 5e-6}
+         "load_latency_s": 5e-7, "edge_exposed": 1.0, "block_overhead_s": 1e-6, "launch_overhead_s": 5e-6,
+         "power.tensor": 1.2, "power.vector": 0.2, "power.smem": 0.3}
 # The L2 -> SMEM bandwidth keeps its profile value (itself a measurement): fitted beside the overlap of
 # levels, the two trade against each other (both shorten the transfers), and fitted alone it came out
 # 1.02 +- 0.04 of the profile's.
+# The power bound's shares: the tensor cores, the fp32 vector lanes (the softmax) and the L2 -> SMEM
+# feed (the streamed tiles). The special-function unit's and HBM's shares fitted to 0 beside them.
 FITTED = ("pipeline_efficiency.tensor", "level_overlap", "softmax_overhead", "softmax_overlap",
-          "step_overhead_s", "load_latency_s", "edge_exposed", "block_overhead_s", "launch_overhead_s")
+          "step_overhead_s", "load_latency_s", "edge_exposed", "block_overhead_s", "launch_overhead_s",
+          "power.tensor", "power.vector", "power.smem")
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,6 @@ class Components:
     edge: np.ndarray                      # prologue and epilogue transfer seconds at HBM bandwidth
     measured: np.ndarray                  # seconds
     weight: np.ndarray | None = None      # per record, in the fit (near_best_weights); None: all 1
-    warpgroups: np.ndarray | None = None  # warpgroups resident per SM; None: one per resident block
     size: np.ndarray | None = None        # per record, its problem size's number (the choice term's
                                           # groups); None: no choice term
     ranked: np.ndarray | None = None      # per record, whether napkin sweep ranks it; None: all
@@ -69,7 +72,7 @@ class Components:
         return Components({k: v[index] for k, v in self.pipes.items()},
                           {k: v[index] for k, v in self.transfers.items()}, self.chunks[index],
                           self.stages[index], self.resident[index], self.edge[index], self.measured[index],
-                          pick(self.weight), pick(self.warpgroups), pick(self.size), pick(self.ranked),
+                          pick(self.weight), pick(self.size), pick(self.ranked),
                           pick(self.waves))
 
     def weights(self) -> np.ndarray:
@@ -78,7 +81,7 @@ class Components:
     def time(self, params: dict[str, float]) -> np.ndarray:
         """The model's seconds per record with these parameters (absent ones at datasheet values)."""
         return seconds(self.pipes, self.transfers, params, chunks=self.chunks, stages=self.stages,
-                       resident=self.resident, edge=self.edge, warpgroups=self.warpgroups,
+                       resident=self.resident, edge=self.edge,
                        waves=0.0 if self.waves is None else self.waves).total
 
 

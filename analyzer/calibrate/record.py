@@ -38,6 +38,8 @@ class Record(BaseModel):
     status: Literal["ok", "error"]
     time_s: float | None = Field(None, gt=0)
     flops: float | None = None
+    sm_clock_mhz: float | None = Field(None, gt=0, description="Mean SM clock while it was timed, "
+                                                               "where the recording sampled it.")
 
     @property
     def config_key(self) -> str:

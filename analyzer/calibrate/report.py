@@ -11,7 +11,7 @@ import yaml
 
 from analyzer.calibrate.calibrate import Result
 from analyzer.calibrate.registers import markdown as registers_markdown
-from analyzer.calibrate.validate import HELD_OUT_SHARE
+from analyzer.calibrate.validate import HELD_OUT_SHARE, LOWERED, ClockCheck
 
 MEANING = {
     "pipeline_efficiency.tensor": ("eta_T", "achieved fraction of the tensor cores' dense peak"),
@@ -20,8 +20,8 @@ MEANING = {
                                "level's (Equation 2 adds them: 0)"),
     "softmax_overhead": ("sigma", "non-tensor (sfu + vector) time not hidden behind the tensor cores, "
                                   "per second of it (Section 6.3)"),
-    "softmax_overlap": ("beta", "how fast that exposure falls with the warpgroups W resident per SM: "
-                                "sigma W^-beta (Section 6's inter-warpgroup overlap)"),
+    "softmax_overlap": ("beta", "how fast that exposure falls with the blocks k resident per SM: "
+                                "sigma k^-beta (Section 6's overlap, one block's softmax under another's GEMMs)"),
     "step_overhead_s": ("t_step", "seconds per streamed chunk per block, shared by resident blocks "
                                   "(Section 6.3's small-tile overhead)"),
     "load_latency_s": ("lambda", "latency of one streamed load, hidden by stages - 1 loads in flight "
@@ -31,6 +31,10 @@ MEANING = {
     "block_overhead_s": ("t_block", "seconds an SM idles while a block starts and ends, when it holds "
                                     "one block at a time (once per wave)"),
     "launch_overhead_s": ("t_launch", "seconds per kernel launch"),
+    "power.tensor": ("a_T", "share of what the clock sustains that the tensor cores draw at their "
+                            "datasheet rate: the work takes at least sum a x datasheet seconds"),
+    "power.vector": ("a_V", "the same share for the fp32 vector lanes (the softmax's arithmetic)"),
+    "power.smem": ("a_smem", "the same share for the L2 -> SMEM feed at its datasheet bandwidth"),
 }
 
 
@@ -75,9 +79,10 @@ def report_markdown(r: Result, command: str, plot: str | None) -> str:
              "plus, per training size, how much slower than the best the model's (softened) first "
              "choice runs (docs/model.md).", "",
              "## The fitted assumptions", "",
-             "The datasheet model (every efficiency 1, every overhead and overlap 0) is the paper's: "
-             "pipelines and transfers overlap perfectly, latency is hidden, and the levels' transfer "
-             "times add up (Equation 2). Each parameter below relaxes one of those assumptions; "
+             "The datasheet model (every efficiency 1, every overhead, overlap and power share 0) is the "
+             "paper's: pipelines and transfers overlap perfectly, latency is hidden, the levels' "
+             "transfer times add up (Equation 2), and the SM runs at its datasheet clock whatever the "
+             "work. Each parameter below relaxes one of those assumptions; "
              "docs/model.md gives the formula. Parameters the fit leaves out keep their datasheet value: "
              "every level's bandwidth is the profile's (the L2 -> SMEM efficiency, fitted beside the "
              "overlap of levels, trades against it).", "",
@@ -135,9 +140,25 @@ def report_markdown(r: Result, command: str, plot: str | None) -> str:
               + " pairs."]
     lines += ["", f"Ranking every legal configuration of one size took at most {r.ranking_seconds:.2f} s "
               "(`napkin sweep`, in process, calibrated profile).", ""]
+    if r.clocks is not None:
+        lines += clock_markdown(r.clocks, r.base.clocks.boost_hz)
     if r.registers is not None:
         lines += registers_markdown(r.registers)
     return "\n".join(lines)
+
+
+def clock_markdown(k: ClockCheck, boost_hz: float) -> list[str]:
+    return ["## The SM clock, which the fit does not see", "",
+            f"The recording sampled the SM clock beside {k.count} timings; the fit saw only their times. "
+            "Where the calibrated model's power bound holds it predicts a lowered clock: the boost "
+            f"({boost_hz / 1e6:.0f} MHz) times the kernel's time without the bound over its time with it "
+            "(docs/model.md).", "",
+            "| records | measured below "
+            f"{100 * LOWERED:.1f} % of boost | predicted lowered among those | predicted at boost among "
+            "the rest | correlation (log clock) | median error | median error, lowered |",
+            "|---|---|---|---|---|---|---|",
+            f"| {k.count} | {k.lowered} | {k.caught} | {k.spared} | {k.correlation:.2f} | {_pct(k.median)} | "
+            f"{_pct(k.median_lowered)} |", ""]
 
 
 def doubled_pairs(r: Result, what: str) -> dict[str, tuple[int, int]]:

@@ -114,6 +114,38 @@ def by_shape(records: list[Record], predicted: np.ndarray, choice: dict[tuple, s
     return out
 
 
+@dataclass(frozen=True)
+class ClockCheck:
+    """The SM clock the model predicts (the datasheet boost, lowered where the power bound holds: boost x
+    time without the bound / time with it) against the one sampled beside each timing."""
+
+    count: int
+    lowered: int             # records measured below LOWERED x boost
+    correlation: float       # Pearson, of the clocks' logarithms
+    median: float            # of |predicted / measured - 1|
+    median_lowered: float    # the same, on the records measured lowered
+    caught: int              # of the lowered, how many the model predicts lowered
+    spared: int              # of the rest, how many it predicts at the boost clock
+
+
+LOWERED = 0.985              # a clock below this share of the boost counts as lowered
+
+
+def clock_check(records: list[Record], predicted_hz: np.ndarray, boost_hz: float) -> ClockCheck | None:
+    """None where the recording sampled no clock."""
+    index = [i for i, r in enumerate(records) if r.sm_clock_mhz]
+    if len(index) < 2:
+        return None
+    measured = np.array([records[i].sm_clock_mhz * 1e6 for i in index])
+    pred = np.asarray(predicted_hz, dtype=np.float64)[index]
+    low, low_pred = measured < LOWERED * boost_hz, pred < LOWERED * boost_hz
+    err = np.abs(pred / measured - 1)
+    corr = float(np.corrcoef(np.log(pred), np.log(measured))[0, 1]) if pred.std() > 0 else float("nan")
+    return ClockCheck(len(index), int(low.sum()), corr, float(np.median(err)),
+                      float(np.median(err[low])) if low.any() else float("nan"),
+                      int((low & low_pred).sum()), int((~low & ~low_pred).sum()))
+
+
 @dataclass
 class Validation:
     """Errors per family and split, before (datasheet) and after calibration."""

@@ -143,8 +143,6 @@ def rank(d: Diagram, profile: Profile, kernel: str, sets: dict[str, int], choice
         terms = TermModel(d, profile, kernel).terms(sets, [c.tiles for c in choices])
     terms.values["stages"] = np.array([c.num_stages for c in choices], dtype=np.float64)
     terms.values["resident"] = np.array([resident_blocks(c, profile) for c in choices], dtype=np.float64)
-    terms.values["warpgroups"] = terms.values["resident"] * np.array(
-        [warpgroups_per_block(c, profile) for c in choices], dtype=np.float64)
     times = terms.time(profile)
     keep = [i for i in range(len(choices)) if not terms.values["broken"][i]]
     if not keep:
@@ -183,11 +181,6 @@ def resident_blocks(c: Choice, profile: Profile) -> int:
         per_thread = min(profile.registers.per_thread_max, registers)
         limits.append(int(profile.registers.per_sm // (per_thread * threads)))
     return max(1, min(limits))
-
-
-def warpgroups_per_block(c: Choice, profile: Profile) -> float:
-    """Units of a block that issue tensor-core work on their own (Hopper's warpgroups, a warp before)."""
-    return max(1.0, c.num_warps * profile.threads.warp_size / profile.divisors.mma_threads)
 
 
 def registers_per_thread(c: Choice, profile: Profile) -> float | None:

@@ -17,9 +17,16 @@ with named parameters (absent ones keep the datasheet value: efficiencies 1, ove
   hides under the longest level's, so transfers = sum_l T_l - omega (sum_l T_l - max_l T_l), between
   Equation 2's sum (omega 0) and the longest level alone (omega 1);
 - sigma of the non-tensor pipelines' time is not hidden behind the tensor cores (Section 6.3's
-  softmax overhead), less so the more warpgroups an SM holds, since one warpgroup's softmax runs under
-  another's GEMMs (Section 6's inter-warpgroup overlap): with W warpgroups resident per SM,
-  compute = max_p(T_p) + sigma W^-beta (T_sfu + T_vector);
+  softmax overhead), less so the more blocks an SM holds, since one block's softmax runs under
+  another's GEMMs (Section 6's overlap; the warpgroups of one block wait at the same barriers, so it is
+  independent blocks that overlap): with k blocks resident per SM,
+  compute = max_p(T_p) + sigma k^-beta (T_sfu + T_vector);
+- the SM clock is not the datasheet's under load: the GPU lowers it as the kernel's activity rises
+  (bench/results/sweep_h200.md records it beside every timing). Each pipeline p and level l at its
+  datasheet rate draws a share a_p, a_l of what the clock can sustain, so the work takes at least
+  sum_p a_p T_p + sum_l a_l T_l (the energy of its operations over the power the GPU holds):
+  compute is the larger of that and the above, and where the bound holds the clock runs at
+  (the above) / (the bound) of the datasheet's;
 - every streamed chunk costs its block t_step more (Section 6.3's small-tile overhead), and a
   streamed load takes lambda to arrive and then its transfer time; the stages - 1 loads in flight
   per block (5.6) and the k blocks resident on an SM overlap them (Little's law): with C chunks per
@@ -66,9 +73,11 @@ class Parts:
     """The model's seconds, elementwise."""
 
     pipes: dict[str, np.ndarray]       # per pipeline, efficiency and wave quantization included
-    compute: np.ndarray                # slowest pipeline or load latency, plus calibrated overheads
+    compute: np.ndarray                # slowest pipeline or load latency, plus calibrated overheads,
+                                       # or the power bound where that is longer
     transfer: np.ndarray               # sum over levels
     exposed: np.ndarray                # prologue/epilogue transfers and launch, outside the overlap
+    power: np.ndarray | float = 0.0    # the power bound alone (0: none)
 
     @property
     def total(self) -> np.ndarray:
@@ -77,12 +86,11 @@ class Parts:
 
 def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray],
             params: Mapping[str, float], *, chunks=0.0, stages=2.0, resident=1.0, edge=0.0,
-            warpgroups=None, waves=0.0) -> Parts:
+            waves=0.0) -> Parts:
     """The model's formula. `pipes`: each pipeline's datasheet seconds (wave quantization included);
     `transfers`: each level's datasheet seconds; `chunks`: streamed chunks per SM (waves included);
-    `edge`: prologue and epilogue transfer seconds at HBM bandwidth; `warpgroups`: warpgroups resident
-    per SM (default: one per resident block); `waves`: blocks each SM runs in turn; `params`: flat
-    parameter names."""
+    `edge`: prologue and epilogue transfer seconds at HBM bandwidth; `waves`: blocks each SM runs in
+    turn; `params`: flat parameter names."""
     get = lambda name: params.get(name, datasheet(name))
     shape = np.broadcast_shapes(*(np.shape(v) for v in (*pipes.values(), *transfers.values())), ())
     zero = np.zeros(shape)
@@ -96,13 +104,21 @@ def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray]
     latency = (get("load_latency_s") * chunks + transfer) / in_flight    # never above `transfer` at lambda 0
     slowest = np.max(np.stack([zero + latency, *(zero + t for t in per_pipe.values())]), axis=0)
     other = sum((t for p, t in per_pipe.items() if p != "tensor"), zero)
-    warpgroups = resident if warpgroups is None else np.maximum(np.asarray(warpgroups, dtype=np.float64), 1.0)
-    exposed_share = get("softmax_overhead") * warpgroups ** -get("softmax_overlap")
-    compute = slowest + exposed_share * other + get("step_overhead_s") * chunks / resident
+    exposed_share = get("softmax_overhead") * resident ** -get("softmax_overlap")
+    cycles = slowest + exposed_share * other + get("step_overhead_s") * chunks / resident
+    power = power_bound({**pipes, **transfers}, params, zero)
     alone = np.asarray(waves, dtype=np.float64) * (resident < 2)      # blocks that start and end alone
     exposed = (get("edge_exposed") * np.asarray(edge, dtype=np.float64) + get("block_overhead_s") * alone
                + get("launch_overhead_s") + zero)
-    return Parts(per_pipe, compute, transfer, exposed)
+    return Parts(per_pipe, np.maximum(cycles, power), transfer, exposed, power)
+
+
+def power_bound(work: Mapping[str, np.ndarray], params: Mapping[str, float], zero=0.0):
+    """The least time the work takes at the clock its activity allows: sum over pipelines and levels of
+    power.<name> (its share of what the clock sustains, at its datasheet rate) times its datasheet
+    seconds; 0 without those parameters (the datasheet model: the clock never drops)."""
+    return sum((params[f"power.{name}"] * np.asarray(t, dtype=np.float64) for name, t in work.items()
+                if f"power.{name}" in params), zero)
 
 
 def overlapped(levels: list, omega: float, zero=0.0):
@@ -141,7 +157,7 @@ def edge_seconds(edge_bytes, profile: Profile):
 def kernel_parts(values: Mapping[str, np.ndarray], levels: Mapping[str, float], profile: Profile,
                  dtype: str) -> Parts:
     """The model's seconds of a kernel from evaluated terms, elementwise: `values` has flops_<pipeline>,
-    groups and <level>_bytes, and may have steps, ramp, edge_bytes, stages, resident and warpgroups;
+    groups and <level>_bytes, and may have steps, ramp, edge_bytes, stages and resident;
     `levels` maps level -> seconds per byte at the datasheet bandwidth feeding it."""
     flops = {k.removeprefix("flops_"): v for k, v in values.items() if k.startswith("flops_")}
     groups, ramp, resident = values["groups"], values.get("ramp", 1.0), values.get("resident", 1.0)
@@ -150,7 +166,7 @@ def kernel_parts(values: Mapping[str, np.ndarray], levels: Mapping[str, float], 
                    chunks=chunks_per_sm(values.get("steps", 0.0), groups, profile, ramp, resident),
                    stages=values.get("stages", 2.0), resident=resident,
                    edge=edge_seconds(values.get("edge_bytes", 0.0), profile),
-                   warpgroups=values.get("warpgroups"), waves=waves_of(groups, profile))
+                   waves=waves_of(groups, profile))
 
 
 def kernel_time(values: Mapping[str, np.ndarray], levels: Mapping[str, float], profile: Profile,
@@ -167,6 +183,7 @@ class Prediction:
     overhead_s: float = 0.0            # calibrated: exposed non-tensor time, per-chunk overhead, latency
     exposed_s: float = 0.0             # calibrated: prologue/epilogue transfers and launch
     level_overlap: float = 0.0         # calibrated: omega, the share of the shorter levels hidden
+    power_s: float = 0.0               # calibrated: the least time at the clock the work's activity allows
 
     @property
     def compute_time_s(self) -> float:
@@ -184,6 +201,8 @@ class Prediction:
     def bound(self) -> str:
         if self.compute_time_s >= self.transfer_time_s:
             pipe = max(self.compute_s, key=self.compute_s.get)
+            if self.power_s > 0 and self.power_s >= self.compute_time_s * (1 - 1e-9):
+                return f"power ({pipe}, clock lowered)"
             return f"compute ({pipe})"
         level = max(self.transfer_s, key=self.transfer_s.get)
         return f"transfers ({self.paths.get(level, level)})"
@@ -203,4 +222,4 @@ def predict(flops: dict[str, float], transfer_bytes: dict[str, float], weights: 
     per_pipe = {p: float(t) for p, t in parts.pipes.items()}
     overhead = float(parts.compute) - max(per_pipe.values(), default=0.0)
     return Prediction(per_pipe, transfers, float(utilization(groups, profile.sm_count, ramp)), paths or {},
-                      overhead, float(parts.exposed), params.get("level_overlap", 0.0))
+                      overhead, float(parts.exposed), params.get("level_overlap", 0.0), float(parts.power))

@@ -17,7 +17,7 @@ from analyzer.calibrate.fit import FITTED, FLOOR, Components, choice_regret, fit
 from analyzer.calibrate.record import load_recording
 from analyzer.calibrate.registers import load_compiled, relation_fit
 from analyzer.calibrate.report import profile_yaml, report_markdown
-from analyzer.calibrate.validate import errors, spearman, split
+from analyzer.calibrate.validate import clock_check, errors, spearman, split
 from analyzer.errors import NapkinError
 from analyzer.hardware import load_profile
 from analyzer.model.predict import seconds
@@ -37,18 +37,20 @@ def synthetic(n: int = 400, seed: int = 1) -> tuple[Components, dict[str, float]
                     "vector": tensor * rng.uniform(0.1, 0.6, n)},
                    {"l2": tensor * rng.uniform(0.01, 0.2, n), "smem": tensor * rng.uniform(0.1, 3.0, n)},
                    chunks=rng.uniform(50, 5000, n), stages=rng.choice([2.0, 3.0], n),
-                   resident=(resident := rng.choice([1.0, 2.0, 4.0], n)), edge=rng.uniform(1e-5, 1e-4, n),
-                   measured=np.ones(n), warpgroups=resident * rng.choice([1.0, 2.0, 4.0], n),
-                   waves=np.ceil(tensor / 2e-5))
+                   resident=rng.choice([1.0, 2.0, 4.0], n), edge=rng.uniform(1e-5, 1e-4, n),
+                   measured=np.ones(n), waves=np.ceil(tensor / 2e-5))
     truth = {"pipeline_efficiency.tensor": 0.6, "level_overlap": 0.5, "softmax_overhead": 0.4,
              "softmax_overlap": 0.5, "step_overhead_s": 2e-7, "load_latency_s": 1e-6, "edge_exposed": 2.0,
-             "block_overhead_s": 2e-6, "launch_overhead_s": 3e-6}
+             "block_overhead_s": 2e-6, "launch_overhead_s": 3e-6,
+             "power.tensor": 1.6, "power.vector": 0.8, "power.smem": 0.6}
     noise = np.exp(rng.normal(0, 0.01, n))
     return replace(c, measured=c.time(truth) * noise), truth
 
 
 def test_fit_recovers_the_parameters_that_made_the_times():
     c, truth = synthetic()
+    cycles = c.time({k: v for k, v in truth.items() if not k.startswith("power.")})
+    assert 0.2 < np.mean(c.measured > cycles * 1.02) < 0.8     # the power bound holds at some, not all
     f = fit(c)
     for name, value in truth.items():
         # a launch costs a few microseconds against times up to milliseconds: only the shortest
@@ -102,18 +104,35 @@ def test_loads_in_flight_cover_latency_and_transfer_time():
     assert free.total.tolist() == pytest.approx([3.0, 1.0, 1.0])
 
 
-def test_exposed_softmax_falls_with_the_warpgroups_an_sm_holds():
-    """Section 6's inter-warpgroup overlap: sigma W^-beta of the non-tensor time is exposed; at beta 0
-    (absent) the number of warpgroups changes nothing."""
+def test_exposed_softmax_falls_with_the_blocks_an_sm_holds():
+    """Section 6's overlap of one block's softmax with another's GEMMs: sigma k^-beta of the non-tensor
+    time is exposed with k blocks resident; at beta 0 (absent) the number of blocks changes nothing."""
     pipes = {"tensor": np.array([1.0, 1.0, 1.0]), "sfu": np.array([0.5, 0.5, 0.5])}
-    warpgroups = np.array([1.0, 4.0, 16.0])
-    parts = seconds(pipes, {}, {"softmax_overhead": 0.4, "softmax_overlap": 0.5}, warpgroups=warpgroups)
+    resident = np.array([1.0, 4.0, 16.0])
+    parts = seconds(pipes, {}, {"softmax_overhead": 0.4, "softmax_overlap": 0.5}, resident=resident)
     assert parts.compute.tolist() == pytest.approx([1.2, 1.1, 1.05])
-    flat = seconds(pipes, {}, {"softmax_overhead": 0.4}, warpgroups=warpgroups)
+    flat = seconds(pipes, {}, {"softmax_overhead": 0.4}, resident=resident)
     assert flat.compute.tolist() == pytest.approx([1.2, 1.2, 1.2])
-    # without warpgroups, one per resident block
-    assert seconds(pipes, {}, {"softmax_overhead": 0.4, "softmax_overlap": 0.5},
-                   resident=np.array([1.0, 4.0, 16.0])).compute.tolist() == pytest.approx([1.2, 1.1, 1.05])
+
+
+def test_the_power_bound_is_the_work_at_the_clock_its_activity_allows():
+    """compute = max(the cycle model, sum of power.<name> x datasheet seconds of the named pipelines and
+    levels); absent (datasheet) it never binds; efficiencies do not scale it (it counts datasheet work);
+    napkin analyze names it as the bound where it holds."""
+    from analyzer.model.predict import Prediction, power_bound
+    pipes = {"tensor": np.array([1.0, 1.0, 1.0]), "vector": np.array([0.2, 0.2, 0.2])}
+    transfers = {"smem": np.array([0.5, 1.0, 1.5]), "l2": np.array([0.1, 0.1, 0.1])}
+    params = {"power.tensor": 0.8, "power.smem": 0.25, "pipeline_efficiency.tensor": 0.5}
+    parts = seconds(pipes, transfers, params)
+    assert np.asarray(parts.power).tolist() == pytest.approx([0.925, 1.05, 1.175])  # l2, vector: no share
+    assert parts.compute.tolist() == pytest.approx([2.0, 2.0, 2.0])               # tensor at 0.5 of peak
+    more = seconds(pipes, transfers, {**params, "power.tensor": 1.9})
+    assert more.compute.tolist() == pytest.approx([2.025, 2.15, 2.275])
+    assert power_bound({**pipes, **transfers}, {}) == 0.0
+    assert seconds(pipes, transfers, {"pipeline_efficiency.tensor": 0.5}).compute.tolist() == [2.0, 2.0, 2.0]
+    assert Prediction({"tensor": 2.0}, {"smem": 1.0}, 1.0, {}, overhead_s=0.4, power_s=2.4).bound \
+        == "power (tensor, clock lowered)"
+    assert Prediction({"tensor": 2.0}, {"smem": 1.0}, 1.0, {}, power_s=1.5).bound == "compute (tensor)"
 
 
 def test_a_block_alone_on_its_sm_costs_its_start_and_end_once_per_wave():
@@ -150,6 +169,20 @@ def test_error_measures():
     assert (e.median, e.worst, e.count) == (pytest.approx(0.1), pytest.approx(0.2), 3)
     assert spearman(np.array([1.0, 2.0, 3.0]), np.array([10.0, 30.0, 20.0])) == pytest.approx(0.5)
     assert spearman(np.array([1.0, 2.0, 3.0]), np.array([3.0, 2.0, 1.0])) == pytest.approx(-1.0)
+
+
+def test_clock_check_counts_the_lowered_clocks_the_model_predicts():
+    from analyzer.calibrate.record import Record
+    base = {"family": "attention", "diagram": "attention", "dtype": "fp16", "kernel": "flash",
+            "sizes": {"q": 512}, "tiles": {"g_q": 64}, "num_warps": 4, "num_stages": 2, "seqlen": 512,
+            "status": "ok", "time_s": 1.0}
+    measured = [1980.0, 1800.0, 1700.0, 1975.0, None]
+    records = [Record(**base, sm_clock_mhz=m) for m in measured]
+    predicted = np.array([1980.0, 1800.0, 1980.0, 1900.0, 1.0]) * 1e6
+    k = clock_check(records, predicted, 1.98e9)
+    assert (k.count, k.lowered, k.caught, k.spared) == (4, 2, 1, 1)     # the unsampled record is left out
+    assert k.median_lowered == pytest.approx((0 + 280 / 1700) / 2)
+    assert clock_check(records[-1:], predicted[-1:], 1.98e9) is None
 
 
 def test_recording_errors_are_one_line(tmp_path):
@@ -271,6 +304,18 @@ def test_calibrated_choice_is_nearer_the_best_than_the_datasheet_choice(recorded
     within = {m: sum(s.chosen_over_best <= 1.05 for s in v.shapes[m]) for m in ("datasheet", "calibrated")}
     assert within["calibrated"] > within["datasheet"]
     assert np.median([s.chosen_over_best for s in v.shapes["calibrated"]]) <= 1.05
+
+
+def test_the_power_bound_predicts_which_configurations_run_at_a_lowered_clock(recorded):
+    """Fitted to times alone, the calibrated model's power bound says where the H200 lowers its SM
+    clock: its predicted clock follows the sampled one, and more than half of the configurations it
+    predicts lowered were measured lowered (half of the recording was)."""
+    k = recorded[0].clocks
+    assert k is not None and k.count == len(recorded[0].records)
+    assert k.correlation > 0.3
+    predicted_lowered = k.caught + (k.count - k.lowered - k.spared)
+    assert k.caught / predicted_lowered > 0.75 and k.caught / k.lowered > 0.4
+    assert k.median_lowered < 0.08
 
 
 def test_calibrated_profile_loads_and_names_its_data():
