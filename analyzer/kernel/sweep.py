@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from analyzer.analysis import TermModel, load, resolve_sizes
 from analyzer.config.configure import _profile
 from analyzer.errors import NapkinError
@@ -37,7 +39,7 @@ class Row:
     num_stages: int
     time_s: float
     tensor_flops: float
-    bound: str                         # compute or transfers
+    bound: str                         # compute, power (a lowered clock) or transfers
 
     @property
     def label(self) -> str:
@@ -112,12 +114,19 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
         ranked = rank(woven, profile, name, shown, choices, terms)   # adds stages and residency
         parts = kernel_parts(terms.values, terms.weights, profile, dtype)
         index = {id(c): i for i, c in enumerate(choices)}
-        rows = [_row(c, t, f, ones, "compute" if parts.compute[index[id(c)]] >= parts.transfer[index[id(c)]]
-                     else "transfers") for c, t, f in ranked]
+        rows = [_row(c, t, f, ones, _bound(parts, index[id(c)])) for c, t, f in ranked]
         out.append(Sweep(woven.name, profile.name, profile.calibration is not None, dtype, name, shown,
                          rows, 0.0))
     elapsed = time.perf_counter() - began
     return [Sweep(**{**s.__dict__, "seconds": elapsed}) for s in out]
+
+
+def _bound(parts, i: int) -> str:
+    """transfers, compute, or power where the clock the work's activity allows sets the compute time."""
+    if parts.compute[i] < parts.transfer[i]:
+        return "transfers"
+    power = np.broadcast_to(parts.power, np.shape(parts.compute))[i]
+    return "power" if power > 0 and power >= parts.compute[i] else "compute"
 
 
 def _row(c: Choice, time_s: float, flops: float, ones: dict[str, int], bound: str) -> Row:

@@ -57,6 +57,16 @@ def test_sweep_ranks_every_legal_configuration_fastest_first():
     assert len({(tuple(r.tiles.items()), r.num_warps, r.num_stages) for r in s.rows}) == len(s.rows)
 
 
+def test_the_bound_column_names_the_power_bound_only_where_a_profile_has_one():
+    """The calibrated H200 profile's power bound sets the time of some head-dim-128 configurations
+    (the tensor cores' work at a lowered clock); the datasheet profile has none, so no row says power."""
+    sets = {"batch": 4, "heads": 16, "q": 4096, "x": 4096, "d": 128}
+    calibrated = {r.bound for r in sweep("attention", "h200-calibrated", sets=sets)[0].rows}
+    datasheet = {r.bound for r in sweep("attention", "h200", sets=sets)[0].rows}
+    assert "power" in calibrated and calibrated <= {"power", "compute", "transfers"}
+    assert "power" not in datasheet and datasheet <= {"compute", "transfers"}
+
+
 def test_first_of_the_sweep_is_what_the_generator_chooses():
     g = generate("attention", "h200")
     default = {"batch": 1, "heads": 1, "q": 16384, "x": 16384}
