@@ -251,8 +251,10 @@ def markdown(c: RegisterCheck) -> list[str]:
               "resident blocks follow it, and `napkin sweep` drops the configurations it puts at the "
               "cap.", ""]
     at, below = c.bias["at the cap"], c.bias["below"]
+    misses = (f"Of the {c.misses[0]} sizes whose first choice (calibrated) is more than 5 % slower than "
+              f"the best, {c.misses[1]} chose a configuration the compiler caps at {f.cap} registers or "
+              "spills." if c.misses[0] else
+              "No size's first choice (calibrated) is more than 5 % slower than the best.")
     lines += [f"Measured records at the cap: {at[0]}, where the calibrated model's median predicted / "
-              f"measured is {at[1]:.2f}; below it: {below[0]}, median {below[1]:.2f}. Of the "
-              f"{c.misses[0]} sizes whose first choice (calibrated) is more than 5 % slower than the best, "
-              f"{c.misses[1]} chose a configuration the compiler caps at {f.cap} registers or spills.", ""]
+              f"measured is {at[1]:.2f}; below it: {below[0]}, median {below[1]:.2f}. {misses}", ""]
     return lines
