@@ -21,16 +21,16 @@ with named parameters (absent ones keep the datasheet value: efficiencies 1, ove
   another's GEMMs (Section 6's overlap; the warpgroups of one block wait at the same barriers, so it is
   independent blocks that overlap): with k blocks resident per SM,
   compute = max_p(T_p) + sigma k^-beta (T_sfu + T_vector);
-- the SM clock is not the datasheet's under load: the GPU lowers it as the kernel's activity rises
-  (bench/results/sweep_h200.md records it beside every timing). Each pipeline p and level l at its
-  datasheet rate draws a share a_p, a_l of what the clock can sustain, so the work takes at least
-  sum_p a_p T_p + sum_l a_l T_l (the energy of its operations over the power the GPU holds):
-  compute is the larger of that and the above, and where the bound holds the clock runs at
-  (the above) / (the bound) of the datasheet's;
 - every streamed chunk costs its block t_step more (Section 6.3's small-tile overhead), and a
   streamed load takes lambda to arrive and then its transfer time; the stages - 1 loads in flight
   per block (5.6) and the k blocks resident on an SM overlap them (Little's law): with C chunks per
   SM, compute gains t_step C / k, and can go no faster than (lambda C + transfers) / ((stages - 1) k);
+- the SM clock is not the datasheet's under load: the GPU lowers it as the kernel's activity rises
+  (bench/results/sweep_h200.json records it beside every timing). Each pipeline p and level l at its
+  datasheet rate (T_p, T_l before any efficiency) draws a share a_p, a_l of what the clock can
+  sustain, so the work takes at least sum_p a_p T_p + sum_l a_l T_l (the energy of its operations
+  over the power the GPU holds): compute is the larger of that and the cycles above, and where the
+  bound holds the clock runs at (the cycles) / (the bound) of the datasheet's;
 - a block's prologue and epilogue transfers (arrays outside its streamed loop) are exposed: e times
   their time at HBM bandwidth is added;
 - a block alone on its SM leaves it idle while it starts (its first loads fill the pipeline) and
