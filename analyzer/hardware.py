@@ -16,6 +16,7 @@ from pydantic import Field, PositiveInt, ValidationError, model_validator
 
 from analyzer import resources
 from analyzer.base import DType, Strict
+from analyzer.diagram.primitives import PIPELINES
 from analyzer.errors import NapkinError
 from analyzer.validation import from_validation_error
 from analyzer.yamlio import load_file
@@ -203,8 +204,6 @@ class Calibration(Strict):
         return out
 
 
-PIPELINE_NAMES = ("tensor", "sfu", "vector")   # what calibration.power may name beside the levels
-
 # the calibration's parameters that are one number each (not one per pipeline or level)
 SCALARS = ("level_overlap", "softmax_overhead", "softmax_overlap", "step_overhead_s", "load_latency_s",
            "edge_exposed", "block_overhead_s", "launch_overhead_s")
@@ -260,9 +259,9 @@ class Profile(Strict):
                 if e.value <= 0:
                     raise ValueError(f"calibration.pipeline_efficiency.{pipe} must be above 0")
             for name, e in self.calibration.power.items():
-                if name not in (*PIPELINE_NAMES, *names):
+                if name not in (*PIPELINES, *names):
                     raise ValueError(f"calibration.power names {name!r}, which is neither a pipeline "
-                                     f"({', '.join(PIPELINE_NAMES)}) nor a level ({', '.join(names)})")
+                                     f"({', '.join(PIPELINES)}) nor a level ({', '.join(names)})")
                 if e.value < 0:
                     raise ValueError(f"calibration.power.{name} must be 0 or above")
         return self

@@ -257,20 +257,20 @@ def main(argv: list[str] | None = None) -> int:
                                                           if s["shape"][0] == "attention")),
                     **sweep_bench.environment()},
            "sizes": sizes}
-    state = {"tmp": Path(tempfile.mkdtemp()), "modules": {}, "sampler": Sampler().__enter__()}
+    state = {"tmp": Path(tempfile.mkdtemp()), "modules": {}}
     precompile(sizes, state, args.workers)
     deadline = time.time() + args.budget_s
     out = Path(args.out)
-    for s in sizes:
-        if time.time() > deadline:
-            sweep_bench.log(f"  budget spent: {s['shape']} and later not timed")
-            break
-        began = time.time()
-        time_size(s, args.rounds, state)
-        sweep_bench.log(f"  {s['shape']}: {len(s['candidates'])} timed in {time.time() - began:.0f} s, "
-                        + ", ".join(f"{g} {r:.3f}" for g, r in s.get("ratio", {}).items()))
-        save(doc, out)                          # after every size: a run cut short keeps what it timed
-    state["sampler"].__exit__(None, None, None)
+    with Sampler() as state["sampler"]:
+        for s in sizes:
+            if time.time() > deadline:
+                sweep_bench.log(f"  budget spent: {s['shape']} and later not timed")
+                break
+            began = time.time()
+            time_size(s, args.rounds, state)
+            sweep_bench.log(f"  {s['shape']}: {len(s['candidates'])} timed in {time.time() - began:.0f} s, "
+                            + ", ".join(f"{g} {r:.3f}" for g, r in s.get("ratio", {}).items()))
+            save(doc, out)                          # after every size: a run cut short keeps what it timed
     print(totals(doc))
     return 0
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import choice_h200  # noqa: E402 - the candidates and the kernels' set-up
 import sweep_h200 as sweep_bench  # noqa: E402
-from gpu_state import Sampler  # noqa: E402
+from gpu_state import FIELDS, Sampler  # noqa: E402
 
 SIZES = ("attention:64:1024,attention:64:2048,attention:64:8192,"
          "causal_attention:64:4096,causal_attention:64:8192,causal_attention:64:16384")
@@ -51,10 +51,9 @@ def time_size(size: dict, rounds: int, state, sampler: Sampler) -> None:
     for r, c in choice_h200.rotations(live, rounds):
         module.CONFIGS[kernel][key] = c["config"]
         for timer, graph in TIMERS.items():
-            t0 = time.monotonic()
-            t = sweep_bench.bench(triton, call, graph=graph)["time_s"]
-            c["timings"].append({"round": r, "timer": timer, "time_s": t,
-                                 **sampler.window(t0, time.monotonic())})
+            timing = sweep_bench.bench(triton, call, graph=graph, sampler=sampler)
+            c["timings"].append({"round": r, "timer": timer, "time_s": timing["time_s"],
+                                 **{f: timing.get(f) for f in FIELDS}})
     module.CONFIGS[kernel][key] = original
     torch.cuda.empty_cache()
 

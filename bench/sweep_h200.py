@@ -31,6 +31,7 @@ compiler allotted (napkin calibrate --registers fits them; --compile-only writes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib.util
 import json
@@ -473,29 +474,28 @@ def main(argv: list[str] | None = None) -> int:
                     "timer": timer_text(args.attention_graph), **environment()},
            "records": [], "peers": [], "skipped": []}
     state = {"tmp": Path(tempfile.mkdtemp()), "modules": {}, "peers": doc["peers"],
-             "skipped": doc["skipped"], "deadline": time.time() + args.budget_s, "compiled": [],
-             "sampler": None if args.compile_only else Sampler().__enter__()}
-    if state["sampler"]:
-        doc["meta"]["gpu_state"] = (f"{state['sampler'].source}, every {state['sampler'].period_s} s: "
-                                    "means over each timing (bench/gpu_state.py)")
+             "skipped": doc["skipped"], "deadline": time.time() + args.budget_s, "compiled": []}
     out = Path(args.out)
-    for group in groups:
-        began = time.time()
-        log(f"{group}:")
-        if group == "matmul":
-            doc["records"] += matmul_group(args, state)
-        else:
-            diagram, hdim = group.split(":")
-            doc["records"] += attention_group(diagram, int(hdim), args, state)
-        log(f"  {time.time() - began:.0f} s")
-        out.mkdir(parents=True, exist_ok=True)
-        compiled = {**doc, "meta": {**doc["meta"], "timer": "none: what the compiler allotted"},
-                    "records": state["compiled"], "peers": []}
-        (out / "compiled_h200.json").write_text(json.dumps(compiled, indent=1) + "\n")
-        if not args.compile_only:
-            save(doc, out)             # after every group: a run cut short keeps what it measured
-    if state["sampler"]:
-        state["sampler"].__exit__(None, None, None)
+    with contextlib.ExitStack() as stack:
+        state["sampler"] = None if args.compile_only else stack.enter_context(Sampler())
+        if state["sampler"]:
+            doc["meta"]["gpu_state"] = (f"{state['sampler'].source}, every {state['sampler'].period_s} s: "
+                                        "means over each timing (bench/gpu_state.py)")
+        for group in groups:
+            began = time.time()
+            log(f"{group}:")
+            if group == "matmul":
+                doc["records"] += matmul_group(args, state)
+            else:
+                diagram, hdim = group.split(":")
+                doc["records"] += attention_group(diagram, int(hdim), args, state)
+            log(f"  {time.time() - began:.0f} s")
+            out.mkdir(parents=True, exist_ok=True)
+            compiled = {**doc, "meta": {**doc["meta"], "timer": "none: what the compiler allotted"},
+                        "records": state["compiled"], "peers": []}
+            (out / "compiled_h200.json").write_text(json.dumps(compiled, indent=1) + "\n")
+            if not args.compile_only:
+                save(doc, out)             # after every group: a run cut short keeps what it measured
     if not args.compile_only:
         print(summary(doc))
     return 0

@@ -71,8 +71,7 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
     v = validate(records, predictions, splits, choices)
     check = check_registers(reg_fit, records, predictions["calibrated"], v.shapes["calibrated"]) \
         if reg_fit else None
-    at_boost = c.time({k: x for k, x in best.values.items() if not k.startswith("power.")})
-    clocks = clock_check(records, base.clocks.boost_hz * at_boost / predictions["calibrated"],
+    clocks = clock_check(records, base.clocks.boost_hz * c.parts(best.values).clock_share,
                          base.clocks.boost_hz)
     return Result(rec, recording, records, splits, base, calibrated, best, predictions, v, slowest, check,
                   clocks)

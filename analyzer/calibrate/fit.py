@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analyzer.model.predict import datasheet, seconds
+from analyzer.model.predict import Parts, datasheet, seconds
 
 HUBER = 0.1          # log residual beyond which a configuration counts linearly (about 10 % off)
 IRLS = 6             # reweighting rounds
@@ -40,7 +40,8 @@ START = {"level_overlap": 0.5, "softmax_overhead": 0.3, "softmax_overlap": 0.3, 
 # levels, the two trade against each other (both shorten the transfers), and fitted alone it came out
 # 1.02 +- 0.04 of the profile's.
 # The power bound's shares: the tensor cores, the fp32 vector lanes (the softmax) and the L2 -> SMEM
-# feed (the streamed tiles). The special-function unit's and HBM's shares fitted to 0 beside them.
+# feed (the streamed tiles). HBM's share fitted to 0 beside them; the special-function unit's took part
+# of the vector lanes' and chose worse (docs/model.md, "The choice").
 FITTED = ("pipeline_efficiency.tensor", "level_overlap", "softmax_overhead", "softmax_overlap",
           "step_overhead_s", "load_latency_s", "edge_exposed", "block_overhead_s", "launch_overhead_s",
           "power.tensor", "power.vector", "power.smem")
@@ -78,11 +79,15 @@ class Components:
     def weights(self) -> np.ndarray:
         return np.ones(len(self)) if self.weight is None else self.weight
 
-    def time(self, params: dict[str, float]) -> np.ndarray:
-        """The model's seconds per record with these parameters (absent ones at datasheet values)."""
+    def parts(self, params: dict[str, float]) -> Parts:
+        """The model's terms per record with these parameters (absent ones at datasheet values)."""
         return seconds(self.pipes, self.transfers, params, chunks=self.chunks, stages=self.stages,
                        resident=self.resident, edge=self.edge,
-                       waves=0.0 if self.waves is None else self.waves).total
+                       waves=0.0 if self.waves is None else self.waves)
+
+    def time(self, params: dict[str, float]) -> np.ndarray:
+        """The model's seconds per record with these parameters."""
+        return self.parts(params).total
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ MEANING = {
     "softmax_overhead": ("sigma", "non-tensor (sfu + vector) time not hidden behind the tensor cores, "
                                   "per second of it (Section 6.3)"),
     "softmax_overlap": ("beta", "how fast that exposure falls with the blocks k resident per SM: "
-                                "sigma k^-beta (Section 6's overlap, one block's softmax under another's GEMMs)"),
+                                "sigma k^-beta (Section 6's overlap, one block's softmax under "
+                                "another's GEMMs)"),
     "step_overhead_s": ("t_step", "seconds per streamed chunk per block, shared by resident blocks "
                                   "(Section 6.3's small-tile overhead)"),
     "load_latency_s": ("lambda", "latency of one streamed load, hidden by stages - 1 loads in flight "

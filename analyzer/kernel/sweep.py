@@ -17,8 +17,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from analyzer.analysis import TermModel, load, resolve_sizes
 from analyzer.config.configure import _profile
 from analyzer.errors import NapkinError
@@ -125,8 +123,7 @@ def _bound(parts, i: int) -> str:
     """transfers, compute, or power where the clock the work's activity allows sets the compute time."""
     if parts.compute[i] < parts.transfer[i]:
         return "transfers"
-    power = np.broadcast_to(parts.power, np.shape(parts.compute))[i]
-    return "power" if power > 0 and power >= parts.compute[i] else "compute"
+    return "power" if parts.power_bound[i] else "compute"
 
 
 def _row(c: Choice, time_s: float, flops: float, ones: dict[str, int], bound: str) -> Row:

@@ -73,15 +73,28 @@ class Parts:
     """The model's seconds, elementwise."""
 
     pipes: dict[str, np.ndarray]       # per pipeline, efficiency and wave quantization included
-    compute: np.ndarray                # slowest pipeline or load latency, plus calibrated overheads,
-                                       # or the power bound where that is longer
+    cycles: np.ndarray                 # slowest pipeline or load latency, plus calibrated overheads
+    power: np.ndarray                  # the power bound (0: none)
     transfer: np.ndarray               # sum over levels
     exposed: np.ndarray                # prologue/epilogue transfers and launch, outside the overlap
-    power: np.ndarray | float = 0.0    # the power bound alone (0: none)
+
+    @property
+    def compute(self) -> np.ndarray:
+        return np.maximum(self.cycles, self.power)
 
     @property
     def total(self) -> np.ndarray:
         return np.maximum(self.compute, self.transfer) + self.exposed
+
+    @property
+    def power_bound(self) -> np.ndarray:
+        """Where the power bound, not the cycles, sets the compute time."""
+        return (self.power > 0) & (self.power >= self.cycles)
+
+    @property
+    def clock_share(self) -> np.ndarray:
+        """The share of its datasheet clock the SM runs at: the time at that clock over the time."""
+        return (np.maximum(self.cycles, self.transfer) + self.exposed) / self.total
 
 
 def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray],
@@ -110,7 +123,7 @@ def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray]
     alone = np.asarray(waves, dtype=np.float64) * (resident < 2)      # blocks that start and end alone
     exposed = (get("edge_exposed") * np.asarray(edge, dtype=np.float64) + get("block_overhead_s") * alone
                + get("launch_overhead_s") + zero)
-    return Parts(per_pipe, np.maximum(cycles, power), transfer, exposed, power)
+    return Parts(per_pipe, cycles, power, transfer, exposed)
 
 
 def power_bound(work: Mapping[str, np.ndarray], params: Mapping[str, float], zero=0.0):
