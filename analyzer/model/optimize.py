@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import sympy
@@ -268,21 +269,30 @@ def evaluate_points(cost: LevelCost, sizes: dict[sympy.Symbol, int], points: dic
                     exprs: dict[str, sympy.Expr] | None = None) -> dict[str, np.ndarray]:
     """H, memory, N_g and `exprs` at each configuration of `points` (partition symbol -> one tile size
     per configuration), with exact (ceiling) group counts."""
-    exact_counts = {n: sympy.ceiling(expr.subs(sizes)) for n, expr in cost.group_counts.items()}
-    symbols = cost.schedule.partition.symbols
+    counts = tuple(cost.group_counts.items())
     n = len(next(iter(points.values()))) if points else 1
     exprs = {"transfers": cost.counted["transfers"], "transfer_bytes": cost.counted["transfer_bytes"],
              "memory_bytes": cost.memory_bytes, "memory": cost.memory,
              "groups": cost.counted["groups"], **(exprs or {})}
-    return {key: _evaluate(expr.subs(exact_counts).subs(sizes), symbols, points, n)
-            for key, expr in exprs.items()}
+    return {key: _evaluate(expr, counts, sizes, points, n) for key, expr in exprs.items()}
 
 
-def _evaluate(expr: sympy.Expr, symbols: tuple[sympy.Symbol, ...], flat: dict, n: int) -> np.ndarray:
-    used = [s for s in symbols if expr.has(s)]
-    if not used:
-        return np.full(n, float(expr))
-    fn = sympy.lambdify(used, expr, modules="numpy")
+def _evaluate(expr: sympy.Expr, counts: tuple, sizes: dict[sympy.Symbol, int], flat: dict,
+              n: int) -> np.ndarray:
+    used, fn = _compiled(expr, counts)
+    missing = [s for s in used if s not in flat and s not in sizes]
+    if missing:
+        raise NapkinError(f"no value for {missing[0]} to evaluate {expr}")
     with np.errstate(all="ignore"):
-        out = np.asarray(fn(*(flat[s] for s in used)), dtype=np.float64)
+        out = np.asarray(fn(*(flat[s] if s in flat else float(sizes[s]) for s in used)),
+                         dtype=np.float64)
     return np.broadcast_to(out, (n,)).copy()
+
+
+@lru_cache(maxsize=4096)
+def _compiled(expr: sympy.Expr, counts: tuple) -> tuple[list[sympy.Symbol], Callable]:
+    """`expr` with each group count placeholder as the exact (ceiling) count, as a numpy function of
+    its sizes and tile sizes: compiled once, evaluated at every problem size and configuration."""
+    full = expr.subs({placeholder: sympy.ceiling(count) for placeholder, count in counts})
+    used = sorted(full.free_symbols, key=str)
+    return used, sympy.lambdify(used, full, modules="numpy")
