@@ -141,9 +141,7 @@ def rank(d: Diagram, profile: Profile, kernel: str, sets: dict[str, int], choice
     from analyzer.analysis import TermModel
     if terms is None:
         terms = TermModel(d, profile, kernel).terms(sets, [c.tiles for c in choices])
-    terms.values["stages"] = np.array([c.num_stages for c in choices], dtype=np.float64)
-    terms.values["resident"] = np.array([resident_blocks(c, profile) for c in choices], dtype=np.float64)
-    times = terms.time(profile)
+    times = timed(terms, choices, profile)
     keep = [i for i in range(len(choices)) if not terms.values["broken"][i]]
     if not keep:
         reason = terms.values["broken"][0] if len(choices) else "no candidates"
@@ -164,6 +162,27 @@ def rank(d: Diagram, profile: Profile, kernel: str, sets: dict[str, int], choice
         rest = rest[len(tied):]
     flops = terms.values["flops_tensor"]
     return [(choices[i], float(times[i]), float(flops[i])) for i in order]
+
+
+def timed(terms, choices: list[Choice], profile: Profile) -> np.ndarray:
+    """Predicted seconds of each configuration from its terms (analyzer.analysis.Terms), with what the
+    tiles alone do not say: its stages and the blocks an SM holds at once (5.6)."""
+    terms.values["stages"] = np.array([c.num_stages for c in choices], dtype=np.float64)
+    terms.values["resident"] = np.array([resident_blocks(c, profile) for c in choices], dtype=np.float64)
+    return terms.time(profile)
+
+
+def rank_at(model, profile: Profile, sizes: dict[str, int], choices: list[Choice],
+            ones: dict[str, int]) -> tuple[list[tuple[Choice, float, float]], object]:
+    """`rank` on a weaved diagram at one problem size: `model` is its analyzer.analysis.TermModel,
+    `ones` the weaved axes' tiles (one index a block). Also returns the terms, for their parts."""
+    terms = model.terms(sizes, [{**c.tiles, **ones} for c in choices])
+    return rank(model.diagram, profile, model.kernel.name, sizes, choices, terms), terms
+
+
+def same_config(a: Choice, b: Choice) -> bool:
+    """The same tiles, warps and stages (whatever each was chosen for)."""
+    return (a.tiles, a.num_warps, a.num_stages) == (b.tiles, b.num_warps, b.num_stages)
 
 
 def resident_blocks(c: Choice, profile: Profile) -> int:

@@ -9,18 +9,19 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import sympy
 from sympy.printing.pycode import pycode
 
-from analyzer.analysis import load
+from analyzer.analysis import TermModel, load
 from analyzer.config.configure import _profile, schedule_of
 from analyzer.diagram.compiled import Diagram
 from analyzer.errors import NapkinError
 from analyzer.hardware import Profile
-from analyzer.kernel.choose import Choice, choose
+from analyzer.kernel.by_size import SizeTable, size_table
+from analyzer.kernel.choose import Choice, choose, legal, rank_at
 from analyzer.kernel.interface import Attention, Plain, interface
 from analyzer.kernel.plan import KernelPlan, plan
 from analyzer.kernel.weave import compile_woven, outer_tiles, source_data
@@ -38,6 +39,22 @@ class KernelConfigs:
     plan: KernelPlan
     choices: dict[int | None, Choice]
     key_axis: str | None            # the whole axis the configurations are keyed by (the head dim)
+    tables: dict[int | None, SizeTable] = field(default_factory=dict)   # by problem size, per key
+
+    @property
+    def every_choice(self) -> list[Choice]:
+        """Each configuration the kernel may launch: per key, and in the keys' tables."""
+        return [*self.choices.values(), *(c for t in self.tables.values() for c in t.configs)]
+
+    def choice(self, key: int | None) -> Choice:
+        """The configuration for head dim `key` at the diagram's default sizes (the only one of a
+        kernel not keyed by head dim)."""
+        return self.choices.get(key) or self.choices.get(None) or next(iter(self.choices.values()))
+
+    def choice_for(self, key: int | None, seqlen: float, instances: float) -> Choice:
+        """The configuration the generated wrapper launches for head dim `key` at these sizes."""
+        table = self.tables.get(key)
+        return table.at(seqlen, instances) if table is not None else self.choice(key)
 
 
 @dataclass
@@ -57,11 +74,11 @@ class Generated:
     sm_count: int = 1               # the profile's SMs: one wave of blocks (plan.band_rows)
 
     def tiles_for(self, key: int | None) -> dict[str, int]:
-        """Every kernel's tiles for head dim `key` (the weaved axes take one index a block)."""
+        """Every kernel's tiles for head dim `key` at the diagram's default sizes (the weaved axes take
+        one index a block)."""
         tiles = outer_tiles(self.diagram, self.roles.outer)
         for k in self.kernels:
-            choice = k.choices.get(key) or k.choices.get(None) or next(iter(k.choices.values()))
-            tiles.update(choice.tiles)
+            tiles.update(k.choice(key).tiles)
         return tiles
 
     @property
@@ -97,8 +114,9 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str = "triton", dtype
     roles = interface(base)
     data, source = source_data(diagram, dtype)
     woven = compile_woven(data, source, roles.outer)
-    kernels = [_configure(base, woven, k.name, profile, roles, config, sets or {}, dtype)
-               for k in woven.kernels]
+    # by problem size where the wrapper can choose per call: the Triton module's (analyzer.kernel.by_size)
+    kernels = [_configure(base, woven, k.name, profile, roles, config, sets or {}, dtype,
+                          sized=backend == "triton") for k in woven.kernels]
     command = _command(diagram, profile.name, backend, dtype, config, sets or {})
     g = Generated(woven, source, profile.name, backend, dtype, command, roles, kernels,
                   sm_count=profile.sm_count)
@@ -114,15 +132,12 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str = "triton", dtype
 
 def _predict_defaults(g: Generated, profile: Profile) -> None:
     """The header's prediction: the diagram's default sizes, one batch entry and head."""
-    from analyzer.kernel.predict import predict_sizes
+    from analyzer.kernel.predict import predict_generated
     from analyzer.report import seconds, si
     sizes = {s.name: int(v) for s, v in g.diagram.defaults.items()}
-    key = None
-    if isinstance(g.roles, Attention):
-        key = int(g.diagram.size(g.roles.head_dim).subs(g.diagram.defaults))
-    p = predict_sizes(g.diagram, profile, sizes, g.tiles_for(key))
+    p = predict_generated(g, profile, sizes)
     shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
-    g.prediction_at = f"napkin analyze, {profile.name}, {shown}"
+    g.prediction_at = f"napkin sweep's model, {profile.name}, {shown}"
     g.prediction = f"{seconds(p.time_s)}, {si(p.flops / p.time_s, 'FLOP/s')}, {p.bound}-bound"
 
 
@@ -136,7 +151,7 @@ def _command(diagram, gpu, backend, dtype, config, sets) -> str:
 
 
 def _configure(base: Diagram, woven: Diagram, kernel: str, profile: Profile, roles, config, sets,
-               dtype) -> KernelConfigs:
+               dtype, *, sized: bool) -> KernelConfigs:
     s = schedule(woven, next(k for k in woven.kernels if k.name == kernel), woven.levels[-1])
     head = roles.head_dim if isinstance(roles, Attention) else None
     base_kernel = schedule(base, next(k for k in base.kernels if k.name == kernel), base.levels[-1])
@@ -148,17 +163,25 @@ def _configure(base: Diagram, woven: Diagram, kernel: str, profile: Profile, rol
         default = int(base.size(key_axis).subs(base.defaults))
         keys = sorted({default, *HEAD_DIMS} if key_axis not in sets else {sets[key_axis]})
     tiles = {sym.name for sym in base_kernel.partition.symbols}
+    outer = {o.axis for o in roles.outer}       # weaved axes (batch, heads): sizes, never tiles
+    key_symbols = {str(s) for s in base.size(key_axis).free_symbols} if key_axis else set()
+    workload = sorted(k for k in sets if k in {s.name for s in woven.size_symbols} - key_symbols)
     choices: dict[int | None, Choice] = {}
+    tables: dict[int | None, SizeTable] = {}
     errors = {}
     for key in keys:
-        here = dict(sets)
+        here = {k: v for k, v in sets.items() if k not in outer}
         if key is not None:
-            symbols = base.size(key_axis).free_symbols
-            here.update({str(next(iter(symbols))): key})
+            here.update(dict.fromkeys(key_symbols, key))
         try:
-            choices[key] = _choice(base, profile, kernel, tiles, config, here, dtype)
+            choices[key], table = _choice(base, woven, roles, profile, kernel, tiles, config, here,
+                                          {**sets, **here}, dtype,
+                                          sized=sized and not workload)
         except NapkinError as exc:
             errors[key] = exc
+            continue
+        if table is not None:
+            tables[key] = table
     if not choices:
         raise next(iter(errors.values()))
     first = next(iter(choices.values()))
@@ -174,12 +197,17 @@ def _configure(base: Diagram, woven: Diagram, kernel: str, profile: Profile, rol
             raise NapkinError(f"kernel {kernel!r}: the configuration for {key_axis}={key} tiles the "
                               "kernel differently from the others", file=base.source,
                               hint=f"pin the head dimension with --set {key_axis}=N")
-    return KernelConfigs(p, choices, key_axis)
+    return KernelConfigs(p, choices, key_axis, tables)
 
 
-def _choice(d: Diagram, profile: Profile, kernel: str, tiles: set[str], config, sets, dtype) -> Choice:
-    """Section 5's configuration where it applies (a streamed contraction); else napkin analyze's
-    tiles with one warpgroup's warps and no pipelining, which the model does not configure."""
+def _choice(d: Diagram, woven: Diagram, roles, profile: Profile, kernel: str, tiles: set[str], config,
+            sets: dict[str, int], woven_sets: dict[str, int], dtype: str, *,
+            sized: bool) -> tuple[Choice, SizeTable | None]:
+    """Section 5's configuration where it applies (a streamed contraction): a named one, or the
+    fastest legal one on the weaved diagram at its default sizes with `woven_sets` (batch and heads
+    included), and, when `sized` and the diagram is attention, the table of the fastest per problem
+    size (analyzer.kernel.by_size). Elsewhere napkin analyze's tiles with one warpgroup's warps and
+    no pipelining, which the model does not configure."""
     try:
         schedule_of(d, kernel)
     except NapkinError:
@@ -189,8 +217,21 @@ def _choice(d: Diagram, profile: Profile, kernel: str, tiles: set[str], config, 
         warps = max(1, profile.divisors.mma_threads // profile.threads.warp_size)
         return Choice(kernel, {k: v for k, v in chosen.items() if k in tiles}, max(4, warps), 1,
                       f"napkin analyze's tiles for {profile.name} (outside Section 5's model: "
-                      "4 warps, no pipelining)")
-    return choose(d, profile, kernel, tiles, config=config, sets=sets, dtype=dtype)
+                      "4 warps, no pipelining)"), None
+    if config is not None:
+        return choose(d, profile, kernel, tiles, config=config, sets=sets, dtype=dtype), None
+    options = legal(d, profile, kernel, sets, dtype)
+    ones = outer_tiles(woven, roles.outer)
+    sizes = {k: v for k, v in woven_sets.items() if k in {s.name for s in woven.size_symbols}}
+    ranked, _ = rank_at(TermModel(woven, profile, kernel), profile, sizes, options, ones)
+    best, time_s, flops = ranked[0]
+    source = (f"the fastest of {len(ranked)} legal configurations by predicted time "
+              f"(napkin sweep, {profile.name})")
+    choice = replace(best, tiles={k: v for k, v in best.tiles.items() if k in tiles}, source=source,
+                     throughput_flops_per_s=flops / time_s, candidates=len(ranked))
+    table = size_table(woven, roles, profile, kernel, options, ones, sizes) \
+        if sized and isinstance(roles, Attention) else None
+    return choice, table
 
 
 # -- helpers shared by the backends' module writers ---------------------------------------------------

@@ -12,6 +12,7 @@ import textwrap
 
 from analyzer import __version__
 from analyzer.kernel import triton as tr
+from analyzer.kernel.by_size import instance_axes
 from analyzer.kernel.interface import Attention, Plain
 from analyzer.kernel.plan import GROUP, STREAM
 
@@ -44,15 +45,29 @@ def header(g, language: str = "Python") -> list[str]:
                         f"{p.schedule.partition.stream[1].name}" if p.stream else ""))
         for key, c in k.choices.items():
             at = f"{k.key_axis}={key}: " if key is not None else ""
-            tiles = ", ".join(f"{n}={v}" for n, v in sorted(c.tiles.items()))
-            lines.append(f"  {at}{tiles}, {c.num_warps} warps, {c.num_stages} stages")
-        lines.append(f"  from {k.choices[next(iter(k.choices))].source}")
+            table = k.tables.get(key)
+            if table is None:
+                lines.append(f"  {at}{_label(c)}")
+                continue
+            lines.append(f"  {at}by problem size (the call's nearest seqlen and batch x heads):")
+            lines.append("    seqlen" + "".join(f"{m:>6}" for m in table.instances))
+            lines += [f"    {n:>6}" + "".join(f"{chr(65 + i):>6}" for i in row)
+                      for n, row in zip(table.seqlens, table.cells, strict=True)]
+            lines += [f"    {chr(65 + i)}: {_label(t)}" for i, t in enumerate(table.configs)]
+            lines.append(f"    at the diagram's default sizes: {_label(c)}")
+        lines.append(f"  from {k.choices[next(iter(k.choices))].source}"
+                     + (" at each size" if k.tables else ""))
         for note in p.notes:
             lines.append(f"  note: {note}")
     if g.prediction:
         lines.append(f"Predicted ({g.prediction_at}): {g.prediction}")
     lines.append("Accumulators are fp32 (the tensor cores' accumulate type).")
     return lines
+
+
+def _label(c) -> str:
+    tiles = ", ".join(f"{n}={v}" for n, v in sorted(c.tiles.items()))
+    return f"{tiles}, {c.num_warps} warps, {c.num_stages} stages"
 
 
 def triton_module(g) -> str:
@@ -76,7 +91,7 @@ def triton_module(g) -> str:
 
 def _padded(k, dim) -> bool:
     sizes = k.plan.schedule.partition.group_sizes
-    for c in k.choices.values():
+    for c in k.every_choice:
         product = 1
         for a in dim.axes:
             product *= c.tiles.get(sizes[a].name, 1)
@@ -95,21 +110,60 @@ def config_names(k) -> dict[str, str]:
     return names
 
 
+def _entry(k, c) -> str:
+    """One configuration as the launcher reads it: tile constexprs by name, warps, stages."""
+    entry = {name: c.tiles.get(symbol, 1) for symbol, name in config_names(k).items()}
+    entry["num_warps"] = c.num_warps
+    entry["num_stages"] = c.num_stages
+    return "{" + ", ".join(f"{n!r}: {v}" for n, v in entry.items()) + "}"
+
+
 def _configs(g) -> str:
-    lines = ["# The configuration of each kernel (napkin configure), keyed by head dim where it has one",
-             "CONFIGS = {"]
+    sized = any(k.tables for k in g.kernels)
+    lines = ["# The configuration of each kernel (napkin sweep's first), keyed by head dim where it has one"]
+    if sized:
+        first = next(t for k in g.kernels for t in k.tables.values())
+        lines += ["# An entry with 'by_size' is the model's first choice per problem size: a row per",
+                  "# sequence length in SEQLENS, a column per batch x query heads in INSTANCES, each an",
+                  "# index into its 'configs'; a call takes the nearest grid point (log2, analyzer.kernel.by_size).",
+                  f"SEQLENS = {first.seqlens!r}", f"INSTANCES = {first.instances!r}"]
+    lines.append("CONFIGS = {")
     for k in g.kernels:
-        p = k.plan
-        lines.append(f"    {p.name!r}: {{")
+        lines.append(f"    {k.plan.name!r}: {{")
         for key, c in k.choices.items():
-            entry = {name: c.tiles.get(symbol, 1) for symbol, name in config_names(k).items()}
-            entry["num_warps"] = c.num_warps
-            entry["num_stages"] = c.num_stages
-            body = ", ".join(f"{n!r}: {v}" for n, v in entry.items())
-            lines.append(f"        {key!r}: {{{body}}},")
+            table = k.tables.get(key)
+            if table is None:
+                lines.append(f"        {key!r}: {_entry(k, c)},")
+                continue
+            lines.append(f"        {key!r}: {{")
+            lines.append(f"            'configs': (")
+            lines += [f"                {_entry(k, t)},  # {chr(65 + i)}" for i, t in enumerate(table.configs)]
+            lines.append("            ),")
+            lines.append("            'by_size': (")
+            lines += [f"                {row!r},  # seqlen {n}" for n, row in zip(table.seqlens, table.cells,
+                                                                             strict=True)]
+            lines.append("            ),")
+            lines.append("        },")
         lines.append("    },")
     lines.append("}")
     lines.append("CONFIG = CONFIGS  # the same, under the short name")
+    if sized:
+        r = g.roles
+        seq = f"math.sqrt(size[{r.seq_q!r}] * size[{r.seq_k!r}])"
+        instances = " * ".join(f"size[{a!r}]" for a in instance_axes(r))
+        lines += ["", "", "def _nearest(grid, value):",
+                  f'{INDENT}"""Index of the grid point nearest `value` in log2; ties go to the smaller."""',
+                  f"{INDENT}x = math.log2(max(value, 1))",
+                  f"{INDENT}return min(range(len(grid)), key=lambda i: (abs(math.log2(grid[i]) - x), i))",
+                  "", "", "def _sized(entry, size):",
+                  f'{INDENT}"""The configuration a call launches: the entry, or its by-size choice at the '
+                  'call\'s sizes."""',
+                  f"{INDENT}if 'by_size' not in entry:",
+                  f"{INDENT * 2}return entry",
+                  f"{INDENT}seqlen = {seq}",
+                  f"{INDENT}instances = {instances}  # batch x query heads",
+                  f"{INDENT}row = entry['by_size'][_nearest(SEQLENS, seqlen)]",
+                  f"{INDENT}return entry['configs'][row[_nearest(INSTANCES, instances)]]"]
     return "\n".join(lines) + "\n\n"
 
 
@@ -128,6 +182,7 @@ def _band_helper(g) -> list[str]:
 
 def _launchers(g) -> list[str]:
     out = []
+    sized = any(k.tables for k in g.kernels)
     for k in g.kernels:
         p = k.plan
         name = tr.kernel_name(p)
@@ -135,7 +190,8 @@ def _launchers(g) -> list[str]:
         key = f"size[{k.key_axis!r}]" if k.key_axis else "None"
         lines = [f"def _launch_{p.name}(t, size, stride, scale):",
                  f'{INDENT}"""Kernel {p.name!r}: t, size, stride, scale map names to tensors and numbers."""',
-                 f"{INDENT}cfg = CONFIGS[{p.name!r}][{key}]"]
+                 f"{INDENT}cfg = " + (f"_sized(CONFIGS[{p.name!r}][{key}], size)" if sized
+                                      else f"CONFIGS[{p.name!r}][{key}]")]
         blocks = []
         for dim in p.dims:
             if dim.kind == GROUP:

@@ -1,17 +1,23 @@
-"""The model's prediction for a generated kernel on one problem shape (napkin analyze of the weaved
-diagram, with the tiles the kernel was configured with)."""
+"""The model's prediction for a generated kernel on one problem shape: each of its kernels with the
+configuration its wrapper launches at that shape (the by-size table's, analyzer.kernel.by_size, where it
+has one), timed as `napkin sweep` times a configuration: tiles, warps, stages and the blocks an SM holds."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from analyzer.analysis import analyze
+from analyzer.analysis import TermModel, analyze
 from analyzer.config.configure import _profile
 from analyzer.diagram.compiled import Diagram
 from analyzer.errors import NapkinError
 from analyzer.hardware import Profile
+from analyzer.kernel.by_size import instance_axes
+from analyzer.kernel.choose import timed
 from analyzer.kernel.interface import Attention
+from analyzer.kernel.weave import outer_tiles
+from analyzer.model.predict import kernel_parts
 
 
 @lru_cache(maxsize=32)
@@ -30,16 +36,45 @@ class Prediction:
     sizes: dict[str, int]
 
 
-def predict_sizes(woven: Diagram, profile: Profile, sizes: dict[str, int],
-                  tiles: dict[str, int]) -> Prediction:
-    """Analyse the weaved diagram at `sizes` (size symbols) with the tile sizes pinned."""
-    symbols = {s.name for s in woven.size_symbols}
-    sets = {k: v for k, v in sizes.items() if k in symbols}
-    partition = {s.name for k in woven.kernels for p in k.partitions.values() for s in p.symbols}
-    sets.update({k: v for k, v in tiles.items() if k in partition})
-    result = analyze(woven, profile, sets=sets)
-    return Prediction(result.totals.predicted_time_s, result.totals.tensor_flops, result.totals.bound,
-                      {k: v for k, v in sets.items() if k in partition}, sets)
+def predict_generated(g, profile: Profile, sizes: dict[str, int]) -> Prediction:
+    """The generated kernels of `g` at `sizes` (size symbols of the weaved diagram), each with the
+    configuration its wrapper launches there."""
+    d: Diagram = g.diagram
+    values = {**{s.name: int(v) for s, v in d.defaults.items()}, **sizes}
+    at = lambda axis: int(d.size(axis).subs({s: values[s.name] for s in d.size(axis).free_symbols}))
+    key = seqlen = instances = None
+    if isinstance(g.roles, Attention):
+        key = at(g.roles.head_dim)
+        seqlen = math.sqrt(at(g.roles.seq_q) * at(g.roles.seq_k))
+        instances = math.prod(at(a) for a in instance_axes(g.roles))
+    ones = outer_tiles(d, g.roles.outer)
+    time_s = flops = 0.0
+    bounds, tiles, fallback = [], dict(ones), None
+    for k in g.kernels:
+        c = k.choice_for(key, seqlen, instances) if seqlen else k.choice(key)
+        tiles.update(c.tiles)
+        if c.report is None:     # outside Section 5's model: napkin analyze's time of this kernel
+            fallback = fallback or {x.name: x for x in _analyzed(g, profile, values, key).kernels}
+            out = fallback[k.plan.name]
+            time_s += out.predicted_time_s
+            flops += out.flops_value.get("tensor", 0.0)
+            bounds.append(out.bound)
+            continue
+        terms = TermModel(d, profile, k.plan.name).terms(values, [{**c.tiles, **ones}])
+        time_s += float(timed(terms, [c], profile)[0])
+        flops += float(terms.values["flops_tensor"][0])
+        bounds.append(kernel_parts(terms.values, terms.weights, profile, d.dtype).bound(0))
+    bound = bounds[0] if len(set(bounds)) == 1 else "mixed: " + ", ".join(
+        f"{k.plan.name} {b}" for k, b in zip(g.kernels, bounds, strict=True))
+    return Prediction(time_s, flops, bound, tiles, values)
+
+
+def _analyzed(g, profile: Profile, sizes: dict[str, int], key: int | None):
+    """napkin analyze of the weaved diagram at `sizes`, every kernel's tiles pinned to head dim `key`'s."""
+    d = g.diagram
+    partition = {s.name for k in d.kernels for p in k.partitions.values() for s in p.symbols}
+    pins = {k: v for k, v in g.tiles_for(key).items() if k in partition}
+    return analyze(d, profile, sets={**sizes, **pins})
 
 
 def attention_sizes(roles: Attention, woven: Diagram, *, batch: int, heads: int, kv_heads: int,
@@ -72,9 +107,9 @@ def predict(diagram: str, gpu: str | Profile, *, dtype: str = "fp16", batch: int
     """The predicted time of the kernel `napkin kernel` generates for `diagram`, on one SDPA-shaped
     problem; pass `generated` (analyzer.kernel.generate's result) to reuse its configuration."""
     profile, _ = _profile(gpu)
-    g = generated or _generated(diagram, profile.name, backend, dtype)
+    g = generated or _generated(diagram, gpu if isinstance(gpu, str) else profile.name, backend, dtype)
     if not isinstance(g.roles, Attention):
-        raise NapkinError(f"{diagram} is not attention-shaped; use predict_sizes")
+        raise NapkinError(f"{diagram} is not attention-shaped; use predict_generated")
     sizes = attention_sizes(g.roles, g.diagram, batch=batch, heads=heads, kv_heads=kv_heads or heads,
                             seqlen_q=seqlen_q, seqlen_k=seqlen_k or seqlen_q, head_dim=head_dim)
-    return predict_sizes(g.diagram, profile, sizes, g.tiles_for(head_dim))
+    return predict_generated(g, profile, sizes)

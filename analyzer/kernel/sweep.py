@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from analyzer.analysis import TermModel, load, resolve_sizes
 from analyzer.config.configure import _profile
 from analyzer.errors import NapkinError
-from analyzer.kernel.choose import Choice, legal, rank
+from analyzer.kernel.choose import Choice, legal, rank_at
 from analyzer.kernel.interface import Attention, interface
 from analyzer.kernel.weave import compile_woven, outer_tiles, source_data
 from analyzer.model.predict import kernel_parts
@@ -106,24 +106,14 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
     for name in [kernel] if kernel else names:
         choices = legal(base, profile, name, pins, dtype)
         ones = outer_tiles(woven, roles.outer)
-        points = [{**c.tiles, **ones} for c in choices]
-        model = TermModel(woven, profile, name)
-        terms = model.terms(shown, points)
-        ranked = rank(woven, profile, name, shown, choices, terms)   # adds stages and residency
+        ranked, terms = rank_at(TermModel(woven, profile, name), profile, shown, choices, ones)
         parts = kernel_parts(terms.values, terms.weights, profile, dtype)
         index = {id(c): i for i, c in enumerate(choices)}
-        rows = [_row(c, t, f, ones, _bound(parts, index[id(c)])) for c, t, f in ranked]
+        rows = [_row(c, t, f, ones, parts.bound(index[id(c)])) for c, t, f in ranked]
         out.append(Sweep(woven.name, profile.name, profile.calibration is not None, dtype, name, shown,
                          rows, 0.0))
     elapsed = time.perf_counter() - began
     return [Sweep(**{**s.__dict__, "seconds": elapsed}) for s in out]
-
-
-def _bound(parts, i: int) -> str:
-    """transfers, compute, or power where the clock the work's activity allows sets the compute time."""
-    if parts.compute[i] < parts.transfer[i]:
-        return "transfers"
-    return "power" if parts.power_bound[i] else "compute"
 
 
 def _row(c: Choice, time_s: float, flops: float, ones: dict[str, int], bound: str) -> Row:

@@ -91,6 +91,13 @@ class Parts:
         """Where the power bound, not the cycles, sets the compute time."""
         return (self.power > 0) & (self.power >= self.cycles)
 
+    def bound(self, i: int) -> str:
+        """What sets configuration i's time: transfers, compute, or power (the clock its activity
+        allows sets the compute time)."""
+        if self.compute[i] < self.transfer[i]:
+            return "transfers"
+        return "power" if self.power_bound[i] else "compute"
+
     @property
     def clock_share(self) -> np.ndarray:
         """The share of its datasheet clock the SM runs at: the time at that clock over the time."""

@@ -6,11 +6,49 @@
 # GPU profile: h200; element type fp16 (fp16 and bf16 both run: same size and tensor-core rate)
 # Call: attention(q, k, v, causal=False) on (batch, heads, seqlen, head_dim) tensors; the diagram is weaved over batch and heads
 # Kernel 'flash': grid over batch (one index a block), heads (one index a block), q (tiles of g_q); streams x in chunks of s_x
-#   d=64: g_q=128, s_x=256, 8 warps, 3 stages
-#   d=128: g_q=128, s_x=128, 8 warps, 3 stages
-#   d=256: g_q=128, s_x=32, 8 warps, 3 stages
-#   from the fastest of 44 legal configurations by predicted time (napkin sweep, h200)
-# Predicted (napkin analyze, h200, batch=1, heads=1, q=16384, x=16384, d=128): 143.3 us, 959 TFLOP/s, compute (tensor)-bound
+#   d=64: by problem size (the call's nearest seqlen and batch x heads):
+#     seqlen     1     2     4     8    16    32    64   128   256   512  1024
+#        256     A     A     A     A     A     B     C     C     C     C     C
+#        512     A     A     A     A     B     B     C     C     C     C     C
+#       1024     A     A     A     A     B     C     C     C     C     C     C
+#       2048     A     A     A     B     C     C     C     C     C     B     C
+#       4096     A     A     B     C     C     C     C     C     B     B     B
+#       8192     A     B     C     C     C     C     C     B     B     B     B
+#      16384     B     C     C     C     C     C     B     B     B     B     C
+#      32768     C     C     C     C     C     B     B     B     B     C     C
+#     A: g_q=64, s_x=256, 4 warps, 3 stages
+#     B: g_q=128, s_x=256, 8 warps, 3 stages
+#     C: g_q=256, s_x=128, 16 warps, 3 stages
+#     at the diagram's default sizes: g_q=128, s_x=256, 8 warps, 3 stages
+#   d=128: by problem size (the call's nearest seqlen and batch x heads):
+#     seqlen     1     2     4     8    16    32    64   128   256   512  1024
+#        256     A     A     A     A     A     B     C     C     C     C     C
+#        512     A     A     A     A     B     B     C     C     C     C     C
+#       1024     A     A     A     A     B     C     C     C     C     C     C
+#       2048     A     A     A     B     C     C     C     C     C     B     C
+#       4096     A     A     B     C     C     C     C     C     B     B     C
+#       8192     A     B     C     C     C     C     C     B     B     C     C
+#      16384     B     C     C     C     C     C     B     B     C     C     C
+#      32768     C     C     C     C     C     B     B     C     C     C     C
+#     A: g_q=64, s_x=128, 4 warps, 3 stages
+#     B: g_q=128, s_x=128, 8 warps, 3 stages
+#     C: g_q=256, s_x=64, 16 warps, 3 stages
+#     at the diagram's default sizes: g_q=128, s_x=128, 8 warps, 3 stages
+#   d=256: by problem size (the call's nearest seqlen and batch x heads):
+#     seqlen     1     2     4     8    16    32    64   128   256   512  1024
+#        256     A     A     A     A     A     B     B     B     B     B     B
+#        512     A     A     A     A     B     B     B     B     B     B     B
+#       1024     A     A     A     A     B     B     B     B     B     B     B
+#       2048     A     A     A     B     B     B     B     B     B     B     B
+#       4096     A     A     B     B     B     B     B     B     B     B     B
+#       8192     A     B     B     B     B     B     B     B     B     B     B
+#      16384     B     B     B     B     B     B     B     B     B     B     B
+#      32768     B     B     B     B     B     B     B     B     B     B     B
+#     A: g_q=64, s_x=64, 4 warps, 3 stages
+#     B: g_q=128, s_x=32, 8 warps, 3 stages
+#     at the diagram's default sizes: g_q=128, s_x=32, 8 warps, 3 stages
+#   from the fastest of 44 legal configurations by predicted time (napkin sweep, h200) at each size
+# Predicted (napkin sweep's model, h200, batch=1, heads=1, q=16384, x=16384, d=128): 143.3 us, 959 TFLOP/s, compute-bound
 # Accumulators are fp32 (the tensor cores' accumulate type).
 
 import math
@@ -126,20 +164,88 @@ def _attention_flash(
     tl.store(O_ptr + base_O + offs_q[:, None] * stride_O_q + offs_d[None, :] * stride_O_d, o_val.to(O_ptr.dtype.element_ty), mask=mask_q[:, None] & mask_d[None, :])
 
 
-# The configuration of each kernel (napkin configure), keyed by head dim where it has one
+# The configuration of each kernel (napkin sweep's first), keyed by head dim where it has one
+# An entry with 'by_size' is the model's first choice per problem size: a row per
+# sequence length in SEQLENS, a column per batch x query heads in INSTANCES, each an
+# index into its 'configs'; a call takes the nearest grid point (log2, analyzer.kernel.by_size).
+SEQLENS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+INSTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CONFIGS = {
     'flash': {
-        64: {'TILE_Q': 128, 'BLOCK_X': 256, 'num_warps': 8, 'num_stages': 3},
-        128: {'TILE_Q': 128, 'BLOCK_X': 128, 'num_warps': 8, 'num_stages': 3},
-        256: {'TILE_Q': 128, 'BLOCK_X': 32, 'num_warps': 8, 'num_stages': 3},
+        64: {
+            'configs': (
+                {'TILE_Q': 64, 'BLOCK_X': 256, 'num_warps': 4, 'num_stages': 3},  # A
+                {'TILE_Q': 128, 'BLOCK_X': 256, 'num_warps': 8, 'num_stages': 3},  # B
+                {'TILE_Q': 256, 'BLOCK_X': 128, 'num_warps': 16, 'num_stages': 3},  # C
+            ),
+            'by_size': (
+                (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # seqlen 256
+                (0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 2),  # seqlen 512
+                (0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2),  # seqlen 1024
+                (0, 0, 0, 1, 2, 2, 2, 2, 2, 1, 2),  # seqlen 2048
+                (0, 0, 1, 2, 2, 2, 2, 2, 1, 1, 1),  # seqlen 4096
+                (0, 1, 2, 2, 2, 2, 2, 1, 1, 1, 1),  # seqlen 8192
+                (1, 2, 2, 2, 2, 2, 1, 1, 1, 1, 2),  # seqlen 16384
+                (2, 2, 2, 2, 2, 1, 1, 1, 1, 2, 2),  # seqlen 32768
+            ),
+        },
+        128: {
+            'configs': (
+                {'TILE_Q': 64, 'BLOCK_X': 128, 'num_warps': 4, 'num_stages': 3},  # A
+                {'TILE_Q': 128, 'BLOCK_X': 128, 'num_warps': 8, 'num_stages': 3},  # B
+                {'TILE_Q': 256, 'BLOCK_X': 64, 'num_warps': 16, 'num_stages': 3},  # C
+            ),
+            'by_size': (
+                (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # seqlen 256
+                (0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 2),  # seqlen 512
+                (0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2),  # seqlen 1024
+                (0, 0, 0, 1, 2, 2, 2, 2, 2, 1, 2),  # seqlen 2048
+                (0, 0, 1, 2, 2, 2, 2, 2, 1, 1, 2),  # seqlen 4096
+                (0, 1, 2, 2, 2, 2, 2, 1, 1, 2, 2),  # seqlen 8192
+                (1, 2, 2, 2, 2, 2, 1, 1, 2, 2, 2),  # seqlen 16384
+                (2, 2, 2, 2, 2, 1, 1, 2, 2, 2, 2),  # seqlen 32768
+            ),
+        },
+        256: {
+            'configs': (
+                {'TILE_Q': 64, 'BLOCK_X': 64, 'num_warps': 4, 'num_stages': 3},  # A
+                {'TILE_Q': 128, 'BLOCK_X': 32, 'num_warps': 8, 'num_stages': 3},  # B
+            ),
+            'by_size': (
+                (0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1),  # seqlen 256
+                (0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1),  # seqlen 512
+                (0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1),  # seqlen 1024
+                (0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),  # seqlen 2048
+                (0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # seqlen 4096
+                (0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # seqlen 8192
+                (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # seqlen 16384
+                (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # seqlen 32768
+            ),
+        },
     },
 }
 CONFIG = CONFIGS  # the same, under the short name
 
 
+def _nearest(grid, value):
+    """Index of the grid point nearest `value` in log2; ties go to the smaller."""
+    x = math.log2(max(value, 1))
+    return min(range(len(grid)), key=lambda i: (abs(math.log2(grid[i]) - x), i))
+
+
+def _sized(entry, size):
+    """The configuration a call launches: the entry, or its by-size choice at the call's sizes."""
+    if 'by_size' not in entry:
+        return entry
+    seqlen = math.sqrt(size['q'] * size['x'])
+    instances = size['batch'] * size['heads']  # batch x query heads
+    row = entry['by_size'][_nearest(SEQLENS, seqlen)]
+    return entry['configs'][row[_nearest(INSTANCES, instances)]]
+
+
 def _launch_flash(t, size, stride, scale):
     """Kernel 'flash': t, size, stride, scale map names to tensors and numbers."""
-    cfg = CONFIGS['flash'][size['d']]
+    cfg = _sized(CONFIGS['flash'][size['d']], size)
     grid = (triton.cdiv(size['q'], cfg['TILE_Q']), size['batch'] * size['heads'])
     _attention_flash[grid](
         t['Q'],

@@ -6,15 +6,43 @@
 # GPU profile: h200; element type fp16 (fp16 and bf16 both run: same size and tensor-core rate)
 # Call: attention(q, k, v, causal=False) on (batch, heads, seqlen, head_dim) tensors; the diagram is weaved over batch and heads
 # Kernel 'scores': grid over batch (one index a block), heads (one index a block), q (tiles of g_q1), x (tiles of g_x1); streams d in chunks of s_d1
-#   g_q1=256, g_x1=128, s_d1=64, 16 warps, 3 stages
-#   from the fastest of 47 legal configurations by predicted time (napkin sweep, h200)
+#   by problem size (the call's nearest seqlen and batch x heads):
+#     seqlen     1     2     4     8    16    32    64   128   256   512  1024
+#        256     A     A     B     C     D     D     D     D     D     D     D
+#        512     B     C     D     D     D     D     D     D     D     D     D
+#       1024     D     D     D     D     D     D     D     D     D     D     D
+#       2048     D     D     D     D     D     D     D     D     D     D     D
+#       4096     D     D     D     D     D     D     D     D     D     D     D
+#       8192     D     D     D     D     D     D     D     D     D     D     D
+#      16384     D     D     D     D     D     D     D     D     D     D     D
+#      32768     D     D     D     D     D     D     D     D     D     D     D
+#     A: g_q1=64, g_x1=64, s_d1=256, 4 warps, 3 stages
+#     B: g_q1=128, g_x1=64, s_d1=128, 8 warps, 3 stages
+#     C: g_q1=128, g_x1=128, s_d1=128, 8 warps, 3 stages
+#     D: g_q1=256, g_x1=128, s_d1=64, 16 warps, 3 stages
+#     at the diagram's default sizes: g_q1=256, g_x1=128, s_d1=64, 16 warps, 3 stages
+#   from the fastest of 47 legal configurations by predicted time (napkin sweep, h200) at each size
 # Kernel 'softmax': grid over batch (one index a block), heads (one index a block), q (one index a block)
 #   g_q2=1, 4 warps, 1 stages
 #   from napkin analyze's tiles for h200 (outside Section 5's model: 4 warps, no pipelining)
 # Kernel 'values': grid over batch (one index a block), heads (one index a block), q (tiles of g_q3), d (tiles of g_d3); streams x in chunks of s_x3
-#   g_d3=128, g_q3=256, s_x3=64, 16 warps, 3 stages
-#   from the fastest of 47 legal configurations by predicted time (napkin sweep, h200)
-# Predicted (napkin analyze, h200, batch=1, heads=1, q=16384, x=16384, d=128): 785.7 us, 175 TFLOP/s, mixed: scores compute (tensor), softmax compute (sfu), values compute (tensor)-bound
+#   by problem size (the call's nearest seqlen and batch x heads):
+#     seqlen     1     2     4     8    16    32    64   128   256   512  1024
+#        256     A     A     A     B     C     D     D     D     D     D     D
+#        512     A     A     B     C     D     D     D     D     D     D     D
+#       1024     A     B     C     C     D     D     D     D     D     D     D
+#       2048     B     C     C     D     D     D     D     D     D     D     D
+#       4096     B     C     D     D     D     D     D     D     D     D     D
+#       8192     C     D     D     D     D     D     D     D     D     D     D
+#      16384     D     D     D     D     D     D     D     D     D     D     D
+#      32768     D     D     D     D     D     D     D     D     D     D     D
+#     A: g_d3=64, g_q3=64, s_x3=256, 4 warps, 3 stages
+#     B: g_d3=256, g_q3=64, s_x3=64, 4 warps, 3 stages
+#     C: g_d3=256, g_q3=128, s_x3=64, 8 warps, 3 stages
+#     D: g_d3=128, g_q3=256, s_x3=64, 16 warps, 3 stages
+#     at the diagram's default sizes: g_d3=128, g_q3=256, s_x3=64, 16 warps, 3 stages
+#   from the fastest of 47 legal configurations by predicted time (napkin sweep, h200) at each size
+# Predicted (napkin sweep's model, h200, batch=1, heads=1, q=16384, x=16384, d=128): 785.7 us, 175 TFLOP/s, mixed: scores transfers, softmax compute (sfu), values transfers-bound
 # Accumulators are fp32 (the tensor cores' accumulate type).
 
 import math
@@ -235,19 +263,74 @@ def _attention_unfused_values(
     tl.store(O_ptr + base_O + offs_q[:, None] * stride_O_q + offs_d[None, :] * stride_O_d, o_val.to(O_ptr.dtype.element_ty), mask=mask_q[:, None] & mask_d[None, :])
 
 
-# The configuration of each kernel (napkin configure), keyed by head dim where it has one
+# The configuration of each kernel (napkin sweep's first), keyed by head dim where it has one
+# An entry with 'by_size' is the model's first choice per problem size: a row per
+# sequence length in SEQLENS, a column per batch x query heads in INSTANCES, each an
+# index into its 'configs'; a call takes the nearest grid point (log2, analyzer.kernel.by_size).
+SEQLENS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+INSTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CONFIGS = {
     'scores': {
-        None: {'TILE_Q': 256, 'TILE_X': 128, 'BLOCK_D': 64, 'num_warps': 16, 'num_stages': 3},
+        None: {
+            'configs': (
+                {'TILE_Q': 64, 'TILE_X': 64, 'BLOCK_D': 256, 'num_warps': 4, 'num_stages': 3},  # A
+                {'TILE_Q': 128, 'TILE_X': 64, 'BLOCK_D': 128, 'num_warps': 8, 'num_stages': 3},  # B
+                {'TILE_Q': 128, 'TILE_X': 128, 'BLOCK_D': 128, 'num_warps': 8, 'num_stages': 3},  # C
+                {'TILE_Q': 256, 'TILE_X': 128, 'BLOCK_D': 64, 'num_warps': 16, 'num_stages': 3},  # D
+            ),
+            'by_size': (
+                (0, 0, 1, 2, 3, 3, 3, 3, 3, 3, 3),  # seqlen 256
+                (1, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 512
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 1024
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 2048
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 4096
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 8192
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 16384
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 32768
+            ),
+        },
     },
     'softmax': {
         None: {'num_warps': 4, 'num_stages': 1},
     },
     'values': {
-        None: {'TILE_Q': 256, 'TILE_D': 128, 'BLOCK_X': 64, 'num_warps': 16, 'num_stages': 3},
+        None: {
+            'configs': (
+                {'TILE_Q': 64, 'TILE_D': 64, 'BLOCK_X': 256, 'num_warps': 4, 'num_stages': 3},  # A
+                {'TILE_Q': 64, 'TILE_D': 256, 'BLOCK_X': 64, 'num_warps': 4, 'num_stages': 3},  # B
+                {'TILE_Q': 128, 'TILE_D': 256, 'BLOCK_X': 64, 'num_warps': 8, 'num_stages': 3},  # C
+                {'TILE_Q': 256, 'TILE_D': 128, 'BLOCK_X': 64, 'num_warps': 16, 'num_stages': 3},  # D
+            ),
+            'by_size': (
+                (0, 0, 0, 1, 2, 3, 3, 3, 3, 3, 3),  # seqlen 256
+                (0, 0, 1, 2, 3, 3, 3, 3, 3, 3, 3),  # seqlen 512
+                (0, 1, 2, 2, 3, 3, 3, 3, 3, 3, 3),  # seqlen 1024
+                (1, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 2048
+                (1, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 4096
+                (2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 8192
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 16384
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 32768
+            ),
+        },
     },
 }
 CONFIG = CONFIGS  # the same, under the short name
+
+
+def _nearest(grid, value):
+    """Index of the grid point nearest `value` in log2; ties go to the smaller."""
+    x = math.log2(max(value, 1))
+    return min(range(len(grid)), key=lambda i: (abs(math.log2(grid[i]) - x), i))
+
+
+def _sized(entry, size):
+    """The configuration a call launches: the entry, or its by-size choice at the call's sizes."""
+    if 'by_size' not in entry:
+        return entry
+    seqlen = math.sqrt(size['q'] * size['x'])
+    instances = size['batch'] * size['heads']  # batch x query heads
+    row = entry['by_size'][_nearest(SEQLENS, seqlen)]
+    return entry['configs'][row[_nearest(INSTANCES, instances)]]
 
 
 SM_COUNT = 132  # h200: blocks run in waves of one per SM
@@ -261,7 +344,7 @@ def _band(tile_rows, tile_cols):
 
 def _launch_scores(t, size, stride, scale):
     """Kernel 'scores': t, size, stride, scale map names to tensors and numbers."""
-    cfg = CONFIGS['scores'][None]
+    cfg = _sized(CONFIGS['scores'][None], size)
     grid = (triton.cdiv(size['q'], cfg['TILE_Q']) * triton.cdiv(size['x'], cfg['TILE_X']), size['batch'] * size['heads'])
     _attention_unfused_scores[grid](
         t['Q'],
@@ -297,7 +380,7 @@ def _launch_scores(t, size, stride, scale):
 
 def _launch_softmax(t, size, stride, scale):
     """Kernel 'softmax': t, size, stride, scale map names to tensors and numbers."""
-    cfg = CONFIGS['softmax'][None]
+    cfg = _sized(CONFIGS['softmax'][None], size)
     grid = (size['batch'] * size['heads'] * size['q'],)
     _attention_unfused_softmax[grid](
         t['S'],
@@ -323,7 +406,7 @@ def _launch_softmax(t, size, stride, scale):
 
 def _launch_values(t, size, stride, scale):
     """Kernel 'values': t, size, stride, scale map names to tensors and numbers."""
-    cfg = CONFIGS['values'][None]
+    cfg = _sized(CONFIGS['values'][None], size)
     grid = (triton.cdiv(size['q'], cfg['TILE_Q']) * triton.cdiv(size['d'], cfg['TILE_D']), size['batch'] * size['heads'])
     _attention_unfused_values[grid](
         t['P'],

@@ -8,7 +8,7 @@
 # Kernel 'gemm': grid over a (tiles of g_a), c (tiles of g_c); streams b in chunks of s_b
 #   g_a=256, g_c=128, s_b=64, 16 warps, 3 stages
 #   from the fastest of 47 legal configurations by predicted time (napkin sweep, h200)
-# Predicted (napkin analyze, h200, a=8192, b=8192, c=8192): 1.554 ms, 708 TFLOP/s, compute (tensor)-bound
+# Predicted (napkin sweep's model, h200, a=8192, b=8192, c=8192): 1.554 ms, 708 TFLOP/s, transfers-bound
 # Accumulators are fp32 (the tensor cores' accumulate type).
 
 import math
@@ -88,7 +88,7 @@ def _matmul_gemm(
     tl.store(C_ptr + base_C + offs_a[:, None] * stride_C_a + offs_c[None, :] * stride_C_c, c_val.to(C_ptr.dtype.element_ty), mask=mask_a[:, None] & mask_c[None, :])
 
 
-# The configuration of each kernel (napkin configure), keyed by head dim where it has one
+# The configuration of each kernel (napkin sweep's first), keyed by head dim where it has one
 CONFIGS = {
     'gemm': {
         None: {'TILE_A': 256, 'TILE_C': 128, 'BLOCK_B': 64, 'num_warps': 16, 'num_stages': 3},

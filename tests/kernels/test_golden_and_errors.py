@@ -38,8 +38,12 @@ def test_header_names_diagram_and_configuration():
     head = source[:source.index("import math")]
     assert "diagrams/causal_attention.yaml" in head
     assert "napkin kernel causal_attention --gpu h200 --backend triton --dtype fp16" in head
-    assert "d=128: g_q=" in head and "warps" in head and "stages" in head
-    assert "Predicted (napkin analyze, h200" in head
+    assert "d=128: by problem size" in head and "warps" in head and "stages" in head
+    assert "at the diagram's default sizes: g_q=" in head
+    assert "Predicted (napkin sweep's model, h200" in head
+    pinned = generate("causal_attention", "h200", sets={"q": 4096}).source   # one size: no table
+    head = pinned[:pinned.index("import math")]
+    assert "d=128: g_q=" in head and "by problem size" not in head and "'by_size'" not in pinned
 
 
 def test_primitive_without_renderer(monkeypatch):

@@ -66,3 +66,23 @@ def test_the_timer_text_names_each_familys_timer():
     assert SB.timer_text(True).startswith("attention: triton.testing.do_bench_cudagraph(fn, rep=100)")
     assert SB.timer_text(False).startswith("attention: triton.testing.do_bench(fn, warmup=25, rep=100)")
     assert "matmul: triton.testing.do_bench_cudagraph" in SB.timer_text(False)
+
+
+def test_a_configuration_replaces_a_by_size_table(tmp_path):
+    """The bench times a configuration by putting it in the module's CONFIGS slot: a slot that holds
+    the by-size table must take it as it is, and the wrapper must then launch it at every size."""
+    import pytest
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from analyzer.kernel.sweep import sweep
+    module, _, g = SB.load_kernel("causal_attention", tmp_path)
+    assert "by_size" in module.CONFIGS["flash"][64]
+    (s,) = sweep("causal_attention", SB.GPU, sets={"batch": 2, "heads": 4, "q": 4096, "d": 64})
+    for row in s.rows[:5]:
+        config = SB.entry(module, "flash", 64, row)
+        assert "by_size" not in config and config["num_warps"] == row.num_warps
+        assert config["TILE_Q"] == row.tiles["g_q"] and config["BLOCK_X"] == row.tiles["s_x"]
+        module.CONFIGS["flash"][64] = config
+        for seqlen in (256, 4096, 32768):
+            size = {"batch": 1, "heads": 8, "q": seqlen, "x": seqlen, "d": 64}
+            assert module._sized(module.CONFIGS["flash"][64], size) is config

@@ -1,0 +1,119 @@
+"""The by-size table of a generated attention kernel (analyzer.kernel.by_size): the wrapper launches, at
+every call, the configuration napkin sweep ranks first at the nearest grid point, and every configuration
+the table holds computes attention correctly (on the CPU, TRITON_INTERPRET=1)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from analyzer.kernel.by_size import INSTANCES, SEQLENS, call_sizes, nearest
+from analyzer.kernel.choose import TIE
+from analyzer.kernel.module import config_names
+from analyzer.kernel.sweep import sweep
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from helpers_kernel import generated, module, reference, rel_err  # noqa: E402
+
+
+def _entry(k, c) -> dict:
+    entry = {name: c.tiles.get(symbol, 1) for symbol, name in config_names(k).items()}
+    return {**entry, "num_warps": c.num_warps, "num_stages": c.num_stages}
+
+
+def test_nearest_is_the_closest_grid_point_in_log2():
+    grid = (1, 2, 4, 8, 16)
+    rng = random.Random(3)
+    for value in [0.2, 1, 3, 6, 5.65, 2 ** 2.5, 17, 1000, *(rng.uniform(0.5, 40) for _ in range(300))]:
+        x = math.log2(max(value, 1))
+        distances = [abs(math.log2(g) - x) for g in grid]
+        best = min(distances)
+        assert nearest(grid, value) == distances.index(best)      # the first (smaller) of a tie
+
+
+@pytest.mark.parametrize("diagram", ["causal_attention", "gqa"])
+def test_wrapper_launches_the_tables_choice(diagram, tmp_path):
+    """The generated _sized lookup and KernelConfigs.choice_for (what predict() times) agree."""
+    g = generated(diagram)
+    m = module(diagram, tmp_path)
+    (k,) = g.kernels
+    assert k.tables, "the h200 profile's choice depends on the size: the kernel has a table"
+    r = g.roles
+    rng = random.Random(0)
+    for key in k.tables:
+        for _ in range(200):
+            batch, seq_q = rng.randint(1, 16), rng.choice([1, 100, 300, 700, 1500, 5000, 20000, 50000])
+            seq_k = seq_q if r.causal else rng.choice([seq_q, 64, 9000])
+            size = {"batch": batch, r.seq_q: seq_q, r.seq_k: seq_k, r.head_dim: key}
+            if r.heads:
+                size[r.heads] = rng.randint(1, 8)
+                size[r.group] = rng.choice([1, 2, 4])
+                heads = size[r.heads] * size[r.group]
+            else:
+                size["heads"] = heads = rng.randint(1, 64)
+            expected = k.choice_for(key, math.sqrt(seq_q * seq_k), batch * heads)
+            assert m._sized(m.CONFIGS[k.plan.name][key], size) == _entry(k, expected)
+
+
+def test_each_cell_is_the_sweeps_first_at_its_grid_point():
+    """A cell's configuration is predicted within TIE of napkin sweep's first at that point's sizes."""
+    g = generated("attention")
+    (k,) = g.kernels
+    table = k.tables[128]
+    for (i, seqlen), (j, n) in itertools.islice(
+            itertools.product(enumerate(SEQLENS), enumerate(INSTANCES)), 0, None, 7):
+        sizes = call_sizes(g.diagram, g.roles, seqlen, n, {"d": 128})
+        (s,) = sweep("attention", "h200", sets=sizes)
+        cell = table.configs[table.cells[i][j]]
+        row = next(r for r in s.rows if (r.tiles, r.num_warps, r.num_stages) ==
+                   (cell.tiles, cell.num_warps, cell.num_stages))
+        assert row.time_s <= s.rows[0].time_s * (1 + TIE), (seqlen, n)
+        assert sizes["heads"] == n and sizes["q"] == sizes["x"] == seqlen
+
+
+def test_pinned_sizes_or_tiles_leave_one_configuration():
+    """A pinned problem size is one size to rank at; pinned tiles, warps and stages are one candidate."""
+    from analyzer.kernel import generate
+    (k,) = generate("attention", "h200").kernels
+    assert set(k.tables) == set(k.choices)
+    for sets in ({"q": 2048}, {"batch": 8, "heads": 16}):
+        (k,) = generate("attention", "h200", sets=sets).kernels
+        assert not k.tables
+    (k,) = generate("attention", "h200", sets={"d": 128, "g_q": 128, "s_x": 64, "w_q": 64,
+                                               "stages": 2}).kernels
+    assert not k.tables and set(k.choices) == {128}
+
+
+def test_weaved_sizes_choose_as_the_sweep_ranks():
+    """napkin kernel --set batch=.. --set heads=.. --set q=.. takes napkin sweep's first there."""
+    from analyzer.kernel import generate
+    sets = {"batch": 8, "heads": 16, "q": 2048, "x": 2048, "d": 128}
+    (k,) = generate("attention", "h200-calibrated", sets=sets).kernels
+    (s,) = sweep("attention", "h200-calibrated", sets=sets)
+    first = s.rows[0]
+    assert (k.choices[128].tiles, k.choices[128].num_warps, k.choices[128].num_stages) == \
+        (first.tiles, first.num_warps, first.num_stages)
+
+
+@pytest.mark.parametrize("diagram", ["attention", "causal_attention"])
+def test_every_configuration_of_the_table_computes_attention(diagram, tmp_path):
+    """Each configuration a call may launch, forced for every size, against float64."""
+    g = generated(diagram)
+    m = module(diagram, tmp_path)
+    (k,) = g.kernels
+    entry = m.CONFIGS[k.plan.name][64]
+    assert len(entry["configs"]) == len(k.tables[64].configs) > 1
+    gen = torch.Generator().manual_seed(5)
+    q, kk, v = (torch.randn(1, 2, 200, 64, generator=gen).half() for _ in range(3))
+    want = reference(q, kk, v, causal=g.roles.causal)
+    for index, config in enumerate(entry["configs"]):
+        forced = {"configs": entry["configs"], "by_size": tuple((index,) * len(INSTANCES) for _ in SEQLENS)}
+        m.CONFIGS[k.plan.name][64] = forced
+        out = torch.full_like(q, float("nan"))
+        m.attention(q, kk, v, causal=g.roles.causal, out=out)
+        assert torch.isfinite(out).all() and rel_err(out, want) < 1e-2, config
