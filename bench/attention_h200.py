@@ -68,7 +68,7 @@ from common import (  # noqa: E402  (bench/ is on sys.path from here)
     render_markdown, supported_head_dims, tflops,
 )
 
-GPU = "h200"                      # napkin's hardware profile for generate() and predict()
+DEFAULT_GPU = "h200-calibrated"   # napkin's profile for generate() and predict(): fitted to sweep_h200
 DEVICE = "cuda"
 WARMUP_MS, REP_MS = 25, 100       # triton.testing.do_bench
 COPY_BYTES = 1 << 30
@@ -117,6 +117,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--only", choices=OURS, help="run only this backend of ours")
     parser.add_argument("--skip-flex", action="store_true", help="do not time FlexAttention")
     parser.add_argument("--seed", type=int, default=0, help="base random seed (default: 0)")
+    parser.add_argument("--gpu", default=DEFAULT_GPU,
+                        help="napkin's GPU profile (name or .yaml file) that configures the generated "
+                             f"kernels and predicts their time (default: {DEFAULT_GPU}, fitted by "
+                             "napkin calibrate to bench/results/sweep_h200.json; h200: the datasheet)")
     return parser.parse_args(argv)
 
 
@@ -133,12 +137,13 @@ def _plain(value: Any) -> Any:
         return str(value)
 
 
-def predict_shape(diagram: str, dtype: str, batch: int, heads: int, seqlen: int, hdim: int) -> dict:
+def predict_shape(gpu: str, diagram: str, dtype: str, batch: int, heads: int, seqlen: int,
+                  hdim: int) -> dict:
     """napkin's prediction for one timing row, as a plain dict (runs in a worker process)."""
     started = time.perf_counter()
     try:
         from analyzer.kernel import predict
-        p = predict(diagram, gpu=GPU, dtype=dtype, batch=batch, heads=heads, kv_heads=heads,
+        p = predict(diagram, gpu=gpu, dtype=dtype, batch=batch, heads=heads, kv_heads=heads,
                     seqlen_q=seqlen, seqlen_k=seqlen, head_dim=hdim)
         tiles = {str(k): _plain(v) for k, v in dict(p.tiles or {}).items()}
         out = {"time_s": float(p.time_s), "flops": float(p.flops), "bound": str(p.bound),
@@ -152,7 +157,8 @@ def predict_shape(diagram: str, dtype: str, batch: int, heads: int, seqlen: int,
 class Predictor:
     """Predictions computed in worker processes while the GPU works; inline if that fails."""
 
-    def __init__(self, shapes: list[Shape], workers: int = 4) -> None:
+    def __init__(self, gpu: str, shapes: list[Shape], workers: int = 4) -> None:
+        self._gpu = gpu
         self._futures: dict[Shape, Any] = {}
         self._pool: ProcessPoolExecutor | None = None
         try:
@@ -163,9 +169,8 @@ class Predictor:
         except Exception as exc:  # noqa: BLE001
             log(f"  predictions run inline ({short_error(exc)})")
 
-    @staticmethod
-    def _args(shape: Shape) -> tuple:
-        return shape.diagram, shape.dtype, shape.batch, shape.heads, shape.seqlen, shape.hdim
+    def _args(self, shape: Shape) -> tuple:
+        return self._gpu, shape.diagram, shape.dtype, shape.batch, shape.heads, shape.seqlen, shape.hdim
 
     def get(self, shape: Shape, timeout_s: float) -> dict:
         future = self._futures.get(shape)
@@ -242,7 +247,7 @@ class Run:
         self.kernels: dict[tuple[str, str, str], Kernel] = {}
         self.results: dict[str, Any] = {
             "meta": {"command": "python bench/attention_h200.py " + " ".join(sys.argv[1:]),
-                     "args": vars(args), "backends": self.backends, "gpu_profile": GPU,
+                     "args": vars(args), "backends": self.backends, "gpu_profile": args.gpu,
                      "started_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                      "budget_s": args.budget_s, "work_dir": str(self.work_dir),
                      "method": METHOD},
@@ -395,7 +400,7 @@ def generate_kernel(run: Run, diagram: str, backend: str, dtype: str) -> Kernel:
     """Generate, write and import one kernel; a module with the same source is reused."""
     kernel = Kernel(diagram, backend, dtype)
     try:
-        g = run.api.generate(diagram, gpu=GPU, backend=backend, dtype=dtype)
+        g = run.api.generate(diagram, gpu=run.args.gpu, backend=backend, dtype=dtype)
         kernel.configs = list(g.configs or [])
         kernel.source = g.source
         twin = next((k for k in run.kernels.values() if k.module is not None and k.diagram == diagram
@@ -766,6 +771,16 @@ def load_api() -> Any:
     return api
 
 
+def check_profile(gpu: str) -> None:
+    """The --gpu profile loads, or a one-line error before any GPU work."""
+    from analyzer.errors import NapkinError
+    from analyzer.hardware import load_profile
+    try:
+        load_profile(gpu)
+    except NapkinError as exc:
+        fail(str(exc))
+
+
 def start_watchdog(run: Run) -> threading.Timer:
     """At budget + OVERRUN_S (a hung kernel or compile), write the results so far and exit 1."""
 
@@ -792,7 +807,7 @@ def phase(run: Run, title: str) -> None:
 def execute(run: Run) -> None:
     shapes = fa3_grid(run.args.quick)
     phase(run, "predictions (worker processes)")
-    predictor = Predictor(priority_order(shapes))
+    predictor = Predictor(run.args.gpu, priority_order(shapes))
     try:
         phase(run, "environment")
         env = run.results["environment"] = environment(run)
@@ -817,6 +832,7 @@ def execute(run: Run) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     budget = Budget(args.budget_s)          # counts from here: imports are part of the run
+    check_profile(args.gpu)
     torch, triton = load_torch()
     api = load_api()
     run = Run(args, budget, torch, triton, api)

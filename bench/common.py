@@ -484,7 +484,8 @@ def render_markdown(results: dict) -> str:
     lines += table + [""]
     lines.append("Cells: TFLOP/s (4·b·h·L²·d, halved when causal), median of "
                  "`triton.testing.do_bench(warmup=25, rep=100)`; ✗ = output wrong (not counted); "
-                 "skip = over budget; - = not run. predicted: the model's TFLOP/s "
+                 "skip = over budget; - = not run. predicted: the model's TFLOP/s with the profile "
+                 f"`{meta.get('gpu_profile', 'h200')}`, which also configured our kernels "
                  "(predicted time / measured time of our best).")
     summary = targets.get("summary", {})
     if summary:

@@ -77,6 +77,8 @@ def import_file(path: Path, name: str):
 def entry(module, kernel: str, key, row) -> dict[str, Any]:
     """The module's CONFIGS entry for a sweep row (tile constexprs by the plan's names)."""
     template = module.CONFIGS[kernel][key]
+    if "by_size" in template:           # a by-size table: any of its configurations names the tiles
+        template = template["configs"][0]
     out = dict(template)
     by_symbol = module_tiles(module, kernel)
     for symbol, value in {**row.tiles, **row.woven}.items():
