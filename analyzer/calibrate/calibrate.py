@@ -18,7 +18,8 @@ from analyzer.calibrate.components import components, measured
 from analyzer.calibrate.fit import FITTED, Fit, bootstrap, fit, near_best_weights
 from analyzer.calibrate.record import Record, Recording, load_recording
 from analyzer.calibrate.registers import RegisterCheck, check_registers, fit_registers
-from analyzer.calibrate.validate import ClockCheck, Validation, clock_check, shape_of, split, validate
+from analyzer.calibrate.validate import (ClockCheck, Validation, by_shape, clock_check, shape_of, split,
+                                        validate)
 from analyzer.config.configure import _profile
 from analyzer.errors import NapkinError
 from analyzer.hardware import SCALARS, Calibration, Estimate, Profile, RegisterRelation
@@ -69,12 +70,38 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
         choices[label], seconds = first_choices(records, profile)
         slowest = max(slowest, seconds) if label == "calibrated" else slowest
     v = validate(records, predictions, splits, choices)
+    v.shapes[KERNEL] = by_shape(records, predictions["calibrated"], kernel_choices(records, calibrated))
     check = check_registers(reg_fit, records, predictions["calibrated"], v.shapes["calibrated"]) \
         if reg_fit else None
     clocks = clock_check(records, base.clocks.boost_hz * c.parts(best.values).clock_share,
                          base.clocks.boost_hz)
     return Result(rec, recording, records, splits, base, calibrated, best, predictions, v, slowest, check,
                   clocks)
+
+
+KERNEL = "napkin kernel"      # the shapes' view of what the generated kernel launches (calibrated)
+
+
+def kernel_choices(records: list[Record], profile: Profile) -> dict[tuple, str]:
+    """Per shape, the configuration the Triton kernel `napkin kernel` generates with `profile` launches
+    at that shape: its by-size table's (analyzer.kernel.by_size), or its one configuration."""
+    from analyzer.kernel.generate import generate
+    out, generated = {}, {}
+    for r in records:
+        shape = shape_of(r)
+        if shape in out:
+            continue
+        g = generated.get((r.diagram, r.dtype))
+        if g is None:
+            g = generated[(r.diagram, r.dtype)] = generate(r.diagram, profile, dtype=r.dtype)
+        (c,) = [c for k, c in zip(g.kernels, g.launched(r.sizes), strict=True) if k.plan.name == r.kernel]
+        out[shape] = _key(r, c.tiles, c.num_warps, c.num_stages)
+    return out
+
+
+def _key(r: Record, tiles: dict[str, int], warps: int, stages: int) -> str:
+    """A configuration of r's shape as Record.config_key names it."""
+    return r.model_copy(update={"tiles": tiles, "num_warps": warps, "num_stages": stages}).config_key
 
 
 def first_choices(records: list[Record], profile: Profile) -> tuple[dict[tuple, str], float]:
@@ -89,8 +116,7 @@ def first_choices(records: list[Record], profile: Profile) -> tuple[dict[tuple, 
         s = sweep(r.diagram, profile, dtype=r.dtype, sets=r.sizes, kernel=r.kernel)[0]
         slowest = max(slowest, s.seconds)
         top = s.rows[0]
-        tiles = " ".join(f"{k}={v}" for k, v in sorted(top.tiles.items()))
-        out[shape] = f"{r.diagram} d={r.head_dim} {tiles} w{top.num_warps} s{top.num_stages}"
+        out[shape] = _key(r, top.tiles, top.num_warps, top.num_stages)
     return out, slowest
 
 

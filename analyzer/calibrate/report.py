@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from analyzer.calibrate.calibrate import Result
+from analyzer.calibrate.calibrate import KERNEL, Result
 from analyzer.calibrate.registers import markdown as registers_markdown
 from analyzer.calibrate.validate import HELD_OUT_SHARE, LOWERED, ClockCheck
 
@@ -110,27 +110,35 @@ def report_markdown(r: Result, command: str, plot: str | None) -> str:
     lines += ["", "## Ranking and the model's choice", "",
               "Per size: Spearman rank correlation of predicted and measured time over the legal "
               "configurations, and the measured time of the configuration `napkin sweep` ranks first "
-              "(what `napkin kernel` would generate at that size) over the best measured one. The "
+              "over the best measured one; and the same for the configuration the Triton kernel that "
+              "`napkin kernel` generates with the calibrated profile launches at that size (its by-size "
+              "table, docs/kernels.md: napkin sweep's first at the nearest grid point, ties going to a "
+              "configuration the table already holds). The "
               "sweep times each configuration once; `python bench/choice_h200.py` times each size's "
               "choice and its fastest few again, head to head in interleaved rounds, to separate the "
               "model's error from the timer's (bench/results/choice_h200.md).", "",
               "| family | diagram | hdim | size | configs | ρ datasheet | ρ calibrated | "
-              "first / best, datasheet | first / best, calibrated | best measured |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "first / best, datasheet | first / best, calibrated | napkin kernel / best | best measured |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     before = {s.shape: s for s in v.shapes["datasheet"]}
+    launched = {s.shape: s for s in v.shapes.get(KERNEL, [])}
     for s in v.shapes["calibrated"]:
-        b = before[s.shape]
+        b, k = before[s.shape], launched.get(s.shape)
         fam, diagram, hdim, size = s.shape
         lines.append(f"| {fam} | {diagram} | {hdim or ''} | {size} | {s.configs} | {b.spearman:.2f} | "
                      f"{s.spearman:.2f} | {b.chosen_over_best:.3f} | {s.chosen_over_best:.3f} | "
-                     f"`{s.best}` |")
-    for model in ("datasheet", "calibrated"):
+                     f"{f'{k.chosen_over_best:.3f}' if k else '-'} | `{s.best}` |")
+    for model in ("datasheet", "calibrated", KERNEL):
+        if model not in v.shapes:
+            continue
         ratios = np.array([s.chosen_over_best for s in v.shapes[model]])
         rho = np.array([s.spearman for s in v.shapes[model]])
-        lines += ["", f"**{model}:** the first choice is within 5 % of the best measured at "
-                      f"{int((ratios <= 1.05).sum())} of {len(ratios)} sizes; median first / best "
-                      f"{np.median(ratios):.3f}, worst {ratios.max():.3f}; median ρ "
-                      f"{np.nanmedian(rho):.2f}."]
+        kernel = model == KERNEL
+        lines += ["", f"**{model}:** {'the configuration it launches' if kernel else 'the first choice'} "
+                      f"is within 5 % of the best measured at {int((ratios <= 1.05).sum())} of "
+                      f"{len(ratios)} sizes; median {'launched' if kernel else 'first'} / best "
+                      f"{np.median(ratios):.3f}, worst {ratios.max():.3f}"
+                      + ("." if kernel else f"; median ρ {np.nanmedian(rho):.2f}.")]
     lines += ["", "**Ties.** `napkin sweep` breaks ties (predicted within 0.5 %) by more stages, then more "
               "rows, then the larger chunk, then more warps. What the measurement says of the chunk and "
               "the warps, per diagram, same size and otherwise the same configuration: twice the chunk "

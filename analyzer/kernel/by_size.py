@@ -1,19 +1,22 @@
-"""The model's choice per problem size: the table a generated attention kernel takes its configuration
-from at each call.
+"""The model's choice per problem size: the table a generated kernel takes its configuration from at
+each call.
 
 Which configuration runs fastest depends on the problem, not only on the head dim: how long each
-block streams (the sequence length: Section 6.3's per-chunk overheads are amortised over it) and how
-many blocks fill the SMs (batch x heads x query tiles: waves, their tails and causal imbalance). So
-for each head dim the generator ranks the legal configurations, as `napkin sweep` does, on the weaved
-diagram at a grid of problem sizes: sequence lengths SEQLENS (queries = keys) times instances
-INSTANCES (batch x query heads, the independent attention problems of a call). The generated wrapper
-takes the grid point nearest its call (in log2, ties to the smaller) and launches that point's first
-choice; `KernelConfigs.choice_for` does the same lookup in Python, for the prediction of a call. Where
-candidates tie (within the ranking's TIE), a point takes one the table already holds: one kernel fewer
-to compile.
+block streams (Section 6.3's per-chunk overheads are amortised over it) and how many blocks fill the
+SMs (waves, their tails and causal imbalance). So the generator ranks the legal configurations, as
+`napkin sweep` does, on the weaved diagram at a grid of problem sizes; the generated wrapper takes the
+grid point nearest its call (in log2, ties to the smaller) and launches that point's first choice.
+`KernelConfigs.choice_for` does the same lookup in Python, for the prediction of a call.
 
-A head dim whose grid points all rank the same configuration first gets that one configuration, as
-does a kernel whose problem sizes are pinned (`--set q=4096`): then one size is all there is to rank.
+- Attention, per head dim: lengths LENGTHS (queries = keys; a call's length is the geometric mean of
+  its two) times instances INSTANCES (batch x query heads, the independent problems of a call).
+- Any other diagram (matmul): lengths LENGTHS for every size of the diagram at once (a square problem;
+  a call's length is the geometric mean of its sizes), one column.
+
+Where candidates tie (within the ranking's TIE), a point takes one the table already holds: one kernel
+fewer to compile. A key whose grid points all rank the same configuration first gets that one
+configuration, as does a kernel whose problem sizes are pinned (`--set q=4096`): then one size is all
+there is to rank.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ from analyzer.analysis import TermModel
 from analyzer.diagram.compiled import Diagram
 from analyzer.hardware import Profile
 from analyzer.kernel.choose import TIE, Choice, rank_at, same_config
-from analyzer.kernel.interface import Attention
+from analyzer.kernel.interface import Attention, Plain
 
-SEQLENS = tuple(2 ** i for i in range(8, 16))    # 256 .. 32768 positions, the range models train at
+LENGTHS = tuple(2 ** i for i in range(8, 16))    # 256 .. 32768: sequence lengths, or matmul sizes
 INSTANCES = tuple(2 ** i for i in range(0, 11))  # batch x query heads: 1 .. 1024
 
 
@@ -35,14 +38,14 @@ INSTANCES = tuple(2 ** i for i in range(0, 11))  # batch x query heads: 1 .. 102
 class SizeTable:
     """One kernel's first choice at each grid point, for one head dim."""
 
-    seqlens: tuple[int, ...]
-    instances: tuple[int, ...]
+    lengths: tuple[int, ...]
+    instances: tuple[int, ...]                  # (1,) where the diagram is not attention
     configs: tuple[Choice, ...]                 # the distinct first choices, in grid order
-    cells: tuple[tuple[int, ...], ...]          # [seqlen][instances] -> index into configs
+    cells: tuple[tuple[int, ...], ...]          # [length][instances] -> index into configs
 
-    def at(self, seqlen: float, instances: float) -> Choice:
+    def at(self, length: float, instances: float) -> Choice:
         """The configuration the generated wrapper launches for a call of these sizes."""
-        return self.configs[self.cells[nearest(self.seqlens, seqlen)][nearest(self.instances, instances)]]
+        return self.configs[self.cells[nearest(self.lengths, length)][nearest(self.instances, instances)]]
 
 
 def nearest(grid: tuple[int, ...], value: float) -> int:
@@ -52,38 +55,63 @@ def nearest(grid: tuple[int, ...], value: float) -> int:
     return min(range(len(grid)), key=lambda i: (abs(math.log2(grid[i]) - x), i))
 
 
-def call_sizes(woven: Diagram, roles: Attention, seqlen: int, instances: int,
-               sets: dict[str, int]) -> dict[str, int]:
-    """Sizes of the weaved diagram for `instances` problems of `seqlen` queries and keys: the head
-    axis takes the instances (over the query group's default size, for grouped-query), batch one."""
+def length_axes(woven: Diagram, roles: Attention | Plain) -> tuple[str, ...]:
+    """The axes whose geometric mean is a call's length: attention's query and key positions, or one
+    axis per free size of any other diagram."""
+    if isinstance(roles, Attention):
+        return (roles.seq_q, roles.seq_k)
     names = {s.name for s in woven.size_symbols}
-    defaults = {s.name: int(v) for s, v in woven.defaults.items()}
-    sizes = {k: v for k, v in {**defaults, **sets}.items() if k in names}
+    seen: dict[str, str] = {}
+    for axis in woven.axes:
+        size = woven.size(axis)
+        if size.is_Symbol and size.name in names:
+            seen.setdefault(size.name, axis)
+    return tuple(seen.values())
+
+
+def instance_axes(roles: Attention | Plain) -> tuple[str, ...]:
+    """The weaved diagram's axes whose product is a call's instances (batch x query heads; none for
+    other diagrams)."""
+    if not isinstance(roles, Attention):
+        return ()
+    return ("batch", roles.heads or "heads", *((roles.group,) if roles.group else ()))
+
+
+def call_sizes(woven: Diagram, roles: Attention | Plain, length: int, instances: int,
+               sets: dict[str, int]) -> dict[str, int]:
+    """Sizes of the weaved diagram at one grid point: every length axis `length`; for attention, the
+    head axis takes the instances (over the query group's default size, for grouped-query), batch one.
+    Sizes in `sets` (pinned by --set, such as the head dim) keep their values."""
+    names = {s.name for s in woven.size_symbols}
+    sizes = {s.name: int(v) for s, v in woven.defaults.items() if s.name in names}
 
     def put(axis: str, value: int) -> None:
         size = woven.size(axis)
         if size.is_Symbol and size.name in names:
             sizes[size.name] = value
 
-    group = int(woven.size(roles.group).subs(woven.defaults)) if roles.group else 1
-    put("batch", 1)
-    put(roles.heads or "heads", max(1, instances // group))
-    put(roles.seq_q, seqlen)
-    put(roles.seq_k, seqlen)
+    for axis in length_axes(woven, roles):
+        put(axis, length)
+    if isinstance(roles, Attention):
+        group = int(woven.size(roles.group).subs(woven.defaults)) if roles.group else 1
+        put("batch", 1)
+        put(roles.heads or "heads", max(1, instances // group))
+    sizes.update({k: v for k, v in sets.items() if k in names})
     return sizes
 
 
-def size_table(woven: Diagram, roles: Attention, profile: Profile, kernel: str, choices: list[Choice],
-               ones: dict[str, int], sets: dict[str, int]) -> SizeTable | None:
-    """The first of `choices` (one head dim's legal configurations) at every grid point, or None where
-    one configuration is first at all of them."""
+def size_table(woven: Diagram, roles: Attention | Plain, profile: Profile, kernel: str,
+               choices: list[Choice], ones: dict[str, int], sets: dict[str, int]) -> SizeTable | None:
+    """The first of `choices` (one key's legal configurations) at every grid point, or None where one
+    configuration is first at all of them."""
     model = TermModel(woven, profile, kernel)
+    columns = INSTANCES if isinstance(roles, Attention) else (1,)
     configs: list[Choice] = []
     cells = []
-    for seqlen in SEQLENS:
+    for length in LENGTHS:
         row = []
-        for n in INSTANCES:
-            ranked, _ = rank_at(model, profile, call_sizes(woven, roles, seqlen, n, sets), choices, ones)
+        for n in columns:
+            ranked, _ = rank_at(model, profile, call_sizes(woven, roles, length, n, sets), choices, ones)
             fastest = ranked[0][1]
             tied = [c for c, t, _ in ranked if t <= fastest * (1 + TIE)]
             # among the tied, one the table already launches: one kernel fewer to compile
@@ -96,12 +124,8 @@ def size_table(woven: Diagram, roles: Attention, profile: Profile, kernel: str, 
         cells.append(tuple(row))
     if len(configs) == 1:
         return None
-    return SizeTable(SEQLENS, INSTANCES, tuple(configs), tuple(cells))
+    return SizeTable(LENGTHS, columns, tuple(configs), tuple(cells))
 
 
-def instance_axes(roles: Attention) -> tuple[str, ...]:
-    """The weaved diagram's axes whose product is a call's instances (batch x query heads)."""
-    return ("batch", roles.heads or "heads", *((roles.group,) if roles.group else ()))
-
-
-__all__ = ["SEQLENS", "INSTANCES", "SizeTable", "nearest", "call_sizes", "size_table", "instance_axes"]
+__all__ = ["LENGTHS", "INSTANCES", "SizeTable", "nearest", "length_axes", "instance_axes", "call_sizes",
+           "size_table"]

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,7 +21,7 @@ from analyzer.config.configure import _profile, schedule_of
 from analyzer.diagram.compiled import Diagram
 from analyzer.errors import NapkinError
 from analyzer.hardware import Profile
-from analyzer.kernel.by_size import SizeTable, size_table
+from analyzer.kernel.by_size import SizeTable, instance_axes, length_axes, size_table
 from analyzer.kernel.choose import Choice, choose, legal, rank_at
 from analyzer.kernel.interface import Attention, Plain, interface
 from analyzer.kernel.plan import KernelPlan, plan
@@ -51,10 +52,11 @@ class KernelConfigs:
         kernel not keyed by head dim)."""
         return self.choices.get(key) or self.choices.get(None) or next(iter(self.choices.values()))
 
-    def choice_for(self, key: int | None, seqlen: float, instances: float) -> Choice:
-        """The configuration the generated wrapper launches for head dim `key` at these sizes."""
+    def choice_for(self, key: int | None, length: float, instances: float = 1) -> Choice:
+        """The configuration the generated wrapper launches for head dim `key` at a call of this length
+        and these instances (analyzer.kernel.by_size)."""
         table = self.tables.get(key)
-        return table.at(seqlen, instances) if table is not None else self.choice(key)
+        return table.at(length, instances) if table is not None else self.choice(key)
 
 
 @dataclass
@@ -80,6 +82,25 @@ class Generated:
         for k in self.kernels:
             tiles.update(k.choice(key).tiles)
         return tiles
+
+    def launched(self, sizes: dict[str, int]) -> list[Choice]:
+        """Each kernel's configuration the wrapper launches at `sizes` (size symbols of the weaved
+        diagram; its defaults fill the rest): the by-size table's where the kernel has one."""
+        at = self._axis_sizes(sizes)
+        lengths = [at(a) for a in length_axes(self.diagram, self.roles)]
+        length = math.prod(lengths) ** (1 / len(lengths)) if lengths else 1
+        instances = math.prod(map(at, instance_axes(self.roles)))
+        return [k.choice_for(self.key_at(sizes), length, instances) for k in self.kernels]
+
+    def key_at(self, sizes: dict[str, int]) -> int | None:
+        """The head dim at `sizes`: what the kernels' configurations are keyed by (None: not attention)."""
+        return self._axis_sizes(sizes)(self.roles.head_dim) if isinstance(self.roles, Attention) else None
+
+    def _axis_sizes(self, sizes: dict[str, int]):
+        """axis -> its size at `sizes` (size symbols; the diagram's defaults fill the rest)."""
+        d = self.diagram
+        values = {**{s.name: int(v) for s, v in d.defaults.items()}, **sizes}
+        return lambda axis: int(d.size(axis).subs({s: values[s.name] for s in d.size(axis).free_symbols}))
 
     @property
     def configs(self) -> list[dict]:
@@ -229,8 +250,7 @@ def _choice(d: Diagram, woven: Diagram, roles, profile: Profile, kernel: str, ti
               f"(napkin sweep, {profile.name})")
     choice = replace(best, tiles={k: v for k, v in best.tiles.items() if k in tiles}, source=source,
                      throughput_flops_per_s=flops / time_s, candidates=len(ranked))
-    table = size_table(woven, roles, profile, kernel, options, ones, sizes) \
-        if sized and isinstance(roles, Attention) else None
+    table = size_table(woven, roles, profile, kernel, options, ones, sizes) if sized else None
     return choice, table
 
 

@@ -12,7 +12,7 @@ import textwrap
 
 from analyzer import __version__
 from analyzer.kernel import triton as tr
-from analyzer.kernel.by_size import instance_axes
+from analyzer.kernel.by_size import instance_axes, length_axes
 from analyzer.kernel.interface import Attention, Plain
 from analyzer.kernel.plan import GROUP, STREAM
 
@@ -49,10 +49,13 @@ def header(g, language: str = "Python") -> list[str]:
             if table is None:
                 lines.append(f"  {at}{_label(c)}")
                 continue
-            lines.append(f"  {at}by problem size (the call's nearest seqlen and batch x heads):")
-            lines.append("    seqlen" + "".join(f"{m:>6}" for m in table.instances))
-            lines += [f"    {n:>6}" + "".join(f"{chr(65 + i):>6}" for i in row)
-                      for n, row in zip(table.seqlens, table.cells, strict=True)]
+            attention = isinstance(g.roles, Attention)
+            lines.append(f"  {at}by problem size (the call's nearest "
+                         + ("seqlen and batch x heads):" if attention else "size, each axis alike):"))
+            lines.append("    seqlen" + "".join(f"{m:>6}" for m in table.instances) if attention
+                         else "      size  config")
+            lines += [f"    {n:>6}" + "".join(f"{chr(65 + i):>{6 if attention else 8}}" for i in row)
+                      for n, row in zip(table.lengths, table.cells, strict=True)]
             lines += [f"    {chr(65 + i)}: {_label(t)}" for i, t in enumerate(table.configs)]
             lines.append(f"    at the diagram's default sizes: {_label(c)}")
         lines.append(f"  from {k.choices[next(iter(k.choices))].source}"
@@ -123,10 +126,13 @@ def _configs(g) -> str:
     lines = ["# The configuration of each kernel (napkin sweep's first), keyed by head dim where it has one"]
     if sized:
         first = next(t for k in g.kernels for t in k.tables.values())
-        lines += ["# An entry with 'by_size' is the model's first choice per problem size: a row per",
-                  "# sequence length in SEQLENS, a column per batch x query heads in INSTANCES, each an",
-                  "# index into its 'configs'; a call takes the nearest grid point (log2, analyzer.kernel.by_size).",
-                  f"SEQLENS = {first.seqlens!r}", f"INSTANCES = {first.instances!r}"]
+        lines += ["# An entry with 'by_size' is the model's first choice per problem size: a row per length in",
+                  "# LENGTHS (" + ("the sequence length" if isinstance(g.roles, Attention) else
+                                  "every size alike") + "), a column per "
+                  + ("batch x query heads in INSTANCES" if isinstance(g.roles, Attention) else
+                     "instance count in INSTANCES (one)") + ", each an index into",
+                  "# its 'configs'; a call takes the nearest grid point (log2, analyzer.kernel.by_size).",
+                  f"LENGTHS = {first.lengths!r}", f"INSTANCES = {first.instances!r}"]
     lines.append("CONFIGS = {")
     for k in g.kernels:
         lines.append(f"    {k.plan.name!r}: {{")
@@ -140,7 +146,7 @@ def _configs(g) -> str:
             lines += [f"                {_entry(k, t)},  # {chr(65 + i)}" for i, t in enumerate(table.configs)]
             lines.append("            ),")
             lines.append("            'by_size': (")
-            lines += [f"                {row!r},  # seqlen {n}" for n, row in zip(table.seqlens, table.cells,
+            lines += [f"                {row!r},  # length {n}" for n, row in zip(table.lengths, table.cells,
                                                                              strict=True)]
             lines.append("            ),")
             lines.append("        },")
@@ -148,9 +154,9 @@ def _configs(g) -> str:
     lines.append("}")
     lines.append("CONFIG = CONFIGS  # the same, under the short name")
     if sized:
-        r = g.roles
-        seq = f"math.sqrt(size[{r.seq_q!r}] * size[{r.seq_k!r}])"
-        instances = " * ".join(f"size[{a!r}]" for a in instance_axes(r))
+        axes = length_axes(g.diagram, g.roles)
+        length = f"math.prod(size[a] for a in {axes!r}) ** (1 / {len(axes)})"
+        instances = " * ".join(f"size[{a!r}]" for a in instance_axes(g.roles)) or "1"
         lines += ["", "", "def _nearest(grid, value):",
                   f'{INDENT}"""Index of the grid point nearest `value` in log2; ties go to the smaller."""',
                   f"{INDENT}x = math.log2(max(value, 1))",
@@ -160,9 +166,10 @@ def _configs(g) -> str:
                   'call\'s sizes."""',
                   f"{INDENT}if 'by_size' not in entry:",
                   f"{INDENT * 2}return entry",
-                  f"{INDENT}seqlen = {seq}",
-                  f"{INDENT}instances = {instances}  # batch x query heads",
-                  f"{INDENT}row = entry['by_size'][_nearest(SEQLENS, seqlen)]",
+                  f"{INDENT}length = {length}  # geometric mean",
+                  f"{INDENT}instances = {instances}" + ("  # batch x query heads"
+                                                        if isinstance(g.roles, Attention) else ""),
+                  f"{INDENT}row = entry['by_size'][_nearest(LENGTHS, length)]",
                   f"{INDENT}return entry['configs'][row[_nearest(INSTANCES, instances)]]"]
     return "\n".join(lines) + "\n\n"
 

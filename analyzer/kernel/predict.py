@@ -4,7 +4,6 @@ has one), timed as `napkin sweep` times a configuration: tiles, warps, stages an
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -13,7 +12,6 @@ from analyzer.config.configure import _profile
 from analyzer.diagram.compiled import Diagram
 from analyzer.errors import NapkinError
 from analyzer.hardware import Profile
-from analyzer.kernel.by_size import instance_axes
 from analyzer.kernel.choose import timed
 from analyzer.kernel.interface import Attention
 from analyzer.kernel.weave import outer_tiles
@@ -41,17 +39,11 @@ def predict_generated(g, profile: Profile, sizes: dict[str, int]) -> Prediction:
     configuration its wrapper launches there."""
     d: Diagram = g.diagram
     values = {**{s.name: int(v) for s, v in d.defaults.items()}, **sizes}
-    at = lambda axis: int(d.size(axis).subs({s: values[s.name] for s in d.size(axis).free_symbols}))
-    key = seqlen = instances = None
-    if isinstance(g.roles, Attention):
-        key = at(g.roles.head_dim)
-        seqlen = math.sqrt(at(g.roles.seq_q) * at(g.roles.seq_k))
-        instances = math.prod(at(a) for a in instance_axes(g.roles))
+    key = g.key_at(values)
     ones = outer_tiles(d, g.roles.outer)
     time_s = flops = 0.0
     bounds, tiles, fallback = [], dict(ones), None
-    for k in g.kernels:
-        c = k.choice_for(key, seqlen, instances) if seqlen else k.choice(key)
+    for k, c in zip(g.kernels, g.launched(values), strict=True):
         tiles.update(c.tiles)
         if c.report is None:     # outside Section 5's model: napkin analyze's time of this kernel
             fallback = fallback or {x.name: x for x in _analyzed(g, profile, values, key).kernels}

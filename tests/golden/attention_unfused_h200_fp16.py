@@ -264,10 +264,10 @@ def _attention_unfused_values(
 
 
 # The configuration of each kernel (napkin sweep's first), keyed by head dim where it has one
-# An entry with 'by_size' is the model's first choice per problem size: a row per
-# sequence length in SEQLENS, a column per batch x query heads in INSTANCES, each an
-# index into its 'configs'; a call takes the nearest grid point (log2, analyzer.kernel.by_size).
-SEQLENS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+# An entry with 'by_size' is the model's first choice per problem size: a row per length in
+# LENGTHS (the sequence length), a column per batch x query heads in INSTANCES, each an index into
+# its 'configs'; a call takes the nearest grid point (log2, analyzer.kernel.by_size).
+LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 INSTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CONFIGS = {
     'scores': {
@@ -279,14 +279,14 @@ CONFIGS = {
                 {'TILE_Q': 256, 'TILE_X': 128, 'BLOCK_D': 64, 'num_warps': 16, 'num_stages': 3},  # D
             ),
             'by_size': (
-                (0, 0, 1, 2, 3, 3, 3, 3, 3, 3, 3),  # seqlen 256
-                (1, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 512
-                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 1024
-                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 2048
-                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 4096
-                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 8192
-                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 16384
-                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 32768
+                (0, 0, 1, 2, 3, 3, 3, 3, 3, 3, 3),  # length 256
+                (1, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 512
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 1024
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 2048
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 4096
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 8192
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 16384
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 32768
             ),
         },
     },
@@ -302,14 +302,14 @@ CONFIGS = {
                 {'TILE_Q': 256, 'TILE_D': 128, 'BLOCK_X': 64, 'num_warps': 16, 'num_stages': 3},  # D
             ),
             'by_size': (
-                (0, 0, 0, 1, 2, 3, 3, 3, 3, 3, 3),  # seqlen 256
-                (0, 0, 1, 2, 3, 3, 3, 3, 3, 3, 3),  # seqlen 512
-                (0, 1, 2, 2, 3, 3, 3, 3, 3, 3, 3),  # seqlen 1024
-                (1, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 2048
-                (1, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 4096
-                (2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 8192
-                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 16384
-                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # seqlen 32768
+                (0, 0, 0, 1, 2, 3, 3, 3, 3, 3, 3),  # length 256
+                (0, 0, 1, 2, 3, 3, 3, 3, 3, 3, 3),  # length 512
+                (0, 1, 2, 2, 3, 3, 3, 3, 3, 3, 3),  # length 1024
+                (1, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),  # length 2048
+                (1, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 4096
+                (2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 8192
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 16384
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 32768
             ),
         },
     },
@@ -327,9 +327,9 @@ def _sized(entry, size):
     """The configuration a call launches: the entry, or its by-size choice at the call's sizes."""
     if 'by_size' not in entry:
         return entry
-    seqlen = math.sqrt(size['q'] * size['x'])
+    length = math.prod(size[a] for a in ('q', 'x')) ** (1 / 2)  # geometric mean
     instances = size['batch'] * size['heads']  # batch x query heads
-    row = entry['by_size'][_nearest(SEQLENS, seqlen)]
+    row = entry['by_size'][_nearest(LENGTHS, length)]
     return entry['configs'][row[_nearest(INSTANCES, instances)]]
 
 

@@ -170,10 +170,10 @@ def _causal_attention_flash(
 
 
 # The configuration of each kernel (napkin sweep's first), keyed by head dim where it has one
-# An entry with 'by_size' is the model's first choice per problem size: a row per
-# sequence length in SEQLENS, a column per batch x query heads in INSTANCES, each an
-# index into its 'configs'; a call takes the nearest grid point (log2, analyzer.kernel.by_size).
-SEQLENS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+# An entry with 'by_size' is the model's first choice per problem size: a row per length in
+# LENGTHS (the sequence length), a column per batch x query heads in INSTANCES, each an index into
+# its 'configs'; a call takes the nearest grid point (log2, analyzer.kernel.by_size).
+LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 INSTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CONFIGS = {
     'flash': {
@@ -185,14 +185,14 @@ CONFIGS = {
                 {'TILE_Q': 128, 'BLOCK_X': 64, 'num_warps': 8, 'num_stages': 3},  # D
             ),
             'by_size': (
-                (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # seqlen 256
-                (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # seqlen 512
-                (0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2),  # seqlen 1024
-                (0, 0, 0, 1, 2, 3, 1, 2, 2, 2, 2),  # seqlen 2048
-                (0, 0, 1, 2, 3, 1, 3, 1, 1, 1, 1),  # seqlen 4096
-                (0, 1, 2, 3, 1, 3, 1, 1, 1, 1, 1),  # seqlen 8192
-                (1, 2, 3, 2, 3, 1, 1, 1, 1, 1, 1),  # seqlen 16384
-                (2, 3, 2, 3, 2, 1, 1, 1, 1, 2, 2),  # seqlen 32768
+                (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # length 256
+                (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # length 512
+                (0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2),  # length 1024
+                (0, 0, 0, 1, 2, 3, 1, 2, 2, 2, 2),  # length 2048
+                (0, 0, 1, 2, 3, 1, 3, 1, 1, 1, 1),  # length 4096
+                (0, 1, 2, 3, 1, 3, 1, 1, 1, 1, 1),  # length 8192
+                (1, 2, 3, 2, 3, 1, 1, 1, 1, 1, 1),  # length 16384
+                (2, 3, 2, 3, 2, 1, 1, 1, 1, 2, 2),  # length 32768
             ),
         },
         128: {
@@ -204,14 +204,14 @@ CONFIGS = {
                 {'TILE_Q': 64, 'BLOCK_X': 32, 'num_warps': 4, 'num_stages': 3},  # E
             ),
             'by_size': (
-                (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # seqlen 256
-                (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # seqlen 512
-                (0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 2),  # seqlen 1024
-                (0, 0, 0, 1, 1, 3, 1, 2, 2, 2, 2),  # seqlen 2048
-                (0, 0, 1, 1, 3, 1, 1, 1, 1, 1, 1),  # seqlen 4096
-                (0, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1),  # seqlen 8192
-                (1, 4, 3, 1, 1, 1, 1, 1, 1, 1, 1),  # seqlen 16384
-                (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2),  # seqlen 32768
+                (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # length 256
+                (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # length 512
+                (0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 2),  # length 1024
+                (0, 0, 0, 1, 1, 3, 1, 2, 2, 2, 2),  # length 2048
+                (0, 0, 1, 1, 3, 1, 1, 1, 1, 1, 1),  # length 4096
+                (0, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1),  # length 8192
+                (1, 4, 3, 1, 1, 1, 1, 1, 1, 1, 1),  # length 16384
+                (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2),  # length 32768
             ),
         },
         256: {
@@ -220,14 +220,14 @@ CONFIGS = {
                 {'TILE_Q': 128, 'BLOCK_X': 32, 'num_warps': 8, 'num_stages': 3},  # B
             ),
             'by_size': (
-                (0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1),  # seqlen 256
-                (0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1),  # seqlen 512
-                (0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1),  # seqlen 1024
-                (0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),  # seqlen 2048
-                (0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),  # seqlen 4096
-                (0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # seqlen 8192
-                (0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # seqlen 16384
-                (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # seqlen 32768
+                (0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1),  # length 256
+                (0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1),  # length 512
+                (0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1),  # length 1024
+                (0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),  # length 2048
+                (0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),  # length 4096
+                (0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 8192
+                (0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 16384
+                (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 32768
             ),
         },
     },
@@ -245,9 +245,9 @@ def _sized(entry, size):
     """The configuration a call launches: the entry, or its by-size choice at the call's sizes."""
     if 'by_size' not in entry:
         return entry
-    seqlen = math.sqrt(size['q'] * size['x'])
+    length = math.prod(size[a] for a in ('q', 'x')) ** (1 / 2)  # geometric mean
     instances = size['batch'] * size['heads']  # batch x query heads
-    row = entry['by_size'][_nearest(SEQLENS, seqlen)]
+    row = entry['by_size'][_nearest(LENGTHS, length)]
     return entry['configs'][row[_nearest(INSTANCES, instances)]]
 
 

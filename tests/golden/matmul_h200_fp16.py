@@ -6,8 +6,22 @@
 # GPU profile: h200; element type fp16 (fp16 and bf16 both run: same size and tensor-core rate)
 # Call: matmul(A, B), each with its diagram axes in order
 # Kernel 'gemm': grid over a (tiles of g_a), c (tiles of g_c); streams b in chunks of s_b
-#   g_a=256, g_c=128, s_b=64, 16 warps, 3 stages
-#   from the fastest of 47 legal configurations by predicted time (napkin sweep, h200)
+#   by problem size (the call's nearest size, each axis alike):
+#       size  config
+#        256       A
+#        512       B
+#       1024       C
+#       2048       D
+#       4096       D
+#       8192       D
+#      16384       D
+#      32768       D
+#     A: g_a=64, g_c=64, s_b=256, 4 warps, 3 stages
+#     B: g_a=128, g_c=64, s_b=128, 8 warps, 3 stages
+#     C: g_a=128, g_c=128, s_b=128, 8 warps, 3 stages
+#     D: g_a=256, g_c=128, s_b=64, 16 warps, 3 stages
+#     at the diagram's default sizes: g_a=256, g_c=128, s_b=64, 16 warps, 3 stages
+#   from the fastest of 47 legal configurations by predicted time (napkin sweep, h200) at each size
 # Predicted (napkin sweep's model, h200, a=8192, b=8192, c=8192): 1.554 ms, 708 TFLOP/s, transfers-bound
 # Accumulators are fp32 (the tensor cores' accumulate type).
 
@@ -89,12 +103,50 @@ def _matmul_gemm(
 
 
 # The configuration of each kernel (napkin sweep's first), keyed by head dim where it has one
+# An entry with 'by_size' is the model's first choice per problem size: a row per length in
+# LENGTHS (every size alike), a column per instance count in INSTANCES (one), each an index into
+# its 'configs'; a call takes the nearest grid point (log2, analyzer.kernel.by_size).
+LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+INSTANCES = (1,)
 CONFIGS = {
     'gemm': {
-        None: {'TILE_A': 256, 'TILE_C': 128, 'BLOCK_B': 64, 'num_warps': 16, 'num_stages': 3},
+        None: {
+            'configs': (
+                {'TILE_A': 64, 'TILE_C': 64, 'BLOCK_B': 256, 'num_warps': 4, 'num_stages': 3},  # A
+                {'TILE_A': 128, 'TILE_C': 64, 'BLOCK_B': 128, 'num_warps': 8, 'num_stages': 3},  # B
+                {'TILE_A': 128, 'TILE_C': 128, 'BLOCK_B': 128, 'num_warps': 8, 'num_stages': 3},  # C
+                {'TILE_A': 256, 'TILE_C': 128, 'BLOCK_B': 64, 'num_warps': 16, 'num_stages': 3},  # D
+            ),
+            'by_size': (
+                (0,),  # length 256
+                (1,),  # length 512
+                (2,),  # length 1024
+                (3,),  # length 2048
+                (3,),  # length 4096
+                (3,),  # length 8192
+                (3,),  # length 16384
+                (3,),  # length 32768
+            ),
+        },
     },
 }
 CONFIG = CONFIGS  # the same, under the short name
+
+
+def _nearest(grid, value):
+    """Index of the grid point nearest `value` in log2; ties go to the smaller."""
+    x = math.log2(max(value, 1))
+    return min(range(len(grid)), key=lambda i: (abs(math.log2(grid[i]) - x), i))
+
+
+def _sized(entry, size):
+    """The configuration a call launches: the entry, or its by-size choice at the call's sizes."""
+    if 'by_size' not in entry:
+        return entry
+    length = math.prod(size[a] for a in ('a', 'b', 'c')) ** (1 / 3)  # geometric mean
+    instances = 1
+    row = entry['by_size'][_nearest(LENGTHS, length)]
+    return entry['configs'][row[_nearest(INSTANCES, instances)]]
 
 
 SM_COUNT = 132  # h200: blocks run in waves of one per SM
@@ -108,7 +160,7 @@ def _band(tile_rows, tile_cols):
 
 def _launch_gemm(t, size, stride, scale):
     """Kernel 'gemm': t, size, stride, scale map names to tensors and numbers."""
-    cfg = CONFIGS['gemm'][None]
+    cfg = _sized(CONFIGS['gemm'][None], size)
     grid = (triton.cdiv(size['a'], cfg['TILE_A']) * triton.cdiv(size['c'], cfg['TILE_C']), 1)
     _matmul_gemm[grid](
         t['A'],

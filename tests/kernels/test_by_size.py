@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from analyzer.kernel.by_size import INSTANCES, SEQLENS, call_sizes, nearest
+from analyzer.kernel.by_size import INSTANCES, LENGTHS, call_sizes, nearest
 from analyzer.kernel.choose import TIE
 from analyzer.kernel.module import config_names
 from analyzer.kernel.sweep import sweep
@@ -34,6 +34,20 @@ def test_nearest_is_the_closest_grid_point_in_log2():
         distances = [abs(math.log2(g) - x) for g in grid]
         best = min(distances)
         assert nearest(grid, value) == distances.index(best)      # the first (smaller) of a tie
+
+
+def test_matmul_launches_the_tables_choice_by_the_geometric_mean_of_its_sizes(tmp_path):
+    g = generated("matmul")
+    m = module("matmul", tmp_path)
+    (k,) = g.kernels
+    assert set(k.tables) == {None} and k.tables[None].instances == (1,)
+    rng = random.Random(1)
+    for _ in range(300):
+        size = {a: rng.choice([100, 256, 700, 1024, 3000, 8192, 40000]) for a in "abc"}
+        expected = k.choice_for(None, (size["a"] * size["b"] * size["c"]) ** (1 / 3))
+        assert m._sized(m.CONFIGS["gemm"][None], size) == _entry(k, expected)
+        (launched,) = g.launched(size)
+        assert launched is expected
 
 
 @pytest.mark.parametrize("diagram", ["causal_attention", "gqa"])
@@ -66,7 +80,7 @@ def test_each_cell_is_the_sweeps_first_at_its_grid_point():
     (k,) = g.kernels
     table = k.tables[128]
     for (i, seqlen), (j, n) in itertools.islice(
-            itertools.product(enumerate(SEQLENS), enumerate(INSTANCES)), 0, None, 7):
+            itertools.product(enumerate(LENGTHS), enumerate(INSTANCES)), 0, None, 7):
         sizes = call_sizes(g.diagram, g.roles, seqlen, n, {"d": 128})
         (s,) = sweep("attention", "h200", sets=sizes)
         cell = table.configs[table.cells[i][j]]
@@ -112,8 +126,23 @@ def test_every_configuration_of_the_table_computes_attention(diagram, tmp_path):
     q, kk, v = (torch.randn(1, 2, 200, 64, generator=gen).half() for _ in range(3))
     want = reference(q, kk, v, causal=g.roles.causal)
     for index, config in enumerate(entry["configs"]):
-        forced = {"configs": entry["configs"], "by_size": tuple((index,) * len(INSTANCES) for _ in SEQLENS)}
+        forced = {"configs": entry["configs"], "by_size": tuple((index,) * len(INSTANCES) for _ in LENGTHS)}
         m.CONFIGS[k.plan.name][64] = forced
         out = torch.full_like(q, float("nan"))
         m.attention(q, kk, v, causal=g.roles.causal, out=out)
         assert torch.isfinite(out).all() and rel_err(out, want) < 1e-2, config
+
+
+@pytest.mark.parametrize("diagram, hdim, batch, heads, seqlen", [("attention", 128, 8, 16, 2048),
+                                                                  ("causal_attention", 64, 1, 32, 16384),
+                                                                  ("gqa", 64, 2, 8, 1000)])
+def test_predict_times_the_launched_configuration_as_the_sweep_does(diagram, hdim, batch, heads, seqlen):
+    from analyzer.kernel import generate, predict
+    gpu = "h200-calibrated"
+    p = predict(diagram, gpu, batch=batch, heads=heads, seqlen_q=seqlen, head_dim=hdim)
+    (c,) = generate(diagram, gpu).launched(p.sizes)
+    (s,) = sweep(diagram, gpu, sets=p.sizes)
+    row = next(r for r in s.rows if (r.tiles, r.num_warps, r.num_stages) ==
+               (c.tiles, c.num_warps, c.num_stages))
+    assert p.time_s == pytest.approx(row.time_s, rel=1e-9) and p.bound == row.bound
+    assert p.tiles["g_q"] == c.tiles["g_q"]

@@ -306,6 +306,21 @@ def test_calibrated_choice_is_nearer_the_best_than_the_datasheet_choice(recorded
     assert np.median([s.chosen_over_best for s in v.shapes["calibrated"]]) <= 1.05
 
 
+def test_the_generated_kernel_launches_a_measured_configuration_near_the_best(recorded):
+    """What napkin kernel's Triton module launches at each recorded size (its by-size table) is one of
+    the recording's configurations, never slower than the datasheet model's first choice by more than
+    the timer's noise, and within 5 % of the best where napkin sweep's first choice is."""
+    from analyzer.calibrate.calibrate import KERNEL, kernel_choices
+    result = recorded[0]
+    v = result.validation
+    keys = {r.config_key for r in result.records}
+    assert set(kernel_choices(result.records, result.calibrated).values()) <= keys
+    launched = {s.shape: s for s in v.shapes[KERNEL]}
+    for first in v.shapes["calibrated"]:
+        k = launched[first.shape]
+        assert k.chosen_over_best <= max(1.05, first.chosen_over_best * 1.02), first.shape
+
+
 def test_the_power_bound_predicts_which_configurations_run_at_a_lowered_clock(recorded):
     """Fitted to times alone, the calibrated model's power bound says where the H200 lowers its SM
     clock: its predicted clock follows the sampled one, and more than half of the configurations it
