@@ -6,7 +6,9 @@ thirty timings is biased fast (each carries its own noise, and the minimum picks
 the clock can drift between the first configuration and the last. So the ratio "model's choice over
 best measured" of a sweep mixes the model's error with the timer's. This script separates them: per
 problem size of a recording it takes the configuration each given profile ranks first (napkin sweep's
-choice, the rule of napkin calibrate's report) and the K fastest of the recording, checks each against
+choice, the rule of napkin calibrate's report), the one the Triton kernel `napkin kernel` generates with
+the last profile launches there ("napkin kernel": its by-size table's), and the K fastest of the
+recording, checks each against
 the reference once, and times them again in R interleaved rounds (the order rotates every round),
 with the sweep's timer. It reports each candidate's median over the rounds, the spread of the rounds,
 and each profile's chosen / best ratio, per round and overall.
@@ -46,7 +48,7 @@ WITHIN = 1.05                      # the issue's target: the choice within 5 % o
 def candidates(recording: Path, gpus: list[str], top: int) -> list[dict[str, Any]]:
     """Per problem size: its raw records to time (each profile's first choice and the `top` fastest
     measured), and which one each profile chose."""
-    from analyzer.calibrate.calibrate import first_choices
+    from analyzer.calibrate.calibrate import KERNEL, first_choices, kernel_choices
     from analyzer.calibrate.record import load_recording
     from analyzer.calibrate.validate import shape_of
     from analyzer.hardware import load_profile
@@ -54,6 +56,8 @@ def candidates(recording: Path, gpus: list[str], top: int) -> list[dict[str, Any
     raw = json.loads(recording.read_text())["records"]
     ok = [(r, d) for r, d in zip(rec.records, raw, strict=True) if r.status == "ok"]
     choices = {g: first_choices([r for r, _ in ok], load_profile(g))[0] for g in gpus}
+    # what the Triton kernel napkin kernel generates with the last profile launches at each size
+    choices[KERNEL] = kernel_choices([r for r, _ in ok], load_profile(gpus[-1]))
     sizes: dict[tuple, list] = {}
     for r, d in ok:
         sizes.setdefault(shape_of(r), []).append((r, d))
@@ -61,7 +65,7 @@ def candidates(recording: Path, gpus: list[str], top: int) -> list[dict[str, Any
     for shape, rows in sorted(sizes.items()):
         rows.sort(key=lambda rd: rd[0].time_s)
         by_key = {r.config_key: (r, d) for r, d in rows}
-        chosen = {g: choices[g][shape] for g in gpus}
+        chosen = {g: choices[g][shape] for g in choices}
         keys = list(dict.fromkeys([r.config_key for r, _ in rows[:top]]
                                   + [k for k in chosen.values() if k in by_key]))
         timer = rows[0][1].get("timer") or ("cudagraph" if shape[0] == "matmul" else "do_bench")
@@ -173,8 +177,13 @@ def precompile(sizes: list[dict], state, workers: int) -> None:
 
 # ------------------------------------------------------------------------------------ output
 
+def labels(doc: dict) -> list[str]:
+    """Whose choices were timed: each profile's first choice, then the generated kernel's."""
+    return list(doc["sizes"][0]["chosen"]) if doc["sizes"] else doc["meta"]["gpus"]
+
+
 def table(doc: dict) -> str:
-    gpus = doc["meta"]["gpus"]
+    gpus = labels(doc)
     head = ["family", "diagram", "hdim", "size", "timed", "best, timed again", "round spread"]
     for g in gpus:
         head += [f"{Path(g).stem}: choice / best, sweep", f"{Path(g).stem}: timed again (rounds)"]
@@ -200,7 +209,7 @@ def table(doc: dict) -> str:
 
 def totals(doc: dict) -> str:
     lines = []
-    for g in doc["meta"]["gpus"]:
+    for g in labels(doc):
         sweep = [s["sweep_ratio"][g] for s in doc["sizes"] if g in s.get("sweep_ratio", {})]
         again = [s["ratio"][g] for s in doc["sizes"] if g in s.get("ratio", {})]
         lines.append(f"- {Path(g).stem} (`{g}`): within {100 * (WITHIN - 1):.0f} % of the best at "

@@ -27,7 +27,7 @@ CB = _load()
 
 
 def test_candidates_are_each_profiles_choice_and_the_fastest_measured():
-    from analyzer.calibrate.calibrate import first_choices
+    from analyzer.calibrate.calibrate import KERNEL, first_choices, kernel_choices
     from analyzer.calibrate.record import load_recording
     from analyzer.calibrate.validate import shape_of
     from analyzer.hardware import load_profile
@@ -35,13 +35,15 @@ def test_candidates_are_each_profiles_choice_and_the_fastest_measured():
     records = [r for r in load_recording(RECORDING).records if r.status == "ok"]
     assert len(sizes) == len({shape_of(r) for r in records}) == 41
     chosen = first_choices(records, load_profile("h200-calibrated"))[0]
+    launched = kernel_choices(records, load_profile("h200-calibrated"))
     for s in sizes:
         shape = tuple(s["shape"])
         mine = sorted((r for r in records if shape_of(r) == shape), key=lambda r: r.time_s)
         keys = [c["key"] for c in s["candidates"]]
         assert keys[:3] == [r.config_key for r in mine[:3]]
         assert s["chosen"]["h200-calibrated"] == chosen[shape] and chosen[shape] in keys
-        assert len(keys) == len(set(keys)) <= 4
+        assert s["chosen"][KERNEL] == launched[shape] and launched[shape] in keys
+        assert len(keys) == len(set(keys)) <= 5
         assert all(c["config"]["num_warps"] == int(c["key"].split(" w")[1].split()[0])
                    for c in s["candidates"])
 
