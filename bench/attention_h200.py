@@ -65,7 +65,7 @@ for _path in (str(BENCH_DIR), str(REPO_ROOT)):
 from common import (  # noqa: E402  (bench/ is on sys.path from here)
     DTYPES, OTHER_DIAGRAMS, OURS, TIMED_DIAGRAMS, TOLERANCE, Budget, CheckCase, Shape,
     attention_check_cases, evaluate_targets, fa3_grid, matmul_check_cases, priority_order,
-    render_markdown, supported_head_dims, tflops,
+    render_markdown, supported_head_dims, tflops, without_out,
 )
 
 DEFAULT_GPU = "h200-calibrated"   # napkin's profile for generate() and predict(): fitted to sweep_h200
@@ -246,8 +246,9 @@ class Run:
         self.work_dir = Path(tempfile.mkdtemp(prefix="napkin_bench_"))
         self.kernels: dict[tuple[str, str, str], Kernel] = {}
         self.results: dict[str, Any] = {
-            "meta": {"command": "python bench/attention_h200.py " + " ".join(sys.argv[1:]),
-                     "args": vars(args), "backends": self.backends, "gpu_profile": args.gpu,
+            "meta": {"command": ("python bench/attention_h200.py "
+                                 + " ".join(without_out(sys.argv[1:]))).strip(),
+                     "args": {k: v for k, v in vars(args).items() if k != "out"}, "backends": self.backends, "gpu_profile": args.gpu,
                      "started_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                      "budget_s": args.budget_s, "work_dir": str(self.work_dir),
                      "method": METHOD},

@@ -498,3 +498,16 @@ def render_markdown(results: dict) -> str:
     if skipped:
         lines.append(f"Skipped ({len(skipped)}, listed in the JSON): {skip_summary(skipped)}.")
     return "\n".join(lines) + "\n"
+
+
+def without_out(argv: list[str]) -> list[str]:
+    """The arguments that shape the measurement: where the results were written is not one."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--out":
+            skip = True
+        elif not a.startswith("--out="):
+            out.append(a)
+    return out

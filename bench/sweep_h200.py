@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from common import without_out  # noqa: E402 - the recorded command leaves out where results went
 from gpu_state import Sampler  # noqa: E402 - the SM clock and power beside each timing
 
 GPU = "h200"
@@ -386,19 +387,6 @@ def save(doc: dict, out: Path) -> None:
             f"{sum(r['status'] == 'ok' for r in doc['records'])} ran. "
             "docs/validation.md holds the model's fit to these.\n\n")
     (out / "sweep_h200.md").write_text(head + summary(doc))
-
-
-def without_out(argv: list[str]) -> list[str]:
-    """The arguments that shape the measurement: where the results were written is not one."""
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a == "--out":
-            skip = True
-        elif not a.startswith("--out="):
-            out.append(a)
-    return out
 
 
 def group_of(record: dict) -> str:
