@@ -229,7 +229,9 @@ def save(doc: dict, out: Path) -> None:
     m = doc["meta"]
     (out / "choice_h200.md").write_text(
         f"# The model's choice, timed again on {m.get('gpu', '?')} ({m['date']})\n\n"
-        f"`{m['command']}`: per size, each profile's first choice and the {m['top']} fastest of "
+        f"`{m['command']}`: per size, each profile's first choice, the configuration the Triton kernel "
+        f"`napkin kernel` generates with the last profile launches there (`napkin kernel`), and the "
+        f"{m['top']} fastest of "
         f"`{m['recording']}`, timed in {m['rounds']} interleaved rounds ({m['timer']}). Ratios are "
         "medians over the rounds; in brackets, the lowest and highest round.\n\n"
         + totals(doc) + "\n" + table(doc))

@@ -77,10 +77,11 @@ def test_script_without_a_cuda_device_exits_1_with_one_line():
 
 def test_the_committed_timings_are_of_the_committed_profiles_choice_and_within_5_percent():
     """bench/results/choice_h200.json timed the choice napkin sweep makes with the committed calibrated
-    profile at every size of the recording, and the issue's target holds on those timings."""
+    profile at every size of the recording, and what the kernel napkin kernel generates with it
+    launches there, and the issue's target holds for both on those timings."""
     import json
 
-    from analyzer.calibrate.calibrate import first_choices
+    from analyzer.calibrate.calibrate import KERNEL, first_choices, kernel_choices
     from analyzer.calibrate.record import load_recording
     from analyzer.hardware import load_profile
     doc = json.loads((ROOT / "bench" / "results" / "choice_h200.json").read_text())
@@ -89,6 +90,9 @@ def test_the_committed_timings_are_of_the_committed_profiles_choice_and_within_5
     profile = "hardware/h200-calibrated.yaml"
     assert doc["meta"]["recording"] == "bench/results/sweep_h200.json" and profile in doc["meta"]["gpus"]
     assert {tuple(s["shape"]) for s in doc["sizes"]} == set(chosen)
+    launched = kernel_choices(records, load_profile(profile))
     for s in doc["sizes"]:
         assert s["chosen"][profile] == chosen[tuple(s["shape"])], s["shape"]
         assert s["ratio"][profile] <= CB.WITHIN, s["shape"]
+        assert s["chosen"][KERNEL] == launched[tuple(s["shape"])], s["shape"]
+        assert s["ratio"][KERNEL] <= CB.WITHIN, s["shape"]
