@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from analyzer.analysis import TermModel
 from analyzer.diagram.compiled import Diagram
+from analyzer.errors import NapkinError
 from analyzer.hardware import Profile
 from analyzer.kernel.choose import TIE, Choice, rank_at, same_config
 from analyzer.kernel.interface import Attention, Plain
@@ -101,9 +102,11 @@ def call_sizes(woven: Diagram, roles: Attention | Plain, length: int, instances:
 
 
 def size_table(woven: Diagram, roles: Attention | Plain, profile: Profile, kernel: str,
-               choices: list[Choice], ones: dict[str, int], sets: dict[str, int]) -> SizeTable | None:
+               choices: list[Choice], ones: dict[str, int], sets: dict[str, int],
+               default: Choice) -> SizeTable | None:
     """The first of `choices` (one key's legal configurations) at every grid point, or None where one
-    configuration is first at all of them."""
+    configuration is first at all of them. A point where every candidate breaks a divisor rule takes
+    `default` (the choice at the diagram's default sizes)."""
     model = TermModel(woven, profile, kernel)
     columns = INSTANCES if isinstance(roles, Attention) else (1,)
     configs: list[Choice] = []
@@ -111,7 +114,10 @@ def size_table(woven: Diagram, roles: Attention | Plain, profile: Profile, kerne
     for length in LENGTHS:
         row = []
         for n in columns:
-            ranked, _ = rank_at(model, profile, call_sizes(woven, roles, length, n, sets), choices, ones)
+            try:
+                ranked, _ = rank_at(model, profile, call_sizes(woven, roles, length, n, sets), choices, ones)
+            except NapkinError:      # no candidate obeys the divisor rules at this size
+                ranked = [(default, 1.0, 0.0)]
             fastest = ranked[0][1]
             tied = [c for c, t, _ in ranked if t <= fastest * (1 + TIE)]
             # among the tied, one the table already launches: one kernel fewer to compile

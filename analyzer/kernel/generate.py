@@ -250,7 +250,7 @@ def _choice(d: Diagram, woven: Diagram, roles, profile: Profile, kernel: str, ti
               f"(napkin sweep, {profile.name})")
     choice = replace(best, tiles={k: v for k, v in best.tiles.items() if k in tiles}, source=source,
                      throughput_flops_per_s=flops / time_s, candidates=len(ranked))
-    table = size_table(woven, roles, profile, kernel, options, ones, sizes) if sized else None
+    table = size_table(woven, roles, profile, kernel, options, ones, sizes, best) if sized else None
     return choice, table
 
 

@@ -146,3 +146,24 @@ def test_predict_times_the_launched_configuration_as_the_sweep_does(diagram, hdi
                (c.tiles, c.num_warps, c.num_stages))
     assert p.time_s == pytest.approx(row.time_s, rel=1e-9) and p.bound == row.bound
     assert p.tiles["g_q"] == c.tiles["g_q"]
+
+
+def test_a_grid_point_no_candidate_can_take_falls_back_to_the_default_choice(monkeypatch):
+    """Where every candidate breaks a divisor rule at a grid point, the table launches the choice at
+    the diagram's default sizes there instead of failing the generation."""
+    from analyzer.errors import NapkinError
+    from analyzer.kernel import by_size, generate
+    real = by_size.rank_at
+
+    def rank_at(model, profile, sizes, choices, ones):
+        if sizes["q"] == 512:
+            raise NapkinError("no legal configuration")
+        return real(model, profile, sizes, choices, ones)
+
+    monkeypatch.setattr(by_size, "rank_at", rank_at)
+    (k,) = generate("causal_attention", "h200", sets={"d": 64}).kernels
+    table = k.tables[64]
+    row = LENGTHS.index(512)
+    assert {table.cells[row][j] for j in range(len(INSTANCES))} == \
+        {next(i for i, c in enumerate(table.configs) if (c.tiles, c.num_warps, c.num_stages) ==
+              (k.choices[64].tiles, k.choices[64].num_warps, k.choices[64].num_stages))}
