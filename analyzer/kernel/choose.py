@@ -65,21 +65,22 @@ def from_report(report: ConfigurationReport, profile: Profile, tiles: set[str], 
                   report.throughput.throughput_flops_per_s * util, candidates, report)
 
 
-def choose(d: Diagram, profile: Profile, kernel: str, tiles: set[str], *, config: str | None = None,
-           sets: dict[str, int] | None = None, dtype: str | None = None) -> Choice:
-    """The configuration of `kernel` of diagram `d` on `profile` (`tiles`: its partition symbols),
-    ranked at the diagram's default sizes with `sets` applied."""
-    sets = dict(sets or {})
-    if config is not None:
-        report = configure(d, profile, config=config, sets=sets, dtype=dtype, kernel=kernel,
-                           dtypes=kept_dtypes(d, kernel))
-        return from_report(report, profile, tiles, f"{d.name}'s configuration {config!r}")
-    ranked = rank(d, profile, kernel, sets, legal(d, profile, kernel, sets, dtype))
+def named(d: Diagram, profile: Profile, kernel: str, tiles: set[str], config: str,
+          sets: dict[str, int], dtype: str | None) -> Choice:
+    """The configuration `config` of the diagram file, for `kernel` of `d` on `profile` (`tiles`: its
+    partition symbols)."""
+    report = configure(d, profile, config=config, sets=sets, dtype=dtype, kernel=kernel,
+                       dtypes=kept_dtypes(d, kernel))
+    return from_report(report, profile, tiles, f"{d.name}'s configuration {config!r}")
+
+
+def first_of(ranked: list[tuple[Choice, float, float]], tiles: set[str], profile: Profile) -> Choice:
+    """The first of a ranking (`rank`) as a kernel's configuration, saying where it came from."""
     best, time_s, flops = ranked[0]
     source = (f"the fastest of {len(ranked)} legal configurations by predicted time "
               f"(napkin sweep, {profile.name})")
-    return Choice(best.kernel, {k: v for k, v in best.tiles.items() if k in tiles}, best.num_warps,
-                  best.num_stages, source, flops / time_s, len(ranked), best.report)
+    return replace(best, tiles={k: v for k, v in best.tiles.items() if k in tiles}, source=source,
+                   throughput_flops_per_s=flops / time_s, candidates=len(ranked))
 
 
 def legal(d: Diagram, profile: Profile, kernel: str, sets: dict[str, int], dtype: str | None) -> list[Choice]:

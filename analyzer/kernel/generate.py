@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import sympy
@@ -22,7 +22,7 @@ from analyzer.diagram.compiled import Diagram
 from analyzer.errors import NapkinError
 from analyzer.hardware import Profile
 from analyzer.kernel.by_size import SizeTable, instance_axes, length_axes, size_table
-from analyzer.kernel.choose import Choice, choose, legal, rank_at
+from analyzer.kernel.choose import Choice, first_of, legal, named, rank_at
 from analyzer.kernel.interface import Attention, Plain, interface
 from analyzer.kernel.plan import KernelPlan, plan
 from analyzer.kernel.weave import compile_woven, outer_tiles, source_data
@@ -226,8 +226,7 @@ def _choice(d: Diagram, woven: Diagram, roles, profile: Profile, kernel: str, ti
             sized: bool) -> tuple[Choice, SizeTable | None]:
     """Section 5's configuration where it applies (a streamed contraction): a named one, or the
     fastest legal one on the weaved diagram at its default sizes with `woven_sets` (batch and heads
-    included), and, when `sized` and the diagram is attention, the table of the fastest per problem
-    size (analyzer.kernel.by_size). Elsewhere napkin analyze's tiles with one warpgroup's warps and
+    included), and, when `sized`, the table of the fastest per problem size (analyzer.kernel.by_size). Elsewhere napkin analyze's tiles with one warpgroup's warps and
     no pipelining, which the model does not configure."""
     try:
         schedule_of(d, kernel)
@@ -240,18 +239,13 @@ def _choice(d: Diagram, woven: Diagram, roles, profile: Profile, kernel: str, ti
                       f"napkin analyze's tiles for {profile.name} (outside Section 5's model: "
                       "4 warps, no pipelining)"), None
     if config is not None:
-        return choose(d, profile, kernel, tiles, config=config, sets=sets, dtype=dtype), None
+        return named(d, profile, kernel, tiles, config, sets, dtype), None
     options = legal(d, profile, kernel, sets, dtype)
     ones = outer_tiles(woven, roles.outer)
     sizes = {k: v for k, v in woven_sets.items() if k in {s.name for s in woven.size_symbols}}
     ranked, _ = rank_at(TermModel(woven, profile, kernel), profile, sizes, options, ones)
-    best, time_s, flops = ranked[0]
-    source = (f"the fastest of {len(ranked)} legal configurations by predicted time "
-              f"(napkin sweep, {profile.name})")
-    choice = replace(best, tiles={k: v for k, v in best.tiles.items() if k in tiles}, source=source,
-                     throughput_flops_per_s=flops / time_s, candidates=len(ranked))
-    table = size_table(woven, roles, profile, kernel, options, ones, sizes, best) if sized else None
-    return choice, table
+    table = size_table(woven, roles, profile, kernel, options, ones, sizes, ranked[0][0]) if sized else None
+    return first_of(ranked, tiles, profile), table
 
 
 # -- helpers shared by the backends' module writers ---------------------------------------------------
