@@ -23,7 +23,7 @@ MAX_EXPONENT = 16       # |exponent| of any power
 MAX_CONSTANT = 10**15   # |number| anywhere in an expression
 MAX_SIZE = 2**40        # the largest size napkin accepts for an axis or a tile
 
-NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")   # the whole string (fullmatch)
 RESERVED = {"M"}  # M is the lower-level memory of the optimum H*(a, M) (Equation 4)
 
 _BINOPS = {ast.Add: sympy.Add, ast.Sub: None, ast.Mult: sympy.Mul, ast.Div: None, ast.Pow: None}
@@ -38,7 +38,7 @@ MEMORY = symbol("M")  # lower-level memory in the optimum H*(a, M)
 
 
 def check_name(name: str, *, what: str, field: str | None = None) -> str:
-    if not isinstance(name, str) or not NAME.match(name):
+    if not isinstance(name, str) or not NAME.fullmatch(name):
         raise NapkinError(f"{what} {name!r} is not a valid name", field=field,
                           hint="use a letter followed by letters, digits or '_' (at most 32 characters)")
     if name in RESERVED:
@@ -96,7 +96,7 @@ def _build(node: ast.AST, text: str, names: set[str] | None, field: str | None) 
             raise bad(f"{node.value!r} is not a number")
         return _constant(node.value, field)
     if isinstance(node, ast.Name):
-        if not NAME.match(node.id) or node.id in RESERVED:
+        if not NAME.fullmatch(node.id) or node.id in RESERVED:
             raise bad(f"{node.id!r} is not an allowed name")
         if names is not None and node.id not in names:
             known = ", ".join(sorted(names)) or "none"

@@ -105,7 +105,7 @@ def load_kernel(diagram: str, tmp: Path):
     g.write(path)
     module = import_file(path, f"sweep_{diagram}")
     for k in g.kernels:
-        _TILES[f"{module.__name__}:{k.plan.name}"] = config_names(k)
+        _TILES[f"{module.__name__}:{k.plan.name}"] = config_names(g, k)
     return module, path, g
 
 

@@ -39,7 +39,9 @@ from typing import ClassVar
 
 from analyzer.diagram.compiled import Op
 from analyzer.errors import NapkinError
+from analyzer.kernel.escape import cpp_comment, cpp_str, py_comment, py_doc
 from analyzer.kernel.interface import Attention
+from analyzer.kernel.module import MODULE_GLOBALS, checked_python, header, module_ids, wrapper
 from analyzer.kernel.plan import GROUP, STREAM, WHOLE, Dim, KernelPlan, band_rows, next_pow2
 from analyzer.kernel.triton import pointers, runtime_axes, scaled_ops
 
@@ -1763,9 +1765,8 @@ def _fn(g, k) -> str:
 
 
 def cuda_source(g) -> tuple[str, list]:
-    from analyzer.kernel.module import header
     writers = [(k, _writer(g, k, _fn(g, k))) for k in g.kernels]
-    out = ["// " + line if line else "//" for line in header(g, "C++")]
+    out = ["// " + cpp_comment(line) if line else "//" for line in header(g, "C++")]
     out.append("// CUDA realisation (analyzer.kernel.cuda): mma.sync.m16n8k16 tensor cores (fp16 and bf16 "
                "in, fp32 accumulate) on sm_80+,")
     out.append("// two m16n8k8 (fp16 only) on sm_75; shared-memory tiles in 16-byte cp.async loads "
@@ -1786,7 +1787,7 @@ def cuda_source(g) -> tuple[str, list]:
     out.append("{")
     out.append("  switch (code) {")
     for code, text in ERRORS.items():
-        out.append(f"    case {code}: return {_c_string(text)};")
+        out.append(f"    case {code}: return {cpp_str(text)};")
     out.append("    default: return cudaGetErrorString((cudaError_t)code);")
     out.append("  }")
     out.append("}")
@@ -1795,10 +1796,6 @@ def cuda_source(g) -> tuple[str, list]:
         out.append(f"// ---- kernel {k.plan.name!r} " + "-" * 60)
         out.append(w.render())
     return "\n".join(out).rstrip() + "\n", writers
-
-
-def _c_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 # -- the Python loader ---------------------------------------------------------------------------------
@@ -1906,27 +1903,28 @@ def _stream(device):
 '''
 
 
-def _loader_configs(writers) -> str:
+def _loader_configs(writers, ids) -> str:
     lines = ["# The configuration of each kernel as CUDA runs it (napkin's own under 'napkin'), keyed by",
              "# head dim where it has one",
              "CONFIGS = {"]
     for k, w in writers:
         p = k.plan
         sizes = p.schedule.partition.group_sizes
+        tile = ids.kernels[p.name].tile
         lines.append(f"    {p.name!r}: {{")
         by_key: dict = {}
         for v in w.variants:
             by_key.setdefault(v.key, []).append(v)
         for key, variants in by_key.items():
             c = k.choices[key]
-            napkin = {tr_tile(a): c.tiles.get(sizes[a].name, 1) for d in p.groups for a in d.axes}
+            napkin = {tile(a): c.tiles.get(sizes[a].name, 1) for d in p.groups for a in d.axes}
             if p.stream is not None:
                 napkin[p.stream.block] = c.tiles[p.schedule.partition.stream[1].name]
             napkin["num_warps"] = c.num_warps
             napkin["num_stages"] = c.num_stages
             entries = []
             for v in variants:
-                e = {tr_tile(a): t for a, t in v.tiles}
+                e = {tile(a): t for a, t in v.tiles}
                 if p.stream is not None and v.chunk is not None:
                     e[p.stream.block] = v.chunk
                 e["num_warps"] = v.warps
@@ -1948,17 +1946,13 @@ def _loader_configs(writers) -> str:
     return "\n".join(lines) + "\n"
 
 
-def tr_tile(axis: str) -> str:
-    return f"TILE_{axis.upper()}"
-
-
-def _loader_launchers(writers) -> list[str]:
+def _loader_launchers(writers, ids) -> list[str]:
     out = []
     for k, w in writers:
         p = k.plan
         ptrs = pointers(p)
         first = next((a for a in ptrs if a in _loaded(p)), ptrs[0])
-        lines = [f"def _launch_{p.name}(t, size, stride, scale):",
+        lines = [f"def {ids.launch[p.name]}(t, size, stride, scale):",
                  (f'    """Kernel {p.name!r} ({w.fn} in the .cu): t, size, stride, scale map names to '
                   'tensors and numbers."""')]
         if isinstance(w, _Mma):
@@ -1984,10 +1978,9 @@ def _loader_launchers(writers) -> list[str]:
     return out
 
 
-def _loader_wrapper(g) -> list[str]:
+def _loader_wrapper(g, ids) -> list[str]:
     """The Triton module's wrapper (same checks, same call), on CUDA devices only."""
-    from analyzer.kernel.module import wrapper
-    lines = wrapper(g)
+    lines = wrapper(g, ids)
     out: list[str] = []
     i = 0
     replaced = False
@@ -2024,16 +2017,22 @@ def _loader_wrapper(g) -> list[str]:
     return out
 
 
+# What the loader defines or imports itself, besides what it claims per diagram
+LOADER_GLOBALS = (*MODULE_GLOBALS, "ctypes", "hashlib", "shutil", "subprocess", "threading", "Path", "_LOCK",
+                  "_SIGNATURES", "_CU", "_DTYPE_CODE", "_LIBS", "_CURRENT", "_nvcc", "_cache_dirs",
+                  "_compile", "_library", "_check", "_stream")
+
+
 def loader(g, writers) -> str:
-    from analyzer.kernel.module import header
+    ids = module_ids(g, LOADER_GLOBALS)
     signatures = {w.fn: (len(pointers(k.plan)), len(w.axes) + sum(len(k.plan.axes_of(a))
                                                                   for a in pointers(k.plan)),
                          len(scaled_ops(k.plan)))
                   for k, w in writers}
-    out = ['"""' + f"{g.diagram.name}: CUDA kernels generated by napkin from {g.source_file}; this loader "
-           "compiles the .cu file next to it with nvcc on first use (cached by source hash) and calls it."
-           + '"""', ""]
-    out += ["# " + line if line else "#" for line in header(g)]
+    out = ['"""' + py_doc(f"{g.diagram.name}: CUDA kernels generated by napkin from {g.source_file}; this "
+                          "loader compiles the .cu file next to it with nvcc on first use (cached by source "
+                          "hash) and calls it.") + '"""', ""]
+    out += ["# " + py_comment(line) if line else "#" for line in header(g)]
     out += [("# Backend: CUDA C++ in the .cu file of the same name (see its header for how CUDA runs "
              "each configuration)."), ""]
     out += ["import ctypes", "import hashlib", "import math", "import os", "import shutil", "import subprocess",
@@ -2045,10 +2044,10 @@ def loader(g, writers) -> str:
     out.append("}")
     out.append(LOADER_RUNTIME.rstrip())
     out += ["", ""]
-    out.append(_loader_configs(writers))
-    out += _loader_launchers(writers)
-    out += _loader_wrapper(g)
-    return "\n".join(out).rstrip() + "\n"
+    out.append(_loader_configs(writers, ids))
+    out += _loader_launchers(writers, ids)
+    out += _loader_wrapper(g, ids)
+    return checked_python("\n".join(out).rstrip() + "\n", g.source_file)
 
 
 def cuda_files(g) -> tuple[str, dict[str, str]]:

@@ -13,9 +13,6 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import sympy
-from sympy.printing.pycode import pycode
-
 from analyzer.analysis import TermModel, load
 from analyzer.config.configure import _profile, schedule_of
 from analyzer.diagram.compiled import Diagram
@@ -248,41 +245,4 @@ def _choice(d: Diagram, woven: Diagram, roles, profile: Profile, kernel: str, ti
     return first_of(ranked, tiles, profile), table
 
 
-# -- helpers shared by the backends' module writers ---------------------------------------------------
-
-def _symbol_axes(d: Diagram) -> dict[sympy.Symbol, str]:
-    """Each size symbol -> the axis it is the size of (the axis of its own name first)."""
-    found: dict[sympy.Symbol, str] = {}
-    for name, axis in sorted(d.axes.items(), key=lambda item: item[0] != str(item[1].size)):
-        if isinstance(axis.size, sympy.Symbol):
-            found.setdefault(axis.size, name)
-    return found
-
-
-def size_checks(d: Diagram) -> list[tuple[str, str, str]]:
-    """(axis, Python expression in size_<axis> names, message) for every axis whose size is tied to
-    other axes in the diagram (e.g. causal self-attention's x = q)."""
-    symbol_axis = _symbol_axes(d)
-    out = []
-    for name, axis in d.axes.items():
-        if axis.size.is_number or symbol_axis.get(axis.size) == name:
-            continue
-        if not all(s in symbol_axis for s in axis.size.free_symbols):
-            continue
-        expr = axis.size.subs({s: sympy.Symbol(f"size_{symbol_axis[s]}") for s in axis.size.free_symbols})
-        out.append((name, pycode(expr), f"axis {name} must be {axis.size} (diagram {d.source}, "
-                                        f"axes.{name})"))
-    return out
-
-
-def scale_code(expr: sympy.Expr, d: Diagram) -> str:
-    """A scale factor (e.g. d**-0.5) as Python in the wrapper's size_<axis> names."""
-    symbol_axis = _symbol_axes(d)
-    missing = [s for s in expr.free_symbols if s not in symbol_axis]
-    if missing:
-        raise NapkinError(f"scale {expr} uses {missing[0]}, which is no axis size", file=d.source)
-    return pycode(expr.subs({s: sympy.Symbol(f"size_{symbol_axis[s]}") for s in expr.free_symbols}))
-
-
-__all__ = ["generate", "Generated", "KernelConfigs", "BACKENDS", "DTYPES", "size_checks",
-           "scale_code"]
+__all__ = ["generate", "Generated", "KernelConfigs", "BACKENDS", "DTYPES"]

@@ -126,7 +126,7 @@ def plan(d: Diagram, s: Schedule, choice: Choice) -> KernelPlan:
         elif axis in groups:
             members = tuple(a for a in signature if a in groups and a != stream
                             and signature[a] == signature[axis] and a not in dim_of)
-            dims.append(Dim("".join(members), members, GROUP,
+            dims.append(Dim(_dim_name(members, used, dims), members, GROUP,
                             tuple(tiles[groups[a].name] for a in members)))
         else:
             dims.append(Dim(axis, (axis,), WHOLE))
@@ -144,6 +144,20 @@ def plan(d: Diagram, s: Schedule, choice: Choice) -> KernelPlan:
     for op in s.ops:
         _check_op(d, op, tiles_of, dim_of, where)
     return KernelPlan(d, s, choice, tuple(grid), tuple(dims), dim_of, tiles_of, tuple(notes))
+
+
+def _dim_name(members: tuple[str, ...], axes: list[str], dims: list[Dim]) -> str:
+    """A dimension's name: its axis, or its axes joined (grouped-query's g and q: `gq`), made unique
+    against every axis and earlier dimension (axes `g`, `q` and `gq` in one kernel)."""
+    name = "".join(members)
+    if len(members) == 1:
+        return name
+    taken = set(axes) | {d.name for d in dims}
+    base, n = name, 1
+    while name in taken:
+        n += 1
+        name = f"{base}{n}"
+    return name
 
 
 def _check_op(d: Diagram, op: Op, tiles_of: dict, dim_of: dict, where: str) -> None:

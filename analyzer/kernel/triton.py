@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from analyzer.diagram.compiled import Op
 from analyzer.errors import NapkinError
+from analyzer.kernel.escape import py_comment
+from analyzer.kernel.names import Scope
 from analyzer.kernel.plan import GROUP, STREAM, WHOLE, Dim, KernelPlan
 from analyzer.model.fusion import Reducer
 
@@ -39,10 +41,6 @@ class Val:
     name: str
     dims: tuple[str, ...]
     loaded: bool = False      # straight from memory in its storage type (zero in masked slots)
-
-
-def kernel_name(p: KernelPlan) -> str:
-    return f"_{p.diagram.name}_{p.name}"
 
 
 def check_renderable(p: KernelPlan) -> None:
@@ -67,37 +65,74 @@ def runtime_axes(p: KernelPlan) -> tuple[str, ...]:
     return tuple(a for a in (*p.grid, *(a for d in p.dims if d.kind != WHOLE for a in d.axes)))
 
 
-def signature(p: KernelPlan) -> list[tuple[str, str]]:
-    """The kernel's parameters, (name, comment), in order."""
-    params = [(f"{a}_ptr", f"{a}: [{', '.join(p.axes_of(a))}]") for a in pointers(p)]
-    params += [(f"size_{a}", "") for a in runtime_axes(p)]
-    params += [(f"stride_{a}_{x}", "") for a in pointers(p) for x in p.axes_of(a)]
-    params += [(f"scale_{o.name}", f"{o.name}: {o.applied.scale}") for o in scaled_ops(p)]
-    params += [(f"SIZE_{d.name.upper()}: tl.constexpr", "") for d in p.wholes]
-    params += [(f"{t}: tl.constexpr", "") for t in tile_params(p)]
-    if p.banded:
-        params.append((f"{band(p)}: tl.constexpr", "row tiles per band of the block order"))
-    params += [(f"{d.block}: tl.constexpr", "") for d in p.dims]
-    return params
+# What a kernel writes as it is: its own locals, and the module's names it uses (analyzer.kernel.names)
+KERNEL_LOCALS = ("ELEM", "pid", "band", "first", "rows", "rest", "hi", "mid", "start", "t", "p", "alpha",
+                 "m_new", "m_use", "tl", "triton")
 
 
-def band(p: KernelPlan) -> str:
-    """The constexpr holding a banded block order's rows per band (plan.band_rows)."""
-    return f"BAND_{p.banded[0].upper()}"
+class KernelIds:
+    """The identifiers of one Triton kernel, by what they name: its parameters are claimed first, in
+    order, so that the launcher and the CONFIGS table (analyzer.kernel.module) name them alike."""
 
+    def __init__(self, p: KernelPlan, module: Scope) -> None:
+        self.p = p
+        self.scope = Scope(KERNEL_LOCALS, parent=module)
+        self.params = self._signature()
 
-def tile(axis: str) -> str:
-    """The constexpr holding a grouped axis's tile size (the configuration's g)."""
-    return f"TILE_{axis.upper()}"
+    def __call__(self, template: str, *names: str, case: str | None = None) -> str:
+        return self.scope(template, *names, case=case)
 
+    # -- parameters ----------------------------------------------------------------------------------
+    def ptr(self, array: str) -> str:
+        return self.scope("{}_ptr", array)
 
-def tile_params(p: KernelPlan) -> tuple[str, ...]:
-    return tuple(tile(a) for d in p.groups for a in d.axes)
+    def size(self, axis: str) -> str:
+        return self.scope("size_{}", axis)
+
+    def stride(self, array: str, axis: str) -> str:
+        return self.scope("stride_{}_{}", array, axis)
+
+    def scale(self, op: str) -> str:
+        return self.scope("scale_{}", op)
+
+    def whole(self, axis: str) -> str:
+        """The constexpr holding a whole axis's size."""
+        return self.scope("SIZE_{}", axis, case="upper")
+
+    def tile(self, axis: str) -> str:
+        """The constexpr holding a grouped axis's tile size (the configuration's g)."""
+        return self.scope("TILE_{}", axis, case="upper")
+
+    def band(self) -> str:
+        """The constexpr holding a banded block order's rows per band (plan.band_rows)."""
+        return self.scope("BAND_{}", self.p.banded[0], case="upper")
+
+    def block(self, dim: str) -> str:
+        """The constexpr holding a dimension's extent in the tiles (a power of two)."""
+        return self.scope("BLOCK_{}", dim, case="upper")
+
+    def _signature(self) -> list[tuple[str, str]]:
+        """The kernel's parameters, (name, comment), in order."""
+        p = self.p
+        params = [(self.ptr(a), f"{a}: [{', '.join(p.axes_of(a))}]") for a in pointers(p)]
+        params += [(self.size(a), "") for a in runtime_axes(p)]
+        params += [(self.stride(a, x), "") for a in pointers(p) for x in p.axes_of(a)]
+        params += [(self.scale(o.name), f"{o.name}: {o.applied.scale}") for o in scaled_ops(p)]
+        params += [(f"{self.whole(d.axes[0])}: tl.constexpr", "") for d in p.wholes]
+        params += [(f"{t}: tl.constexpr", "") for t in self.tiles()]
+        if p.banded:
+            params.append((f"{self.band()}: tl.constexpr", "row tiles per band of the block order"))
+        params += [(f"{self.block(d.name)}: tl.constexpr", "") for d in p.dims]
+        return params
+
+    def tiles(self) -> tuple[str, ...]:
+        return tuple(self.tile(a) for d in self.p.groups for a in d.axes)
 
 
 class _Writer:
-    def __init__(self, p: KernelPlan, padded: dict[str, bool]) -> None:
+    def __init__(self, p: KernelPlan, ids: KernelIds, padded: dict[str, bool]) -> None:
         self.p = p
+        self.n = ids
         self.padded = padded
         self.lines: list[str] = []
         self.vals: dict[str, Val] = {}
@@ -112,12 +147,26 @@ class _Writer:
         self.lines.append(("    " * self.depth + text) if text else "")
 
     def comment(self, text: str) -> None:
-        self.line(f"# {text}")
+        self.line(f"# {py_comment(text)}")
+
+    # -- names ----------------------------------------------------------------------------------------
+    def offs(self, axis: str) -> str:
+        return self.n("offs_{}", axis)
+
+    def mask_of(self, dim: str) -> str:
+        return self.n("mask_{}", dim)
+
+    def tile_var(self, array: str) -> str:
+        return self.n("{}_tile", array, case="lower")
+
+    def val(self, op: str, suffix: str = "val") -> str:
+        """The register tile of op `op` (`<op>_val`), or a step of it (`<op>_s`, `<op>_e`)."""
+        return self.n("{}_" + suffix, op, case="lower")
 
     # -- indices and masks ----------------------------------------------------------------------------
     def size(self, axis: str) -> str:
         dim = self.p.dim(self.p.dim_of[axis]) if axis in self.p.dim_of else None
-        return f"SIZE_{axis.upper()}" if dim is not None and dim.kind == WHOLE else f"size_{axis}"
+        return self.n.whole(axis) if dim is not None and dim.kind == WHOLE else self.n.size(axis)
 
     def expand(self, vector: str, dim: str, dims: tuple[str, ...]) -> str:
         """A per-dimension vector laid along `dim` of a tile with `dims`."""
@@ -131,17 +180,18 @@ class _Writer:
             d = self.p.dim(dim)
             if d.kind == STREAM and not chunk_masked:
                 continue
-            parts.append(self.expand(f"mask_{dim}", dim, dims))
+            parts.append(self.expand(self.mask_of(dim), dim, dims))
         return " & ".join(parts) if parts else None
 
     def pointer(self, array: str, dims: tuple[str, ...], chunk_origin: bool = False) -> str:
-        terms = [f"{array}_ptr", f"base_{array}"]
+        terms = [self.n.ptr(array), self.n("base_{}", array)]
         for axis in self.p.axes_of(array):
             if axis in self.p.grid:
                 continue
             dim = self.p.dim_of[axis]
-            offs = f"arange_{dim}" if chunk_origin and self.p.dim(dim).kind == STREAM else f"offs_{axis}"
-            terms.append(f"{self.expand(offs, dim, dims)} * stride_{array}_{axis}")
+            stream = chunk_origin and self.p.dim(dim).kind == STREAM
+            offs = self.n("arange_{}", dim) if stream else self.offs(axis)
+            terms.append(f"{self.expand(offs, dim, dims)} * {self.n.stride(array, axis)}")
         return " + ".join(terms)
 
     # -- values ---------------------------------------------------------------------------------------
@@ -169,29 +219,30 @@ class _Writer:
     def load(self, array: str, *, masked: bool) -> None:
         dims = self.p.tiles_of[array]
         streamed = self.stream is not None and self.stream.name in dims
-        ptr = f"ptrs_{array}" + (f" + start * stride_{array}_{self.stream.axes[0]}" if streamed else "")
+        ptr = self.n("ptrs_{}", array)
+        if streamed:
+            ptr += f" + start * {self.n.stride(array, self.stream.axes[0])}"
         mask = self.mask(dims, chunk_masked=masked)
         where = "" if mask is None else f", mask={mask}, other=0.0"
-        self.line(f"{array.lower()}_tile = tl.load({ptr}{where})")
-        self.vals[array] = Val(f"{array.lower()}_tile", dims, loaded=True)
+        self.line(f"{self.tile_var(array)} = tl.load({ptr}{where})")
+        self.vals[array] = Val(self.tile_var(array), dims, loaded=True)
 
     # -- the kernel -----------------------------------------------------------------------------------
-    def render(self) -> str:
+    def render(self, name: str) -> str:
         p = self.p
         s = p.schedule
-        params = signature(p)
-        head = [f"def {kernel_name(p)}("]
-        for name, note in params:
-            head.append(f"    {name},{'  # ' + note if note else ''}")
+        head = [f"def {name}("]
+        for param, note in self.n.params:
+            head.append(f"    {param},{'  # ' + py_comment(note) if note else ''}")
         head.append("):")
         first = next((a for a in pointers(p) if a in s.loads), None)
         if first is not None:
-            self.line(f"ELEM = {first}_ptr.dtype.element_ty  # storage type of the inputs")
+            self.line(f"ELEM = {self.n.ptr(first)}.dtype.element_ty  # storage type of the inputs")
         self.blocks()
         self.comment("GMEM -> SMEM -> registers: the tiles loaded once per block (head)")
-        for name in s.loads + s.resident:
-            if self.stream is None or self.stream.name not in p.tiles_of[name]:
-                self.load(name, masked=True)
+        for array in s.loads + s.resident:
+            if self.stream is None or self.stream.name not in p.tiles_of[array]:
+                self.load(array, masked=True)
         self.emit_ops([o for o in s.head], masked=True)
         if self.stream is not None:
             self.loop()
@@ -202,99 +253,104 @@ class _Writer:
         return "\n".join(["@triton.jit", *head, *self.lines])
 
     def blocks(self) -> None:
-        p = self.p
+        p, n = self.p, self.n
         group_axes = [(a, t) for d in p.groups for a, t in zip(d.axes, d.tiles, strict=True)]
         if p.banded:
             r, c = p.banded
-            self.comment(f"which block: bands of {band(p)} row tiles, walked down the rows first, so that "
+            band = n.band()
+            self.comment(f"which block: bands of {band} row tiles, walked down the rows first, so that "
                          "one wave of blocks")
             self.comment("covers a square of the output and shares its inputs' tiles in L2 (the cache "
                          "level's optimal tile is square: Theorem 2)")
             self.line("pid = tl.program_id(0)")
-            self.line(f"nblk_{r} = tl.cdiv(size_{r}, {tile(r)})")
-            self.line(f"band = {band(p)} * tl.cdiv(size_{c}, {tile(c)})")
-            self.line(f"first = (pid // band) * {band(p)}")
-            self.line(f"rows = tl.minimum(nblk_{r} - first, {band(p)})")
-            self.line(f"blk_{r} = first + (pid % band) % rows")
-            self.line(f"blk_{c} = (pid % band) // rows")
+            self.line(f"{n('nblk_{}', r)} = tl.cdiv({n.size(r)}, {n.tile(r)})")
+            self.line(f"band = {band} * tl.cdiv({n.size(c)}, {n.tile(c)})")
+            self.line(f"first = (pid // band) * {band}")
+            self.line(f"rows = tl.minimum({n('nblk_{}', r)} - first, {band})")
+            self.line(f"{n('blk_{}', r)} = first + (pid % band) % rows")
+            self.line(f"{n('blk_{}', c)} = (pid % band) // rows")
         else:
             self.comment("which block: one index of each grid axis, one tile of each grouped axis")
         if group_axes and not p.banded:
             self.line("rest = tl.program_id(0)")
             for axis, _ in reversed(group_axes):
-                self.line(f"blk_{axis} = rest % tl.cdiv(size_{axis}, {tile(axis)})")
-                self.line(f"rest = rest // tl.cdiv(size_{axis}, {tile(axis)})")
+                self.line(f"{n('blk_{}', axis)} = rest % tl.cdiv({n.size(axis)}, {n.tile(axis)})")
+                self.line(f"rest = rest // tl.cdiv({n.size(axis)}, {n.tile(axis)})")
         if p.grid:
             self.line(f"rest = tl.program_id({1 if group_axes else 0})")
             for axis in reversed(p.grid):
-                self.line(f"idx_{axis} = (rest % size_{axis}).to(tl.int64)")
-                self.line(f"rest = rest // size_{axis}")
+                self.line(f"{n('idx_{}', axis)} = (rest % {n.size(axis)}).to(tl.int64)")
+                self.line(f"rest = rest // {n.size(axis)}")
         for array in pointers(p):
-            terms = [f"idx_{a} * stride_{array}_{a}" for a in p.axes_of(array) if a in p.grid]
-            self.line(f"base_{array} = {' + '.join(terms) if terms else '0'}")
+            terms = [f"{n('idx_{}', a)} * {n.stride(array, a)}" for a in p.axes_of(array) if a in p.grid]
+            self.line(f"{n('base_{}', array)} = {' + '.join(terms) if terms else '0'}")
         self.comment("tile indices and masks, per dimension")
         for d in p.dims:
             self.dim_indices(d)
         for array in pointers(p):
             dims = p.tiles_of[array]
-            self.line(f"ptrs_{array} = {self.pointer(array, dims, chunk_origin=True)}")
+            self.line(f"{n('ptrs_{}', array)} = {self.pointer(array, dims, chunk_origin=True)}")
 
     def dim_indices(self, d: Dim) -> None:
-        n = d.name
+        n = self.n
+        block = n.block(d.name)
         if d.kind == WHOLE:
-            self.line(f"offs_{n} = tl.arange(0, {d.block})")
-            self.line(f"mask_{n} = offs_{n} < SIZE_{n.upper()}")
+            (axis,) = d.axes
+            self.line(f"{self.offs(axis)} = tl.arange(0, {block})")
+            self.line(f"{self.mask_of(d.name)} = {self.offs(axis)} < {n.whole(axis)}")
             return
         if d.kind == STREAM:
-            self.line(f"arange_{n} = tl.arange(0, {d.block})")
+            self.line(f"{n('arange_{}', d.name)} = tl.arange(0, {block})")
             return
         if len(d.axes) == 1:
             (axis,) = d.axes
-            self.line(f"offs_{axis} = blk_{axis} * {tile(axis)} + tl.arange(0, {d.block})")
-            mask = f"offs_{axis} < size_{axis}"
-            if self.padded.get(n):
-                mask += f" & (tl.arange(0, {d.block}) < {tile(axis)})"
-            self.line(f"mask_{n} = {mask}")
+            self.line(f"{self.offs(axis)} = {n('blk_{}', axis)} * {n.tile(axis)} + tl.arange(0, {block})")
+            mask = f"{self.offs(axis)} < {n.size(axis)}"
+            if self.padded.get(d.name):
+                mask += f" & (tl.arange(0, {block}) < {n.tile(axis)})"
+            self.line(f"{self.mask_of(d.name)} = {mask}")
             return
-        self.line(f"r_{n} = tl.arange(0, {d.block})")
+        flat = n("r_{}", d.name)
+        self.line(f"{flat} = tl.arange(0, {block})")
         inner: list[str] = []
         masks = []
         for axis in reversed(d.axes):
             below = " * ".join(inner) or "1"
-            self.line(f"offs_{axis} = blk_{axis} * {tile(axis)} + (r_{n} // ({below})) % {tile(axis)}")
-            masks.append(f"(offs_{axis} < size_{axis})")
-            inner.append(tile(axis))
-        if self.padded.get(n):
-            masks.append(f"(r_{n} < {' * '.join(inner)})")
-        self.line(f"mask_{n} = {' & '.join(reversed(masks))}")
+            self.line(f"{self.offs(axis)} = {n('blk_{}', axis)} * {n.tile(axis)} + "
+                      f"({flat} // ({below})) % {n.tile(axis)}")
+            masks.append(f"({self.offs(axis)} < {n.size(axis)})")
+            inner.append(n.tile(axis))
+        if self.padded.get(d.name):
+            masks.append(f"({flat} < {' * '.join(inner)})")
+        self.line(f"{self.mask_of(d.name)} = {' & '.join(reversed(masks))}")
 
     # -- the streamed loop ----------------------------------------------------------------------------
     def loop(self) -> None:
-        s, st = self.p.schedule, self.stream
+        s, st, n = self.p.schedule, self.stream, self.n
         axis = st.axes[0]
+        block = n.block(st.name)
         self.comment("accumulators in registers, as for a stream of size 0 (Section 5.1)")
         for r in s.reducers:
             self.init(r)
-        hi, mid = "hi", "mid"
         skip = s.skip
         if skip is not None:
             q = skip.query
             self.comment(f"causal block skipping: this block's {q} rows see {axis} up to their last row")
-            self.line(f"hi = tl.minimum(size_{axis}, (blk_{q} + 1) * {tile(q)})")
-            self.line(f"mid = tl.minimum((size_{axis} // {st.block}) * {st.block}, "
-                      f"((blk_{q} * {tile(q)} + 1) // {st.block}) * {st.block})")
+            self.line(f"hi = tl.minimum({n.size(axis)}, ({n('blk_{}', q)} + 1) * {n.tile(q)})")
+            self.line(f"mid = tl.minimum(({n.size(axis)} // {block}) * {block}, "
+                      f"(({n('blk_{}', q)} * {n.tile(q)} + 1) // {block}) * {block})")
         else:
-            self.line(f"hi = size_{axis}")
-            self.line(f"mid = (size_{axis} // {st.block}) * {st.block}")
-        for masked, lo, end, what in ((False, "0", mid, "interior chunks: no masks"),
-                                      (True, mid, hi, "edge chunks: masked")):
-            self.comment(f"stream {axis} in chunks of {st.block} ({what})")
-            self.line(f"for start in range({lo}, {end}, {st.block}):")
+            self.line(f"hi = {n.size(axis)}")
+            self.line(f"mid = ({n.size(axis)} // {block}) * {block}")
+        for masked, lo, end, what in ((False, "0", "mid", "interior chunks: no masks"),
+                                      (True, "mid", "hi", "edge chunks: masked")):
+            self.comment(f"stream {axis} in chunks of {block} ({what})")
+            self.line(f"for start in range({lo}, {end}, {block}):")
             self.depth += 1
             saved = dict(self.vals)
-            self.line(f"offs_{axis} = start + arange_{st.name}")
+            self.line(f"{self.offs(axis)} = start + {n('arange_{}', st.name)}")
             if masked:
-                self.line(f"mask_{st.name} = offs_{axis} < hi")
+                self.line(f"{self.mask_of(st.name)} = {self.offs(axis)} < hi")
             self.emit_ops([o for o in s.body], masked=masked)
             self.vals = saved
             self.depth -= 1
@@ -304,18 +360,18 @@ class _Writer:
     def init(self, r: Reducer) -> None:
         op = r.op
         dims = self.out_dims(op)
-        shape = ", ".join(self.p.dim(d).block for d in dims)
-        name = op.name
+        shape = ", ".join(self.n.block(d) for d in dims)
+        acc = self.n("acc_{}", op.name)
         if r.softmax is not None or op.primitive.name == "softmax_dot":
-            rows = dims[:1]
-            self.line(f"m_{name} = tl.full(({self.p.dim(rows[0]).block},), float('-inf'), tl.float32)"
+            rows = self.n.block(dims[0])
+            self.line(f"{self.n('m_{}', op.name)} = tl.full(({rows},), float('-inf'), tl.float32)"
                       "  # running maximum")
-            self.line(f"l_{name} = tl.zeros(({self.p.dim(rows[0]).block},), tl.float32)  # running sum")
-            self.line(f"acc_{name} = tl.zeros(({shape},), tl.float32)")
+            self.line(f"{self.n('l_{}', op.name)} = tl.zeros(({rows},), tl.float32)  # running sum")
+            self.line(f"{acc} = tl.zeros(({shape},), tl.float32)")
         elif op.primitive.name == "max":
-            self.line(f"acc_{name} = tl.full(({shape},), float('-inf'), tl.float32)")
+            self.line(f"{acc} = tl.full(({shape},), float('-inf'), tl.float32)")
         else:
-            self.line(f"acc_{name} = tl.zeros(({shape},), tl.float32)")
+            self.line(f"{acc} = tl.zeros(({shape},), tl.float32)")
 
     def out_dims(self, op: Op) -> tuple[str, ...]:
         if op.primitive.contraction:
@@ -332,12 +388,13 @@ class _Writer:
     def finish(self, r: Reducer) -> None:
         name = r.op.name
         dims = self.out_dims(r.op)
+        acc = self.n("acc_{}", name)
         self.comment(f"tail of {name}: the accumulator is complete")
         if r.softmax is not None or r.op.primitive.name == "softmax_dot":
-            self.line(f"{name.lower()}_val = acc_{name} / l_{name}[:, None]")
+            self.line(f"{self.val(name)} = {acc} / {self.n('l_{}', name)}[:, None]")
         else:
-            self.line(f"{name.lower()}_val = acc_{name}")
-        self.vals[name] = Val(f"{name.lower()}_val", dims)
+            self.line(f"{self.val(name)} = {acc}")
+        self.vals[name] = Val(self.val(name), dims)
 
     # -- primitives -----------------------------------------------------------------------------------
     def emit_ops(self, ops: list[Op], *, masked: bool) -> None:
@@ -351,7 +408,7 @@ class _Writer:
 
     def primitive(self, op: Op, *, masked: bool) -> None:
         name, prim = op.name, op.primitive.name
-        out = f"{name.lower()}_val"
+        out = self.val(name)
         ins = [self.value(i, masked=masked) for i in op.inputs]
         if prim == "dot":
             m, n = self.contraction_dims(op)
@@ -364,15 +421,15 @@ class _Writer:
             return
         (x, *rest) = ins
         if prim == "scale":
-            self.line(f"{out} = {x.name} * scale_{name}")
+            self.line(f"{out} = {x.name} * {self.n.scale(name)}")
         elif prim == "causal_mask":
             skip = self.p.schedule.skip
             if skip is not None and skip.mask is op and not masked:
                 self.vals[name] = x   # interior chunks lie below the diagonal
                 return
             q, k = op.applied.query, op.applied.key
-            cond = (f"{self.expand(f'offs_{q}', self.p.dim_of[q], x.dims)} >= "
-                    f"{self.expand(f'offs_{k}', self.p.dim_of[k], x.dims)}")
+            cond = (f"{self.expand(self.offs(q), self.p.dim_of[q], x.dims)} >= "
+                    f"{self.expand(self.offs(k), self.p.dim_of[k], x.dims)}")
             self.line(f"{out} = tl.where({cond}, {x.name}, float('-inf'))  # causal mask")
         elif prim in ELEMENTWISE:
             arg = f"{x.name}.to(tl.float32)" if x.loaded else x.name
@@ -400,16 +457,17 @@ class _Writer:
         name = op.name
         over = self.p.dim_of[op.applied.over]
         axis = x.dims.index(over)
-        scale = f" * scale_{name}" if op.applied.scale is not None else ""
+        scale = f" * {self.n.scale(name)}" if op.applied.scale is not None else ""
         mask = self.mask(x.dims, chunk_masked=True)
+        shifted, exp, out = self.val(name, "s"), self.val(name, "e"), self.val(name)
         self.comment(f"{name} = softmax of {op.inputs[0]} over {op.applied.over}")
-        self.line(f"{name.lower()}_s = {x.name}{scale}")
+        self.line(f"{shifted} = {x.name}{scale}")
         if mask is not None:
-            self.line(f"{name.lower()}_s = tl.where({mask}, {name.lower()}_s, float('-inf'))")
+            self.line(f"{shifted} = tl.where({mask}, {shifted}, float('-inf'))")
         keep = "[:, None]" if axis == 1 else "[None, :]"
-        self.line(f"{name.lower()}_e = tl.exp({name.lower()}_s - tl.max({name.lower()}_s, {axis}){keep})")
-        self.line(f"{name.lower()}_val = {name.lower()}_e / tl.sum({name.lower()}_e, {axis}){keep}")
-        self.vals[name] = Val(f"{name.lower()}_val", x.dims)
+        self.line(f"{exp} = tl.exp({shifted} - tl.max({shifted}, {axis}){keep})")
+        self.line(f"{out} = {exp} / tl.sum({exp}, {axis}){keep}")
+        self.vals[name] = Val(out, x.dims)
 
     def operands(self, op: Op, ins: list[Val], a_dims, b_dims) -> tuple[str, str]:
         """Both operands of a contraction, oriented (m, k) and (k, n), in one storage type."""
@@ -425,6 +483,7 @@ class _Writer:
         op = r.op
         name = op.name
         st = self.stream
+        acc = self.n("acc_{}", name)
         online = r.softmax is not None or op.primitive.name == "softmax_dot"
         if op.primitive.contraction:
             first, second = op.inputs
@@ -445,39 +504,39 @@ class _Writer:
                 self.comment(f"{name} += {first} . {second} over this chunk of {st.axes[0]} (A.3.1)")
                 pa, pb = self.operands(op, [a, b], (m, k), (k, n))
                 if masked and not (a.loaded or b.loaded):
-                    pa = f"tl.where({self.expand(f'mask_{k}', k, (m, k))}, {pa}, 0.0)"
-                self.line(f"acc_{name} = tl.dot({pa}, {pb}, acc_{name})")
+                    pa = f"tl.where({self.expand(self.mask_of(k), k, (m, k))}, {pa}, 0.0)"
+                self.line(f"{acc} = tl.dot({pa}, {pb}, {acc})")
             return
         x = self.value(op.inputs[0], masked=masked)
         axis = x.dims.index(st.name)
         neutral = "0.0" if op.primitive.name == "sum" else "float('-inf')"
         src = x.name
         if masked:
-            src = f"tl.where({self.expand(f'mask_{st.name}', st.name, x.dims)}, {x.name}, {neutral})"
+            src = f"tl.where({self.expand(self.mask_of(st.name), st.name, x.dims)}, {x.name}, {neutral})"
         if op.primitive.name == "sum":
-            self.line(f"acc_{name} = acc_{name} + tl.sum({src}, {axis})")
+            self.line(f"{acc} = {acc} + tl.sum({src}, {axis})")
         else:
-            self.line(f"acc_{name} = tl.maximum(acc_{name}, tl.max({src}, {axis}))")
+            self.line(f"{acc} = tl.maximum({acc}, tl.max({src}, {axis}))")
 
     def online(self, name: str, scale_op: Op, s: Val, v: Val, s_dims, v_dims, *, masked: bool) -> None:
         """Online softmax folded into the contraction (Appendix A.3.2, Table 4), in base 2."""
         x = self.stream.name
-        scale = f"scale_{scale_op.name} * 1.4426950408889634" if scale_op.applied.scale is not None \
+        acc, m, l = self.n("acc_{}", name), self.n("m_{}", name), self.n("l_{}", name)
+        scale = f"{self.n.scale(scale_op.name)} * 1.4426950408889634" if scale_op.applied.scale is not None \
             else "1.4426950408889634"
         self.comment(f"{name}: online softmax over this chunk (running max m, sum l; A.3.2), "
                      "in base 2: exp(t) = exp2(t log2 e)")
         self.line(f"t = {self.oriented(s, s_dims)} * ({scale})")
         if masked:
-            self.line(f"t = tl.where({self.expand(f'mask_{x}', x, s_dims)}, t, float('-inf'))")
-        self.line(f"m_new = tl.maximum(m_{name}, tl.max(t, 1))")
+            self.line(f"t = tl.where({self.expand(self.mask_of(x), x, s_dims)}, t, float('-inf'))")
+        self.line(f"m_new = tl.maximum({m}, tl.max(t, 1))")
         self.line("m_use = tl.where(m_new == float('-inf'), 0.0, m_new)  # rows with nothing seen yet")
         self.line("p = tl.math.exp2(t - m_use[:, None])")
-        self.line(f"alpha = tl.math.exp2(m_{name} - m_use)")
-        self.line(f"l_{name} = l_{name} * alpha + tl.sum(p, 1)")
-        self.line(f"m_{name} = m_new")
+        self.line(f"alpha = tl.math.exp2({m} - m_use)")
+        self.line(f"{l} = {l} * alpha + tl.sum(p, 1)")
+        self.line(f"{m} = m_new")
         elem = f"{v.name}.dtype" if v.loaded else "ELEM"
-        self.line(f"acc_{name} = tl.dot(p.to({elem}), {self.oriented(v, v_dims)}, "
-                  f"acc_{name} * alpha[:, None])")
+        self.line(f"{acc} = tl.dot(p.to({elem}), {self.oriented(v, v_dims)}, {acc} * alpha[:, None])")
 
     def saves(self) -> None:
         self.comment("registers -> GMEM: the block's outputs")
@@ -487,20 +546,22 @@ class _Writer:
             mask = self.mask(dims, chunk_masked=True)
             where = "" if mask is None else f", mask={mask}"
             ptr = self.pointer(name, dims)
-            self.line(f"tl.store({ptr}, {self.oriented(v, dims)}.to({name}_ptr.dtype.element_ty){where})")
+            self.line(f"tl.store({ptr}, {self.oriented(v, dims)}.to({self.n.ptr(name)}.dtype.element_ty)"
+                      f"{where})")
 
 
-def render_kernel(p: KernelPlan, padded: dict[str, bool] | None = None) -> str:
-    """The @triton.jit source of plan `p`; `padded`: dims whose tile is not a power of two in some
-    configuration the file carries (their extra slots are masked)."""
+def render_kernel(p: KernelPlan, name: str, ids: KernelIds, padded: dict[str, bool] | None = None) -> str:
+    """The @triton.jit source of plan `p`, a function called `name` whose identifiers are `ids`;
+    `padded`: dims whose tile is not a power of two in some configuration the file carries (their
+    extra slots are masked)."""
     check_renderable(p)
     for d in p.dims:
         if d.kind == STREAM and any(d.name in p.tiles_of[s] for s in p.schedule.saves):
             raise NapkinError(f"kernel {p.name!r} saves an array along its streamed axis "
                               f"{d.axes[0]!r}; the Triton backend saves only after the loop",
                               file=p.diagram.source)
-    return _Writer(p, padded or {}).render() + "\n"
+    return _Writer(p, ids, padded or {}).render(name) + "\n"
 
 
-__all__ = ["render_kernel", "kernel_name", "signature", "pointers", "scaled_ops", "runtime_axes",
-           "check_renderable", "tile_params", "band", "GROUP"]
+__all__ = ["render_kernel", "KernelIds", "KERNEL_LOCALS", "pointers", "scaled_ops", "runtime_axes",
+           "check_renderable", "GROUP"]

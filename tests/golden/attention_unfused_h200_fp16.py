@@ -444,22 +444,45 @@ DTYPES = (torch.float16, torch.bfloat16)
 HEAD_DIMS = None  # any: no kernel keeps d whole
 
 
+def _overlapping(tensor, others):
+    """Whether `tensor` has elements that share memory with each other (a zero or overlapping stride)
+    or with any of `others`: writing it would then change what the kernel reads, or race."""
+    start = tensor.data_ptr()
+    dims = sorted((s, n) for s, n in zip(tensor.stride(), tensor.shape) if n > 1)
+    reach = 0
+    for s, n in dims:
+        if s <= reach:
+            return True
+        reach += s * (n - 1)
+    end = start + (reach + 1) * tensor.element_size()
+    for other in others:
+        lo = other.data_ptr()
+        hi = lo + (sum(s * (n - 1) for s, n in zip(other.stride(), other.shape)) + 1) * other.element_size()
+        if other.numel() and lo < end and start < hi:
+            return True
+    return False
+
+
 def attention(q, k, v, causal=False, out=None):
     """Standard attention, one kernel per op: (batch, heads, seqlen, head_dim) tensors, like
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=False).
     k and v may have fewer heads than q when the diagram has a query group axis (this one has none). `out`, if given, receives the result."""
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, not {causal!r}")
     if causal != False:
-        raise ValueError("this kernel realises diagrams/attention_unfused.yaml, which is not causal; generate the causal diagram for causal=True")
-    for name, x in zip(('q', 'k', 'v'), (q, k, v,)):
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, not {type(x).__name__}")
-        if x.dtype not in DTYPES:
-            raise TypeError(f"{name} has dtype {x.dtype}; this kernel takes torch.float16 or "
+        raise ValueError('this kernel realises diagrams/attention_unfused.yaml, which is not causal; generate the causal diagram for causal=True')
+    for name, tensor in zip(('q', 'k', 'v'), (q, k, v,)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
+        if tensor.dtype not in DTYPES:
+            raise TypeError(f"{name} has dtype {tensor.dtype}; this kernel takes torch.float16 or "
                             "torch.bfloat16")
-        if x.device != q.device:
-            raise ValueError(f"{name} is on {x.device} but q is on {q.device}")
-        if x.dtype != q.dtype:
-            raise TypeError(f"{name} has dtype {x.dtype} but q has {q.dtype}")
+        if tensor.is_meta or tensor.layout != torch.strided:
+            raise ValueError(f"{name} must be a dense tensor with data (not meta or sparse)")
+        if tensor.device != q.device:
+            raise ValueError(f"{name} is on {tensor.device} but q is on {q.device}")
+        if tensor.dtype != q.dtype:
+            raise TypeError(f"{name} has dtype {tensor.dtype} but q has {q.dtype}")
     device = q.device
     if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError(f"the tensors are on {device}; this kernel runs on a CUDA GPU "
@@ -474,12 +497,12 @@ def attention(q, k, v, causal=False, out=None):
         raise ValueError(f"batch sizes differ: q {batch}, k {k.shape[0]}, v {v.shape[0]}")
     if k.shape[3] != head_dim or v.shape[3] != head_dim:
         raise ValueError(f"head dims differ: q {head_dim}, k {k.shape[3]}, v {v.shape[3]} "
-                         "(the diagram has one head-dim axis d)")
+                         '(the diagram has one head-dim axis d)')
     if v.shape[1] != heads_kv or v.shape[2] != seq_k:
         raise ValueError(f"k and v differ in heads or seqlen: {tuple(k.shape)} vs {tuple(v.shape)}")
     if HEAD_DIMS is not None and head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim {head_dim} is not supported: this file is configured for "
-                         f"head dims {HEAD_DIMS} (regenerate with --set d=N)")
+                         f"head dims {HEAD_DIMS} " '(regenerate with --set d=N)')
     if seq_q == 0 or seq_k == 0 or batch == 0 or heads_q == 0:
         raise ValueError("empty sequences, batches or heads: nothing to attend over")
     if heads_kv != heads_q:
@@ -490,8 +513,11 @@ def attention(q, k, v, causal=False, out=None):
     if out is None:
         out = torch.empty(shape, dtype=dtype, device=device)
     elif not isinstance(out, torch.Tensor) or tuple(out.shape) != shape or out.dtype != dtype \
-            or out.device != device:
+            or out.device != device or out.is_meta or out.layout != torch.strided:
         raise ValueError(f"out must be a {dtype} tensor of shape {shape} on {device}")
+    elif _overlapping(out, (q, k, v)):
+        raise ValueError("out shares memory with itself (a zero or overlapping stride) or with q, k or v; "
+                         "pass a tensor of its own")
     t = {'Q': q, 'K': k, 'V': v, 'O': out}
     stride = {
         'Q': {'batch': q.stride(0), 'heads': q.stride(1), 'q': q.stride(2), 'd': q.stride(3)},

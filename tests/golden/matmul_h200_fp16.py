@@ -191,16 +191,18 @@ DTYPES = (torch.float16, torch.bfloat16)
 
 def matmul(a, b):
     """Matrix multiplication, tiled and streamed: A [a, b]; B [b, c] -> C [a, c]."""
-    for name, x in zip(('a', 'b'), (a, b,)):
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, not {type(x).__name__}")
-        if x.dtype not in DTYPES:
-            raise TypeError(f"{name} has dtype {x.dtype}; this kernel takes torch.float16 or "
+    for name, tensor in zip(('a', 'b'), (a, b,)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
+        if tensor.dtype not in DTYPES:
+            raise TypeError(f"{name} has dtype {tensor.dtype}; this kernel takes torch.float16 or "
                             "torch.bfloat16")
-        if x.device != a.device:
-            raise ValueError(f"{name} is on {x.device} but a is on {a.device}")
-        if x.dtype != a.dtype:
-            raise TypeError(f"{name} has dtype {x.dtype} but a has {a.dtype}")
+        if tensor.is_meta or tensor.layout != torch.strided:
+            raise ValueError(f"{name} must be a dense tensor with data (not meta or sparse)")
+        if tensor.device != a.device:
+            raise ValueError(f"{name} is on {tensor.device} but a is on {a.device}")
+        if tensor.dtype != a.dtype:
+            raise TypeError(f"{name} has dtype {tensor.dtype} but a has {a.dtype}")
     device = a.device
     if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError(f"the tensors are on {device}; this kernel runs on a CUDA GPU "
@@ -208,15 +210,13 @@ def matmul(a, b):
     dtype = a.dtype
     size = {}
     if a.dim() != 2:
-        raise ValueError(f"a must be 2-D [a, b]; "
-                         f"got shape {tuple(a.shape)}")
+        raise ValueError('a must be 2-D [a, b]; got shape ' + str(tuple(a.shape)))
     for axis, n in zip(['a', 'b'], a.shape):
         if size.setdefault(axis, n) != n:
             raise ValueError(f"a: axis {axis} has size {n}, but an earlier input has "
                              f"{size[axis]}")
     if b.dim() != 2:
-        raise ValueError(f"b must be 2-D [b, c]; "
-                         f"got shape {tuple(b.shape)}")
+        raise ValueError('b must be 2-D [b, c]; got shape ' + str(tuple(b.shape)))
     for axis, n in zip(['b', 'c'], b.shape):
         if size.setdefault(axis, n) != n:
             raise ValueError(f"b: axis {axis} has size {n}, but an earlier input has "

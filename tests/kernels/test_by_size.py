@@ -21,8 +21,8 @@ pytest.importorskip("triton")
 from helpers_kernel import generated, module, reference, rel_err  # noqa: E402
 
 
-def _entry(k, c) -> dict:
-    entry = {name: c.tiles.get(symbol, 1) for symbol, name in config_names(k).items()}
+def _entry(g, k, c) -> dict:
+    entry = {name: c.tiles.get(symbol, 1) for symbol, name in config_names(g, k).items()}
     return {**entry, "num_warps": c.num_warps, "num_stages": c.num_stages}
 
 
@@ -45,7 +45,7 @@ def test_matmul_launches_the_tables_choice_by_the_geometric_mean_of_its_sizes(tm
     for _ in range(300):
         size = {a: rng.choice([100, 256, 700, 1024, 3000, 8192, 40000]) for a in "abc"}
         expected = k.choice_for(None, (size["a"] * size["b"] * size["c"]) ** (1 / 3))
-        assert m._sized(m.CONFIGS["gemm"][None], size) == _entry(k, expected)
+        assert m._sized(m.CONFIGS["gemm"][None], size) == _entry(g, k, expected)
         (launched,) = g.launched(size)
         assert launched is expected
 
@@ -71,7 +71,7 @@ def test_wrapper_launches_the_tables_choice(diagram, tmp_path):
             else:
                 size["heads"] = heads = rng.randint(1, 64)
             expected = k.choice_for(key, math.sqrt(seq_q * seq_k), batch * heads)
-            assert m._sized(m.CONFIGS[k.plan.name][key], size) == _entry(k, expected)
+            assert m._sized(m.CONFIGS[k.plan.name][key], size) == _entry(g, k, expected)
 
 
 def test_each_cell_is_the_sweeps_first_at_its_grid_point():
