@@ -47,9 +47,11 @@ def cpp_comment(text: str) -> str:
 
 def cpp_str(text: str) -> str:
     """A C++ string literal whose bytes are `text` in UTF-8: printable ASCII as it is, every other byte
-    (and `"`, `\\`, `?`) as a three-digit octal escape, which never runs into the next character."""
+    (and `"`, `\\`, `?`) as a three-digit octal escape, which never runs into the next character; a
+    lone surrogate, which has no UTF-8, as its Python escape."""
     safe = {b for b in range(0x20, 0x7F)} - set(b'"\\?')
-    return '"' + "".join(chr(b) if b in safe else f"\\{b:03o}" for b in str(text).encode("utf-8")) + '"'
+    data = str(text).encode("utf-8", "backslashreplace")
+    return '"' + "".join(chr(b) if b in safe else f"\\{b:03o}" for b in data) + '"'
 
 
 __all__ = ["py_str", "py_comment", "py_doc", "cpp_comment", "cpp_str"]

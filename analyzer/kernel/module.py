@@ -130,7 +130,7 @@ def triton_module(g) -> str:
            + '"""', ""]
     out += ["# " + py_comment(line) for line in header(g)]
     out += ["", "import math", "import os", "", "import torch", "import triton",
-            "import triton.language as tl", "", ""]
+            "import triton.language as tl", "", f"__all__ = [{py_str(ids.wrapper)}]", "", ""]
     for k in g.kernels:
         padded = {dim.name: _padded(k, dim) for dim in k.plan.groups}
         out.append(tr.render_kernel(k.plan, ids.jit[k.plan.name], ids.kernels[k.plan.name], padded))

@@ -52,6 +52,8 @@ import torch
 import triton
 import triton.language as tl
 
+__all__ = ['attention']
+
 
 @triton.jit
 def _attention_unfused_scores(

@@ -61,6 +61,8 @@ import torch
 import triton
 import triton.language as tl
 
+__all__ = ['attention']
+
 
 @triton.jit
 def _causal_attention_flash(

@@ -32,6 +32,8 @@ import torch
 import triton
 import triton.language as tl
 
+__all__ = ['matmul']
+
 
 @triton.jit
 def _matmul_gemm(

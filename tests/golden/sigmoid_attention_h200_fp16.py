@@ -58,6 +58,8 @@ import torch
 import triton
 import triton.language as tl
 
+__all__ = ['attention']
+
 
 @triton.jit
 def _sigmoid_attention_flash(

@@ -145,3 +145,30 @@ def test_causal_self_attention_needs_equal_lengths(tmp_path):
     k, v = torch.randn(1, 1, 9, 64).half(), torch.randn(1, 1, 9, 64).half()
     with pytest.raises(ValueError, match="axis x must be q"):
         m.attention(q, k, v, causal=True)
+
+
+def test_causal_must_be_a_bool(attention):
+    """causal=0 or "yes" used to be compared with the diagram's flag (0 == False passed)."""
+    for flag in (0, 1, "yes", None):
+        with pytest.raises(TypeError, match="causal must be True or False"):
+            attention.attention(*_qkv(1, 1, 8, 64), causal=flag)
+
+
+def test_meta_tensors_are_refused(attention):
+    q, k, v = (torch.empty(1, 1, 8, 64, dtype=torch.float16, device="meta") for _ in range(3))
+    with pytest.raises(ValueError, match="not meta or sparse"):
+        attention.attention(q, k, v)
+
+
+def test_out_that_aliases_an_input_or_itself_is_refused(attention):
+    """Writing an out that shares memory with q, k or v changes what the kernel reads; an out with a
+    zero stride has elements that alias each other: both gave wrong results without an error."""
+    q, k, v = _qkv(1, 2, 8, 64)
+    for out in (q, v[:, :, :, :], torch.empty(64, dtype=torch.float16).expand(1, 2, 8, 64),
+                torch.empty(1, 2, 1, 64, dtype=torch.float16).expand(1, 2, 8, 64)):
+        with pytest.raises(ValueError, match="shares memory"):
+            attention.attention(q, k, v, out=out)
+    separate = torch.empty(2, 1, 8, 64, dtype=torch.float16).transpose(0, 1)   # strided, its own memory
+    assert attention.attention(q, k, v, out=separate) is separate
+    ref = torch.softmax(q.double() @ k.double().transpose(-1, -2) / 8, -1) @ v.double()
+    assert ((separate.double() - ref).norm() / ref.norm()).item() < 1e-2
