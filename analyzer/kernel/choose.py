@@ -122,7 +122,9 @@ def _legal(d: Diagram, profile: Profile, kernel: str, sets: tuple, dtype: str | 
             continue
         out.append(c)
     if not out:
-        if first_error is not None and sets_d:
+        # a pinned size or tile that breaks a rule is the user's to change: say which; a candidate's
+        # own tiles breaking one is not news (it is why the candidate is not legal)
+        if first_error is not None and first_error.field in {f"--set {k}" for k in sets_d}:
             return first_error
         return NapkinError(f"no configuration of kernel {kernel!r} fits {profile.name} "
                            f"({tried} tried)", file=d.source,

@@ -159,9 +159,10 @@ KERNEL = {   # the kernel configure picks: the first that streams an axis into a
     "softmax_contraction": "online_softmax"}
 # analyze's tiles for mlp2 hold one chunk of W1 and W2 (200 KiB on H100); configure double-buffers
 # streamed loads (stages: 2), so the same tiles need 320 KiB and do not fit SMEM.
-SMEM_DOES_NOT_FIT: set = set()   # with one buffer per load, analyze's tiles fit everywhere
-FAILS = {("mlp2", "t4"): ["diagrams/mlp2.yaml", "kernels[0].partition.smem",
-                          "no tile sizes for kernel mlp at smem fit"]}
+# With one buffer per load, analyze's tiles fit everywhere but mlp2 on the T4: analyze's tiles fill the
+# 64 KiB a block may use, and the configuration adds 8 KiB per warp (Table 2's per-warp memory).
+SMEM_DOES_NOT_FIT = {("mlp2", "t4")}
+FAILS: dict = {}   # mlp2 at i = o = 512 found no tiles on the T4; at its default 256 it does
 
 
 def test_the_matrix_covers_every_shipped_diagram():
