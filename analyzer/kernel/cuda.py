@@ -2092,7 +2092,7 @@ def _loader_configs(writers, ids) -> str:
     for k, w in writers:
         p = k.plan
         sizes = p.schedule.partition.group_sizes
-        tile = ids.kernels[p.name].tile
+        tile, block = ids.kernels[p.name].tile, ids.kernels[p.name].block
         lines.append(f"    {p.name!r}: {{")
         by_key: dict = {}
         for v in w.variants:
@@ -2101,14 +2101,14 @@ def _loader_configs(writers, ids) -> str:
             c = k.choices[key]
             napkin = {tile(a): c.tiles.get(sizes[a].name, 1) for d in p.groups for a in d.axes}
             if p.stream is not None:
-                napkin[p.stream.block] = c.tiles[p.schedule.partition.stream[1].name]
+                napkin[block(p.stream.name)] = c.tiles[p.schedule.partition.stream[1].name]
             napkin["num_warps"] = c.num_warps
             napkin["num_stages"] = c.num_stages
             entries = []
             for v in variants:
                 e = {tile(a): t for a, t in v.tiles}
                 if p.stream is not None and v.chunk is not None:
-                    e[p.stream.block] = v.chunk
+                    e[block(p.stream.name)] = v.chunk
                 e["num_warps"] = v.warps
                 e["num_stages"] = v.stages
                 if isinstance(w, _Mma):
@@ -2135,8 +2135,8 @@ def _loader_launchers(writers, ids) -> list[str]:
         ptrs = pointers(p)
         first = next((a for a in ptrs if a in _loaded(p)), ptrs[0])
         lines = [f"def {ids.launch[p.name]}(t, size, stride, scale):",
-                 (f'    """Kernel {p.name!r} ({w.fn} in the .cu): t, size, stride, scale map names to '
-                  'tensors and numbers."""')]
+                 '    """' + py_doc(f"Kernel {p.name!r} ({w.fn} in the .cu): t, size, stride, scale map names "
+                                  "to tensors and numbers.") + '"""']
         if isinstance(w, _Mma):
             key_dim = p.dim_of.get(k.key_axis) if k.key_axis else None
             for d in p.wholes:
