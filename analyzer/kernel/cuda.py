@@ -42,6 +42,7 @@ from analyzer.errors import NapkinError
 from analyzer.kernel.escape import cpp_comment, cpp_str, py_comment, py_doc
 from analyzer.kernel.interface import Attention
 from analyzer.kernel.module import MODULE_GLOBALS, checked_python, header, module_ids, wrapper
+from analyzer.kernel.names import CPP_RESERVED, Scope
 from analyzer.kernel.plan import GROUP, STREAM, WHOLE, Dim, KernelPlan, band_rows, next_pow2
 from analyzer.kernel.triton import pointers, runtime_axes, scaled_ops
 
@@ -87,10 +88,6 @@ def check_renderable(p: KernelPlan) -> None:
             raise NapkinError(f"kernel {p.name!r} saves an array along its streamed axis "
                               f"{d.axes[0]!r}; the CUDA backend saves only after the loop",
                               file=p.diagram.source)
-
-
-def _ident(text: str) -> str:
-    return re.sub(r"\W", "_", text)
 
 
 def _prod(values) -> int:
@@ -470,6 +467,132 @@ extern "C" int napkin_set_device(int device) { return (int)cudaSetDevice(device)
 """
 
 
+# -- identifiers -------------------------------------------------------------------------------------
+#
+# The C++ names its variables after the diagram (`Q_ptr`, `size_q`, `TILE_Q`, `acc_O`), and a diagram may
+# name things `int`, `t` (`size_t`), `q` beside `Q` (`TILE_Q` twice) or `x__y` (reserved in C++); an op
+# `new` would make the running maximum `m_new` of the online softmax's own `m_new`. So, as in the Triton
+# backend (analyzer.kernel.names), every identifier made from a diagram's names is claimed from a
+# C++ scope: the file's for the functions, one per kernel beneath it for parameters, locals and the
+# configuration's members. Neither may take a name the generator writes itself: the file's scope reserves
+# the C++ and CUDA names, and every identifier of the prelude and of the code after it; a kernel's scope
+# every identifier its own code writes, read off a rendering of the kernel with placeholders (_fixed).
+
+_COMMENT = re.compile(r"//[^\n]*")
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_WORD = re.compile(r"(?<![\w.])[A-Za-z_]\w*")     # an identifier (not a number's suffix: 1.f, 0xffu)
+
+
+def identifiers(code: str) -> set[str]:
+    """The identifiers of C++ `code`, comments and string literals left out."""
+    return set(_WORD.findall(_STRING.sub('""', _COMMENT.sub("", code))))
+
+
+def _file_code() -> list[str]:
+    """What the .cu defines after the prelude besides the kernels: helpers and the error strings."""
+    out = ["static inline __host__ __device__ int64_t napkin_min64(int64_t a, int64_t b) "
+           "{ return a < b ? a : b; }",
+           "static constexpr __host__ __device__ int napkin_round8(int n) { return (n + 7) / 8 * 8; }",
+           "",
+           'extern "C" const char* napkin_error_string(int code)',
+           "{",
+           "  switch (code) {"]
+    out += [f"    case {code}: return {cpp_str(text)};" for code, text in ERRORS.items()]
+    out += ["    default: return cudaGetErrorString((cudaError_t)code);", "  }", "}"]
+    return out
+
+
+# The file scope's reserved names: C++ and CUDA's, and those the prelude and the code after it define or use
+FILE_RESERVED = CPP_RESERVED | identifiers(PRELUDE) | identifiers("\n".join(_file_code()))
+
+
+@dataclass(frozen=True)
+class Functions:
+    """The file-level names of one kernel: its extern "C" entry (the loader calls it by this name), its
+    __global__ template, and for the tensor-core kernels the configuration structs and the launcher."""
+
+    entry: str
+    kernel: str
+    cfg: str = ""
+    launch: str = ""
+
+
+def size_axes(p: KernelPlan) -> tuple[str, ...]:
+    """Every axis a kernel takes the size of: the runtime ones as Triton, then the whole ones."""
+    return tuple(dict.fromkeys((*runtime_axes(p), *(a for d in p.wholes for a in d.axes))))
+
+
+class CudaIds:
+    """The identifiers of one kernel's C++ (configuration structs, __global__ template, launcher, extern
+    "C" entry), by what they name. One scope serves the four: the launchers pass the parameters on by
+    name and the kernel reads the structs' members by name. The parameters are claimed first, in order."""
+
+    def __init__(self, p: KernelPlan, scope: Scope) -> None:
+        self.p = p
+        self.scope = scope
+        for a in pointers(p):
+            self.ptr(a)
+        for a in size_axes(p):
+            self.size(a)
+        for a in pointers(p):
+            for x in p.axes_of(a):
+                self.stride(a, x)
+        for o in scaled_ops(p):
+            self.scale(o.name)
+
+    def __call__(self, template: str, *names: str, case: str | None = None) -> str:
+        return self.scope(template, *names, case=case)
+
+    def ptr(self, array: str) -> str:
+        return self.scope("{}_ptr", array)
+
+    def size(self, axis: str) -> str:
+        return self.scope("size_{}", axis)
+
+    def stride(self, array: str, axis: str) -> str:
+        return self.scope("stride_{}_{}", array, axis)
+
+    def scale(self, op: str) -> str:
+        return self.scope("scale_{}", op)
+
+    def tile(self, axis: str) -> str:
+        """A grouped axis's tile (the configuration's g): a member of the structs and a constexpr."""
+        return self.scope("TILE_{}", axis, case="upper")
+
+    def ext(self, dim: str) -> str:
+        """A dimension's extent in the register and shared-memory tiles (compile time)."""
+        return self.scope("EXT_{}", dim, case="upper")
+
+    def block(self, dim: str) -> str:
+        """The streamed chunk's name in the header (the CONFIGS entry's BLOCK_<dim>)."""
+        return self.scope("BLOCK_{}", dim, case="upper")
+
+    def row_sum(self, op: str, suffix: str = "") -> str:
+        """A softmax's row sums, `sm_<op>`: claimed apart from the shared-memory tile `sm_<array>`."""
+        return self.scope.claim(("row sum", op, suffix), f"sm_{op}{suffix}")
+
+
+class _Placeholders(Scope):
+    """A scope that answers each claim with a placeholder that no generated code writes."""
+
+    def claim(self, key, preferred: str) -> str:
+        if key not in self._given:
+            self._given[key] = f"NAPKIN_PLACEHOLDER_{len(self._given)}"
+        return self._given[key]
+
+    def placeholders(self) -> set[str]:
+        return set(self._given.values())
+
+
+def _fixed(g, k, cls) -> set[str]:
+    """The identifiers kernel `k`'s C++ writes itself (`tid`, `m_new`, `sm_head`, the prelude's names it
+    calls): its rendering with a placeholder for every claimed identifier, less the placeholders."""
+    probe = _Placeholders()
+    fns = Functions(*(probe.claim(role, role) for role in ("entry", "kernel", "cfg", "launch")))
+    text = cls(g, k, fns, CudaIds(k.plan, probe)).render()
+    return identifiers(text) - probe.placeholders()
+
+
 # -- values in registers and shared memory --------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -477,11 +600,12 @@ class CVal:
     """A tile in the generated code. kind: 'acc' ([rows, n] fp32 mma fragments: float v[MA][n/8][4],
     a warp's MA tiles of 16 rows, each n/8 fragments of 16 x 8),
     'row' ([rows]: float v[MA][2]), 'scalar' (float), 'smem' (a loaded tile in shared
-    memory, dims in the array's order, storage type)."""
+    memory, dims in the array's order, storage type; `su`: its address in the shared window)."""
 
     kind: str
     name: str
     dims: tuple[str, ...]
+    su: str = ""
 
 
 class _Code:
@@ -500,6 +624,10 @@ class _Code:
         self.depth -= 1
         self.line(text)
 
+    def comment(self, text: str) -> None:
+        """A comment line; `text` may hold a diagram's names."""
+        self.line("// " + cpp_comment(text))
+
 
 ROW_E = "(fr + (mi << 4) + ((e >> 1) << 3))"   # the block-local row of accumulator element [mi][j][e]
 COL_E = "(j * 8 + fc + (e & 1))"       # its column
@@ -509,37 +637,42 @@ ROW_H = "(fr + (mi << 4) + (h << 3))"          # the row of row-vector element [
 class _Common:
     """What both renderers share: names, sizes, block indices, offsets of each axis."""
 
-    def __init__(self, g, k, fn: str) -> None:
+    def __init__(self, g, k, fns: Functions, ids: CudaIds) -> None:
         self.g = g
         self.k = k
         self.p: KernelPlan = k.plan
         self.s = self.p.schedule
-        self.fn = fn
+        self.fns = fns
+        self.n = ids
         self.c = _Code()
         self.stream = self.p.stream
 
     @property
+    def fn(self) -> str:
+        """The extern "C" entry: the loader calls it by this name."""
+        return self.fns.entry
+
+    @property
     def axes(self) -> tuple[str, ...]:
         """Every axis the kernel takes the size of: runtime ones as Triton, then the whole ones."""
-        p = self.p
-        return tuple(dict.fromkeys((*runtime_axes(p), *(a for d in p.wholes for a in d.axes))))
+        return size_axes(self.p)
 
     def c_params(self, ptr_type: str) -> list[str]:
-        p, s = self.p, self.s
+        p, s, n = self.p, self.s, self.n
         out = []
         for a in pointers(p):
             const = "const " if a not in s.saves else ""
-            out.append(f"{const}{ptr_type} __restrict__ {a}_ptr")
-        out += [f"const int64_t size_{a}" for a in self.axes]
-        out += [f"const int64_t stride_{a}_{x}" for a in pointers(p) for x in p.axes_of(a)]
-        out += [f"const float scale_{o.name}" for o in scaled_ops(p)]
+            out.append(f"{const}{ptr_type} __restrict__ {n.ptr(a)}")
+        out += [f"const int64_t {n.size(a)}" for a in self.axes]
+        out += [f"const int64_t {n.stride(a, x)}" for a in pointers(p) for x in p.axes_of(a)]
+        out += [f"const float {n.scale(o.name)}" for o in scaled_ops(p)]
         return out
 
     def arg_names(self) -> list[str]:
-        p = self.p
-        return ([f"{a}_ptr" for a in pointers(p)] + [f"size_{a}" for a in self.axes]
-                + [f"stride_{a}_{x}" for a in pointers(p) for x in p.axes_of(a)]
-                + [f"scale_{o.name}" for o in scaled_ops(p)])
+        p, n = self.p, self.n
+        return ([n.ptr(a) for a in pointers(p)] + [n.size(a) for a in self.axes]
+                + [n.stride(a, x) for a in pointers(p) for x in p.axes_of(a)]
+                + [n.scale(o.name) for o in scaled_ops(p)])
 
     def group_axes(self) -> list[str]:
         return [a for d in self.p.groups for a in d.axes]
@@ -547,77 +680,89 @@ class _Common:
     def blocks(self, reverse_axis: str | None = None, band: str | None = None) -> None:
         """blockIdx.x -> one tile of every grouped axis (fastest) and one index of every grid axis.
         A banded plan walks its two grouped axes in bands of `band` row tiles (plan.band_rows)."""
-        c, p = self.c, self.p
+        c, p, n = self.c, self.p, self.n
         if p.banded:
             r, col = p.banded
             assert band is not None and reverse_axis is None, "a banded order needs its band"
+            nblk_r, nblk_c = n("nblk_{}", r), n("nblk_{}", col)
             c.line("// which block: bands of row tiles, walked down the rows first, so that one wave of "
                    "blocks covers")
             c.line("// a square of the output and shares its inputs' tiles in L2 (the cache level's "
                    "optimal tile is square: Theorem 2)")
-            c.line(f"const int64_t nblk_{r} = (size_{r} + TILE_{r.upper()} - 1) / TILE_{r.upper()};")
-            c.line(f"const int64_t nblk_{col} = (size_{col} + TILE_{col.upper()} - 1) / TILE_{col.upper()};")
-            c.line(f"const int64_t pid = (int64_t)blockIdx.x % (nblk_{r} * nblk_{col});")
-            c.line(f"int64_t rest = (int64_t)blockIdx.x / (nblk_{r} * nblk_{col});")
-            c.line(f"const int64_t band = (int64_t)({band}) * nblk_{col};")
+            c.line(f"const int64_t {nblk_r} = ({n.size(r)} + {n.tile(r)} - 1) / {n.tile(r)};")
+            c.line(f"const int64_t {nblk_c} = ({n.size(col)} + {n.tile(col)} - 1) / {n.tile(col)};")
+            c.line(f"const int64_t pid = (int64_t)blockIdx.x % ({nblk_r} * {nblk_c});")
+            c.line(f"int64_t rest = (int64_t)blockIdx.x / ({nblk_r} * {nblk_c});")
+            c.line(f"const int64_t band = (int64_t)({band}) * {nblk_c};")
             c.line(f"const int64_t first = (pid / band) * ({band});")
-            c.line(f"const int64_t rows = napkin_min64(nblk_{r} - first, (int64_t)({band}));")
-            c.line(f"const int64_t blk_{r} = first + (pid % band) % rows;")
-            c.line(f"const int64_t blk_{col} = (pid % band) / rows;")
+            c.line(f"const int64_t rows = napkin_min64({nblk_r} - first, (int64_t)({band}));")
+            c.line(f"const int64_t {n('blk_{}', r)} = first + (pid % band) % rows;")
+            c.line(f"const int64_t {n('blk_{}', col)} = (pid % band) / rows;")
         else:
             c.line("// which block: one tile of each grouped axis, one index of each grid axis")
             c.line("int64_t rest = blockIdx.x;")
         for a in reversed(self.group_axes() if not p.banded else ()):
-            c.line(f"const int64_t nblk_{a} = (size_{a} + TILE_{a.upper()} - 1) / TILE_{a.upper()};")
+            nblk, blk = n("nblk_{}", a), n("blk_{}", a)
+            c.line(f"const int64_t {nblk} = ({n.size(a)} + {n.tile(a)} - 1) / {n.tile(a)};")
             if a == reverse_axis:
-                c.line(f"const int64_t blk_{a} = nblk_{a} - 1 - rest % nblk_{a};  "
+                c.line(f"const int64_t {blk} = {nblk} - 1 - rest % {nblk};  "
                        "// the longest rows of a causal mask first")
             else:
-                c.line(f"const int64_t blk_{a} = rest % nblk_{a};")
-            c.line(f"rest /= nblk_{a};")
+                c.line(f"const int64_t {blk} = rest % {nblk};")
+            c.line(f"rest /= {nblk};")
         for a in reversed(p.grid):
-            c.line(f"const int64_t idx_{a} = rest % size_{a};")
-            c.line(f"rest /= size_{a};")
+            c.line(f"const int64_t {n('idx_{}', a)} = rest % {n.size(a)};")
+            c.line(f"rest /= {n.size(a)};")
         c.line("(void)rest;")
         for a in pointers(p):
-            terms = [f"idx_{x} * stride_{a}_{x}" for x in p.axes_of(a) if x in p.grid]
+            terms = [f"{n('idx_{}', x)} * {n.stride(a, x)}" for x in p.axes_of(a) if x in p.grid]
             const = "const " if a not in self.s.saves else ""
-            c.line(f"{const}T* const g_{a} = {a}_ptr{''.join(' + ' + t for t in terms)};")
+            c.line(f"{const}T* const {self.gmem(a)} = {n.ptr(a)}{''.join(' + ' + t for t in terms)};")
+
+    def gmem(self, array: str) -> str:
+        """The block's origin in `array` (its grid indices applied)."""
+        return self.n("g_{}", array)
+
+    def lim(self, dim: str) -> str:
+        """How many block-local indices of single-axis dim `dim` are inside the array."""
+        return self.n("lim_{}", dim)
 
     def tile_of(self, dim: Dim) -> str:
-        return " * ".join(f"TILE_{a.upper()}" for a in dim.axes)
+        return " * ".join(self.n.tile(a) for a in dim.axes)
 
     def offs(self, axis: str, local: str) -> str:
         """The index along `axis` of block-local index `local` of its dim."""
+        n = self.n
         d = self.p.dim(self.p.dim_of[axis])
         if d.kind == WHOLE:
             return f"((int64_t)({local}))"
         if d.kind == STREAM:
             return f"((int64_t)(start + ({local})))"
         if len(d.axes) == 1:
-            return f"(blk_{axis} * TILE_{axis.upper()} + ({local}))"
+            return f"({n('blk_{}', axis)} * {n.tile(axis)} + ({local}))"
         inner = d.axes[d.axes.index(axis) + 1:]
-        below = " * ".join(f"TILE_{x.upper()}" for x in inner) or "1"
-        return f"(blk_{axis} * TILE_{axis.upper()} + (({local}) / ({below})) % TILE_{axis.upper()})"
+        below = " * ".join(n.tile(x) for x in inner) or "1"
+        return f"({n('blk_{}', axis)} * {n.tile(axis)} + (({local}) / ({below})) % {n.tile(axis)})"
 
     def valid(self, dim: Dim, local: str) -> str:
         if len(dim.axes) == 1:
-            return f"(({local}) < lim_{dim.name})"
+            return f"(({local}) < {self.lim(dim.name)})"
         parts = [f"(({local}) < {self.tile_of(dim)})"]
-        parts += [f"({self.offs(a, local)} < size_{a})" for a in dim.axes]
+        parts += [f"({self.offs(a, local)} < {self.n.size(a)})" for a in dim.axes]
         return "(" + " && ".join(parts) + ")"
 
     def limits(self, kinds: tuple[str, ...]) -> None:
         """lim_<dim>: how many block-local indices of each single-axis dim are inside the array."""
+        n = self.n
         for d in self.p.dims:
             if len(d.axes) != 1 or d.kind not in kinds:
                 continue
             a = d.axes[0]
             if d.kind == GROUP:
-                self.c.line(f"const int lim_{d.name} = (int)napkin_min64((int64_t)TILE_{a.upper()}, "
-                            f"size_{a} - blk_{a} * TILE_{a.upper()});")
+                self.c.line(f"const int {self.lim(d.name)} = (int)napkin_min64((int64_t){n.tile(a)}, "
+                            f"{n.size(a)} - {n('blk_{}', a)} * {n.tile(a)});")
             elif d.kind == WHOLE:
-                self.c.line(f"const int lim_{d.name} = (int)size_{a};")
+                self.c.line(f"const int {self.lim(d.name)} = (int){n.size(a)};")
 
     def address(self, array: str, locals_: dict[str, str], unit_axis: str | None = None) -> str:
         """Offset of the element at block-local indices `locals_` (dim -> index) of `array`."""
@@ -627,15 +772,15 @@ class _Common:
             if axis in p.grid:
                 continue
             offs = self.offs(axis, locals_[p.dim_of[axis]])
-            terms.append(offs if axis == unit_axis else f"{offs} * stride_{array}_{axis}")
+            terms.append(offs if axis == unit_axis else f"{offs} * {self.n.stride(array, axis)}")
         return " + ".join(terms) or "0"
 
 
 # -- tensor-core kernels ---------------------------------------------------------------------------
 
 class _Mma(_Common):
-    def __init__(self, g, k, fn: str) -> None:
-        super().__init__(g, k, fn)
+    def __init__(self, g, k, fns: Functions, ids: CudaIds) -> None:
+        super().__init__(g, k, fns, ids)
         p = self.p
         self.row = self._row_dim()
         self.reducer_of = {r.op.name: r for r in self.s.reducers}
@@ -704,11 +849,20 @@ class _Mma(_Common):
 
     # -- names -----------------------------------------------------------------------------------
     def ext(self, dim: str) -> str:
-        return f"EXT_{dim.upper()}"
+        return self.n.ext(dim)
 
-    def fresh(self, base: str) -> str:
+    def val(self, name: str, suffix: str = "") -> str:
+        """The register tile of array or op `name` (`v_<name>`; a step of it: `v_<name>_p`)."""
+        return self.n("v_{}" + suffix, name)
+
+    def smem(self, array: str) -> CVal:
+        """`array`'s tile in shared memory (`sm_<array>`) and its address in the shared window."""
+        return CVal("smem", self.n("sm_{}", array), self.p.tiles_of[array], self.n("su_{}", array))
+
+    def fresh(self) -> str:
+        """A register copy of a loaded tile: `v_ld_<n>`, the n-th of the kernel."""
         self.tmp += 1
-        return f"{base}_{self.tmp}"
+        return self.n("v_ld_{}", str(self.tmp))
 
     def canon(self, dims: tuple[str, ...]) -> tuple[str, ...]:
         R = self.row.name
@@ -724,37 +878,38 @@ class _Mma(_Common):
         return "\n".join(out)
 
     def _cfg(self) -> str:
-        fn = self.fn
-        lines = [f"template <int V> struct {fn}_cfg;"]
+        cfg = self.fns.cfg
+        lines = [f"template <int V> struct {cfg};"]
         for v in self.variants:
             at = f"{self.k.key_axis}={v.key}" if v.key is not None else "one configuration for all sizes"
             wh = ", ".join(f"{d} extent {e}" for d, e in v.wholes)
-            lines.append(f"template <> struct {fn}_cfg<{v.index}> {{  // {at}{'; ' + wh if wh else ''}")
+            what = cpp_comment(at + ("; " + wh if wh else ""))
+            lines.append(f"template <> struct {cfg}<{v.index}> {{  // {what}")
             lines.append(f"  static constexpr int WARPS = {v.warps}, MA = {v.ma}, STAGES = {v.stages};")
             for a, t in v.tiles:
-                lines.append(f"  static constexpr int TILE_{a.upper()} = {t};")
+                lines.append(f"  static constexpr int {self.n.tile(a)} = {t};")
             if self.p.banded:
                 tiles = dict(v.tiles)
                 r, col = self.p.banded
                 lines.append(f"  static constexpr int BAND = {band_rows(tiles[r], tiles[col], self.g.sm_count)};"
                              f"  // row tiles per band: one wave of {self.g.sm_count} blocks covers a square")
             for d, e in v.extents:
-                lines.append(f"  static constexpr int EXT_{d.upper()} = {e};")
+                lines.append(f"  static constexpr int {self.ext(d)} = {e};")
             lines.append(f"  static constexpr int HEAD_ELEMS = {v.head_elems}, STAGE_ELEMS = {v.stage_elems};")
             lines.append("};")
         return "\n".join(lines) + "\n"
 
     def _kernel(self) -> str:
-        p, s, c, fn = self.p, self.s, self.c, self.fn
+        p, s, c, f = self.p, self.s, self.c, self.fns
         head = ["template <typename T, int V>",
-                f"__global__ void __launch_bounds__({fn}_cfg<V>::WARPS * 32, 1)",
-                f"{fn}_kernel(" + ",\n    ".join([*self.c_params("T*"), "const int vec"]) + ")", "{"]
-        c.line(f"using C = {fn}_cfg<V>;")
+                f"__global__ void __launch_bounds__({f.cfg}<V>::WARPS * 32, 1)",
+                f"{f.kernel}(" + ",\n    ".join([*self.c_params("T*"), "const int vec"]) + ")", "{"]
+        c.line(f"using C = {f.cfg}<V>;")
         c.line("constexpr int NT = C::WARPS * 32;")
         c.line("constexpr int NBUF = NAPKIN_ASYNC ? C::STAGES : 1;")
         c.line("constexpr int MA = C::MA;  // m16 tiles a warp: its rows are 16 * MA")
         for a in self.group_axes():
-            c.line(f"constexpr int TILE_{a.upper()} = C::TILE_{a.upper()};")
+            c.line(f"constexpr int {self.n.tile(a)} = C::{self.n.tile(a)};")
         for d in p.dims:
             c.line(f"constexpr int {self.ext(d.name)} = C::{self.ext(d.name)};")
         c.line("(void)NBUF;")
@@ -788,10 +943,11 @@ class _Mma(_Common):
             if stream is not None and stream.name in dims:
                 self.stage_off[name] = n
             else:
-                c.line(f"T* const sm_{name} = sm_head + {' + '.join(head_terms) or '0'};  "
-                       f"// {name} [{', '.join(dims)}]")
-                c.line(f"const uint32_t su_{name} = napkin::smem_u32(sm_{name});")
-                c.line(f"(void)su_{name};")
+                sm = self.smem(name)
+                what = cpp_comment(f"{name} [{', '.join(dims)}]")
+                c.line(f"T* const {sm.name} = sm_head + {' + '.join(head_terms) or '0'};  // {what}")
+                c.line(f"const uint32_t {sm.su} = napkin::smem_u32({sm.name});")
+                c.line(f"(void){sm.su};")
                 head_terms.append(f"napkin_round8({n})")
         c.line("// GMEM -> SMEM: the tiles loaded once per block (head)")
         for name in self.loaded:
@@ -799,11 +955,11 @@ class _Mma(_Common):
             if stream is not None and stream.name in dims:
                 continue
             if not dims:
-                c.line(f"const float v_{name} = napkin::Num<T>::to_f(g_{name}[0]);")
-                self.vals[name] = CVal("scalar", f"v_{name}", ())
+                c.line(f"const float {self.val(name)} = napkin::Num<T>::to_f({self.gmem(name)}[0]);")
+                self.vals[name] = CVal("scalar", self.val(name), ())
                 continue
-            self.load(name, f"sm_{name}")
-            self.vals[name] = CVal("smem", f"sm_{name}", dims)
+            self.load(name, self.smem(name).name)
+            self.vals[name] = self.smem(name)
         c.line("napkin::commit();")
         if stream is None:
             c.line("napkin::wait<0>();")
@@ -823,14 +979,16 @@ class _Mma(_Common):
         p, c = self.p, self.c
         dims = p.tiles_of[name]
         bit = self.loaded.index(name)
-        c.line(f"{{  // {name} [{', '.join(dims)}] -> {dst}")
+        g_name = self.gmem(name)
+        what = cpp_comment(f"{name} [{', '.join(dims)}] -> {dst}")
+        c.line(f"{{  // {what}")
         c.depth += 1
         if len(dims) == 1:
             (i,) = dims
             d = p.dim(i)
             c.open(f"for (int i = tid; i < {self.ext(i)}; i += NT)")
             addr = self.address(name, {i: "i"})
-            c.line(f"{dst}[i] = {self.valid(d, 'i')} ? g_{name}[{addr}] : napkin::Num<T>::of(0.f);")
+            c.line(f"{dst}[i] = {self.valid(d, 'i')} ? {g_name}[{addr}] : napkin::Num<T>::of(0.f);")
             c.close()
         else:
             o, i = dims
@@ -846,9 +1004,9 @@ class _Mma(_Common):
                 c.line("const int cc = tid + it * NT;")
                 c.open(f"if (({n}) % NT == 0 || cc < {n})")
                 c.line(f"const int o = cc / ({W} / 8), i = (cc % ({W} / 8)) * 8;")
-                c.line(f"const int nv = {self.valid(do, 'o')} ? lim_{di.name} - i : 0;")
+                c.line(f"const int nv = {self.valid(do, 'o')} ? {self.lim(di.name)} - i : 0;")
                 addr = self.address(name, {o: "o", i: "i"}, unit_axis=inner)
-                c.line(f"napkin::copy8({dst} + napkin::swz<{W}>(o, i), g_{name} + ({addr}), nv);")
+                c.line(f"napkin::copy8({dst} + napkin::swz<{W}>(o, i), {g_name} + ({addr}), nv);")
                 c.close()
                 c.close()
                 c.close("} else {")
@@ -857,7 +1015,7 @@ class _Mma(_Common):
             c.line(f"const int o = cc / {W}, i = cc % {W};")
             addr = self.address(name, {o: "o", i: "i"})
             c.line(f"{dst}[napkin::swz<{W}>(o, i)] = ({self.valid(do, 'o')} && {self.valid(di, 'i')}) "
-                   f"? g_{name}[{addr}] : napkin::Num<T>::of(0.f);")
+                   f"? {g_name}[{addr}] : napkin::Num<T>::of(0.f);")
             c.close()
             if vec_ok:
                 c.close()
@@ -866,32 +1024,35 @@ class _Mma(_Common):
 
     # -- the streamed loop ---------------------------------------------------------------------------
     def loop(self) -> None:
-        p, s, c, st = self.p, self.s, self.c, self.stream
+        s, c, st, n = self.s, self.c, self.stream, self.n
         axis = st.axes[0]
         B = self.ext(st.name)
+        lim = self.lim(st.name)
         skip = s.skip
         if skip is not None:
             q = skip.query
-            c.line(f"// causal block skipping: this block's {q} rows see {axis} up to their last row")
-            c.line(f"const int hi = (int)napkin_min64(size_{axis}, (blk_{q} + 1) * TILE_{q.upper()});")
-            c.line(f"const int mid = (int)napkin_min64((size_{axis} / {B}) * {B}, "
-                   f"((blk_{q} * TILE_{q.upper()} + 1) / {B}) * {B});")
+            blk, tile = n("blk_{}", q), n.tile(q)
+            c.comment(f"causal block skipping: this block's {q} rows see {axis} up to their last row")
+            c.line(f"const int hi = (int)napkin_min64({n.size(axis)}, ({blk} + 1) * {tile});")
+            c.line(f"const int mid = (int)napkin_min64(({n.size(axis)} / {B}) * {B}, "
+                   f"(({blk} * {tile} + 1) / {B}) * {B});")
         else:
-            c.line(f"const int hi = (int)size_{axis};  // the launcher checks sizes < 2**31")
+            c.line(f"const int hi = (int){n.size(axis)};  // the launcher checks sizes < 2**31")
             c.line(f"const int mid = (hi / {B}) * {B};")
         c.line(f"const int n_chunks = (hi + {B} - 1) / {B};")
         stage_terms = []
         offsets = {}
-        for name, n in self.stage_off.items():
+        for name, elems in self.stage_off.items():
             offsets[name] = " + ".join(stage_terms) or "0"
-            stage_terms.append(f"napkin_round8({n})")
-        c.line(f"// GMEM -> SMEM: one chunk of {axis} into buffer `buf` (cp.async on sm_80+)")
+            stage_terms.append(f"napkin_round8({elems})")
+        c.comment(f"GMEM -> SMEM: one chunk of {axis} into buffer `buf` (cp.async on sm_80+)")
         c.open("auto load_chunk = [&](int start, int buf)")
-        c.line(f"const int lim_{st.name} = hi - start;")
+        c.line(f"const int {lim} = hi - start;")
         c.line("(void)start;")
         for name in self.stage_off:
-            c.line(f"T* const sm_{name} = sm_stage + buf * C::STAGE_ELEMS + {offsets[name]};")
-            self.load(name, f"sm_{name}")
+            sm = self.smem(name).name
+            c.line(f"T* const {sm} = sm_stage + buf * C::STAGE_ELEMS + {offsets[name]};")
+            self.load(name, sm)
         c.close("};")
         c.line("// prologue: the first NBUF - 1 chunks in flight")
         c.open("for (int b = 0; b < NBUF - 1; ++b)")
@@ -905,7 +1066,7 @@ class _Mma(_Common):
         c.line("// accumulators in registers, as for a stream of size 0 (Section 5.1)")
         for r in s.reducers:
             self.init(r)
-        c.line(f"// stream {axis} in chunks of {B}: interior chunks without masks, then the edge chunks")
+        c.comment(f"stream {axis} in chunks of {B}: interior chunks without masks, then the edge chunks")
         c.open("for (int ci = 0; ci < n_chunks; ++ci)")
         c.line(f"const int start = ci * {B};")
         c.line("__syncthreads();  // every warp is done with the buffer the next load overwrites")
@@ -917,12 +1078,13 @@ class _Mma(_Common):
         c.line("napkin::wait<NBUF - 1>();")
         c.line("__syncthreads();")
         c.line("const int buf = ci % NBUF;")
-        c.line(f"const int lim_{st.name} = hi - start;")
-        c.line(f"(void)buf; (void)lim_{st.name};")
+        c.line(f"const int {lim} = hi - start;")
+        c.line(f"(void)buf; (void){lim};")
         for name in self.stage_off:
-            c.line(f"const T* const sm_{name} = sm_stage + buf * C::STAGE_ELEMS + {offsets[name]};")
-            c.line(f"const uint32_t su_{name} = napkin::smem_u32(sm_{name});")
-            c.line(f"(void)su_{name};")
+            sm = self.smem(name)
+            c.line(f"const T* const {sm.name} = sm_stage + buf * C::STAGE_ELEMS + {offsets[name]};")
+            c.line(f"const uint32_t {sm.su} = napkin::smem_u32({sm.name});")
+            c.line(f"(void){sm.su};")
         for masked, cond in ((False, "if (start < mid)"), (True, "else")):
             if masked:
                 c.close("} else {  // edge chunk: masked")
@@ -932,7 +1094,7 @@ class _Mma(_Common):
                 c.line("// interior chunk: no masks")
             self.vals = dict(head_vals)
             for name in self.stage_off:
-                self.vals[name] = CVal("smem", f"sm_{name}", p.tiles_of[name])
+                self.vals[name] = self.smem(name)
             self.emit_ops(list(s.body), masked=masked)
         c.close()
         c.close()
@@ -948,16 +1110,18 @@ class _Mma(_Common):
     def init(self, r) -> None:
         c, op = self.c, r.op
         name = op.name
+        acc = self.n("acc_{}", name)
         if op.primitive.contraction:
             _, n, k = _contraction_dims(self.p, op)
             if k != self.stream.name:
                 raise _unrenderable(self.p, f"the streamed contraction {name!r} is not over the stream", op)
-            c.line(f"float acc_{name}[MA][{self.ext(n)} / 8][4];")
-            self.zero(f"acc_{name}", n)
+            c.line(f"float {acc}[MA][{self.ext(n)} / 8][4];")
+            self.zero(acc, n)
             if self.online(r):
-                c.line(f"float m_{name}[MA][2], l_{name}[MA][2];  // running maximum (base 2), running sum "
+                m, l = self.n("m_{}", name), self.n("l_{}", name)
+                c.line(f"float {m}[MA][2], {l}[MA][2];  // running maximum (base 2), running sum "
                        "(this thread's columns)")
-                self.loop_row(f"{{ m_{name}[mi][h] = {NEG_INF}; l_{name}[mi][h] = 0.f; }}")
+                self.loop_row(f"{{ {m}[mi][h] = {NEG_INF}; {l}[mi][h] = 0.f; }}")
         else:
             x = self.p.tiles_of[op.inputs[0]]
             if self.p.dim_of[op.applied.over] != self.stream.name or self.canon(x) != (self.row.name,
@@ -965,8 +1129,8 @@ class _Mma(_Common):
                 raise _unrenderable(self.p, f"the streamed reduction {name!r} is not a row reduction of a "
                                     "[rows, chunk] tile", op)
             neutral = "0.f" if op.primitive.name == "sum" else NEG_INF
-            c.line(f"float acc_{name}[MA][2];")
-            self.loop_row(f"acc_{name}[mi][h] = {neutral};")
+            c.line(f"float {acc}[MA][2];")
+            self.loop_row(f"{acc}[mi][h] = {neutral};")
 
     def zero(self, arr: str, n: str) -> None:
         self.loop_acc(n, f"{arr}[mi][j][e] = 0.f;")
@@ -974,23 +1138,24 @@ class _Mma(_Common):
     def finish(self, r) -> None:
         c, op = self.c, r.op
         name = op.name
-        c.line(f"// tail of {name}: the accumulator is complete")
+        acc = self.n("acc_{}", name)
+        c.comment(f"tail of {name}: the accumulator is complete")
         if op.primitive.contraction:
             m, n, _ = _contraction_dims(self.p, op)
             if self.online(r):
-                out = f"v_{name}"
-                c.line(f"float inv_{name}[MA][2];")
-                self.loop_row(f"{{ const float l = napkin::quad_sum(l_{name}[mi][h]); "
-                              f"inv_{name}[mi][h] = l > 0.f ? 1.f / l : 0.f; }}")
+                out, inv = self.val(name), self.n("inv_{}", name)
+                c.line(f"float {inv}[MA][2];")
+                self.loop_row(f"{{ const float l = napkin::quad_sum({self.n('l_{}', name)}[mi][h]); "
+                              f"{inv}[mi][h] = l > 0.f ? 1.f / l : 0.f; }}")
                 c.line(f"float {out}[MA][{self.ext(n)} / 8][4];")
-                self.loop_acc(n, f"{out}[mi][j][e] = acc_{name}[mi][j][e] * inv_{name}[mi][e >> 1];")
+                self.loop_acc(n, f"{out}[mi][j][e] = {acc}[mi][j][e] * {inv}[mi][e >> 1];")
                 self.vals[name] = CVal("acc", out, (m, n))
             else:
-                self.vals[name] = CVal("acc", f"acc_{name}", (m, n))
+                self.vals[name] = CVal("acc", acc, (m, n))
         else:
             red = "napkin::quad_sum" if op.primitive.name == "sum" else "napkin::quad_max"
-            self.loop_row(f"acc_{name}[mi][h] = {red}(acc_{name}[mi][h]);")
-            self.vals[name] = CVal("row", f"acc_{name}", (self.row.name,))
+            self.loop_row(f"{acc}[mi][h] = {red}({acc}[mi][h]);")
+            self.vals[name] = CVal("row", acc, (self.row.name,))
 
     def loop_acc(self, n: str, stmt: str) -> None:
         """`stmt` for every element [mi][j][e] of a [rows, n] accumulator tile."""
@@ -1045,17 +1210,18 @@ class _Mma(_Common):
         """The mask of the columns of an accumulator along `dim` (None: every column is inside)."""
         d = self.p.dim(dim)
         if d.kind == STREAM:
-            return f"({COL_E} < lim_{dim})" if masked else None
+            return f"({COL_E} < {self.lim(dim)})" if masked else None
         if d.kind == WHOLE and len(d.axes) == 1:
-            return f"({COL_E} < lim_{dim})"
+            return f"({COL_E} < {self.lim(dim)})"
         return self.valid(d, COL_E)
 
-    def ew(self, name: str, dims: tuple[str, ...], expr) -> CVal:
-        """An elementwise tile: `expr(ctx)` gives an element's value."""
+    def ew(self, name: str, dims: tuple[str, ...], expr, *, copy: bool = False) -> CVal:
+        """An elementwise tile: `expr(ctx)` gives an element's value. The value of op `name`, or with
+        `copy` a register copy of loaded array `name` (a temporary: `name` keeps its tile)."""
         c = self.c
         dims = self.canon(dims)
         R = self.row.name
-        out = f"v_{name}"
+        out = self.fresh() if copy else self.val(name)
         if len(dims) == 2 and dims[0] == R:
             c.line(f"float {out}[MA][{self.ext(dims[1])} / 8][4];")
             self.loop_acc(dims[1], f"{out}[mi][j][e] = {expr('acc', dims)};")
@@ -1068,8 +1234,9 @@ class _Mma(_Common):
             c.line(f"const float {out} = {expr('scalar', dims)};")
             v = CVal("scalar", out, dims)
         else:
-            raise _unrenderable(self.p, f"op {name!r} has a tile [{', '.join(dims)}] without the block's rows")
-        self.vals[name] = v
+            raise _unrenderable(self.p, f"{name!r} has a tile [{', '.join(dims)}] without the block's rows")
+        if not copy:
+            self.vals[name] = v
         return v
 
     def value(self, name: str) -> CVal:
@@ -1077,12 +1244,13 @@ class _Mma(_Common):
             raise _unrenderable(self.p, f"{name!r} is used before it is computed or loaded")
         return self.vals[name]
 
-    def register(self, v: CVal) -> CVal:
-        """A loaded [rows, n] tile as an accumulator-layout register tile (for elementwise use)."""
+    def register(self, name: str) -> CVal:
+        """The value of `name`; a loaded [rows, n] tile as an accumulator-layout register tile."""
+        v = self.value(name)
         if v.kind != "smem":
             return v
         dims = self.canon(v.dims)
-        return self.ew(self.fresh("ld"), dims, lambda ctx, t: self.at(v, t, ctx))
+        return self.ew(name, dims, lambda ctx, t: self.at(v, t, ctx), copy=True)
 
     # -- primitives ----------------------------------------------------------------------------------------
     def emit_ops(self, ops: list[Op], *, masked: bool) -> None:
@@ -1098,10 +1266,10 @@ class _Mma(_Common):
         name, prim, c = op.name, op.primitive.name, self.c
         ins = [self.value(i) for i in op.inputs]
         if prim == "dot":
-            c.line(f"// {name} = {op.inputs[0]} . {op.inputs[1]} over {op.applied.over} "
-                   "(tensor cores, fp32 accumulate)")
+            c.comment(f"{name} = {op.inputs[0]} . {op.inputs[1]} over {op.applied.over} "
+                      "(tensor cores, fp32 accumulate)")
             m, n, k = _contraction_dims(self.p, op)
-            out = f"v_{name}"
+            out = self.val(name)
             c.line(f"float {out}[MA][{self.ext(n)} / 8][4];")
             self.zero(out, n)
             self.mma(out, ins[0], ins[1], (m, n, k), mask_a=None)
@@ -1109,9 +1277,9 @@ class _Mma(_Common):
             return
         if prim == "softmax_dot":
             m, n, k = _contraction_dims(self.p, op)
-            c.line(f"// {name} = softmax of {op.inputs[0]} over {op.applied.over}, . {op.inputs[1]}")
-            p = self.softmax_rows(f"{name}_p", self.register(ins[0]), k, op, masked)
-            out = f"v_{name}"
+            c.comment(f"{name} = softmax of {op.inputs[0]} over {op.applied.over}, . {op.inputs[1]}")
+            p = self.softmax_rows("_p", self.register(op.inputs[0]), k, op, masked)
+            out = self.val(name)
             c.line(f"float {out}[MA][{self.ext(n)} / 8][4];")
             self.zero(out, n)
             self.mma(out, p, ins[1], (m, n, k), mask_a=None)
@@ -1120,7 +1288,7 @@ class _Mma(_Common):
         (x, *rest) = ins
         dims = self.canon(self.p.tiles_of[name]) if name in self.p.tiles_of else x.dims
         if prim == "scale":
-            self.ew(name, dims, lambda ctx, t: f"{self.at(x, t, ctx)} * scale_{name}")
+            self.ew(name, dims, lambda ctx, t: f"{self.at(x, t, ctx)} * {self.n.scale(name)}")
         elif prim == "causal_mask":
             skip = self.s.skip
             if skip is not None and skip.mask is op and not masked:
@@ -1132,7 +1300,7 @@ class _Mma(_Common):
                 oq = self.offs(q, self.index_of(self.p.dim_of[q], t, ctx))
                 ok = self.offs(key, self.index_of(self.p.dim_of[key], t, ctx))
                 return f"({oq} >= {ok}) ? {self.at(x, t, ctx)} : {NEG_INF}"
-            c.line(f"// {name}: causal mask")
+            c.comment(f"{name}: causal mask")
             self.ew(name, dims, cond)
         elif prim in ELEMENTWISE:
             self.ew(name, dims, lambda ctx, t: f"{ELEMENTWISE[prim]}({self.at(x, t, ctx)})")
@@ -1142,11 +1310,11 @@ class _Mma(_Common):
             self.ew(name, dims, lambda ctx, t: f"{self.at(x, t, ctx)} {BINARY[prim]} {self.at(y, t, ctx)}")
         elif prim == "softmax":
             over = self.p.dim_of[op.applied.over]
-            c.line(f"// {name} = softmax of {op.inputs[0]} over {op.applied.over}")
-            self.vals[name] = self.softmax_rows(name, self.register(x), over, op, True)
+            c.comment(f"{name} = softmax of {op.inputs[0]} over {op.applied.over}")
+            self.vals[name] = self.softmax_rows("", self.register(op.inputs[0]), over, op, True)
         elif prim in ("sum", "max"):
             over = self.p.dim_of[op.applied.over]
-            xr = self.register(x)
+            xr = self.register(op.inputs[0])
             if xr.kind != "acc" or xr.dims[1] != over:
                 raise _unrenderable(self.p, f"{name!r} reduces a tile [{', '.join(x.dims)}] over "
                                     f"{op.applied.over}", op)
@@ -1154,7 +1322,7 @@ class _Mma(_Common):
             comb = (lambda a, b: f"{a} + {b}") if prim == "sum" else (lambda a, b: f"fmaxf({a}, {b})")
             valid = self.col_valid(over, masked)
             src = f"{xr.name}[mi][j][e]" if valid is None else f"({valid} ? {xr.name}[mi][j][e] : {neutral})"
-            out = f"v_{name}"
+            out = self.val(name)
             c.line(f"float {out}[MA][2];")
             self.loop_row(f"{out}[mi][h] = {neutral};")
             self.loop_acc(over, f"{out}[mi][e >> 1] = {comb(f'{out}[mi][e >> 1]', src)};")
@@ -1164,29 +1332,31 @@ class _Mma(_Common):
         else:
             raise _unrenderable(self.p, f"primitive {prim!r}", op)
 
-    def softmax_rows(self, name: str, x: CVal, over: str, op: Op, masked: bool) -> CVal:
-        """Softmax of an accumulator tile along its columns (one row at a time, in base 2)."""
-        c = self.c
+    def softmax_rows(self, suffix: str, x: CVal, over: str, op: Op, masked: bool) -> CVal:
+        """Softmax of an accumulator tile along its columns (one row at a time, in base 2): op `op`'s
+        value, or with `suffix` "_p" the probabilities inside a softmax_dot."""
+        c, name = self.c, op.name
         if x.kind != "acc" or x.dims[1] != over:
             raise _unrenderable(self.p, f"{op.name!r} takes a softmax over {op.applied.over} of a tile "
                                 f"[{', '.join(x.dims)}]", op)
-        scale = f"scale_{op.name} * {LOG2E}" if op.applied.scale is not None else LOG2E
+        scale = f"{self.n.scale(op.name)} * {LOG2E}" if op.applied.scale is not None else LOG2E
         valid = self.col_valid(over, masked)
-        t, out = f"t_{name}", f"v_{name}"
+        t, out = self.n("t_{}" + suffix, name), self.val(name, suffix)
+        mx, sm = self.n("mx_{}" + suffix, name), self.n.row_sum(name, suffix)
         n = self.ext(over)
         c.line(f"float {t}[MA][{n} / 8][4], {out}[MA][{n} / 8][4];")
-        c.line(f"float mx_{name}[MA][2], sm_{name}[MA][2];")
-        self.loop_row(f"{{ mx_{name}[mi][h] = {NEG_INF}; sm_{name}[mi][h] = 0.f; }}")
+        c.line(f"float {mx}[MA][2], {sm}[MA][2];")
+        self.loop_row(f"{{ {mx}[mi][h] = {NEG_INF}; {sm}[mi][h] = 0.f; }}")
         src = f"{x.name}[mi][j][e] * ({scale})"
         src = src if valid is None else f"({valid} ? {src} : {NEG_INF})"
         self.loop_acc(over, f"{{ {t}[mi][j][e] = {src}; "
-                            f"mx_{name}[mi][e >> 1] = fmaxf(mx_{name}[mi][e >> 1], {t}[mi][j][e]); }}")
-        self.loop_row(f"{{ mx_{name}[mi][h] = napkin::quad_max(mx_{name}[mi][h]); "
-                      f"if (mx_{name}[mi][h] == {NEG_INF}) mx_{name}[mi][h] = 0.f; }}")
-        self.loop_acc(over, f"{{ {out}[mi][j][e] = napkin::ex2({t}[mi][j][e] - mx_{name}[mi][e >> 1]); "
-                            f"sm_{name}[mi][e >> 1] += {out}[mi][j][e]; }}")
-        self.loop_row(f"sm_{name}[mi][h] = 1.f / napkin::quad_sum(sm_{name}[mi][h]);")
-        self.loop_acc(over, f"{out}[mi][j][e] *= sm_{name}[mi][e >> 1];")
+                            f"{mx}[mi][e >> 1] = fmaxf({mx}[mi][e >> 1], {t}[mi][j][e]); }}")
+        self.loop_row(f"{{ {mx}[mi][h] = napkin::quad_max({mx}[mi][h]); "
+                      f"if ({mx}[mi][h] == {NEG_INF}) {mx}[mi][h] = 0.f; }}")
+        self.loop_acc(over, f"{{ {out}[mi][j][e] = napkin::ex2({t}[mi][j][e] - {mx}[mi][e >> 1]); "
+                            f"{sm}[mi][e >> 1] += {out}[mi][j][e]; }}")
+        self.loop_row(f"{sm}[mi][h] = 1.f / napkin::quad_sum({sm}[mi][h]);")
+        self.loop_acc(over, f"{out}[mi][j][e] *= {sm}[mi][e >> 1];")
         return CVal("acc", out, x.dims)
 
     # -- contractions ------------------------------------------------------------------------------------
@@ -1195,7 +1365,7 @@ class _Mma(_Common):
         c = self.c
         m, n, k = mnk
         if b.kind != "smem" or len(b.dims) != 2:
-            raise _unrenderable(self.p, f"the second operand of a contraction into {out} is not a loaded "
+            raise _unrenderable(self.p, "the second operand of a contraction is not a loaded "
                                 "two-dimensional tile")
         if a.kind == "smem" and len(a.dims) != 2:
             raise _unrenderable(self.p, "a contraction's first operand is not two-dimensional")
@@ -1264,10 +1434,9 @@ class _Mma(_Common):
         of each matrix start at a multiple of 8, so the XOR depends only on the lane), and a
         compile-time rest in elements."""
         W = self.ext(v.dims[1])
-        table = f"lo_{pattern}_{W}"
+        table = self.n("lo_{}_{}", pattern, W)
         self.tables[table] = (pattern, W)
-        su = "su_" + v.name[3:]
-        return f"{su} + {table}[{index}] + (uint32_t)(2 * ({rest}))"
+        return f"{v.su} + {table}[{index}] + (uint32_t)(2 * ({rest}))"
 
     def table_lines(self) -> list[str]:
         out = []
@@ -1297,21 +1466,20 @@ class _Mma(_Common):
             b = self.value(second)
             m, n, k = _contraction_dims(self.p, op)
             if self.online(r):
-                self.online_step(name, scale_op, self.register(a) if a.kind == "smem" else a, b,
-                                 (m, n, k), masked=masked)
+                self.online_step(name, scale_op, self.register(first), b, (m, n, k), masked=masked)
             else:
-                c.line(f"// {name} += {first} . {second} over this chunk of {st.axes[0]} (A.3.1)")
-                mask_a = f"lim_{st.name}" if masked and a.kind != "smem" else None
-                self.mma(f"acc_{name}", a, b, (m, n, k), mask_a=mask_a)
+                c.comment(f"{name} += {first} . {second} over this chunk of {st.axes[0]} (A.3.1)")
+                mask_a = self.lim(st.name) if masked and a.kind != "smem" else None
+                self.mma(self.n("acc_{}", name), a, b, (m, n, k), mask_a=mask_a)
             return
-        x = self.register(self.value(op.inputs[0]))
+        x = self.register(op.inputs[0])
         neutral = "0.f" if op.primitive.name == "sum" else NEG_INF
         src = f"{x.name}[mi][j][e]"
         if masked:
-            src = f"({COL_E} < lim_{st.name} ? {src} : {neutral})"
-        acc = f"acc_{name}[mi][e >> 1]"
+            src = f"({COL_E} < {self.lim(st.name)} ? {src} : {neutral})"
+        acc = f"{self.n('acc_{}', name)}[mi][e >> 1]"
         comb = f"{acc} + {src}" if op.primitive.name == "sum" else f"fmaxf({acc}, {src})"
-        c.line(f"// {name}: running {op.primitive.name} over this chunk of {st.axes[0]}")
+        c.comment(f"{name}: running {op.primitive.name} over this chunk of {st.axes[0]}")
         self.loop_acc(st.name, f"{acc} = {comb};")
 
     def online_step(self, name: str, scale_op: Op, s: CVal, v: CVal, mnk, *, masked: bool) -> None:
@@ -1320,15 +1488,16 @@ class _Mma(_Common):
         m, n, k = mnk
         if s.kind != "acc" or s.dims != (m, k):
             raise _unrenderable(self.p, f"the scores of {name!r} have dims [{', '.join(s.dims)}]")
-        scale = f"scale_{scale_op.name} * {LOG2E}" if scale_op.applied.scale is not None else LOG2E
+        scale = f"{self.n.scale(scale_op.name)} * {LOG2E}" if scale_op.applied.scale is not None else LOG2E
         K = self.ext(k)
-        c.line(f"// {name}: online softmax over this chunk (running max m, sum l; A.3.2), "
-               "in base 2: exp(t) = exp2(t log2 e)")
+        mx, l, acc = self.n("m_{}", name), self.n("l_{}", name), self.n("acc_{}", name)
+        c.comment(f"{name}: online softmax over this chunk (running max m, sum l; A.3.2), "
+                  "in base 2: exp(t) = exp2(t log2 e)")
         c.open("")
         c.line(f"float t[MA][{K} / 8][4];")
         c.line("float m_new[MA][2], m_use[MA][2], alpha[MA][2], rowsum[MA][2];")
-        self.loop_row(f"{{ m_new[mi][h] = m_{name}[mi][h]; rowsum[mi][h] = 0.f; }}")
-        valid = f"{COL_E} < lim_{k}" if masked else None
+        self.loop_row(f"{{ m_new[mi][h] = {mx}[mi][h]; rowsum[mi][h] = 0.f; }}")
+        valid = f"{COL_E} < {self.lim(k)}" if masked else None
         src = f"{s.name}[mi][j][e] * ({scale})"
         if valid:
             src = f"({valid} ? {src} : {NEG_INF})"
@@ -1339,15 +1508,15 @@ class _Mma(_Common):
         c.open("for (int h = 0; h < 2; ++h)")
         c.line("m_new[mi][h] = napkin::quad_max(m_new[mi][h]);")
         c.line(f"m_use[mi][h] = m_new[mi][h] == {NEG_INF} ? 0.f : m_new[mi][h];  // rows with nothing seen yet")
-        c.line(f"alpha[mi][h] = napkin::ex2(m_{name}[mi][h] - m_use[mi][h]);")
-        c.line(f"m_{name}[mi][h] = m_new[mi][h];")
+        c.line(f"alpha[mi][h] = napkin::ex2({mx}[mi][h] - m_use[mi][h]);")
+        c.line(f"{mx}[mi][h] = m_new[mi][h];")
         c.close()
         c.close()
         self.loop_acc(k, "{ t[mi][j][e] = napkin::ex2(t[mi][j][e] - m_use[mi][e >> 1]); "
                          "rowsum[mi][e >> 1] += t[mi][j][e]; }")
-        self.loop_row(f"l_{name}[mi][h] = l_{name}[mi][h] * alpha[mi][h] + rowsum[mi][h];")
-        self.loop_acc(n, f"acc_{name}[mi][j][e] *= alpha[mi][e >> 1];")
-        self.mma(f"acc_{name}", CVal("acc", "t", (m, k)), v, (m, n, k), mask_a=None)
+        self.loop_row(f"{l}[mi][h] = {l}[mi][h] * alpha[mi][h] + rowsum[mi][h];")
+        self.loop_acc(n, f"{acc}[mi][j][e] *= alpha[mi][e >> 1];")
+        self.mma(acc, CVal("acc", "t", (m, k)), v, (m, n, k), mask_a=None)
         c.close()
 
     # -- saves ---------------------------------------------------------------------------------------------
@@ -1356,11 +1525,10 @@ class _Mma(_Common):
         R = self.row
         c.line("// registers -> GMEM: the block's outputs")
         for name in self.s.saves:
-            v = self.value(name)
+            v = self.register(name)
+            g_name = self.gmem(name)
             dims = p.tiles_of[name]
             bit = len(self.loaded) + self.s.saves.index(name)
-            if v.kind == "smem":
-                v = self.register(v)
             if v.kind == "acc":
                 n = v.dims[1]
                 dn = p.dim(n)
@@ -1380,14 +1548,14 @@ class _Mma(_Common):
                     unit = dn.axes[0]
                     addr = self.address(name, {R.name: "row", n: "col"}, unit_axis=unit)
                     c.open(f"if ((vec & {1 << bit}) && {self.valid(dn, 'col + 1')})")
-                    c.line(f"*reinterpret_cast<uint32_t*>(g_{name} + ({addr})) = "
+                    c.line(f"*reinterpret_cast<uint32_t*>({g_name} + ({addr})) = "
                            "napkin::Num<T>::pack(x0, x1);")
                     c.close("} else {")
                     c.depth += 1
                 for e in (0, 1):
                     col = "col" if e == 0 else "col + 1"
                     addr = self.address(name, {R.name: "row", n: col})
-                    c.line(f"if ({self.valid(dn, col)}) g_{name}[{addr}] = napkin::Num<T>::of(x{e});")
+                    c.line(f"if ({self.valid(dn, col)}) {g_name}[{addr}] = napkin::Num<T>::of(x{e});")
                 if len(dn.axes) == 1:
                     c.close()
                 c.close()
@@ -1399,25 +1567,25 @@ class _Mma(_Common):
                 c.open("if ((lane & 3) == 0)")
                 addr = self.address(name, {R.name: "row"})
                 self.loop_row(f"{{ const int row = fr + (mi << 4) + (h << 3); if ({self.valid(R, 'row')}) "
-                              f"g_{name}[{addr}] = napkin::Num<T>::of({v.name}[mi][h]); }}")
+                              f"{g_name}[{addr}] = napkin::Num<T>::of({v.name}[mi][h]); }}")
                 c.close()
             else:
                 if dims:
                     raise _unrenderable(p, f"it saves {name!r} [{', '.join(dims)}] from a scalar")
-                c.line(f"if (blockIdx.x == 0 && tid == 0) g_{name}[0] = napkin::Num<T>::of({v.name});")
+                c.line(f"if (blockIdx.x == 0 && tid == 0) {g_name}[0] = napkin::Num<T>::of({v.name});")
 
     # -- host side -----------------------------------------------------------------------------------------
     def vec_conditions(self) -> list[tuple[int, str]]:
         """Host conditions for the 16-byte load path of each loaded tile and the paired stores."""
-        p = self.p
+        p, n = self.p, self.n
         out = []
         for bit, name in enumerate(self.loaded):
             dims = p.tiles_of[name]
             if len(dims) != 2 or len(p.dim(dims[1]).axes) != 1:
                 continue
             inner = p.dim(dims[1]).axes[0]
-            conds = [f"napkin::aligned({name}_ptr, 16)", f"stride_{name}_{inner} == 1"]
-            conds += [f"stride_{name}_{x} % 8 == 0" for x in p.axes_of(name) if x != inner]
+            conds = [f"napkin::aligned({n.ptr(name)}, 16)", f"{n.stride(name, inner)} == 1"]
+            conds += [f"{n.stride(name, x)} % 8 == 0" for x in p.axes_of(name) if x != inner]
             out.append((bit, " && ".join(conds)))
         for i, name in enumerate(self.s.saves):
             bit = len(self.loaded) + i
@@ -1425,41 +1593,42 @@ class _Mma(_Common):
             if len(v_dims) != 2 or len(p.dim(v_dims[1]).axes) != 1:
                 continue
             unit = p.dim(v_dims[1]).axes[0]
-            conds = [f"napkin::aligned({name}_ptr, 4)", f"stride_{name}_{unit} == 1"]
-            conds += [f"stride_{name}_{x} % 2 == 0" for x in p.axes_of(name) if x != unit]
+            conds = [f"napkin::aligned({n.ptr(name)}, 4)", f"{n.stride(name, unit)} == 1"]
+            conds += [f"{n.stride(name, x)} % 2 == 0" for x in p.axes_of(name) if x != unit]
             out.append((bit, " && ".join(conds)))
         return out
 
     def _launcher(self) -> str:
-        p, fn = self.p, self.fn
+        p, f, n = self.p, self.fns, self.n
         params = self.c_params("void*")
-        blocks = " * ".join([*(f"napkin::cdiv(size_{a}, C::TILE_{a.upper()})" for a in self.group_axes()),
-                             *(f"size_{a}" for a in p.grid)]) or "1"
+        blocks = " * ".join([*(f"napkin::cdiv({n.size(a)}, C::{n.tile(a)})" for a in self.group_axes()),
+                             *(n.size(a) for a in p.grid)]) or "1"
         lines = ["template <typename T, int V>",
-                 f"static int {fn}_launch(" + ", ".join([*params, "int major", "cudaStream_t stream"]) + ")",
+                 f"static int {f.launch}(" + ", ".join([*params, "int major", "cudaStream_t stream"]) + ")",
                  "{",
-                 f"  using C = {fn}_cfg<V>;",
+                 f"  using C = {f.cfg}<V>;",
                  "  const int nbuf = major >= 8 ? C::STAGES : 1;  // sm_75: one buffer, plain loads",
                  "  const size_t smem = (size_t)(C::HEAD_ELEMS + nbuf * C::STAGE_ELEMS) * sizeof(T);",
                  "  if (smem > (size_t)napkin::smem_optin()) return NAPKIN_ERR_SMEM;",
                  f"  if (smem > {SMEM_DEFAULT}) {{",
-                 (f"    const cudaError_t e = cudaFuncSetAttribute({fn}_kernel<T, V>, "
+                 (f"    const cudaError_t e = cudaFuncSetAttribute({f.kernel}<T, V>, "
                   "cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);"),
                  "    if (e != cudaSuccess) return (int)e;",
                  "  }",
                  f"  const int64_t blocks = {blocks};",
                  "  if (blocks <= 0) return 0;",
                  "  if (blocks > 2147483647LL) return NAPKIN_ERR_GRID;",
-                 "  if (" + " || ".join(f"size_{a} > 2147483647LL" for a in self.axes) + ") return NAPKIN_ERR_GRID;",
+                 "  if (" + " || ".join(f"{n.size(a)} > 2147483647LL" for a in self.axes)
+                 + ") return NAPKIN_ERR_GRID;",
                  "  int vec = 0;"]
         for bit, cond in self.vec_conditions():
             lines.append(f"  if ({cond}) vec |= {1 << bit};")
         args = []
         for a in pointers(p):
             const = "const " if a not in self.s.saves else ""
-            args.append(f"static_cast<{const}T*>({a}_ptr)")
+            args.append(f"static_cast<{const}T*>({n.ptr(a)})")
         args += self.arg_names()[len(pointers(p)):]
-        lines.append(f"  {fn}_kernel<T, V><<<(unsigned)blocks, C::WARPS * 32, smem, stream>>>(")
+        lines.append(f"  {f.kernel}<T, V><<<(unsigned)blocks, C::WARPS * 32, smem, stream>>>(")
         lines.append("      " + ", ".join([*args, "vec"]) + ");")
         lines.append("  return (int)cudaGetLastError();")
         lines.append("}")
@@ -1468,10 +1637,10 @@ class _Mma(_Common):
         return "\n".join(lines) + "\n"
 
     def _extern(self) -> list[str]:
-        p, fn, k = self.p, self.fn, self.k
+        p, f, k = self.p, self.fns, self.k
         key_dim = p.dim_of.get(k.key_axis) if k.key_axis else None
-        lines = [f'extern "C" int {fn}(' + ", ".join([*self.c_params("void*"), "int dtype", "void* stream"])
-                 + ")", "{",
+        lines = [f'extern "C" int {f.entry}('
+                 + ", ".join([*self.c_params("void*"), "int dtype", "void* stream"]) + ")", "{",
                  "  cudaGetLastError();  // clear an earlier error of this runtime",
                  "  if (dtype != 0 && dtype != 1) return NAPKIN_ERR_DTYPE;",
                  "  const int major = napkin::device_major();",
@@ -1481,7 +1650,7 @@ class _Mma(_Common):
         for v in self.variants:
             conds = []
             for d, e in v.wholes:
-                size = f"size_{p.dim(d).axes[0]}"
+                size = self.n.size(p.dim(d).axes[0])
                 if d == key_dim:
                     conds.append(f"{size} == {v.key}")
                 else:
@@ -1489,8 +1658,8 @@ class _Mma(_Common):
                     conds.append(f"{size} <= {e}" + (f" && {size} > {lower}" if lower else ""))
             cond = " && ".join(conds) or "true"
             lines.append(f"  if ({cond})")
-            lines.append(f"    return dtype == 0 ? {fn}_launch<__half, {v.index}>({args})")
-            lines.append(f"                      : {fn}_launch<__nv_bfloat16, {v.index}>({args});")
+            lines.append(f"    return dtype == 0 ? {f.launch}<__half, {v.index}>({args})")
+            lines.append(f"                      : {f.launch}<__nv_bfloat16, {v.index}>({args});")
         lines.append("  return NAPKIN_ERR_SIZE;")
         lines.append("}")
         return lines
@@ -1503,8 +1672,8 @@ class _Point(_Common):
     the block walks the combinations of the other dimensions one at a time. Every reduction over r
     is one pass over r (a softmax: its running maximum and sum), and the outputs along r one more."""
 
-    def __init__(self, g, k, fn: str) -> None:
-        super().__init__(g, k, fn)
+    def __init__(self, g, k, fns: Functions, ids: CudaIds) -> None:
+        super().__init__(g, k, fns, ids)
         p, s = self.p, self.s
         self.variants = [_point_variant(p, 0, key, c) for key, c in list(k.choices.items())[:1]]
         self.reducer_of = {r.op.name: r for r in s.reducers}
@@ -1531,14 +1700,14 @@ class _Point(_Common):
     def has_r(self, name: str) -> bool:
         return self.r is not None and self.r.name in self.p.tiles_of.get(name, ())
 
-    @staticmethod
-    def local(dim: str) -> str:
-        return f"i_{dim}"
+    def local(self, dim: str) -> str:
+        """The index of dim `dim` in the block (`i_<dim>`)."""
+        return self.n("i_{}", dim)
 
     def extent(self, d: Dim) -> str:
         if d.kind == GROUP:
             return f"(int64_t)({self.tile_of(d)})"
-        return f"size_{d.axes[0]}"
+        return self.n.size(d.axes[0])
 
     def offs(self, axis: str, local: str) -> str:
         d = self.p.dim(self.p.dim_of[axis])
@@ -1551,18 +1720,18 @@ class _Point(_Common):
             return "true"
         if len(d.axes) == 1:
             a = d.axes[0]
-            return f"({self.offs(a, local)} < size_{a})"
+            return f"({self.offs(a, local)} < {self.n.size(a)})"
         return self.valid(d, local)
 
     def _kernel(self) -> str:
-        s, c, fn = self.s, self.c, self.fn
+        s, c = self.s, self.c
         v = self.variants[0]
         head = ["template <typename T>",
                 f"__global__ void __launch_bounds__({v.warps * 32})",
-                f"{fn}_kernel(" + ",\n    ".join(self.c_params("T*")) + ")", "{"]
+                f"{self.fns.kernel}(" + ",\n    ".join(self.c_params("T*")) + ")", "{"]
         c.line(f"constexpr int NT = {v.warps * 32};")
         for a, t in v.tiles:
-            c.line(f"constexpr int64_t TILE_{a.upper()} = {t};")
+            c.line(f"constexpr int64_t {self.n.tile(a)} = {t};")
         c.line("__shared__ float napkin_red[32];")
         c.line("const int tid = threadIdx.x;")
         c.line("(void)napkin_red; (void)tid; (void)NT;")
@@ -1587,13 +1756,13 @@ class _Point(_Common):
                 self.reduction_pass(op)
         along = [n for n in s.saves if self.has_r(n)]
         if along:
-            c.line(f"// registers -> GMEM: the outputs along {self.r.axes[0]}")
+            c.comment(f"registers -> GMEM: the outputs along {self.r.axes[0]}")
             self.r_loop(lambda memo: [self.store(n, memo) for n in along])
         for n in s.saves:
             if not self.has_r(n):
                 expr = self.need(n, None)
                 addr = self.address(n, {d.name: self.local(d.name) for d in self.indep})
-                c.line(f"if (tid == 0) g_{n}[{addr}] = napkin::Num<T>::of({expr});")
+                c.line(f"if (tid == 0) {self.gmem(n)}[{addr}] = napkin::Num<T>::of({expr});")
         c.close()
         return "\n".join([*head, *c.lines, "}", ""])
 
@@ -1624,19 +1793,20 @@ class _Point(_Common):
         if name in table:
             return table[name]
         emit = self.emit_pre if (not along and memo is not None) else self.c.line
-        var = f"e_{name}" if along else f"c_{name}"
+        var = self.n("e_{}", name) if along else self.n("c_{}", name)
         op = self.ops.get(name)
         if op is None:                       # a loaded array
             locals_ = {d.name: self.local(d.name) for d in p.dims}
-            expr = f"napkin::Num<T>::to_f(g_{name}[{self.address(name, locals_)}])"
+            expr = f"napkin::Num<T>::to_f({self.gmem(name)}[{self.address(name, locals_)}])"
         elif name in self.softmaxes:
             x = self.need(op.inputs[0], memo)
-            expr = f"napkin::ex2({x} * ({self.softmaxes[name]}) - m_{name}) * l_{name}"
+            expr = (f"napkin::ex2({x} * ({self.softmaxes[name]}) - {self.n('m_{}', name)}) * "
+                    f"{self.n('l_{}', name)}")
         else:
             prim = op.primitive.name
             args = [self.need(i, memo) for i in op.inputs]
             if prim == "scale":
-                expr = f"{args[0]} * scale_{name}"
+                expr = f"{args[0]} * {self.n.scale(name)}"
             elif prim in ELEMENTWISE:
                 expr = f"{ELEMENTWISE[prim]}({args[0]})"
             elif prim in BINARY:
@@ -1662,53 +1832,56 @@ class _Point(_Common):
         src = op.inputs[0]
         nw = self.variants[0].warps
         if prim == "softmax":
-            scale = f"scale_{name} * {LOG2E}" if op.applied.scale is not None else LOG2E
-            c.line(f"// {name} = softmax of {src} over {op.applied.over}: running max and sum (base 2)")
-            c.line(f"float m_{name} = {NEG_INF}, l_{name} = 0.f;")
+            scale = f"{self.n.scale(name)} * {LOG2E}" if op.applied.scale is not None else LOG2E
+            m, l = self.n("m_{}", name), self.n("l_{}", name)
+            c.comment(f"{name} = softmax of {src} over {op.applied.over}: running max and sum (base 2)")
+            c.line(f"float {m} = {NEG_INF}, {l} = 0.f;")
 
             def body(memo):
                 x = self.need(src, memo)
                 c.line(f"const float t = {x} * ({scale});")
-                c.open(f"if (t > m_{name})")
-                c.line(f"l_{name} = l_{name} * napkin::ex2(m_{name} - t) + 1.f;")
-                c.line(f"m_{name} = t;")
+                c.open(f"if (t > {m})")
+                c.line(f"{l} = {l} * napkin::ex2({m} - t) + 1.f;")
+                c.line(f"{m} = t;")
                 c.close(f"}} else if (t != {NEG_INF}) {{")
                 c.depth += 1
-                c.line(f"l_{name} += napkin::ex2(t - m_{name});")
+                c.line(f"{l} += napkin::ex2(t - {m});")
                 c.close()
             self.r_loop(body)
             c.open("")
-            c.line(f"const float mm = napkin::block_reduce<{nw}, true>(m_{name}, napkin_red);")
-            c.line(f"l_{name} = m_{name} == {NEG_INF} ? 0.f : l_{name} * napkin::ex2(m_{name} - mm);")
-            c.line(f"l_{name} = 1.f / napkin::block_reduce<{nw}, false>(l_{name}, napkin_red);")
-            c.line(f"m_{name} = mm;")
+            c.line(f"const float mm = napkin::block_reduce<{nw}, true>({m}, napkin_red);")
+            c.line(f"{l} = {m} == {NEG_INF} ? 0.f : {l} * napkin::ex2({m} - mm);")
+            c.line(f"{l} = 1.f / napkin::block_reduce<{nw}, false>({l}, napkin_red);")
+            c.line(f"{m} = mm;")
             c.close()
             self.softmaxes[name] = scale
             return
         neutral = "0.f" if prim == "sum" else NEG_INF
         comb = (lambda a, b: f"{a} + {b}") if prim == "sum" else (lambda a, b: f"fmaxf({a}, {b})")
-        c.line(f"// {name} = {prim} of {src} over {self.r.axes[0]}")
-        c.line(f"float r_{name} = {neutral};")
-        self.r_loop(lambda memo: c.line(f"r_{name} = {comb(f'r_{name}', self.need(src, memo))};"))
-        c.line(f"r_{name} = napkin::block_reduce<{nw}, {'false' if prim == 'sum' else 'true'}>"
-               f"(r_{name}, napkin_red);")
-        self.reduced[name] = f"r_{name}"
+        r = self.n("r_{}", name)
+        c.comment(f"{name} = {prim} of {src} over {self.r.axes[0]}")
+        c.line(f"float {r} = {neutral};")
+        self.r_loop(lambda memo: c.line(f"{r} = {comb(r, self.need(src, memo))};"))
+        c.line(f"{r} = napkin::block_reduce<{nw}, {'false' if prim == 'sum' else 'true'}>"
+               f"({r}, napkin_red);")
+        self.reduced[name] = r
 
     def store(self, name: str, memo: dict) -> None:
         expr = self.need(name, memo)
         addr = self.address(name, {d.name: self.local(d.name) for d in self.p.dims})
-        self.c.line(f"g_{name}[{addr}] = napkin::Num<T>::of({expr});")
+        self.c.line(f"{self.gmem(name)}[{addr}] = napkin::Num<T>::of({expr});")
 
     def _launcher(self) -> str:
-        p, fn = self.p, self.fn
+        p, f, n = self.p, self.fns, self.n
         v = self.variants[0]
         tiles = dict(v.tiles)
-        blocks = " * ".join([*(f"napkin::cdiv(size_{a}, {tiles[a]})" for a in self.group_axes()),
-                             *(f"size_{a}" for a in p.grid)]) or "1"
-        args = ", ".join([*(f"static_cast<{'const ' if a not in self.s.saves else ''}T*>({a}_ptr)"
+        blocks = " * ".join([*(f"napkin::cdiv({n.size(a)}, {tiles[a]})" for a in self.group_axes()),
+                             *(n.size(a) for a in p.grid)]) or "1"
+        args = ", ".join([*(f"static_cast<{'const ' if a not in self.s.saves else ''}T*>({n.ptr(a)})"
                             for a in pointers(p)), *self.arg_names()[len(pointers(p)):]])
         return "\n".join([
-            f'extern "C" int {fn}(' + ", ".join([*self.c_params("void*"), "int dtype", "void* stream"]) + ")",
+            f'extern "C" int {f.entry}('
+            + ", ".join([*self.c_params("void*"), "int dtype", "void* stream"]) + ")",
             "{",
             "  cudaGetLastError();  // clear an earlier error of this runtime",
             "  if (dtype != 0 && dtype != 1) return NAPKIN_ERR_DTYPE;",
@@ -1718,10 +1891,10 @@ class _Point(_Common):
             "  if (blocks > 2147483647LL) return NAPKIN_ERR_GRID;",
             "  if (dtype == 0) {",
             "    using T = __half;",
-            f"    {fn}_kernel<T><<<(unsigned)blocks, {v.warps * 32}, 0, s>>>({args});",
+            f"    {f.kernel}<T><<<(unsigned)blocks, {v.warps * 32}, 0, s>>>({args});",
             "  } else {",
             "    using T = __nv_bfloat16;",
-            f"    {fn}_kernel<T><<<(unsigned)blocks, {v.warps * 32}, 0, s>>>({args});",
+            f"    {f.kernel}<T><<<(unsigned)blocks, {v.warps * 32}, 0, s>>>({args});",
             "  }",
             "  return (int)cudaGetLastError();",
             "}", ""])
@@ -1729,11 +1902,34 @@ class _Point(_Common):
 
 # -- the files ---------------------------------------------------------------------------------------
 
-def _writer(g, k, fn: str):
+def _renderer(k) -> type[_Common]:
     check_renderable(k.plan)
     if any(o.primitive.contraction for o in k.plan.schedule.ops):
-        return _Mma(g, k, fn)
-    return _Point(g, k, fn)
+        return _Mma
+    return _Point
+
+
+def _writers(g) -> list[tuple]:
+    """Each kernel with its writer, every identifier claimed: the file's scope first reserves what every
+    kernel writes itself, then claims each kernel's extern "C" entry (the loader's names for them come
+    first), then its other functions; each kernel's own identifiers come from a scope beneath."""
+    file = Scope(FILE_RESERVED, cpp=True)
+    renderers = [(k, _renderer(k)) for k in g.kernels]
+    fixed = {k.plan.name: _fixed(g, k, cls) for k, cls in renderers}
+    for names in fixed.values():
+        file.reserve(*names)
+    entries = {k.plan.name: file("napkin_{}_{}", g.diagram.name, k.plan.name) for k in g.kernels}
+    out = []
+    for k, cls in renderers:
+        name, entry = k.plan.name, entries[k.plan.name]
+        kernel = file.claim(("kernel", name), f"{entry}_kernel")
+        if cls is _Mma:
+            fns = Functions(entry, kernel, file.claim(("cfg", name), f"{entry}_cfg"),
+                            file.claim(("launch", name), f"{entry}_launch"))
+        else:
+            fns = Functions(entry, kernel)
+        out.append((k, cls(g, k, fns, CudaIds(k.plan, Scope(fixed[name], parent=file, cpp=True)))))
+    return out
 
 
 def _describe(k, w) -> list[str]:
@@ -1744,13 +1940,13 @@ def _describe(k, w) -> list[str]:
         at = f"{k.key_axis}={v.key}: " if v.key is not None else ""
         wh = "".join(f", {d} extent {e}" for d, e in v.wholes if not (k.key_axis and d == p.dim_of[k.key_axis]))
         if isinstance(w, _Mma):
-            tiles = ", ".join(f"TILE_{a.upper()}={t}" for a, t in v.tiles)
-            chunk = f", BLOCK_{p.stream.name.upper()}={v.chunk}" if p.stream is not None else ""
+            tiles = ", ".join(f"{w.n.tile(a)}={t}" for a, t in v.tiles)
+            chunk = f", {w.n.block(p.stream.name)}={v.chunk}" if p.stream is not None else ""
             text = (f"  CUDA {at}rows = {v.extent(w.row.name)} ({v.warps} warps x {16 * v.ma}), "
                     f"{tiles}{chunk}{wh}, "
                     f"{v.stages} stage{'s' if v.stages != 1 else ''}, {v.smem / 1024:.0f} KB shared memory")
         else:
-            tiles = ", ".join(f"TILE_{a.upper()}={t}" for a, t in v.tiles)
+            tiles = ", ".join(f"{w.n.tile(a)}={t}" for a, t in v.tiles)
             r = w.r.axes[0] if w.r is not None else "nothing"
             text = (f"  CUDA {at}{v.warps} warps striding along {r}" + (f", {tiles}" if tiles else "")
                     + " (no tensor cores: no contraction)")
@@ -1760,12 +1956,9 @@ def _describe(k, w) -> list[str]:
     return lines
 
 
-def _fn(g, k) -> str:
-    return _ident(f"napkin_{g.diagram.name}_{k.plan.name}")
-
-
 def cuda_source(g) -> tuple[str, list]:
-    writers = [(k, _writer(g, k, _fn(g, k))) for k in g.kernels]
+    writers = _writers(g)
+    kernels = [(k, w, w.render()) for k, w in writers]
     out = ["// " + cpp_comment(line) if line else "//" for line in header(g, "C++")]
     out.append("// CUDA realisation (analyzer.kernel.cuda): mma.sync.m16n8k16 tensor cores (fp16 and bf16 "
                "in, fp32 accumulate) on sm_80+,")
@@ -1773,28 +1966,17 @@ def cuda_source(g) -> tuple[str, list]:
                "into `stages` buffers on sm_80+ (plain loads, one buffer, on sm_75);")
     out.append("// a warp owns one or two m16 tiles (16 or 32 rows) of a block; online softmax in registers; "
                "launchers return 0 or a cudaError_t (negative: napkin_error_string).")
-    for k, w in writers:
-        out.append(f"// Kernel {k.plan.name!r} -> {w.fn}:")
-        out += ["//" + line for line in _describe(k, w)]
+    for k, w, _ in kernels:
+        out.append("// " + cpp_comment(f"Kernel {k.plan.name!r} -> {w.fn}:"))
+        out += ["//" + cpp_comment(line) for line in _describe(k, w)]
     out.append("")
     out.append(PRELUDE.strip("\n"))
     out.append("")
-    out.append("static inline __host__ __device__ int64_t napkin_min64(int64_t a, int64_t b) "
-               "{ return a < b ? a : b; }")
-    out.append("static constexpr __host__ __device__ int napkin_round8(int n) { return (n + 7) / 8 * 8; }")
+    out += _file_code()
     out.append("")
-    out.append('extern "C" const char* napkin_error_string(int code)')
-    out.append("{")
-    out.append("  switch (code) {")
-    for code, text in ERRORS.items():
-        out.append(f"    case {code}: return {cpp_str(text)};")
-    out.append("    default: return cudaGetErrorString((cudaError_t)code);")
-    out.append("  }")
-    out.append("}")
-    out.append("")
-    for k, w in writers:
-        out.append(f"// ---- kernel {k.plan.name!r} " + "-" * 60)
-        out.append(w.render())
+    for k, _, text in kernels:
+        out.append("// " + cpp_comment(f"---- kernel {k.plan.name!r} " + "-" * 60))
+        out.append(text)
     return "\n".join(out).rstrip() + "\n", writers
 
 
@@ -1910,7 +2092,7 @@ def _loader_configs(writers, ids) -> str:
     for k, w in writers:
         p = k.plan
         sizes = p.schedule.partition.group_sizes
-        tile = ids.kernels[p.name].tile
+        tile, block = ids.kernels[p.name].tile, ids.kernels[p.name].block
         lines.append(f"    {p.name!r}: {{")
         by_key: dict = {}
         for v in w.variants:
@@ -1919,14 +2101,14 @@ def _loader_configs(writers, ids) -> str:
             c = k.choices[key]
             napkin = {tile(a): c.tiles.get(sizes[a].name, 1) for d in p.groups for a in d.axes}
             if p.stream is not None:
-                napkin[p.stream.block] = c.tiles[p.schedule.partition.stream[1].name]
+                napkin[block(p.stream.name)] = c.tiles[p.schedule.partition.stream[1].name]
             napkin["num_warps"] = c.num_warps
             napkin["num_stages"] = c.num_stages
             entries = []
             for v in variants:
                 e = {tile(a): t for a, t in v.tiles}
                 if p.stream is not None and v.chunk is not None:
-                    e[p.stream.block] = v.chunk
+                    e[block(p.stream.name)] = v.chunk
                 e["num_warps"] = v.warps
                 e["num_stages"] = v.stages
                 if isinstance(w, _Mma):
@@ -1953,8 +2135,8 @@ def _loader_launchers(writers, ids) -> list[str]:
         ptrs = pointers(p)
         first = next((a for a in ptrs if a in _loaded(p)), ptrs[0])
         lines = [f"def {ids.launch[p.name]}(t, size, stride, scale):",
-                 (f'    """Kernel {p.name!r} ({w.fn} in the .cu): t, size, stride, scale map names to '
-                  'tensors and numbers."""')]
+                 '    """' + py_doc(f"Kernel {p.name!r} ({w.fn} in the .cu): t, size, stride, scale map names "
+                                  "to tensors and numbers.") + '"""']
         if isinstance(w, _Mma):
             key_dim = p.dim_of.get(k.key_axis) if k.key_axis else None
             for d in p.wholes:

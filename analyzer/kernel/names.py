@@ -74,7 +74,7 @@ class Scope:
         name, n = base, 1
         while self.taken(name) or keyword.iskeyword(name):
             n += 1
-            name = f"{base}_{n}"
+            name = self._legal(f"{base}_{n}")     # C++: `EXT_X_` + `_2` is EXT_X_2, not EXT_X__2
         self._taken.add(name)
         self._given[key] = name
         return name

@@ -164,9 +164,9 @@ def test_matmul_loader_refuses_cpu_tensors(tmp_path):
 NVCC = shutil.which("nvcc")
 
 
-def _compile(path: Path) -> tuple[Path, int, str]:
-    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in ARCHS]
-    proc = subprocess.run([NVCC, "-O3", "-std=c++17", "-t", str(len(ARCHS)), *gencode, "-c", "-o",
+def _compile(path: Path, archs: tuple[str, ...] = ARCHS) -> tuple[Path, int, str]:
+    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
+    proc = subprocess.run([NVCC, "-O3", "-std=c++17", "-t", str(len(archs)), *gencode, "-c", "-o",
                            str(path.with_suffix(".o")), str(path)], capture_output=True, text=True,
                           check=False)
     return path, proc.returncode, proc.stderr[-4000:]
