@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from analyzer.calibrate.components import components, measured
-from analyzer.calibrate.fit import FITTED, Fit, bootstrap, fit, near_best_weights
+from analyzer.calibrate.fit import FITTED, Components, Fit, bootstrap, fit, near_best_weights, rms_log_error
 from analyzer.calibrate.record import Record, Recording, load_recording
 from analyzer.calibrate.registers import RegisterCheck, check_registers, fit_registers
 from analyzer.calibrate.validate import (ClockCheck, Validation, by_shape, clock_check, shape_of, split,
@@ -39,12 +39,16 @@ class Result:
     ranking_seconds: float           # the slowest napkin sweep of the calibrated profile
     registers: RegisterCheck | None = None   # the compiler's register counts, with --registers
     clocks: ClockCheck | None = None         # the predicted SM clock against the sampled one
+    components: Components | None = None     # the model's terms of each record, the fit's input
 
 
 def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, int] | None = None,
-              samples: int = 40, name: str | None = None, registers: str | None = None) -> Result:
+              samples: int = 40, name: str | None = None, registers: str | None = None,
+              fitted: Fit | None = None) -> Result:
     """`registers`: a compile recording; the compiler's register count is fitted first, and resident
-    blocks and legality follow it in the time fit and in the calibrated profile."""
+    blocks and legality follow it in the time fit and in the calibrated profile. `fitted`: parameters
+    (with their uncertainties) to validate instead of fitting them, such as a calibrated profile's;
+    their RMS log error is taken on the training records."""
     rec = load_recording(recording)
     records = measured(rec)
     base, _ = _profile(gpu)
@@ -62,7 +66,10 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
     if len(train) < 2 * len(FITTED):
         raise NapkinError(f"{recording}: {len(train)} training records are too few to fit "
                           f"{len(FITTED)} parameters", hint="record more configurations")
-    best = bootstrap(c.take(train), fit(c.take(train)), samples=samples)
+    if fitted is None:
+        best = bootstrap(c.take(train), fit(c.take(train)), samples=samples)
+    else:
+        best = replace(fitted, rms_log_error=rms_log_error(c.take(train), fitted.values))
     calibrated = calibrated_profile(base, best, rec, recording, name, len(train), relation)
     predictions = {"datasheet": c.time({}), "calibrated": c.time(best.values)}
     choices, slowest = {}, 0.0
@@ -76,7 +83,7 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
     clocks = clock_check(records, base.clocks.boost_hz * c.parts(best.values).clock_share,
                          base.clocks.boost_hz)
     return Result(rec, recording, records, splits, base, calibrated, best, predictions, v, slowest, check,
-                  clocks)
+                  clocks, c)
 
 
 KERNEL = "napkin kernel"      # the shapes' view of what the generated kernel launches (calibrated)

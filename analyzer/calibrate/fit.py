@@ -126,6 +126,12 @@ def choice_regret(c: Components, predicted: np.ndarray) -> np.ndarray:
     return regret[np.bincount(of, minlength=len(sizes)) >= 2]
 
 
+def rms_log_error(c: Components, values: dict[str, float]) -> float:
+    """RMS of log(model / measured) over c's records, unweighted, with these parameters."""
+    r = np.log(c.time(values)) - np.log(c.measured)
+    return float(np.sqrt(np.mean(r * r)))
+
+
 def _residual(c: Components, names, theta, weights=None) -> np.ndarray:
     r = np.log(c.time(dict(zip(names, np.exp(theta), strict=True)))) - np.log(c.measured)
     return r if weights is None else r * weights

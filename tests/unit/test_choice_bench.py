@@ -24,18 +24,28 @@ def _load():
 
 
 CB = _load()
+PROFILE = "hardware/h200-calibrated.yaml"
 
 
-def test_candidates_are_each_profiles_choice_and_the_fastest_measured():
-    from analyzer.calibrate.calibrate import KERNEL, first_choices, kernel_choices
+@pytest.fixture(scope="module")
+def choices():
+    """The recording's measured records; per size, napkin sweep's first choice and what the generated
+    kernel launches, both with the committed calibrated profile (computed once for the module)."""
+    from analyzer.calibrate.calibrate import first_choices, kernel_choices
     from analyzer.calibrate.record import load_recording
-    from analyzer.calibrate.validate import shape_of
     from analyzer.hardware import load_profile
-    sizes = CB.candidates(RECORDING, ["h200-calibrated"], top=3)
     records = [r for r in load_recording(RECORDING).records if r.status == "ok"]
+    profile = load_profile(str(ROOT / PROFILE))
+    return records, first_choices(records, profile)[0], kernel_choices(records, profile)
+
+
+@pytest.mark.slow
+def test_candidates_are_each_profiles_choice_and_the_fastest_measured(choices):
+    from analyzer.calibrate.calibrate import KERNEL
+    from analyzer.calibrate.validate import shape_of
+    sizes = CB.candidates(RECORDING, ["h200-calibrated"], top=3)
+    records, chosen, launched = choices
     assert len(sizes) == len({shape_of(r) for r in records}) == 41
-    chosen = first_choices(records, load_profile("h200-calibrated"))[0]
-    launched = kernel_choices(records, load_profile("h200-calibrated"))
     for s in sizes:
         shape = tuple(s["shape"])
         mine = sorted((r for r in records if shape_of(r) == shape), key=lambda r: r.time_s)
@@ -75,22 +85,19 @@ def test_script_without_a_cuda_device_exits_1_with_one_line():
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: no CUDA device")
 
 
-def test_the_committed_timings_are_of_the_committed_profiles_choice_and_within_5_percent():
+@pytest.mark.slow
+def test_the_committed_timings_are_of_the_committed_profiles_choice_and_within_5_percent(choices):
     """bench/results/choice_h200.json timed the choice napkin sweep makes with the committed calibrated
     profile at every size of the recording, and what the kernel napkin kernel generates with it
     launches there, and the issue's target holds for both on those timings."""
     import json
 
-    from analyzer.calibrate.calibrate import KERNEL, first_choices, kernel_choices
-    from analyzer.calibrate.record import load_recording
-    from analyzer.hardware import load_profile
+    from analyzer.calibrate.calibrate import KERNEL
     doc = json.loads((ROOT / "bench" / "results" / "choice_h200.json").read_text())
-    records = [r for r in load_recording(RECORDING).records if r.status == "ok"]
-    chosen = first_choices(records, load_profile("hardware/h200-calibrated.yaml"))[0]
-    profile = "hardware/h200-calibrated.yaml"
+    _, chosen, launched = choices
+    profile = PROFILE
     assert doc["meta"]["recording"] == "bench/results/sweep_h200.json" and profile in doc["meta"]["gpus"]
     assert {tuple(s["shape"]) for s in doc["sizes"]} == set(chosen)
-    launched = kernel_choices(records, load_profile(profile))
     for s in doc["sizes"]:
         assert s["chosen"][profile] == chosen[tuple(s["shape"])], s["shape"]
         assert s["ratio"][profile] <= CB.WITHIN, s["shape"]

@@ -172,6 +172,7 @@ def _compile(path: Path, archs: tuple[str, ...] = ARCHS) -> tuple[Path, int, str
     return path, proc.returncode, proc.stderr[-4000:]
 
 
+@pytest.mark.slow    # 7 sources x 3 architectures; attention: 5 s of cicc, 5 s of ptxas each
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 def test_nvcc_compiles_every_diagram_for_sm75_sm80_sm90(tmp_path):
     """Every diagram, fp16 and bf16, compiles for sm_75, sm_80 and sm_90 (one nvcc call a file, three
