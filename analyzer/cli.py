@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from analyzer import __version__
+from analyzer.atomic import check_target
 from analyzer.errors import NapkinError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -170,6 +171,7 @@ def plot_transfers(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
     """H*(M) per GPU and element type, log-log, with memory limits and the chosen configuration."""
     from analyzer.plot.output import output_format, save
     output_format(output)
+    check_target(output, "--output")
     from analyzer.plot.transfers import figure
     _wrote(save(figure(diagram, gpu or ["h100"], dtypes=_check_dtypes(dtype or []),
                        sets=_parse_sets(set_ or [])), output))
@@ -182,6 +184,7 @@ def plot_roofline(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
     """Arithmetic intensity against attainable throughput, with the chosen configuration's point."""
     from analyzer.plot.output import output_format, save
     output_format(output)
+    check_target(output, "--output")
     from analyzer.plot.roofline import figure
     _check_dtypes([dtype] if dtype else [])
     _wrote(save(figure(diagram, gpu or ["h100"], dtype=dtype, sets=_parse_sets(set_ or [])), output))
@@ -201,6 +204,7 @@ def plot_schedule(diagram: DiagramArg, output: OutputOpt,
     """The clock-cycle overlap of warpgroups (Figures 34-37): pipelines as lanes, overhead hatched."""
     from analyzer.plot.output import output_format, save
     output_format(output)
+    check_target(output, "--output")
     from analyzer.plot.schedule import figure
     _wrote(save(figure(diagram, gpu, config=config, sets=_parse_sets(set_ or []),
                        overhead=overhead, overlap=overlap), output))
@@ -224,6 +228,8 @@ def kernel(
 ) -> None:
     """Generate a standalone kernel that realises the diagram's configuration on a GPU."""
     from analyzer.kernel import generate
+    from analyzer.kernel.files import check_kernel_target
+    check_kernel_target(output, backend)
     g = generate(diagram, gpu, backend=backend, dtype=dtype, config=config, sets=_parse_sets(set_ or []))
     for path in g.write(output):
         _wrote(path)
@@ -281,6 +287,9 @@ def calibrate(
     if plot:
         from analyzer.plot.output import output_format
         output_format(plot)
+    for option, path in (("--output", output), ("--report", report), ("--plot", plot)):
+        if path:
+            check_target(path, option)
     sizes = None
     if held_out:
         sizes = {}
@@ -313,6 +322,7 @@ def draw(diagram: DiagramArg, output: OutputOpt,
     """Draw the diagram in the neural-circuit style (columns, wires, levels, relabellings)."""
     from analyzer.plot.output import output_format, save
     output_format(output)
+    check_target(output, "--output")
     from analyzer.plot.draw import figure
     _wrote(save(figure(diagram, kernel=kernel), output))
 
