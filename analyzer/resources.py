@@ -46,12 +46,22 @@ def resolve(kind: str, name_or_path: str, *, what: str, aliases: dict[str, str] 
     if key in files:
         return files[key]
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or "/" in name_or_path or path.exists():
-        if not path.is_file():
-            raise NapkinError(f"no such file: {name_or_path}", field=field,
-                              hint=f"pass a {what} name or a .yaml file")
-        return path
+    try:
+        if path.suffix in (".yaml", ".yml") or "/" in name_or_path or path.exists():
+            if not path.is_file():
+                raise NapkinError(f"no such file: {name_or_path}", field=field,
+                                  hint=f"pass a {what} name or a .yaml file")
+            return path
+    except OSError as exc:     # a name longer than a file name may be (ENAMETOOLONG), ...
+        raise NapkinError(f"{_short(name_or_path)!r} is no {what} name, nor a file napkin can look up "
+                          f"({exc.strerror or exc})", field=field,
+                          hint=f"pass a {what} name or a .yaml file") from None
     choices = sorted(set(files) | set(aliases or {}))
     close = difflib.get_close_matches(key, choices, n=1, cutoff=0.5)
     hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(choices)}"
-    raise NapkinError(f"unknown {what} {name_or_path!r}", field=field, hint=hint)
+    raise NapkinError(f"unknown {what} {_short(name_or_path)!r}", field=field, hint=hint)
+
+
+def _short(text: str, most: int = 80) -> str:
+    """`text`, its middle left out past `most` characters (a 300-character name in an error line)."""
+    return text if len(text) <= most else f"{text[:most // 2]}...{text[-(most // 2 - 3):]}"

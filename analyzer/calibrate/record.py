@@ -66,7 +66,12 @@ def load_recording(path: str | Path) -> Recording:
 
 def read_json(path: Path, model: type[M], *, missing: str, field: str, hint: str) -> M:
     """A JSON file validated by `model`, or a one-line error naming the file and the field."""
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError as exc:      # a name longer than the file system allows (ENAMETOOLONG), ...
+        raise NapkinError(f"cannot look up {str(path)[:80]!r}: {exc.strerror or exc}", field=field,
+                          hint=hint) from None
+    if not found:
         raise NapkinError(missing, field=field, hint=hint)
     try:
         data = json.loads(path.read_text())

@@ -111,6 +111,23 @@ def test_illegal_partition_in_a_file_is_one_error_line(tmp_path):
                           "bad.yaml", "kernels[0].partition.smem", "cannot group axis 'x'")
 
 
+LONG = "a" * 300       # longer than a file name may be (255 bytes on Linux): stat() fails with ENAMETOOLONG
+
+
+# regression: each of these traced back with OSError: [Errno 36] File name too long.
+@pytest.mark.parametrize("args, fragments", [
+    (["analyze", LONG], ["DIAGRAM", "is no diagram name", "File name too long"]),
+    (["analyze", LONG + ".yaml"], ["DIAGRAM", "File name too long"]),
+    (["analyze", "attention", "--gpu", LONG], ["--gpu", "is no GPU name", "File name too long"]),
+    (["kernel", LONG, "-o", "k.py"], ["DIAGRAM", "File name too long"]),
+    (["hardware", "show", LONG], ["NAME", "File name too long"]),
+    (["calibrate", LONG + ".json"], ["RECORDING", "File name too long"]),
+], ids=["diagram", "diagram-file", "gpu", "kernel", "hardware-show", "calibrate"])
+def test_argument_longer_than_a_file_name(tmp_path, args, fragments):
+    line = assert_one_line_error(napkin(tmp_path, *args), *fragments)
+    assert len(line) < 400, "the error line repeats the whole name"
+
+
 def test_directory_instead_of_a_file(tmp_path):
     (tmp_path / "dir.yaml").mkdir()
     assert_one_line_error(napkin(tmp_path, "analyze", "dir.yaml"), "dir.yaml")
