@@ -16,6 +16,7 @@ import numpy as np
 
 from analyzer.calibrate.components import components, measured
 from analyzer.calibrate.fit import FITTED, Fit, bootstrap, fit, near_best_weights
+from analyzer.calibrate.ranges import check_ranges
 from analyzer.calibrate.record import Record, Recording, load_recording
 from analyzer.calibrate.registers import RegisterCheck, check_registers, fit_registers
 from analyzer.calibrate.validate import (ClockCheck, Validation, by_shape, clock_check, shape_of, split,
@@ -62,7 +63,10 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
     if len(train) < 2 * len(FITTED):
         raise NapkinError(f"{recording}: {len(train)} training records are too few to fit "
                           f"{len(FITTED)} parameters", hint="record more configurations")
-    best = bootstrap(c.take(train), fit(c.take(train)), samples=samples)
+    found = fit(c.take(train))
+    check_ranges(found.values, efficiency_max=base.clocks.boost_hz / base.clocks.tensor_hz,
+                 longest_s=float(c.measured.max()), source=recording)
+    best = bootstrap(c.take(train), found, samples=samples)
     calibrated = calibrated_profile(base, best, rec, recording, name, len(train), relation)
     predictions = {"datasheet": c.time({}), "calibrated": c.time(best.values)}
     choices, slowest = {}, 0.0
