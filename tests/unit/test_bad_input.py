@@ -662,7 +662,7 @@ def test_profile_with_a_missing_key(tmp_path, edit, field, key):
 def test_profile_with_a_negative_or_zero_bandwidth(tmp_path, value):
     err, path = profile_error(tmp_path, lambda p: p["levels"][0].__setitem__("bandwidth_bytes_per_s",
                                                                               value))
-    check(err, file=path, field="levels[0].bandwidth_bytes_per_s", says=("greater than 0",))
+    check(err, file=path, field="levels[0].bandwidth_bytes_per_s", says=("greater than or equal to 1000000",))
 
 
 def test_profile_with_a_negative_cluster_bandwidth(tmp_path):
