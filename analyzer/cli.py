@@ -218,8 +218,8 @@ def kernel(
     gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU profile name or alias, or a profile "
                                                          ".yaml file.")] = "h100",
     backend: Annotated[str, typer.Option(help="triton or cuda.")] = "triton",
-    dtype: Annotated[str, typer.Option(help="fp16 or bf16: the element type the kernel is "
-                                            "configured for.")] = "fp16",
+    dtype: Annotated[Optional[str], typer.Option(help="fp16 or bf16: the element type the kernel is "
+                                                      "configured for (default: the diagram's).")] = None,
     config: Annotated[Optional[str], typer.Option(
         "--config", "-c", help="A configuration named in the diagram file; default: the best legal "
                                "configuration napkin configure ranks.")] = None,
@@ -228,9 +228,14 @@ def kernel(
 ) -> None:
     """Generate a standalone kernel that realises the diagram's configuration on a GPU."""
     from analyzer.kernel import generate
+    from analyzer.kernel.element_type import kernel_element_type
     from analyzer.kernel.files import check_kernel_target
     check_kernel_target(output, backend)
-    g = generate(diagram, gpu, backend=backend, dtype=dtype, config=config, sets=_parse_sets(set_ or []))
+    element = kernel_element_type(diagram, dtype)
+    if element.note:
+        typer.echo(f"note: {element.note}", err=True)
+    g = generate(diagram, gpu, backend=backend, dtype=element.dtype, config=config,
+                 sets=_parse_sets(set_ or []))
     for path in g.write(output):
         _wrote(path)
 
