@@ -371,9 +371,10 @@ def hardware_list() -> None:
 @hardware_app.command("show")
 def hardware_show(name: Annotated[str, typer.Argument(help="Profile name or alias.")]) -> None:
     """Print a profile file, with its source comments."""
+    from analyzer import resources
     from analyzer.hardware import load_profile_file, profile_path
-    path = profile_path(name, field="NAME")
-    load_profile_file(path)  # validate before showing
+    path = resources.require_yaml(profile_path(name, field="NAME"), what="profile", field="NAME")
+    load_profile_file(path)  # validate before showing: only profiles are printed
     typer.echo(path.read_text(encoding="utf-8").rstrip())
 
 
@@ -395,10 +396,13 @@ def diagrams_list() -> None:
 
 
 @diagrams_app.command("show")
-def diagrams_show(name: Annotated[str, typer.Argument(help="Diagram name.")]) -> None:
-    """Print a shipped diagram file."""
+def diagrams_show(name: Annotated[str, typer.Argument(help="Diagram name or .yaml file.")]) -> None:
+    """Print a diagram file (a shipped one by name), after validating it."""
     from analyzer import resources
-    path = resources.resolve("diagrams", name, what="diagram")
+    from analyzer.analysis import load
+    path = resources.require_yaml(resources.resolve("diagrams", name, what="diagram", field="NAME"),
+                                  what="diagram", field="NAME")
+    load(str(path))  # validate before showing: only diagrams are printed
     typer.echo(path.read_text(encoding="utf-8").rstrip())
 
 

@@ -62,6 +62,14 @@ def resolve(kind: str, name_or_path: str, *, what: str, aliases: dict[str, str] 
     raise NapkinError(f"unknown {what} {_short(name_or_path)!r}", field=field, hint=hint)
 
 
+def require_yaml(path: Path, *, what: str, field: str | None = None) -> Path:
+    """`path` if it is a .yaml (or .yml) file: commands that print a file print only napkin's own."""
+    if path.suffix not in (".yaml", ".yml"):
+        raise NapkinError(f"{_short(str(path))!r} is not a {what} file (it does not end in .yaml)",
+                          field=field, hint=f"pass a shipped {what} name or a {what} .yaml file")
+    return path
+
+
 def _short(text: str, most: int = 80) -> str:
     """`text`, its middle left out past `most` characters (a 300-character name in an error line)."""
     return text if len(text) <= most else f"{text[:most // 2]}...{text[-(most // 2 - 3):]}"

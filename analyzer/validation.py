@@ -32,7 +32,9 @@ def from_validation_error(exc: ValidationError, *, file: str, hint: str | None =
         message = f"missing required key {loc[-1]!r}" if loc else "missing required key"
         loc = loc[:-1]
     elif kind == "model_type" or kind == "dict_type":
-        message = f"expected a mapping (key: value), got {_describe(first.get('input'))}"
+        value = first.get("input")    # at the top level, the file's own text is not quoted back
+        got = _describe(value) if loc or not isinstance(value, str) else "text"
+        message = f"expected a mapping (key: value), got {got}"
     elif kind == "list_type":
         message = f"expected a list, got {_describe(first.get('input'))}"
     else:

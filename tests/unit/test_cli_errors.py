@@ -128,6 +128,29 @@ def test_argument_longer_than_a_file_name(tmp_path, args, fragments):
     assert len(line) < 400, "the error line repeats the whole name"
 
 
+# regression: `napkin diagrams show /etc/passwd` printed the file.
+@pytest.mark.parametrize("command", ["diagrams", "hardware"])
+@pytest.mark.parametrize("make, fragments", [
+    (lambda d: "/etc/passwd", ["NAME", "'/etc/passwd' is not a", "does not end in .yaml"]),
+    (lambda d: (d / "notes.txt").write_text("secret: 1\n") and "notes.txt", ["NAME", "is not a"]),
+    (lambda d: (d / "notes.yaml").write_text("secret-line-of-text\n") and "notes.yaml",
+     ["notes.yaml", "expected a mapping", "got text"]),
+    (lambda d: (d / "other.yaml").write_text("secret: 1\n") and "other.yaml",
+     ["other.yaml", "unknown key 'secret'"]),
+], ids=["etc-passwd", "not-yaml", "yaml-text", "yaml-not-a-diagram"])
+def test_show_prints_only_napkin_files(tmp_path, command, make, fragments):
+    proc = napkin(tmp_path, command, "show", make(tmp_path))
+    line = assert_one_line_error(proc, *fragments)
+    assert proc.stdout == "" and "secret-line" not in line and "root:" not in line
+
+
+def test_diagrams_show_prints_a_diagram_file(tmp_path):
+    text = (Path(__file__).resolve().parents[2] / "diagrams" / "gqa.yaml").read_text()
+    (tmp_path / "mine.yaml").write_text(text)
+    proc = napkin(tmp_path, "diagrams", "show", "mine.yaml")
+    assert proc.returncode == 0 and proc.stdout == text.rstrip() + "\n", proc.stderr
+
+
 def test_directory_instead_of_a_file(tmp_path):
     (tmp_path / "dir.yaml").mkdir()
     assert_one_line_error(napkin(tmp_path, "analyze", "dir.yaml"), "dir.yaml")
