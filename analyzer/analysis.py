@@ -78,30 +78,31 @@ def partition_symbols(diagram: Diagram) -> dict[str, sympy.Symbol]:
     return {s.name: s for k in diagram.kernels for p in k.partitions.values() for s in p.symbols}
 
 
-def resolve_sizes(diagram: Diagram, sets: dict[str, int]) -> tuple[dict[sympy.Symbol, int],
-                                                                   dict[sympy.Symbol, int]]:
-    """Sizes of the size symbols (defaults, then --set), and pinned partition sizes."""
+def resolve_sizes(diagram: Diagram, sets: dict[str, int], *, option: str = "--set"
+                  ) -> tuple[dict[sympy.Symbol, int], dict[sympy.Symbol, int]]:
+    """Sizes of the size symbols (defaults, then --set), and pinned partition sizes. `option` names
+    where the sets came from in messages (a recording's sizes are no --set)."""
     size_symbols = {s.name: s for s in diagram.size_symbols}
     tiles = partition_symbols(diagram)
     sizes = {s: v for s, v in diagram.defaults.items() if s.name in size_symbols}
     pins: dict[sympy.Symbol, int] = {}
     for key, value in sets.items():
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise NapkinError(f"--set {key}={value}: sizes are positive whole numbers")
+            raise NapkinError(f"{option} {key}={value}: sizes are positive whole numbers")
         if value > MAX_SIZE:
-            raise NapkinError(f"--set {key}={value}: size is out of range (at most 2**40)")
+            raise NapkinError(f"{option} {key}={value}: size is out of range (at most 2**40)")
         if key in size_symbols:
             sizes[size_symbols[key]] = value
         elif key in tiles:
             pins[tiles[key]] = value
         elif key in diagram.axes:
-            raise NapkinError(f"--set {key}: the size of axis {key!r} is {diagram.size(key)}",
+            raise NapkinError(f"{option} {key}: the size of axis {key!r} is {diagram.size(key)}",
                               hint=f"set {', '.join(sorted(str(s) for s in diagram.size(key).free_symbols))}"
                                    " instead")
         else:
             known = sorted(size_symbols) + sorted(tiles)
             close = difflib.get_close_matches(key, known, n=1)
-            raise NapkinError(f"--set {key}: {diagram.name} has no size or tile size {key!r}",
+            raise NapkinError(f"{option} {key}: {diagram.name} has no size or tile size {key!r}",
                               hint=f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}")
     missing = [n for n, s in size_symbols.items() if s not in sizes]
     if missing:

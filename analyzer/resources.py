@@ -48,6 +48,9 @@ def resolve(kind: str, name_or_path: str, *, what: str, aliases: dict[str, str] 
     path = Path(name_or_path)
     try:
         if path.suffix in (".yaml", ".yml") or "/" in name_or_path or path.exists():
+            if path.is_dir():
+                raise NapkinError(f"{_short(name_or_path)} is a folder, not a {what} file", field=field,
+                                  hint=f"pass a {what} name or a .yaml file")
             if not path.is_file():
                 raise NapkinError(f"no such file: {name_or_path}", field=field,
                                   hint=f"pass a {what} name or a .yaml file")

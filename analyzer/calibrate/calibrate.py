@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from analyzer.calibrate.components import components, measured
+from analyzer.analysis import resolve_sizes
+from analyzer.calibrate.components import components, measured, model_of
 from analyzer.calibrate.fit import FITTED, Fit, bootstrap, fit, near_best_weights
 from analyzer.calibrate.ranges import check_ranges
 from analyzer.calibrate.record import Record, Recording, load_recording
@@ -50,6 +51,7 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
     records = measured(rec)
     base, _ = _profile(gpu)
     base = base.model_copy(update={"calibration": None})
+    check_records(rec, recording, base)
     reg_fit = fit_registers(records, registers, base) if registers else None
     relation = reg_fit.register_relation() if reg_fit else None
     counted = base if relation is None else base.model_copy(update={"calibration": Calibration(
@@ -84,6 +86,37 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
 
 
 KERNEL = "napkin kernel"      # the shapes' view of what the generated kernel launches (calibrated)
+
+
+def check_records(rec: Recording, source: str, profile: Profile) -> None:
+    """Each measured record's sizes and tiles fit its diagram's weaved form, or a NapkinError naming the
+    record's field in the recording (not a --set: the sizes are the recording's)."""
+    models: dict[tuple, object] = {}
+    seen: set[tuple] = set()
+    for i, r in enumerate(rec.records):
+        shape = (r.diagram, r.dtype, r.kernel, tuple(sorted(r.sizes.items())), tuple(sorted(r.tiles)),
+                 tuple(sorted(r.woven)))
+        if r.status != "ok" or shape in seen:
+            continue
+        seen.add(shape)
+        key = (r.diagram, r.dtype, r.kernel)
+        if key not in models:
+            try:
+                models[key] = model_of(r.diagram, r.dtype, r.kernel, profile)[2]
+            except NapkinError as exc:
+                raise NapkinError(f"record of diagram {r.diagram!r}, kernel {r.kernel!r}: {exc.message}",
+                                  file=source, field=f"records[{i}]", hint=exc.hint) from None
+        model = models[key]
+        try:
+            resolve_sizes(model.diagram, r.sizes, option="size")
+        except NapkinError as exc:
+            raise NapkinError(exc.message, file=source, field=f"records[{i}].sizes", hint=exc.hint) from None
+        missing = sorted(set(model.tiles) - set(r.tiles) - set(r.woven))
+        unknown = sorted(set(r.tiles) - set(model.tiles))
+        if missing or unknown:
+            raise NapkinError(f"tiles {', '.join(map(repr, r.tiles))} are not kernel {r.kernel}'s "
+                              f"({', '.join(t for t in model.tiles if t not in r.woven)})", file=source,
+                              field=f"records[{i}].tiles", hint="record with the diagram's tile names")
 
 
 def kernel_choices(records: list[Record], profile: Profile) -> dict[tuple, str]:

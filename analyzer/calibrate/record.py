@@ -79,6 +79,8 @@ def read_json(path: Path, model: type[M], *, missing: str, field: str, hint: str
     """A JSON file validated by `model`, or a one-line error naming the file and the field."""
     try:
         found = path.is_file()
+        if path.is_dir():
+            raise NapkinError(f"{path} is a folder, not a recording file", field=field, hint=hint)
     except OSError as exc:      # a name longer than the file system allows (ENAMETOOLONG), ...
         raise NapkinError(f"cannot look up {str(path)[:80]!r}: {exc.strerror or exc}", field=field,
                           hint=hint) from None

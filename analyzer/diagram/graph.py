@@ -340,9 +340,15 @@ class _Compiler:
             if any(kern.name == spec.name for kern in kernels):
                 raise NapkinError(f"kernel name {spec.name!r} is used twice", field=f"{where}.name")
             names = spec.ops if spec.ops is not None else (all_ops if len(specs) == 1 else None)
+            if names is None:
+                raise NapkinError(f"kernel {spec.name!r} does not list its ops, and there are "
+                                  f"{len(specs)} kernels", field=f"{where}.ops",
+                                  hint="list each kernel's ops (only a diagram's one kernel may leave "
+                                       "them out: it holds every op)")
             if not names:
-                raise NapkinError("a kernel needs its list of ops when there are several kernels",
-                                  field=f"{where}.ops")
+                raise NapkinError(f"kernel {spec.name!r} lists no ops", field=f"{where}.ops",
+                                  hint="list the ops it runs, or leave out ops: a diagram's one kernel "
+                                       "holds every op")
             for i, name in enumerate(names):
                 if name not in all_ops:
                     raise NapkinError(f"unknown op {name!r}", field=f"{where}.ops[{i}]",

@@ -781,6 +781,31 @@ def test_diagram_whose_lowest_level_is_a_cache(name, gpu):
         assert "l2" in exc.one_line()
 
 
+# regression: `ops: []` on a diagram's one kernel said "a kernel needs its list of ops when there are
+# several kernels".
+def test_kernel_that_lists_no_ops():
+    data = shipped("attention")
+    data["kernels"][0]["ops"] = []
+    err = check(compile_error(data), field="kernels[0].ops", says=("kernel 'flash' lists no ops",))
+    assert "several" not in err
+
+
+def test_kernel_without_ops_beside_another():
+    data = shipped("attention")
+    data["kernels"].append({"name": "other", "partition": {}})
+    check(compile_error(data), field="kernels[1].ops",
+          says=("kernel 'other' does not list its ops", "2 kernels"))
+
+
+# regression: a mapping key that is not text gave the field path `axes.None.[key]`.
+@pytest.mark.parametrize("section, key", [("axes", None), ("inputs", 5)])
+def test_mapping_key_that_is_not_a_name(section, key):
+    data = shipped("attention")
+    data[section][key] = {"default": 3} if section == "axes" else ["q"]
+    line = check(compile_error(data), field=section, says=("the key", "is not valid", str(key)))
+    assert "[key]" not in line and "None." not in line
+
+
 def test_error_lines_are_json_safe():
     """one_line() is plain text: printing it as JSON and back gives the same line."""
     data = shipped("attention")

@@ -141,3 +141,23 @@ def test_calibrate_never_returns_a_parameter_outside_its_range(tmp_path, recordi
         low, high = parameter_range(name, efficiency_max=base.clocks.boost_hz / base.clocks.tensor_hz,
                                     longest_s=max(r.time_s for r in result.records))
         assert low <= result.fit.values[name] <= high, name
+
+
+# regression: a recording's sizes were reported as options the user never passed: "--set zz: matmul has no
+# size or tile size 'zz'", "--set x: the size of axis 'x' is q".
+@pytest.mark.parametrize("diagram, edit, field, says", [
+    ("matmul", lambda r: r["sizes"].__setitem__("zz", 5), "records[0].sizes", "size zz: matmul has no size"),
+    ("causal_attention", lambda r: r["sizes"].__setitem__("x", 5), "records[0].sizes",
+     "size x: the size of axis 'x' is q"),
+    ("matmul", lambda r: r.__setitem__("tiles", {"g_zz": 64}), "records[0].tiles", "'g_zz'"),
+], ids=["unknown-size", "tied-size", "unknown-tile"])
+def test_record_that_does_not_fit_its_diagram(tmp_path, recording, diagram, edit, field, says):
+    records = [dict(r, sizes=dict(r["sizes"])) for r in recording["records"] if r["diagram"] == diagram][:30]
+    edit(records[0])
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps({"meta": recording["meta"], "records": records}))
+    with pytest.raises(NapkinError) as info:
+        calibrate(str(path), "h200", samples=2)
+    err = info.value
+    assert err.file == str(path) and err.field == field and says in err.message, err.one_line()
+    assert "--set" not in err.one_line()

@@ -151,9 +151,17 @@ def test_diagrams_show_prints_a_diagram_file(tmp_path):
     assert proc.returncode == 0 and proc.stdout == text.rstrip() + "\n", proc.stderr
 
 
-def test_directory_instead_of_a_file(tmp_path):
+# regression: a folder was reported as "no such file".
+@pytest.mark.parametrize("args, fragments", [
+    (["analyze", "dir.yaml"], ["DIAGRAM", "dir.yaml is a folder, not a diagram file"]),
+    (["analyze", "attention", "--gpu", "dir.yaml"], ["--gpu", "dir.yaml is a folder"]),
+    (["hardware", "show", "dir.yaml"], ["NAME", "dir.yaml is a folder"]),
+    (["calibrate", "dir.yaml"], ["RECORDING", "dir.yaml is a folder, not a recording file"]),
+], ids=["analyze", "gpu", "hardware-show", "calibrate"])
+def test_directory_instead_of_a_file(tmp_path, args, fragments):
     (tmp_path / "dir.yaml").mkdir()
-    assert_one_line_error(napkin(tmp_path, "analyze", "dir.yaml"), "dir.yaml")
+    line = assert_one_line_error(napkin(tmp_path, *args), *fragments)
+    assert "no such" not in line
 
 
 # regression: typer/click usage errors printed a multi-line box and exited with code 2.
