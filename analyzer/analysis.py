@@ -22,7 +22,7 @@ from analyzer.diagram.graph import compile_data
 from analyzer.diagram.primitives import PIPELINES
 from analyzer.dtypes import bytes_per_value
 from analyzer.errors import NapkinError
-from analyzer.expr import MAX_SIZE, to_text
+from analyzer.expr import MAX_SIZE, at, to_text
 from analyzer.hardware import Profile, load_profile_file, profile_path
 from analyzer.model.classic import ClassicRule, classic_rule
 from analyzer.model.constraints import hardware_divisors, skip_divides
@@ -78,38 +78,39 @@ def partition_symbols(diagram: Diagram) -> dict[str, sympy.Symbol]:
     return {s.name: s for k in diagram.kernels for p in k.partitions.values() for s in p.symbols}
 
 
-def resolve_sizes(diagram: Diagram, sets: dict[str, int]) -> tuple[dict[sympy.Symbol, int],
-                                                                   dict[sympy.Symbol, int]]:
-    """Sizes of the size symbols (defaults, then --set), and pinned partition sizes."""
+def resolve_sizes(diagram: Diagram, sets: dict[str, int], *, option: str = "--set"
+                  ) -> tuple[dict[sympy.Symbol, int], dict[sympy.Symbol, int]]:
+    """Sizes of the size symbols (defaults, then --set), and pinned partition sizes. `option` names
+    where the sets came from in messages (a recording's sizes are no --set)."""
     size_symbols = {s.name: s for s in diagram.size_symbols}
     tiles = partition_symbols(diagram)
     sizes = {s: v for s, v in diagram.defaults.items() if s.name in size_symbols}
     pins: dict[sympy.Symbol, int] = {}
     for key, value in sets.items():
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise NapkinError(f"--set {key}={value}: sizes are positive whole numbers")
+            raise NapkinError(f"{option} {key}={value}: sizes are positive whole numbers")
         if value > MAX_SIZE:
-            raise NapkinError(f"--set {key}={value}: size is out of range (at most 2**40)")
+            raise NapkinError(f"{option} {key}={value}: size is out of range (at most 2**40)")
         if key in size_symbols:
             sizes[size_symbols[key]] = value
         elif key in tiles:
             pins[tiles[key]] = value
         elif key in diagram.axes:
-            raise NapkinError(f"--set {key}: the size of axis {key!r} is {diagram.size(key)}",
+            raise NapkinError(f"{option} {key}: the size of axis {key!r} is {diagram.size(key)}",
                               hint=f"set {', '.join(sorted(str(s) for s in diagram.size(key).free_symbols))}"
                                    " instead")
         else:
             known = sorted(size_symbols) + sorted(tiles)
             close = difflib.get_close_matches(key, known, n=1)
-            raise NapkinError(f"--set {key}: {diagram.name} has no size or tile size {key!r}",
+            raise NapkinError(f"{option} {key}: {diagram.name} has no size or tile size {key!r}",
                               hint=f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}")
     missing = [n for n, s in size_symbols.items() if s not in sizes]
     if missing:
         raise NapkinError(f"size {missing[0]!r} has no default in {diagram.name}",
                           file=diagram.source, hint=f"pass --set {missing[0]}=N")
     for axis in diagram.axes.values():
-        value = axis.size.subs(sizes)
-        if not (value.is_integer and 0 < value <= MAX_SIZE):
+        value = at(axis.size, sizes)
+        if not (value.is_Integer and 0 < int(value) <= MAX_SIZE):
             raise NapkinError(f"axis {axis.name!r} has size {axis.size} = {value}, not a positive "
                               "whole number (at most 2**40)", file=diagram.source,
                               field=f"axes.{axis.name}")
@@ -321,7 +322,7 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
                             f"{sched.skip.key} up to its diagonal") if sched.skip else None,
             notes=list(sched.notes) + _level_notes(models), levels=level_out,
             flops={p: to_text(v) for p, v in lowest.cost.flops.items()},
-            flops_value={p: float(v.subs(subs)) for p, v in lowest.cost.flops.items()},
+            flops_value={p: float(at(v, subs)) for p, v in lowest.cost.flops.items()},
             compute_time_s=pred.compute_s, utilization=pred.utilization,
             transfer_time_s=pred.transfer_time_s, predicted_time_s=pred.time_s, bound=pred.bound,
             cluster_trade_off_s=_cluster_trade_off(models, profile, sizes) if cluster else None,
@@ -341,7 +342,7 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
                  output_axes=list(o.applied.output), over=o.applied.over, weave=list(o.weave),
                  broadcast={k: list(v) for k, v in o.broadcast(axes_of).items()},
                  kernel=kernel_of[o.name]) for o in d.ops]
-    size_out = [SizeOut(axis=a.name, expression=to_text(a.size), value=int(a.size.subs(sizes)))
+    size_out = [SizeOut(axis=a.name, expression=to_text(a.size), value=int(at(a.size, sizes)))
                 for a in d.axes.values()]
     return Analysis(
         napkin_version=__version__,
@@ -382,8 +383,8 @@ def _cluster_trade_off(models: list[LevelModel], profile: Profile, sizes: dict) 
         return None
     table = profile.level(cross.level.name).bandwidth_bytes_per_s_by_cluster or {}
     w_hc = 1 / cross.level.bandwidth_bytes_per_s      # direct: the level feeding the child
-    return {str(n): float(cluster_gain(child.optimum_bytes.terms, w_hc, 1 / bw,
-                                       child.level.memory_bytes, n).subs(sizes))
+    return {str(n): float(at(cluster_gain(child.optimum_bytes.terms, w_hc, 1 / bw,
+                                          child.level.memory_bytes, n), sizes))
             for n, bw in sorted(table.items())}
 
 

@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from analyzer import __version__
+from analyzer.atomic import check_target
 from analyzer.errors import NapkinError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -170,6 +171,7 @@ def plot_transfers(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
     """H*(M) per GPU and element type, log-log, with memory limits and the chosen configuration."""
     from analyzer.plot.output import output_format, save
     output_format(output)
+    check_target(output, "--output")
     from analyzer.plot.transfers import figure
     _wrote(save(figure(diagram, gpu or ["h100"], dtypes=_check_dtypes(dtype or []),
                        sets=_parse_sets(set_ or [])), output))
@@ -182,6 +184,7 @@ def plot_roofline(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
     """Arithmetic intensity against attainable throughput, with the chosen configuration's point."""
     from analyzer.plot.output import output_format, save
     output_format(output)
+    check_target(output, "--output")
     from analyzer.plot.roofline import figure
     _check_dtypes([dtype] if dtype else [])
     _wrote(save(figure(diagram, gpu or ["h100"], dtype=dtype, sets=_parse_sets(set_ or [])), output))
@@ -201,6 +204,7 @@ def plot_schedule(diagram: DiagramArg, output: OutputOpt,
     """The clock-cycle overlap of warpgroups (Figures 34-37): pipelines as lanes, overhead hatched."""
     from analyzer.plot.output import output_format, save
     output_format(output)
+    check_target(output, "--output")
     from analyzer.plot.schedule import figure
     _wrote(save(figure(diagram, gpu, config=config, sets=_parse_sets(set_ or []),
                        overhead=overhead, overlap=overlap), output))
@@ -214,8 +218,8 @@ def kernel(
     gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU profile name or alias, or a profile "
                                                          ".yaml file.")] = "h100",
     backend: Annotated[str, typer.Option(help="triton or cuda.")] = "triton",
-    dtype: Annotated[str, typer.Option(help="fp16 or bf16: the element type the kernel is "
-                                            "configured for.")] = "fp16",
+    dtype: Annotated[Optional[str], typer.Option(help="fp16 or bf16: the element type the kernel is "
+                                                      "configured for (default: the diagram's).")] = None,
     config: Annotated[Optional[str], typer.Option(
         "--config", "-c", help="A configuration named in the diagram file; default: the best legal "
                                "configuration napkin configure ranks.")] = None,
@@ -224,7 +228,14 @@ def kernel(
 ) -> None:
     """Generate a standalone kernel that realises the diagram's configuration on a GPU."""
     from analyzer.kernel import generate
-    g = generate(diagram, gpu, backend=backend, dtype=dtype, config=config, sets=_parse_sets(set_ or []))
+    from analyzer.kernel.element_type import kernel_element_type
+    from analyzer.kernel.files import check_kernel_target
+    check_kernel_target(output, backend)
+    element = kernel_element_type(diagram, dtype)
+    if element.note:
+        typer.echo(f"note: {element.note}", err=True)
+    g = generate(diagram, gpu, backend=backend, dtype=element.dtype, config=config,
+                 sets=_parse_sets(set_ or []))
     for path in g.write(output):
         _wrote(path)
 
@@ -281,6 +292,9 @@ def calibrate(
     if plot:
         from analyzer.plot.output import output_format
         output_format(plot)
+    for option, path in (("--output", output), ("--report", report), ("--plot", plot)):
+        if path:
+            check_target(path, option)
     sizes = None
     if held_out:
         sizes = {}
@@ -313,6 +327,7 @@ def draw(diagram: DiagramArg, output: OutputOpt,
     """Draw the diagram in the neural-circuit style (columns, wires, levels, relabellings)."""
     from analyzer.plot.output import output_format, save
     output_format(output)
+    check_target(output, "--output")
     from analyzer.plot.draw import figure
     _wrote(save(figure(diagram, kernel=kernel), output))
 
@@ -356,9 +371,10 @@ def hardware_list() -> None:
 @hardware_app.command("show")
 def hardware_show(name: Annotated[str, typer.Argument(help="Profile name or alias.")]) -> None:
     """Print a profile file, with its source comments."""
+    from analyzer import resources
     from analyzer.hardware import load_profile_file, profile_path
-    path = profile_path(name, field="NAME")
-    load_profile_file(path)  # validate before showing
+    path = resources.require_yaml(profile_path(name, field="NAME"), what="profile", field="NAME")
+    load_profile_file(path)  # validate before showing: only profiles are printed
     typer.echo(path.read_text(encoding="utf-8").rstrip())
 
 
@@ -380,10 +396,13 @@ def diagrams_list() -> None:
 
 
 @diagrams_app.command("show")
-def diagrams_show(name: Annotated[str, typer.Argument(help="Diagram name.")]) -> None:
-    """Print a shipped diagram file."""
+def diagrams_show(name: Annotated[str, typer.Argument(help="Diagram name or .yaml file.")]) -> None:
+    """Print a diagram file (a shipped one by name), after validating it."""
     from analyzer import resources
-    path = resources.resolve("diagrams", name, what="diagram")
+    from analyzer.analysis import load
+    path = resources.require_yaml(resources.resolve("diagrams", name, what="diagram", field="NAME"),
+                                  what="diagram", field="NAME")
+    load(str(path))  # validate before showing: only diagrams are printed
     typer.echo(path.read_text(encoding="utf-8").rstrip())
 
 

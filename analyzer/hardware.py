@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, PositiveInt, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from analyzer import resources
 from analyzer.base import DType, Strict
@@ -23,10 +23,35 @@ from analyzer.yamlio import load_file
 
 DOCS_HINT = "see docs/hardware-profiles.md"
 
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]   # finite too: .inf is no rate
+def Count(most: int, least: int = 1):  # noqa: N802 - a type, as pydantic's conint
+    """A whole number from `least` to `most` (strict, as every profile field: not true, not 1e15)."""
+    return Annotated[int, Field(ge=least, le=most)]
 
 
-class LevelProfile(Strict):
+def Amount(least: float, most: float):  # noqa: N802
+    """A finite number from `least` to `most` (an int or a float; not true, not text)."""
+    return Annotated[float, Field(ge=least, le=most, allow_inf_nan=False)]
+
+
+# Plausible ranges (docs/hardware-profiles.md): wide enough for any GPU napkin could model, narrow
+# enough that a typo of a few orders of magnitude (warp_size: 1e15, a capacity of 1e-300 bytes) is an
+# error at load time rather than a prediction of nan or a division by zero later.
+Bytes = Amount(1, 1e15)                    # a level's capacity: 1 byte to 1 PB
+BytesPerSecond = Amount(1e6, 1e16)         # a bandwidth: 1 MB/s to 10 PB/s
+Hertz = Amount(1e7, 1e11)                  # a clock: 10 MHz to 100 GHz
+FlopsPerSecond = Amount(1e9, 1e18)         # a tensor-core peak: 1 GFLOP/s to 1 EFLOP/s
+Instances = Count(1_000_000)
+PerClock = Count(65536)
+ClusterSize = Count(1024, least=2)
+
+
+class Exact(Strict):
+    """Strict types: a count is a whole number and a rate a number, never a bool or text."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class LevelProfile(Exact):
     """One level of the memory hierarchy, highest (gmem) first."""
 
     name: str
@@ -34,17 +59,17 @@ class LevelProfile(Strict):
         description="memory: holds data for its children; cache: an intermediate caching level "
                     "(Theorem 2); cross: transfers between children, e.g. thread block clusters "
                     "(Theorem 3).")
-    capacity_bytes: PositiveFloat | None = Field(None, description="Capacity of one instance "
+    capacity_bytes: Bytes | None = Field(None, description="Capacity of one instance "
                                                  "(not for cross levels).")
-    capacity_bytes_per_block: PositiveFloat | None = Field(
+    capacity_bytes_per_block: Bytes | None = Field(
         None, description="The most one thread block may use (e.g. 227 KB of shared memory).")
-    instances: PositiveInt | None = Field(None, description="How many instances the GPU has (SMs "
+    instances: Instances | None = Field(None, description="How many instances the GPU has (SMs "
                                           "for smem; not for cross levels).")
-    bandwidth_bytes_per_s: PositiveFloat | None = Field(
+    bandwidth_bytes_per_s: BytesPerSecond | None = Field(
         None, description="Rate at which the level serves its children, whole GPU, read + write.")
-    bandwidth_bytes_per_s_by_cluster: dict[PositiveInt, PositiveFloat] | None = Field(
+    bandwidth_bytes_per_s_by_cluster: dict[ClusterSize, BytesPerSecond] | None = Field(
         None, description="cross levels: child-to-child bandwidth by cluster size.")
-    cluster_size_max: PositiveInt | None = Field(None, description="cross levels: largest cluster.")
+    cluster_size_max: ClusterSize | None = Field(None, description="cross levels: largest cluster.")
     doc: str = ""
 
     @model_validator(mode="after")
@@ -70,57 +95,57 @@ class LevelProfile(Strict):
         return self.capacity_bytes_per_block or self.capacity_bytes
 
 
-class Clocks(Strict):
-    boost_hz: PositiveFloat
-    tensor_hz: PositiveFloat = Field(description="The clock behind the datasheet tensor peaks (f_K).")
+class Clocks(Exact):
+    boost_hz: Hertz
+    tensor_hz: Hertz = Field(description="The clock behind the datasheet tensor peaks (f_K).")
 
 
-class PerSMPerClock(Strict):
+class PerSMPerClock(Exact):
     """Results per clock per SM of the non-tensor pipelines."""
 
-    sfu_ops: PositiveInt = Field(description="Special function unit (ex2, rcp, ...).")
-    fp32_fma: PositiveInt
-    fp16_fma: PositiveInt
+    sfu_ops: PerClock = Field(description="Special function unit (ex2, rcp, ...).")
+    fp32_fma: PerClock
+    fp16_fma: PerClock
 
 
-class Registers(Strict):
-    per_sm: PositiveInt = Field(description="32-bit registers per SM.")
-    per_thread_max: PositiveInt
-    per_block_max: PositiveInt
+class Registers(Exact):
+    per_sm: Count(1 << 24) = Field(description="32-bit registers per SM.")
+    per_thread_max: Count(65536)
+    per_block_max: Count(1 << 24)
 
 
-class Threads(Strict):
-    warp_size: PositiveInt = 32
-    per_sm_max: PositiveInt
-    per_block_max: PositiveInt
-    blocks_per_sm_max: PositiveInt
+class Threads(Exact):
+    warp_size: Count(1024) = 32
+    per_sm_max: Count(65536)
+    per_block_max: Count(65536)
+    blocks_per_sm_max: Count(1024)
 
 
-class MMAShape(Strict):
-    m: PositiveInt
-    n: PositiveInt
-    k: PositiveInt
+class MMAShape(Exact):
+    m: Count(1024)
+    n: Count(1024)
+    k: Count(1024)
 
 
-class Divisors(Strict):
-    coalesce_bytes: PositiveInt = Field(description="GMEM<->SMEM transfers move this many "
+class Divisors(Exact):
+    coalesce_bytes: Count(65536) = Field(description="GMEM<->SMEM transfers move this many "
                                         "consecutive bytes (Section 5, coalesced memory transfer).")
     mma_instruction: str = Field(description="e.g. wgmma (Hopper), mma.sync (Ampere, Turing).")
-    mma_threads: PositiveInt = Field(description="Threads that issue one tensor-core instruction "
+    mma_threads: Count(1024) = Field(description="Threads that issue one tensor-core instruction "
                                      "together: 128 for a warpgroup (wgmma), 32 for a warp (mma.sync). "
                                      "The unit napkin configure splits a block's rows over (Section 5.3).")
     mma: dict[DType, MMAShape] = Field(description="Tensor-core tile per element type: group and "
                                        "stream sizes of contraction axes must be multiples.")
 
 
-class Estimate(Strict):
+class Estimate(Exact):
     """A fitted parameter: its value and one standard error (bootstrap over the recorded configurations)."""
 
     value: float = Field(ge=0, allow_inf_nan=False)
     uncertainty: float | None = Field(None, ge=0, allow_inf_nan=False)
 
 
-class RegisterRelation(Strict):
+class RegisterRelation(Exact):
     """Registers per thread the compiler allots a configuration, fitted to a compile recording
     (napkin calibrate --registers): offset + table_scale x (Table 1's share) + tile_scale x (row block
     x stream chunk elements per thread). Resident blocks and legality then follow the compiler's
@@ -136,7 +161,7 @@ class RegisterRelation(Strict):
         return self.offset.value + self.table_scale.value * table1 + self.tile_scale.value * tile
 
 
-class Calibration(Strict):
+class Calibration(Exact):
     """The model's stated assumptions, fitted to measurements (napkin calibrate; docs/validation.md).
 
     Absent parameters keep the datasheet model: every efficiency 1, every overhead 0.
@@ -209,17 +234,17 @@ SCALARS = ("level_overlap", "softmax_overhead", "softmax_overlap", "step_overhea
            "edge_exposed", "block_overhead_s", "launch_overhead_s")
 
 
-class Profile(Strict):
+class Profile(Exact):
     name: str
     aliases: list[str] = Field(default_factory=list)
     description: str
     architecture: str
     compute_capability: str
-    sm_count: PositiveInt
+    sm_count: Count(100_000)
     clocks: Clocks
     tensor_dtypes: list[Literal["fp16", "bf16", "fp8"]] = Field(
         description="Element types the tensor cores take (fp32 inputs run as tf32 or on CUDA cores).")
-    tensor_flops_per_s: dict[Literal["fp16", "bf16", "fp8", "tf32"], PositiveFloat] = Field(
+    tensor_flops_per_s: dict[Literal["fp16", "bf16", "fp8", "tf32"], FlopsPerSecond] = Field(
         description="Dense tensor-core peak per element type (tf32: fp32 inputs on tensor cores).")
     per_sm_per_clock: PerSMPerClock
     registers: Registers
@@ -243,6 +268,9 @@ class Profile(Strict):
                 raise ValueError(f"tensor_flops_per_s has no entry for {dtype}")
             if dtype not in self.divisors.mma:
                 raise ValueError(f"divisors.mma has no tensor-core tile for {dtype}")
+        if self.divisors.mma_threads % self.threads.warp_size:
+            raise ValueError(f"divisors.mma_threads ({self.divisors.mma_threads}) is not a whole number of "
+                             f"warps of threads.warp_size ({self.threads.warp_size})")
         chain = [lv for lv in self.levels if lv.kind != "cross"]
         for parent, child in zip(chain, chain[1:], strict=False):
             if child.instances % parent.instances:
@@ -305,9 +333,23 @@ class Profile(Strict):
 def load_profile_file(path: Path) -> Profile:
     data = _extended(load_file(path), path, ())
     try:
-        return Profile.model_validate(data)
+        profile = Profile.model_validate(data)
     except ValidationError as exc:
         raise from_validation_error(exc, file=str(path), hint=DOCS_HINT) from None
+    _check_fed(profile, str(path))
+    return profile
+
+
+def _check_fed(profile: Profile, source: str) -> None:
+    """Every level that feeds another (each non-cross level but the lowest) has a bandwidth: without it
+    no transfer into the level below can be timed, whatever the command."""
+    chain = [(i, lv) for i, lv in enumerate(profile.levels) if lv.kind != "cross"]
+    for (i, parent), (_, child) in zip(chain, chain[1:], strict=False):
+        if parent.bandwidth_bytes_per_s is None:
+            raise NapkinError(f"level {parent.name} has no bandwidth, and {child.name} is fed from it",
+                              file=source, field=f"levels[{i}].bandwidth_bytes_per_s",
+                              hint="the transfers it feeds cannot be timed without one; "
+                                   "see docs/hardware-profiles.md")
 
 
 def _extended(data, path: Path, seen: tuple[Path, ...]):

@@ -46,12 +46,33 @@ def resolve(kind: str, name_or_path: str, *, what: str, aliases: dict[str, str] 
     if key in files:
         return files[key]
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or "/" in name_or_path or path.exists():
-        if not path.is_file():
-            raise NapkinError(f"no such file: {name_or_path}", field=field,
-                              hint=f"pass a {what} name or a .yaml file")
-        return path
+    try:
+        if path.suffix in (".yaml", ".yml") or "/" in name_or_path or path.exists():
+            if path.is_dir():
+                raise NapkinError(f"{_short(name_or_path)} is a folder, not a {what} file", field=field,
+                                  hint=f"pass a {what} name or a .yaml file")
+            if not path.is_file():
+                raise NapkinError(f"no such file: {name_or_path}", field=field,
+                                  hint=f"pass a {what} name or a .yaml file")
+            return path
+    except OSError as exc:     # a name longer than a file name may be (ENAMETOOLONG), ...
+        raise NapkinError(f"{_short(name_or_path)!r} is no {what} name, nor a file napkin can look up "
+                          f"({exc.strerror or exc})", field=field,
+                          hint=f"pass a {what} name or a .yaml file") from None
     choices = sorted(set(files) | set(aliases or {}))
     close = difflib.get_close_matches(key, choices, n=1, cutoff=0.5)
     hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(choices)}"
-    raise NapkinError(f"unknown {what} {name_or_path!r}", field=field, hint=hint)
+    raise NapkinError(f"unknown {what} {_short(name_or_path)!r}", field=field, hint=hint)
+
+
+def require_yaml(path: Path, *, what: str, field: str | None = None) -> Path:
+    """`path` if it is a .yaml (or .yml) file: commands that print a file print only napkin's own."""
+    if path.suffix not in (".yaml", ".yml"):
+        raise NapkinError(f"{_short(str(path))!r} is not a {what} file (it does not end in .yaml)",
+                          field=field, hint=f"pass a shipped {what} name or a {what} .yaml file")
+    return path
+
+
+def _short(text: str, most: int = 80) -> str:
+    """`text`, its middle left out past `most` characters (a 300-character name in an error line)."""
+    return text if len(text) <= most else f"{text[:most // 2]}...{text[-(most // 2 - 3):]}"

@@ -28,11 +28,17 @@ def from_validation_error(exc: ValidationError, *, file: str, hint: str | None =
     first = errors[0]
     loc = tuple(first.get("loc", ()))
     kind = first.get("type", "")
-    if kind == "missing":
+    if "[key]" in loc:     # pydantic's location of a bad mapping key: (..., the key, "[key]")
+        at_key = loc.index("[key]")
+        key, loc = loc[at_key - 1] if at_key else None, loc[:max(at_key - 1, 0)]
+        message = f"the key {key!r} is not valid: {first.get('msg', 'invalid key')}"
+    elif kind == "missing":
         message = f"missing required key {loc[-1]!r}" if loc else "missing required key"
         loc = loc[:-1]
     elif kind == "model_type" or kind == "dict_type":
-        message = f"expected a mapping (key: value), got {_describe(first.get('input'))}"
+        value = first.get("input")    # at the top level, the file's own text is not quoted back
+        got = _describe(value) if loc or not isinstance(value, str) else "text"
+        message = f"expected a mapping (key: value), got {got}"
     elif kind == "list_type":
         message = f"expected a list, got {_describe(first.get('input'))}"
     else:

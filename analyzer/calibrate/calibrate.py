@@ -14,8 +14,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from analyzer.calibrate.components import components, measured
+from analyzer.analysis import resolve_sizes
+from analyzer.calibrate.components import components, measured, model_of
 from analyzer.calibrate.fit import FITTED, Components, Fit, bootstrap, fit, near_best_weights, rms_log_error
+from analyzer.calibrate.ranges import check_ranges
 from analyzer.calibrate.record import Record, Recording, load_recording
 from analyzer.calibrate.registers import RegisterCheck, check_registers, fit_registers
 from analyzer.calibrate.validate import (ClockCheck, Validation, by_shape, clock_check, shape_of, split,
@@ -53,6 +55,7 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
     records = measured(rec)
     base, _ = _profile(gpu)
     base = base.model_copy(update={"calibration": None})
+    check_records(rec, recording, base)
     reg_fit = fit_registers(records, registers, base) if registers else None
     relation = reg_fit.register_relation() if reg_fit else None
     counted = base if relation is None else base.model_copy(update={"calibration": Calibration(
@@ -67,7 +70,10 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
         raise NapkinError(f"{recording}: {len(train)} training records are too few to fit "
                           f"{len(FITTED)} parameters", hint="record more configurations")
     if fitted is None:
-        best = bootstrap(c.take(train), fit(c.take(train)), samples=samples)
+        found = fit(c.take(train))
+        check_ranges(found.values, efficiency_max=base.clocks.boost_hz / base.clocks.tensor_hz,
+                     longest_s=float(c.measured.max()), source=recording)
+        best = bootstrap(c.take(train), found, samples=samples)
     else:
         best = replace(fitted, rms_log_error=rms_log_error(c.take(train), fitted.values))
     calibrated = calibrated_profile(base, best, rec, recording, name, len(train), relation)
@@ -87,6 +93,37 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
 
 
 KERNEL = "napkin kernel"      # the shapes' view of what the generated kernel launches (calibrated)
+
+
+def check_records(rec: Recording, source: str, profile: Profile) -> None:
+    """Each measured record's sizes and tiles fit its diagram's weaved form, or a NapkinError naming the
+    record's field in the recording (not a --set: the sizes are the recording's)."""
+    models: dict[tuple, object] = {}
+    seen: set[tuple] = set()
+    for i, r in enumerate(rec.records):
+        shape = (r.diagram, r.dtype, r.kernel, tuple(sorted(r.sizes.items())), tuple(sorted(r.tiles)),
+                 tuple(sorted(r.woven)))
+        if r.status != "ok" or shape in seen:
+            continue
+        seen.add(shape)
+        key = (r.diagram, r.dtype, r.kernel)
+        if key not in models:
+            try:
+                models[key] = model_of(r.diagram, r.dtype, r.kernel, profile)[2]
+            except NapkinError as exc:
+                raise NapkinError(f"record of diagram {r.diagram!r}, kernel {r.kernel!r}: {exc.message}",
+                                  file=source, field=f"records[{i}]", hint=exc.hint) from None
+        model = models[key]
+        try:
+            resolve_sizes(model.diagram, r.sizes, option="size")
+        except NapkinError as exc:
+            raise NapkinError(exc.message, file=source, field=f"records[{i}].sizes", hint=exc.hint) from None
+        missing = sorted(set(model.tiles) - set(r.tiles) - set(r.woven))
+        unknown = sorted(set(r.tiles) - set(model.tiles))
+        if missing or unknown:
+            raise NapkinError(f"tiles {', '.join(map(repr, r.tiles))} are not kernel {r.kernel}'s "
+                              f"({', '.join(t for t in model.tiles if t not in r.woven)})", file=source,
+                              field=f"records[{i}].tiles", hint="record with the diagram's tile names")
 
 
 def kernel_choices(records: list[Record], profile: Profile) -> dict[tuple, str]:

@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from analyzer.errors import NapkinError
 from analyzer.validation import from_validation_error
 
 M = TypeVar("M", bound=BaseModel)
+
+MAX_SIZE = 2**40          # as napkin analyze --set: beyond any size napkin accepts
+MIN_TIME_S = 1e-7         # a kernel's launch alone takes microseconds: a time below 100 ns measured none
+MAX_TIME_S = 1e4          # ... and a time of hours is no kernel's either
+MAX_BYTES = 1 << 30       # a recording is a few MB (bench/results/sweep_h200.json: 2 MB)
+MAX_DEPTH = 64            # nesting of a recording (it needs 4)
+
+Size = Annotated[StrictInt, Field(ge=1, le=MAX_SIZE)]
+Count = Annotated[StrictInt, Field(ge=1, le=1024)]     # warps, stages
+Seconds = Annotated[float, Field(ge=MIN_TIME_S, le=MAX_TIME_S, allow_inf_nan=False)]
 
 
 class Record(BaseModel):
@@ -27,19 +37,20 @@ class Record(BaseModel):
     diagram: str = Field(pattern=r"^[A-Za-z0-9_.\-/]+$", description="A shipped diagram name.")
     dtype: Literal["fp16", "bf16"]
     kernel: str
-    sizes: dict[str, int] = Field(description="Sizes of the weaved diagram (batch, heads, q, d, ...).")
-    tiles: dict[str, int] = Field(description="The lowest level's tile sizes.")
-    woven: dict[str, int] = Field(default_factory=dict, description="Tiles of the weaved axes (1).")
-    num_warps: int = Field(gt=0)
-    num_stages: int = Field(gt=0)
-    head_dim: int | None = None
-    seqlen: int = Field(gt=0, description="The size that is held out: attention's sequence length, "
-                                          "matmul's side.")
+    sizes: dict[str, Size] = Field(description="Sizes of the weaved diagram (batch, heads, q, d, ...).")
+    tiles: dict[str, Size] = Field(description="The lowest level's tile sizes.")
+    woven: dict[str, Size] = Field(default_factory=dict, description="Tiles of the weaved axes (1).")
+    num_warps: Count
+    num_stages: Count
+    head_dim: Size | None = None
+    seqlen: Size = Field(description="The size that is held out: attention's sequence length, "
+                                     "matmul's side.")
     status: Literal["ok", "error"]
-    time_s: float | None = Field(None, gt=0)
-    flops: float | None = None
-    sm_clock_mhz: float | None = Field(None, gt=0, description="Mean SM clock while it was timed, "
-                                                               "where the recording sampled it.")
+    time_s: Seconds | None = Field(None, description="The measured median, seconds.")
+    flops: float | None = Field(None, ge=0, allow_inf_nan=False)
+    sm_clock_mhz: float | None = Field(None, gt=0, le=1e5, allow_inf_nan=False,
+                                       description="Mean SM clock while it was timed, where the "
+                                                   "recording sampled it.")
 
     @property
     def config_key(self) -> str:
@@ -66,14 +77,48 @@ def load_recording(path: str | Path) -> Recording:
 
 def read_json(path: Path, model: type[M], *, missing: str, field: str, hint: str) -> M:
     """A JSON file validated by `model`, or a one-line error naming the file and the field."""
-    if not path.is_file():
-        raise NapkinError(missing, field=field, hint=hint)
     try:
-        data = json.loads(path.read_text())
+        found = path.is_file()
+        if path.is_dir():
+            raise NapkinError(f"{path} is a folder, not a recording file", field=field, hint=hint)
+    except OSError as exc:      # a name longer than the file system allows (ENAMETOOLONG), ...
+        raise NapkinError(f"cannot look up {str(path)[:80]!r}: {exc.strerror or exc}", field=field,
+                          hint=hint) from None
+    if not found:
+        raise NapkinError(missing, field=field, hint=hint)
+    written_by = "pass a recording that bench/sweep_h200.py wrote"
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise NapkinError(f"larger than {MAX_BYTES} bytes", file=str(path), hint=written_by)
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise NapkinError(f"{path} is not JSON: {exc}",
-                          hint="pass a recording that bench/sweep_h200.py wrote") from None
+        raise NapkinError(f"{path} is not JSON: {exc}", hint=written_by) from None
+    except RecursionError:
+        raise NapkinError("not a recording: nested too deeply", file=str(path), hint=written_by) from None
+    except ValueError as exc:     # an integer of more than 4300 digits, Infinity, NaN
+        raise NapkinError(f"not a recording: {exc}", file=str(path), hint=written_by) from None
+    if _depth(data) > MAX_DEPTH:
+        raise NapkinError(f"not a recording: nested deeper than {MAX_DEPTH} levels", file=str(path),
+                          hint=written_by)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise from_validation_error(exc, file=str(path), hint="see bench/README.md") from None
+
+
+def _no_constant(name: str):
+    """JSON has no Infinity or NaN; Python's reader takes them unless told not to."""
+    raise ValueError(f"{name} is not a JSON number (every time and count must be finite)")
+
+
+def _depth(data, limit: int = MAX_DEPTH) -> int:
+    """How deeply `data` nests (lists and mappings), counted no further than limit + 1."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            if depth <= limit:
+                stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict)
+                                                               else node))
+    return deepest

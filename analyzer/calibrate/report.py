@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from analyzer.atomic import write_files
 from analyzer.calibrate.calibrate import KERNEL, Result
 from analyzer.calibrate.registers import markdown as registers_markdown
 from analyzer.calibrate.validate import HELD_OUT_SHARE, LOWERED, ClockCheck
@@ -221,18 +222,21 @@ def scatter(r: Result):
 
 def write(r: Result, command: str, profile_path: str | None, report_path: str | None,
           plot_path: str | None) -> list[Path]:
-    written = []
+    """The profile, the report and the scatter: all rendered first, then written together or not at all."""
+    files: dict[Path, str | bytes] = {}
+    options: dict[Path, str] = {}
     if profile_path:
-        Path(profile_path).write_text(profile_yaml(r, command))
-        written.append(Path(profile_path))
+        files[Path(profile_path)] = profile_yaml(r, command)
+        options[Path(profile_path)] = "--output"
     rel_plot = None
     if plot_path:
-        from analyzer.plot.output import save
-        written.append(save(scatter(r), plot_path))
+        from analyzer.plot.output import render
+        files[Path(plot_path)] = render(scatter(r), plot_path)
+        options[Path(plot_path)] = "--plot"
         if report_path:
             rel_plot = str(Path(plot_path).resolve().relative_to(Path(report_path).resolve().parent)) \
                 if Path(plot_path).resolve().is_relative_to(Path(report_path).resolve().parent) else plot_path
     if report_path:
-        Path(report_path).write_text(report_markdown(r, command, rel_plot))
-        written.append(Path(report_path))
-    return written
+        files[Path(report_path)] = report_markdown(r, command, rel_plot)
+        options[Path(report_path)] = "--report"
+    return write_files(files, options) if files else []

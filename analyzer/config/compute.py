@@ -27,7 +27,7 @@ import sympy
 from analyzer.config.setting import Setting
 from analyzer.diagram.compiled import Op
 from analyzer.errors import NapkinError
-from analyzer.expr import symbol, to_text
+from analyzer.expr import at, symbol, to_text
 from analyzer.model.fusion import Reducer
 
 FMA_TYPES = {"fp16": "fp16", "bf16": "fp16", "fp32": "fp32"}
@@ -100,10 +100,8 @@ def compute(setting: Setting) -> Compute:
             return symbol(n.s)
         return symbol(groups[axis].name) if axis in groups else symbol(axis)
 
-    numbers = {symbol(k): v for k, v in values.items()}
-
     def number(expr: sympy.Expr) -> float:
-        return float(sympy.sympify(expr).subs(numbers))
+        return float(at(expr, values))    # by name: only the symbols of expr (analyzer.expr.at)
 
     columns: list[Column] = []
     overhead: dict[str, float] = {}

@@ -34,6 +34,7 @@ from analyzer.config.tables import capacities, problems
 from analyzer.config.throughput import throughput
 from analyzer.diagram.compiled import Diagram, Kernel
 from analyzer.errors import NapkinError
+from analyzer.expr import at
 from analyzer.hardware import Profile, load_profile_file, profile_path
 from analyzer.model.constraints import hardware_divisors
 from analyzer.model.fusion import Schedule, schedule
@@ -195,7 +196,7 @@ def resolve(d: Diagram, profile: Profile, spec: ConfigurationSpec, config: str |
     sizes, pins = resolve_sizes(d, {k: v for k, v in given.items() if k not in own and k not in KNOBS})
     dtypes = _dtypes(d, s, spec, where, profile)
     values: dict[str, int] = {sym.name: int(v) for sym, v in sizes.items()}
-    values.update({a: int(d.size(a).subs(sizes)) for a in d.axes})
+    values.update({a: int(at(d.size(a), sizes)) for a in d.axes})
     first = next(o for o in s.ops if o.primitive.contraction)
     mma = profile.divisors.mma.get(contraction_dtype(s, first, dtypes))
     w = given.get(names.w) or (mma.m if mma else profile.threads.warp_size)

@@ -7,6 +7,7 @@ analyzer.diagram.graph builds these from a diagram file; everything downstream r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import networkx as nx
 import sympy
@@ -126,7 +127,19 @@ class Diagram:
         return tuple(sorted(found, key=lambda s: s.name))
 
     def op(self, name: str) -> Op:
-        return next(o for o in self.ops if o.name == name)
+        return self._ops_by_name[name]
+
+    @cached_property
+    def _ops_by_name(self) -> dict[str, Op]:
+        return {o.name: o for o in self.ops}
+
+    @cached_property
+    def _consumers(self) -> dict[str, list[Op]]:
+        found: dict[str, list[Op]] = {}
+        for o in self.ops:
+            for name in dict.fromkeys(o.inputs):
+                found.setdefault(name, []).append(o)
+        return found
 
     def size(self, axis: str) -> sympy.Expr:
         return self.axes[axis].size
@@ -135,4 +148,4 @@ class Diagram:
         return {name: a.axes for name, a in self.arrays.items()}
 
     def consumers(self, array: str) -> list[Op]:
-        return [o for o in self.ops if array in o.inputs]
+        return list(self._consumers.get(array, ()))

@@ -23,6 +23,14 @@ from analyzer.yamlio import load_file
 
 DOCS_HINT = "see docs/diagram-format.md"
 
+# The most axes, inputs and ops (concatenated ones counted one by one) a diagram may have. Every command
+# answers a diagram within these in a few seconds on a 2-core machine (the slowest, napkin kernel,
+# generates a kernel of 256 ops in about 3 s); far beyond them the configuration search grows slow, and
+# no algorithm napkin models needs more (the shipped ones have at most 5 ops).
+MAX_AXES = 256
+MAX_INPUTS = 256
+MAX_OPS = 256
+
 
 # ---------------------------------------------------------------------------------------------------
 
@@ -50,6 +58,7 @@ class _Compiler:
 
     def run(self) -> Diagram:
         spec = self.spec
+        self._check_counts()
         check_name(spec.name, what="diagram name", field="name")
         levels = self._levels()
         axes, defaults = self._axes()
@@ -65,6 +74,17 @@ class _Compiler:
                        source=self.source, dtype=spec.dtype, levels=levels, axes=axes,
                        defaults=defaults, arrays=arrays, ops=ops, outputs=outputs,
                        kernels=kernels, graph=graph, configurations=self._configurations(kernels))
+
+    def _check_counts(self) -> None:
+        """Refuse at once a diagram larger than MAX_AXES, MAX_INPUTS or MAX_OPS."""
+        spec = self.spec
+        ops = sum(1 if isinstance(entry, OpSpec) else len(entry.concat) for entry in spec.ops)
+        for field, count, most in (("axes", len(spec.axes), MAX_AXES), ("inputs", len(spec.inputs), MAX_INPUTS),
+                                   ("ops", ops, MAX_OPS)):
+            if count > most:
+                raise NapkinError(f"{count} {field}; a diagram may have at most {most}", field=field,
+                                  hint="napkin's limit for a diagram (docs/diagram-format.md, section 2): "
+                                       "split it into several diagrams, or drop what no op uses")
 
     def _configurations(self, kernels: tuple[Kernel, ...]) -> tuple:
         """Named configurations: distinct names, known kernels (their numbers are checked by configure)."""
@@ -320,9 +340,15 @@ class _Compiler:
             if any(kern.name == spec.name for kern in kernels):
                 raise NapkinError(f"kernel name {spec.name!r} is used twice", field=f"{where}.name")
             names = spec.ops if spec.ops is not None else (all_ops if len(specs) == 1 else None)
+            if names is None:
+                raise NapkinError(f"kernel {spec.name!r} does not list its ops, and there are "
+                                  f"{len(specs)} kernels", field=f"{where}.ops",
+                                  hint="list each kernel's ops (only a diagram's one kernel may leave "
+                                       "them out: it holds every op)")
             if not names:
-                raise NapkinError("a kernel needs its list of ops when there are several kernels",
-                                  field=f"{where}.ops")
+                raise NapkinError(f"kernel {spec.name!r} lists no ops", field=f"{where}.ops",
+                                  hint="list the ops it runs, or leave out ops: a diagram's one kernel "
+                                       "holds every op")
             for i, name in enumerate(names):
                 if name not in all_ops:
                     raise NapkinError(f"unknown op {name!r}", field=f"{where}.ops[{i}]",

@@ -62,8 +62,9 @@ def length_axes(woven: Diagram, roles: Attention | Plain) -> tuple[str, ...]:
     if isinstance(roles, Attention):
         return (roles.seq_q, roles.seq_k)
     names = {s.name for s in woven.size_symbols}
+    used = {a for array in woven.arrays.values() for a in array.axes}   # an unused axis is no length
     seen: dict[str, str] = {}
-    for axis in woven.axes:
+    for axis in (a for a in woven.axes if a in used):
         size = woven.size(axis)
         if size.is_Symbol and size.name in names:
             seen.setdefault(size.name, axis)

@@ -109,14 +109,9 @@ class Generated:
         return rows
 
     def write(self, path: str | Path) -> list[Path]:
-        path = Path(path)
-        path.write_text(self.source)
-        written = [path]
-        for suffix, text in self.extra.items():
-            other = path.with_suffix(suffix)
-            other.write_text(text)
-            written.append(other)
-        return written
+        """The source at `path` and its companions beside it (CUDA: the .py loader), all or none."""
+        from analyzer.kernel.files import write_kernel
+        return write_kernel(path, self.backend, self.source, self.extra)
 
 
 def generate(diagram: str, gpu: str | Profile, *, backend: str = "triton", dtype: str = "fp16",

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from analyzer.analysis import TermModel, load, resolve_sizes
 from analyzer.config.configure import _profile
 from analyzer.errors import NapkinError
+from analyzer.expr import at
 from analyzer.kernel.choose import Choice, legal, rank_at
 from analyzer.kernel.interface import Attention, interface
 from analyzer.kernel.weave import compile_woven, outer_tiles, source_data
@@ -96,7 +97,7 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
     pins = {k: v for k, v in sets.items() if k in tile_names}
     if isinstance(roles, Attention):     # legality as the generator judges it: per head dim
         head = base.size(roles.head_dim)
-        value = int(woven.size(roles.head_dim).subs(sizes))
+        value = int(at(woven.size(roles.head_dim), sizes))
         pins.update({str(s): value for s in head.free_symbols})
     names = [k.name for k in woven.kernels]
     if kernel is not None and kernel not in names:

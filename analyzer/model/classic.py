@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import sympy
 
 from analyzer.dtypes import bytes_per_value
+from analyzer.expr import at
 from analyzer.model.cost import LevelCost
 from analyzer.model.fusion import Schedule
 from analyzer.model.optimize import Choice, Divides, Divisible, search
@@ -107,12 +108,12 @@ def classic_rule(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes
         return None
     d = schedule.diagram
     part = schedule.partition
-    head_dim = int(d.size(axes.head).subs(sizes))
+    head_dim = int(at(d.size(axes.head), sizes))
     memory_elements = int(limit_bytes // bytes_per_value(dtype))
     b_c, b_r = block_sizes(memory_elements, head_dim)
     tiles = {s: 1 for s in part.symbols}
-    tiles[part.group_sizes[axes.query]] = min(b_r, int(d.size(axes.query).subs(sizes)))
-    tiles[part.stream[1]] = min(b_c, int(d.size(axes.key).subs(sizes)))
+    tiles[part.group_sizes[axes.query]] = min(b_r, int(at(d.size(axes.query), sizes)))
+    tiles[part.stream[1]] = min(b_c, int(at(d.size(axes.key), sizes)))
     metrics = cost.evaluate({**sizes, **tiles})
     optimum = search(cost, sizes, limit_bytes=limit_bytes, exprs={},
                      objective=lambda v: v["transfer_bytes"], divisible=divisible, divides=divides)
@@ -125,10 +126,10 @@ def broken(tiles: dict[sympy.Symbol, int], sizes: dict[sympy.Symbol, int],
     """The reasons of the constraints that these tiles break."""
     out = []
     for rule in divisible:
-        product = int(sympy.Mul(*(tiles[s] for s in rule.symbols)) * rule.factor.subs(sizes))
+        product = int(sympy.Mul(*(tiles[s] for s in rule.symbols)) * at(rule.factor, sizes))
         if product % rule.divisor:
             out.append(rule.reason)
     for rule in divides:
-        if int(rule.big.subs(tiles).subs(sizes)) % tiles[rule.small]:
+        if int(at(rule.big.subs(tiles), sizes)) % tiles[rule.small]:
             out.append(rule.reason)
     return tuple(dict.fromkeys(out))

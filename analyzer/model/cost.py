@@ -23,7 +23,7 @@ import sympy
 
 from analyzer.diagram.primitives import PIPELINES
 from analyzer.dtypes import bytes_per_value
-from analyzer.expr import symbol
+from analyzer.expr import at, symbol
 from analyzer.model.fusion import Schedule, skip_extent
 
 
@@ -100,10 +100,10 @@ class LevelCost:
         Exact also for tiles that do not divide their axis (the last tile is partial), except under
         block skipping, which assumes whole tiles (analyzer.model.constraints.skip_divides).
         """
-        counts = {n: sympy.ceiling(expr.subs(values)) for n, expr in self.group_counts.items()}
-        out = {key: float(expr.subs(counts).subs(values)) for key, expr in self.counted.items()}
-        out["memory"] = float(self.memory.subs(values))
-        out["memory_bytes"] = float(self.memory_bytes.subs(values))
+        counts = {n: sympy.ceiling(at(expr, values)) for n, expr in self.group_counts.items()}
+        out = {key: float(at(expr.subs(counts), values)) for key, expr in self.counted.items()}
+        out["memory"] = float(at(self.memory, values))
+        out["memory_bytes"] = float(at(self.memory_bytes, values))
         return out
 
 

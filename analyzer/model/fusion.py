@@ -181,8 +181,10 @@ def _schedule(diagram: Diagram, kernel: Kernel, level: str, partition: Partition
                               hint="the fusion theorem (Appendix A.1) needs every op before the "
                                    "reduction to keep the streamed axis and none after it to use it")
     body = tuple(o for o in ops if b in o.applied.domain)
-    tail = tuple(o for o in ops if o not in body and o.name in after_reduction)
-    head = tuple(o for o in ops if o not in body and o not in tail)
+    in_body = {o.name for o in body}          # by name: comparing Ops whole made this quadratic and slow
+    tail = tuple(o for o in ops if o.name not in in_body and o.name in after_reduction)
+    in_tail = {o.name for o in tail}
+    head = tuple(o for o in ops if o.name not in in_body and o.name not in in_tail)
     skip, notes = _skip(diagram, body, reducers, saves, partition, sub)
     return Schedule(diagram, kernel, level, partition, head, body, tail, tuple(loads), tuple(saves),
                     tuple(resident), tuple(reducers), skip, notes)

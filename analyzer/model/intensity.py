@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from analyzer.expr import MEMORY
+from analyzer.expr import MEMORY, at
 from analyzer.model.optimize import ClosedForm
 
 
@@ -48,7 +48,7 @@ def bandwidth_limit(optimum: ClosedForm, flops: sympy.Expr, sizes: dict[sympy.Sy
     free = sympy.Add(*(c for c, b in terms if b == 0))
 
     def value(expr: sympy.Expr) -> float:
-        return float(expr.subs(sizes))
+        return float(at(expr, sizes))
 
     min_memory = None
     if with_m:
@@ -60,13 +60,13 @@ def bandwidth_limit(optimum: ClosedForm, flops: sympy.Expr, sizes: dict[sympy.Sy
     min_sizes, at_memory = {}, {}
     for sym in sorted(free.free_symbols, key=lambda s: s.name):
         others = {s: v for s, v in sizes.items() if s != sym}
-        root = _positive_root(free.subs(others) - ratio_target, sym)
+        root = _positive_root(at(free, others) - ratio_target, sym)
         if root is not None:
             min_sizes[sym.name] = root
-        root = _positive_root(ratio.subs(others).subs(MEMORY, memory_values) - ratio_target, sym)
+        root = _positive_root(at(ratio, others).subs(MEMORY, memory_values) - ratio_target, sym)
         if root is not None:
             at_memory[sym.name] = root
-    tiles = {s.name: float(v.subs(sizes).subs(MEMORY, memory_values))
+    tiles = {s.name: float(at(v, sizes).subs(MEMORY, memory_values))
              for s, v in optimum.group_sizes.items() if v.free_symbols <= {MEMORY, *sizes}}
     return BandwidthLimit(1 / ratio_target, min_memory, min_sizes, tiles, at_memory)
 

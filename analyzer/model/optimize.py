@@ -24,7 +24,7 @@ import numpy as np
 import sympy
 
 from analyzer.errors import NapkinError
-from analyzer.expr import MEMORY
+from analyzer.expr import MEMORY, at
 from analyzer.model.cost import LevelCost
 
 
@@ -206,13 +206,13 @@ def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: floa
     axis_of = {s: a for a, s in part.group} | ({part.stream[1]: part.stream[0]} if part.stream else {})
     steps = {s: 1 for s in symbols}
     for rule in divisible:
-        factor = int(rule.factor.subs(sizes))
+        factor = int(at(rule.factor, sizes))
         if len(rule.symbols) == 1:
             need = rule.divisor // int(np.gcd(rule.divisor, factor))
             steps[rule.symbols[0]] = int(np.lcm(steps[rule.symbols[0]], need))
     axes = []
     for s in symbols:
-        extent = int(cost.schedule.diagram.size(axis_of[s]).subs(sizes))
+        extent = int(at(cost.schedule.diagram.size(axis_of[s]), sizes))
         if s in pinned:
             axes.append([pinned[s]])
         else:
@@ -259,9 +259,9 @@ def obeyed(rule: Divisible | Divides, flat: dict[sympy.Symbol, np.ndarray], size
            n: int) -> np.ndarray:
     """Which of n configurations (partition symbol -> tile sizes) obey a divisor rule."""
     if isinstance(rule, Divisible):
-        product = np.prod([flat[s] for s in rule.symbols], axis=0) * float(rule.factor.subs(sizes))
+        product = np.prod([flat[s] for s in rule.symbols], axis=0) * float(at(rule.factor, sizes))
         return np.mod(product, rule.divisor) == 0
-    big = flat[rule.big] if rule.big in flat else np.full(n, float(rule.big.subs(sizes)))
+    big = flat[rule.big] if rule.big in flat else np.full(n, float(at(rule.big, sizes)))
     return np.mod(big, flat[rule.small]) == 0
 
 

@@ -22,6 +22,7 @@ import sympy
 
 from analyzer.diagram.primitives import PIPELINES
 from analyzer.dtypes import bytes_per_value
+from analyzer.expr import at
 from analyzer.model.fusion import Schedule
 
 
@@ -53,7 +54,7 @@ def simulate(schedule: Schedule, sizes: dict[sympy.Symbol, int],
              tiles: dict[sympy.Symbol, int]) -> Simulation:
     """Run the schedule with axis sizes from `sizes` and partition sizes from `tiles`."""
     d = schedule.diagram
-    extent = {a: int(d.size(a).subs(sizes)) for a in d.axes}
+    extent = {a: int(at(d.size(a), sizes)) for a in d.axes}
     part = schedule.partition
     grouped = [(a, tiles[s]) for a, s in part.group]
     b, s_b = (part.stream[0], tiles[part.stream[1]]) if part.stream else (None, None)

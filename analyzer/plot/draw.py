@@ -52,6 +52,7 @@ ITEM = ""          # the one wire of an array without axes: a thick dotted "item
 STREAM_MARK = Path([(-1, -1), (0, 0), (-1, 1), (0.2, -1), (1.2, 0), (0.2, 1)],
                    [Path.MOVETO, Path.LINETO, Path.LINETO, Path.MOVETO, Path.LINETO, Path.LINETO])
 MARKS = {"group": "|", "stream": STREAM_MARK}
+MAX_COLUMNS = 64     # a drawing wider than this is unreadable, and took 14 s to render at 300 columns
 
 
 def figure(diagram: str, *, kernel: str | None = None) -> Figure:
@@ -62,6 +63,11 @@ def figure(diagram: str, *, kernel: str | None = None) -> Figure:
         raise NapkinError(f"unknown kernel {kernel!r} in diagram {d.name!r}", field="--kernel",
                           hint=f"kernels: {', '.join(names)}")
     chosen = d.kernels[names.index(kernel) if kernel else 0]
+    columns = len({op.column for op in d.ops})
+    if columns > MAX_COLUMNS:
+        raise NapkinError(f"diagram {d.name!r} has {columns} function columns; a drawing shows at most "
+                          f"{MAX_COLUMNS}", file=d.source, field="ops",
+                          hint="wider drawings are unreadable and slow to render; draw a part of it")
     return _Drawing(d, chosen).render()
 
 

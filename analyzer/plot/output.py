@@ -1,12 +1,14 @@
-"""Writing a figure: PNG, SVG or PDF, chosen by the output file's extension."""
+"""Writing a figure: PNG, SVG or PDF, chosen by the output file's extension (analyzer.atomic writes it)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib
 from matplotlib.figure import Figure
 
+from analyzer.atomic import write_files
 from analyzer.errors import NapkinError
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -21,18 +23,18 @@ def output_format(path: str | Path) -> str:
     return FORMATS[suffix]
 
 
-def save(figure: Figure, path: str | Path) -> Path:
-    """Write `figure` to `path` (deterministic metadata, so re-running gives the same SVG/PDF)."""
+def save(figure: Figure, path: str | Path, option: str = "--output") -> Path:
+    """Write `figure` to `path`, whole or not at all (deterministic metadata, so re-running gives the
+    same SVG/PDF)."""
+    return write_files({Path(path): render(figure, path)}, option)[0]
+
+
+def render(figure: Figure, path: str | Path) -> bytes:
+    """The file's bytes in the format `path`'s extension names."""
     fmt = output_format(path)
-    path = Path(path)
-    if path.parent and not path.parent.exists():
-        raise NapkinError(f"--output {str(path)!r}: folder {str(path.parent)!r} does not exist",
-                          hint="create it first or write elsewhere")
     metadata = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
                 "pdf": {"CreationDate": None, "Producer": None, "Creator": None}}[fmt]
-    try:
-        with matplotlib.rc_context({"svg.hashsalt": "napkin"}):   # stable SVG ids across runs
-            figure.savefig(path, format=fmt, dpi=150, bbox_inches="tight", metadata=metadata)
-    except OSError as exc:
-        raise NapkinError(f"--output {str(path)!r}: cannot write it ({exc.strerror or exc})") from None
-    return path
+    buffer = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": "napkin"}):   # stable SVG ids across runs
+        figure.savefig(buffer, format=fmt, dpi=150, bbox_inches="tight", metadata=metadata)
+    return buffer.getvalue()

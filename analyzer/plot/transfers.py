@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from analyzer.analysis import analyze, level_models, load, resolve_sizes
 from analyzer.diagram.compiled import Diagram, Kernel
 from analyzer.errors import NapkinError
-from analyzer.expr import MEMORY
+from analyzer.expr import MEMORY, at
 from analyzer.hardware import Profile
 from analyzer.model.hierarchy import model_levels
 from analyzer.model.optimize import ClosedForm
@@ -74,7 +74,7 @@ def figure(diagram: str, gpus: list[str], *, dtypes: list[str], sets: dict[str, 
     for i, (kernel, ax) in enumerate(zip(base.kernels, axes, strict=True)):
         optima = {dt: _optimum(d, d.kernels[i], profiles[0], level) for dt, d in loaded.items()}
         panel = Panel(kernel.name, level, optima,
-                      {dt: [(float(t.alpha.subs(sizes)), t.beta) for t in o[1].terms]
+                      {dt: [(float(at(t.alpha, sizes)), t.beta) for t in o[1].terms]
                        for dt, o in optima.items()},
                       sizes, limits, {key: a.kernels[i].levels[-1] for key, a in analyses.items()})
         _draw(ax, panel, dtypes, [p.name for p in profiles])
@@ -114,7 +114,7 @@ def _draw(ax: Axes, panel: Panel, dtypes: list[str], gpus: list[str]) -> None:
 
     curves = {}
     for dt in dtypes:   # one curve per element type
-        h_star = panel.optima[dt][1].h_star.subs(panel.sizes)
+        h_star = at(panel.optima[dt][1].h_star, panel.sizes)
         curves[dt] = np.broadcast_to(np.asarray(sympy.lambdify(MEMORY, h_star, "numpy")(memory), float),
                                      memory.shape)
         ax.plot(memory, curves[dt], color=style.dtype_color(dt), linestyle=style.dtype_linestyle(dt),

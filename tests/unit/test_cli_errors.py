@@ -111,9 +111,57 @@ def test_illegal_partition_in_a_file_is_one_error_line(tmp_path):
                           "bad.yaml", "kernels[0].partition.smem", "cannot group axis 'x'")
 
 
-def test_directory_instead_of_a_file(tmp_path):
+LONG = "a" * 300       # longer than a file name may be (255 bytes on Linux): stat() fails with ENAMETOOLONG
+
+
+# regression: each of these traced back with OSError: [Errno 36] File name too long.
+@pytest.mark.parametrize("args, fragments", [
+    (["analyze", LONG], ["DIAGRAM", "is no diagram name", "File name too long"]),
+    (["analyze", LONG + ".yaml"], ["DIAGRAM", "File name too long"]),
+    (["analyze", "attention", "--gpu", LONG], ["--gpu", "is no GPU name", "File name too long"]),
+    (["kernel", LONG, "-o", "k.py"], ["DIAGRAM", "File name too long"]),
+    (["hardware", "show", LONG], ["NAME", "File name too long"]),
+    (["calibrate", LONG + ".json"], ["RECORDING", "File name too long"]),
+], ids=["diagram", "diagram-file", "gpu", "kernel", "hardware-show", "calibrate"])
+def test_argument_longer_than_a_file_name(tmp_path, args, fragments):
+    line = assert_one_line_error(napkin(tmp_path, *args), *fragments)
+    assert len(line) < 400, "the error line repeats the whole name"
+
+
+# regression: `napkin diagrams show /etc/passwd` printed the file.
+@pytest.mark.parametrize("command", ["diagrams", "hardware"])
+@pytest.mark.parametrize("make, fragments", [
+    (lambda d: "/etc/passwd", ["NAME", "'/etc/passwd' is not a", "does not end in .yaml"]),
+    (lambda d: (d / "notes.txt").write_text("secret: 1\n") and "notes.txt", ["NAME", "is not a"]),
+    (lambda d: (d / "notes.yaml").write_text("secret-line-of-text\n") and "notes.yaml",
+     ["notes.yaml", "expected a mapping", "got text"]),
+    (lambda d: (d / "other.yaml").write_text("secret: 1\n") and "other.yaml",
+     ["other.yaml", "unknown key 'secret'"]),
+], ids=["etc-passwd", "not-yaml", "yaml-text", "yaml-not-a-diagram"])
+def test_show_prints_only_napkin_files(tmp_path, command, make, fragments):
+    proc = napkin(tmp_path, command, "show", make(tmp_path))
+    line = assert_one_line_error(proc, *fragments)
+    assert proc.stdout == "" and "secret-line" not in line and "root:" not in line
+
+
+def test_diagrams_show_prints_a_diagram_file(tmp_path):
+    text = (Path(__file__).resolve().parents[2] / "diagrams" / "gqa.yaml").read_text()
+    (tmp_path / "mine.yaml").write_text(text)
+    proc = napkin(tmp_path, "diagrams", "show", "mine.yaml")
+    assert proc.returncode == 0 and proc.stdout == text.rstrip() + "\n", proc.stderr
+
+
+# regression: a folder was reported as "no such file".
+@pytest.mark.parametrize("args, fragments", [
+    (["analyze", "dir.yaml"], ["DIAGRAM", "dir.yaml is a folder, not a diagram file"]),
+    (["analyze", "attention", "--gpu", "dir.yaml"], ["--gpu", "dir.yaml is a folder"]),
+    (["hardware", "show", "dir.yaml"], ["NAME", "dir.yaml is a folder"]),
+    (["calibrate", "dir.yaml"], ["RECORDING", "dir.yaml is a folder, not a recording file"]),
+], ids=["analyze", "gpu", "hardware-show", "calibrate"])
+def test_directory_instead_of_a_file(tmp_path, args, fragments):
     (tmp_path / "dir.yaml").mkdir()
-    assert_one_line_error(napkin(tmp_path, "analyze", "dir.yaml"), "dir.yaml")
+    line = assert_one_line_error(napkin(tmp_path, *args), *fragments)
+    assert "no such" not in line
 
 
 # regression: typer/click usage errors printed a multi-line box and exited with code 2.
