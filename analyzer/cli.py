@@ -228,14 +228,11 @@ def kernel(
 ) -> None:
     """Generate a standalone kernel that realises the diagram's configuration on a GPU."""
     from analyzer.kernel import generate
-    from analyzer.kernel.element_type import kernel_element_type
     from analyzer.kernel.files import check_kernel_target
     check_kernel_target(output, backend)
-    element = kernel_element_type(diagram, dtype)
-    if element.note:
-        typer.echo(f"note: {element.note}", err=True)
-    g = generate(diagram, gpu, backend=backend, dtype=element.dtype, config=config,
-                 sets=_parse_sets(set_ or []))
+    g = generate(diagram, gpu, backend=backend, dtype=dtype, config=config, sets=_parse_sets(set_ or []))
+    if g.note:
+        typer.echo(f"note: {g.note}", err=True)
     for path in g.write(output):
         _wrote(path)
 

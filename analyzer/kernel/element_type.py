@@ -1,6 +1,6 @@
 """The element type a generated kernel computes in, from the diagram file and `--dtype`.
 
-A generated kernel takes every array in one type, fp16 or bf16 (analyzer.kernel.generate.DTYPES). The
+A generated kernel takes every array in one type, fp16 or bf16 (GENERATED). The
 diagram is validated as `napkin diagrams check` validates it (so `dtype: 5` is an error), and then:
 without `--dtype` the kernel takes the file's `dtype`, which must be one of those; with `--dtype` that
 type, and a note says so where the file declares another; an array that sets its own type other than

@@ -20,13 +20,14 @@ from analyzer.errors import NapkinError
 from analyzer.hardware import Profile
 from analyzer.kernel.by_size import SizeTable, instance_axes, length_axes, size_table
 from analyzer.kernel.choose import Choice, first_of, legal, named, rank_at
+from analyzer.kernel.element_type import GENERATED, kernel_element_type
 from analyzer.kernel.interface import Attention, Plain, interface
 from analyzer.kernel.plan import KernelPlan, plan
 from analyzer.kernel.weave import compile_woven, outer_tiles, source_data
 from analyzer.model.fusion import schedule
 
 BACKENDS = ("triton", "cuda")
-DTYPES = ("fp16", "bf16")
+DTYPES = GENERATED                 # the element types a generated kernel takes
 HEAD_DIMS = (64, 128, 256)      # configured head dims besides the diagram's own ("256 where it fits")
 
 
@@ -71,6 +72,7 @@ class Generated:
     prediction: str = ""
     prediction_at: str = ""
     sm_count: int = 1               # the profile's SMs: one wave of blocks (plan.band_rows)
+    note: str | None = None         # the element type generated where the file declares another
 
     def tiles_for(self, key: int | None) -> dict[str, int]:
         """Every kernel's tiles for head dim `key` at the diagram's default sizes (the weaved axes take
@@ -114,13 +116,15 @@ class Generated:
         return write_kernel(path, self.backend, self.source, self.extra)
 
 
-def generate(diagram: str, gpu: str | Profile, *, backend: str = "triton", dtype: str = "fp16",
+def generate(diagram: str, gpu: str | Profile, *, backend: str = "triton", dtype: str | None = None,
              config: str | None = None, sets: dict[str, int] | None = None) -> Generated:
+    """The kernel file of `diagram` for `gpu`; `dtype`: fp16 or bf16, default the diagram's own
+    (analyzer.kernel.element_type: a type the kernel cannot honour is refused; `note` says where it
+    generates another than the file declares)."""
     if backend not in BACKENDS:
         raise NapkinError(f"{backend!r}: expected {' or '.join(BACKENDS)}", field="--backend")
-    if dtype not in DTYPES:
-        raise NapkinError(f"{dtype!r}: generated kernels take {' or '.join(DTYPES)}",
-                          field="--dtype", hint="fp8 kernels are not generated yet")
+    element = kernel_element_type(diagram, dtype)
+    dtype = element.dtype
     profile, _ = _profile(gpu)
     profile.check_dtype(dtype)
     base = load(diagram, dtype=dtype)
@@ -132,7 +136,7 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str = "triton", dtype
                           sized=backend == "triton") for k in woven.kernels]
     command = _command(diagram, profile.name, backend, dtype, config, sets or {})
     g = Generated(woven, source, profile.name, backend, dtype, command, roles, kernels,
-                  sm_count=profile.sm_count)
+                  sm_count=profile.sm_count, note=element.note)
     _predict_defaults(g, profile)
     if backend == "triton":
         from analyzer.kernel.module import triton_module

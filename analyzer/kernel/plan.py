@@ -39,11 +39,6 @@ class Dim:
     kind: str                       # GROUP, STREAM or WHOLE
     tiles: tuple[int, ...] = ()     # GROUP: tile of each axis; STREAM: the chunk; WHOLE: none (runtime)
 
-    @property
-    def block(self) -> str:
-        """The constexpr that holds its extent in the generated code."""
-        return f"BLOCK_{self.name.upper()}"
-
 
 @dataclass(frozen=True)
 class KernelPlan:
