@@ -13,6 +13,7 @@ network connection may happen while the module is imported and run (an audit hoo
 
 from __future__ import annotations
 
+import ast
 import builtins
 import importlib.util
 import io
@@ -193,6 +194,7 @@ def test_generated_kernel_runs_only_what_it_asks_for_and_matches_float64(tmp_pat
         assert "no configuration" in str(exc) or "fits" in str(exc), str(exc)
         assume(False)
     assert not hasattr(builtins, CANARY)
+    _check_cuda(source, tmp, sets)
     target = tmp / f"kernel_{next(COUNTER)}.py"
     g.write(target)
     Watch.seen.clear()
@@ -224,3 +226,15 @@ def test_generated_kernel_runs_only_what_it_asks_for_and_matches_float64(tmp_pat
     # fp16 inputs and outputs with fp32 accumulation: about 2**-11 relative error per element, far
     # below 1e-2 on a norm; a collision of names gives errors of order 1
     assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+def _check_cuda(source: Path, tmp: Path, sets) -> None:
+    """The CUDA backend's files of the same diagram: the loader parses, and the .cu carries the text
+    only inside comments and string literals (tests/unit/test_cuda_names.py compiles such files)."""
+    g = generate(str(source), str(_profile(tmp, "plain")), backend="cuda",
+                 sets=sets or {a: 256 for a in yaml.safe_load(source.read_text())["axes"]})
+    ast.parse(g.extra[".py"])
+    for line in g.source.splitlines():
+        code = line.split("//", 1)[0]
+        assert "NAPKIN_CANARY" not in code and "napkin_canary" not in code, line
+        assert not line.rstrip().endswith("\\") or not line.lstrip().startswith("//"), line
