@@ -306,8 +306,8 @@ class _Writer:
             (axis,) = d.axes
             self.line(f"{self.offs(axis)} = {n('blk_{}', axis)} * {n.tile(axis)} + tl.arange(0, {block})")
             mask = f"{self.offs(axis)} < {n.size(axis)}"
-            if self.padded.get(d.name):
-                mask += f" & (tl.arange(0, {block}) < {n.tile(axis)})"
+            if self.padded.get(d.name):   # parenthesised: & binds tighter than <
+                mask = f"({mask}) & (tl.arange(0, {block}) < {n.tile(axis)})"
             self.line(f"{self.mask_of(d.name)} = {mask}")
             return
         flat = n("r_{}", d.name)

@@ -53,3 +53,24 @@ def test_matmul_mismatched_inner_axis(tmp_path):
     m = module("matmul", tmp_path)
     with pytest.raises(ValueError, match="axis b"):
         m.matmul(torch.randn(4, 5).half(), torch.randn(6, 7).half())
+
+
+def test_a_tile_that_is_no_power_of_two_masks_its_padding(tmp_path):
+    """A 192-wide tile runs in a 256-wide block whose last 64 slots are masked. The mask was written
+    `offs < size & (arange < TILE)`, which Python reads as `offs < (size & ...)`: every column but the
+    first few was dropped."""
+    from helpers_kernel import GPU
+    from analyzer.kernel import generate
+    import importlib.util
+    g = generate("matmul", GPU, sets={"g_a": 64, "g_c": 192, "s_b": 64})
+    assert "(offs_c < size_c) & (tl.arange(0, BLOCK_C) < TILE_C)" in g.source
+    path = tmp_path / "matmul_192.py"
+    g.write(path)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    gen = torch.Generator().manual_seed(192)
+    a = torch.randn(70, 50, generator=gen).half()
+    b = torch.randn(50, 400, generator=gen).half()
+    ref = a.double() @ b.double()
+    assert ((m.matmul(a, b).double() - ref).norm() / ref.norm()).item() < 1e-2
