@@ -43,6 +43,7 @@ class Applied:
     query: str | None = None
     key: str | None = None
     scale: sympy.Expr | None = None
+    offset: sympy.Expr | None = None     # shift's constant
 
     @property
     def domain(self) -> tuple[str, ...]:
@@ -140,6 +141,29 @@ class Gelu(Primitive):
         return {"sfu": n, "vector": 7 * n}   # tanh; the cubic polynomial and scaling
 
 
+class Reciprocal(Primitive):
+    name, doc = "reciprocal", "1/v of every item (the special function unit's reciprocal)."
+
+    def flops(self, applied, extent):
+        return {"sfu": _size(applied.output, extent)}
+
+
+class Rsqrt(Primitive):
+    name, doc = "rsqrt", "1/sqrt(v) of every item (the special function unit's reciprocal square root)."
+
+    def flops(self, applied, extent):
+        return {"sfu": _size(applied.output, extent)}
+
+
+class Shift(Primitive):
+    name, doc = "shift", "Add a constant (`offset`, e.g. 1e-6) to every item."
+    params = frozenset({"offset"})
+
+    def check(self, applied):
+        if applied.offset is None:
+            raise ValueError("shift needs an `offset`, e.g. offset: 1e-6")
+
+
 class Scale(Primitive):
     name, doc = "scale", "Multiply every item by a constant (`scale`, e.g. d**-0.5)."
     params = frozenset({"scale"})
@@ -184,6 +208,14 @@ class Sub(Binary):
 
 class Mul(Binary):
     name, doc = "mul", "Product of two arrays, item by item."
+
+
+class Div(Binary):
+    name, doc = "div", "Quotient of two arrays, item by item: a reciprocal and a multiply."
+
+    def flops(self, applied, extent):
+        n = _size(applied.output, extent)
+        return {"sfu": n, "vector": n}   # the special function unit's reciprocal, then a multiply
 
 
 class Reduction(Primitive):
@@ -279,8 +311,8 @@ class SoftmaxDot(Dot):
 
 
 REGISTRY: dict[str, Primitive] = {p.name: p for p in (
-    Dot(), SoftmaxDot(), Softmax(), Exp(), Sigmoid(), Relu(), Gelu(), Scale(), Add(), Sub(), Mul(),
-    Sum(), Max(), CausalMask())}
+    Dot(), SoftmaxDot(), Softmax(), Exp(), Sigmoid(), Relu(), Gelu(), Reciprocal(), Rsqrt(), Scale(),
+    Shift(), Add(), Sub(), Mul(), Div(), Sum(), Max(), CausalMask())}
 
 
 def get(name: str, *, field: str | None = None) -> Primitive:

@@ -47,9 +47,10 @@ from analyzer.kernel.plan import GROUP, STREAM, WHOLE, Dim, KernelPlan, band_row
 from analyzer.kernel.triton import pointers, runtime_axes, scaled_ops
 
 ELEMENTWISE = {"exp": "napkin::exp_", "sigmoid": "napkin::sigmoid", "relu": "napkin::relu",
-               "gelu": "napkin::gelu"}
-BINARY = {"add": "+", "sub": "-", "mul": "*"}
-RENDERED = {"dot", "softmax_dot", "softmax", "scale", "causal_mask", "sum", "max", *ELEMENTWISE, *BINARY}
+               "gelu": "napkin::gelu", "reciprocal": "napkin::rcp", "rsqrt": "napkin::rsqrt_"}
+BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+RENDERED = {"dot", "softmax_dot", "softmax", "scale", "shift", "causal_mask", "sum", "max", *ELEMENTWISE,
+            *BINARY}
 
 MAX_ROWS = 128                # rows of a block (a warp owns 16 or 32 of them)
 MA2_COLS = 192                # a warp owns two m16 tiles (32 rows) when its register tiles have at
@@ -88,6 +89,11 @@ def check_renderable(p: KernelPlan) -> None:
             raise NapkinError(f"kernel {p.name!r} saves an array along its streamed axis "
                               f"{d.axes[0]!r}; the CUDA backend saves only after the loop",
                               file=p.diagram.source)
+
+
+def _float(value) -> str:
+    """A constant as a C++ float literal (shift's offset: a finite number, analyzer.expr)."""
+    return f"{float(value)!r}f"
 
 
 def _prod(values) -> int:
@@ -440,6 +446,8 @@ template <int NW, bool MAX> __device__ __forceinline__ float block_reduce(float 
 __device__ __forceinline__ float exp_(float x) { return __expf(x); }
 __device__ __forceinline__ float sigmoid(float x) { return __frcp_rn(1.f + __expf(-x)); }
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.f); }
+__device__ __forceinline__ float rcp(float x) { return __frcp_rn(x); }
+__device__ __forceinline__ float rsqrt_(float x) { return rsqrtf(x); }
 // GELU, tanh form: 0.5 x (1 + tanh u) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
 __device__ __forceinline__ float gelu(float x) {
   return x * sigmoid(1.5957691216057308f * (x + 0.044715f * x * x * x));
@@ -1289,6 +1297,8 @@ class _Mma(_Common):
         dims = self.canon(self.p.tiles_of[name]) if name in self.p.tiles_of else x.dims
         if prim == "scale":
             self.ew(name, dims, lambda ctx, t: f"{self.at(x, t, ctx)} * {self.n.scale(name)}")
+        elif prim == "shift":
+            self.ew(name, dims, lambda ctx, t: f"{self.at(x, t, ctx)} + {_float(op.applied.offset)}")
         elif prim == "causal_mask":
             skip = self.s.skip
             if skip is not None and skip.mask is op and not masked:
@@ -1807,6 +1817,8 @@ class _Point(_Common):
             args = [self.need(i, memo) for i in op.inputs]
             if prim == "scale":
                 expr = f"{args[0]} * {self.n.scale(name)}"
+            elif prim == "shift":
+                expr = f"({args[0]} + {_float(op.applied.offset)})"
             elif prim in ELEMENTWISE:
                 expr = f"{ELEMENTWISE[prim]}({args[0]})"
             elif prim in BINARY:

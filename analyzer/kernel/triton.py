@@ -29,9 +29,12 @@ ELEMENTWISE = {
     "relu": "tl.maximum({x}, 0.0)",
     # GELU, tanh form: 0.5 x (1 + tanh u) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
     "gelu": "{x} * tl.sigmoid(1.5957691216057308 * ({x} + 0.044715 * {x} * {x} * {x}))",
+    "reciprocal": "1.0 / {x}",
+    "rsqrt": "tl.rsqrt({x})",
 }
-BINARY = {"add": "+", "sub": "-", "mul": "*"}
-RENDERED = {"dot", "softmax_dot", "softmax", "scale", "causal_mask", "sum", "max", *ELEMENTWISE, *BINARY}
+BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+RENDERED = {"dot", "softmax_dot", "softmax", "scale", "shift", "causal_mask", "sum", "max", *ELEMENTWISE,
+            *BINARY}
 
 
 @dataclass(frozen=True)
@@ -210,6 +213,11 @@ class _Writer:
         if not v.dims:
             return v.name
         raise NapkinError(f"internal: cannot broadcast {v.name} [{', '.join(v.dims)}] to [{', '.join(dims)}]")
+
+    @staticmethod
+    def widened(v: Val) -> Val:
+        """`v` in fp32: a tile straight from memory (fp16 or bf16) converted, anything else as it is."""
+        return Val(f"{v.name}.to(tl.float32)", v.dims) if v.loaded else v
 
     def value(self, name: str, *, masked: bool) -> Val:
         if name not in self.vals:
@@ -419,9 +427,13 @@ class _Writer:
             self.line(f"{out} = tl.dot({a}, {b})")
             self.vals[name] = Val(out, (m, n))
             return
-        (x, *rest) = ins
+        # everything but a contraction computes in fp32: a loaded fp16 tile is widened first (sums,
+        # squares and rsqrt in fp16 lose digits, and Triton's math takes fp32 only)
+        (x, *rest) = ins = [self.widened(v) for v in ins]
         if prim == "scale":
             self.line(f"{out} = {x.name} * {self.n.scale(name)}")
+        elif prim == "shift":
+            self.line(f"{out} = {x.name} + {float(op.applied.offset)!r}")
         elif prim == "causal_mask":
             skip = self.p.schedule.skip
             if skip is not None and skip.mask is op and not masked:
@@ -432,8 +444,7 @@ class _Writer:
                     f"{self.expand(self.offs(k), self.p.dim_of[k], x.dims)}")
             self.line(f"{out} = tl.where({cond}, {x.name}, float('-inf'))  # causal mask")
         elif prim in ELEMENTWISE:
-            arg = f"{x.name}.to(tl.float32)" if x.loaded else x.name
-            self.line(f"{out} = {ELEMENTWISE[prim].format(x=arg)}")
+            self.line(f"{out} = {ELEMENTWISE[prim].format(x=x.name)}")
         elif prim in BINARY:
             (y,) = rest
             dims = x.dims if len(x.dims) >= len(y.dims) else y.dims
@@ -503,11 +514,15 @@ class _Writer:
             else:
                 self.comment(f"{name} += {first} . {second} over this chunk of {st.axes[0]} (A.3.1)")
                 pa, pb = self.operands(op, [a, b], (m, k), (k, n))
-                if masked and not (a.loaded or b.loaded):
+                # a computed operand holds whatever its ops make of the zeros loaded past the edge
+                # (0/0, rsqrt(0)): zero it there, or one inf times a loaded zero spoils a whole row
+                if masked and not a.loaded:
                     pa = f"tl.where({self.expand(self.mask_of(k), k, (m, k))}, {pa}, 0.0)"
+                if masked and not b.loaded:
+                    pb = f"tl.where({self.expand(self.mask_of(k), k, (k, n))}, {pb}, 0.0)"
                 self.line(f"{acc} = tl.dot({pa}, {pb}, {acc})")
             return
-        x = self.value(op.inputs[0], masked=masked)
+        x = self.widened(self.value(op.inputs[0], masked=masked))
         axis = x.dims.index(st.name)
         neutral = "0.0" if op.primitive.name == "sum" else "float('-inf')"
         src = x.name

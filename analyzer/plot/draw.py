@@ -148,7 +148,7 @@ class _Drawing:
         op = self.d.op(slot.name)
         copied = op.broadcast(self.d.axes_of())
         y = top + HEADER
-        for name in op.inputs:
+        for name in dict.fromkeys(op.inputs):   # an array used twice (X * X) enters once: one wire
             slot.ports.append((name, [y + ROW * i for i in range(len(self.wires[name]))]))
             y += ROW * len(self.wires[name])
             slot.stubs.append({a: y + ROW * i for i, a in enumerate(copied.get(name, ()))})

@@ -175,7 +175,7 @@ def _attention_unfused_softmax(
     # GMEM -> SMEM -> registers: the tiles loaded once per block (head)
     s_tile = tl.load(ptrs_S, mask=mask_x, other=0.0)
     # P = softmax of S over x
-    p_s = s_tile * scale_P
+    p_s = s_tile.to(tl.float32) * scale_P
     p_s = tl.where(mask_x, p_s, float('-inf'))
     p_e = tl.exp(p_s - tl.max(p_s, 0)[None, :])
     p_val = p_e / tl.sum(p_e, 0)[None, :]

@@ -146,7 +146,7 @@ def _sigmoid_attention_flash(
         p_val = tl.sigmoid(ss_val)
         v_tile = tl.load(ptrs_V + start * stride_V_x, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
         # O += P . V over this chunk of x (A.3.1)
-        acc_O = tl.dot(p_val.to(v_tile.dtype), v_tile, acc_O)
+        acc_O = tl.dot(tl.where(mask_x[None, :], p_val.to(v_tile.dtype), 0.0), v_tile, acc_O)
     # tail of O: the accumulator is complete
     o_val = acc_O
     # registers -> GMEM: the block's outputs

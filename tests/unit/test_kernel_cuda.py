@@ -20,7 +20,7 @@ from analyzer.kernel import cuda as cu
 from analyzer.kernel import generate
 
 ATTENTION = ("attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "attention_unfused")
-DIAGRAMS = (*ATTENTION, "matmul")
+DIAGRAMS = (*ATTENTION, "matmul", "rmsnorm_matmul")
 ARCHS = ("75", "80", "90")
 
 _GENERATED: dict[tuple[str, str], object] = {}
@@ -238,3 +238,18 @@ def test_matmul_matches_reference_on_gpu(tmp_path):
         b = torch.randn(inner, cols, device="cuda", dtype=torch.float16)
         ref = a.double() @ b.double()
         assert ((m.matmul(a, b).double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(NVCC is None or not torch.cuda.is_available(), reason="needs nvcc and a CUDA GPU")
+def test_rmsnorm_matmul_matches_reference_on_gpu(tmp_path):
+    """The norm primitives (shift, rsqrt) and a streamed sum beside the contraction, in CUDA."""
+    generated("rmsnorm_matmul").write(tmp_path / "rmsnorm_cuda.cu")
+    m = _import(tmp_path / "rmsnorm_cuda.py", "napkin_test_rmsnorm_cuda_gpu")
+    for rows, inner, cols in [(1, 1, 1), (777, 333, 1500), (300, 4096, 640)]:
+        x = torch.randn(rows, inner, device="cuda", dtype=torch.float16)
+        g = (torch.rand(inner, device="cuda") + 0.5).half()
+        w = (torch.randn(inner, cols, device="cuda") / inner ** 0.5).half()
+        xd = x.double()
+        ref = (xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * g.double()) @ w.double()
+        assert ((m.rmsnorm_matmul(x, g, w).double() - ref).norm() / ref.norm()).item() < 1e-2
