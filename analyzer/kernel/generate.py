@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analyzer.analysis import TermModel, load
-from analyzer.config.configure import _profile, schedule_of
+from analyzer.config.configure import _profile, names_of, schedule_of
 from analyzer.diagram.compiled import Diagram
 from analyzer.errors import NapkinError
 from analyzer.hardware import Profile
@@ -73,6 +73,7 @@ class Generated:
     prediction_at: str = ""
     sm_count: int = 1               # the profile's SMs: one wave of blocks (plan.band_rows)
     note: str | None = None         # the element type generated where the file declares another
+    value_dim: int | None = None    # attention with a value axis of its own: the value dim configured
 
     def tiles_for(self, key: int | None) -> dict[str, int]:
         """Every kernel's tiles for head dim `key` at the diagram's default sizes (the weaved axes take
@@ -136,7 +137,7 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str = "triton", dtype
                           sized=backend == "triton") for k in woven.kernels]
     command = _command(diagram, profile.name, backend, dtype, config, sets or {})
     g = Generated(woven, source, profile.name, backend, dtype, command, roles, kernels,
-                  sm_count=profile.sm_count, note=element.note)
+                  sm_count=profile.sm_count, note=element.note, value_dim=_value_dim(base, roles, sets or {}))
     _predict_defaults(g, profile)
     if backend == "triton":
         from analyzer.kernel.module import triton_module
@@ -145,6 +146,16 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str = "triton", dtype
         from analyzer.kernel.cuda import cuda_files
         g.source, g.extra = cuda_files(g)
     return g
+
+
+def _value_dim(d: Diagram, roles, sets: dict[str, int]) -> int | None:
+    """The value head dim the configurations were chosen at, where the values have an axis of their own
+    (multi-head latent attention: d = 192, e = 128): `--set` or the diagram's default."""
+    if not isinstance(roles, Attention) or roles.value_dim == roles.head_dim:
+        return None
+    size = d.size(roles.value_dim).subs({**d.defaults, **{s: sets[s.name] for s in d.size_symbols
+                                                           if s.name in sets}})
+    return int(size) if size.is_number else None
 
 
 def _predict_defaults(g: Generated, profile: Profile) -> None:
@@ -225,7 +236,7 @@ def _choice(d: Diagram, woven: Diagram, roles, profile: Profile, kernel: str, ti
     included), and, when `sized`, the table of the fastest per problem size (analyzer.kernel.by_size). Elsewhere napkin analyze's tiles with one warpgroup's warps and
     no pipelining, which the model does not configure."""
     try:
-        schedule_of(d, kernel)
+        names_of(schedule_of(d, kernel))   # a kernel Section 5 configures: its rows are grouped
     except NapkinError:
         from analyzer.analysis import analyze
         result = analyze(d, profile, sets={k: v for k, v in sets.items()})

@@ -39,7 +39,8 @@ MODULE_GLOBALS = ("math", "os", "torch", "triton", "tl", "DTYPES", "HEAD_DIMS", 
                   "LENGTHS", "INSTANCES", "SM_COUNT", "_nearest", "_sized", "_band", "_overlapping")
 # The wrapper's own locals (and the attention wrapper's parameters)
 WRAPPER_LOCALS = ("t", "size", "stride", "scale", "device", "dtype", "name", "tensor", "n", "axis", "out",
-                  "shape", "batch", "heads_q", "seq_q", "head_dim", "heads_kv", "seq_k", "group", "q",
+                  "shape", "batch", "heads_q", "seq_q", "head_dim", "value_dim", "heads_kv", "seq_k", "group",
+                  "q",
                   "k", "v", "causal", "inputs")
 
 
@@ -433,6 +434,28 @@ def _overlapping(tensor, others):
 '''
 
 
+def _head_dim_checks(g, r: Attention) -> str:
+    """The wrapper's checks of the head dims, indented as the wrapper's body (dedented with it): one
+    head-dim axis for q, k and v, or (multi-head latent attention) a value axis of its own, at most as
+    wide as the value dim the file is configured for."""
+    if r.value_dim == r.head_dim:
+        return textwrap.indent(textwrap.dedent(f"""\
+        if k.shape[3] != head_dim or v.shape[3] != head_dim:
+            raise ValueError(f"head dims differ: q {{head_dim}}, k {{k.shape[3]}}, v {{v.shape[3]}} "
+                             {py_str(f"(the diagram has one head-dim axis {r.head_dim})")})"""), "    ")
+    widest = g.value_dim
+    lines = f"""\
+    if k.shape[3] != head_dim:
+        raise ValueError(f"q and k head dims differ: {{head_dim}} and {{k.shape[3]}}")
+    value_dim = v.shape[3]"""
+    if widest is not None:
+        lines += f"""
+    if value_dim > {int(widest)}:
+        raise ValueError(f"v's head dim {{value_dim}} is wider than the {int(widest)} this file is configured "
+                         {py_str(f"for (regenerate with --set {r.value_dim}=N)")})"""
+    return textwrap.indent(textwrap.dedent(lines), "    ")
+
+
 def _attention_wrapper(g, r: Attention, head_dims: list[int] | None) -> list[str]:
     d = g.diagram
     q_axes, k_axes, v_axes, o_axes = (d.arrays[n].axes for n in (r.query, r.key, r.value, r.output))
@@ -448,7 +471,9 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None) -> list[str
              f"{INDENT}torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal={r.causal}"
              + (", enable_gqa=True" if r.group else "") + ").",
              f"{INDENT}k and v may have fewer heads than q when the diagram has a query group axis"
-             f" ({r.group or 'this one has none'}). `out`, if given, receives the result." + '"""',
+             f" ({r.group or 'this one has none'}). `out`, if given, receives the result."
+             + (f"\n{INDENT}v's last dimension is the value head dim ({py_doc(r.value_dim)}), which may differ "
+                "from q's and k's; so does the output's." if r.value_dim != r.head_dim else "") + '"""',
              f"{INDENT}if not isinstance(causal, bool):",
              f"{INDENT}    raise TypeError(f\"causal must be True or False, not {{causal!r}}\")",
              f"{INDENT}if causal != {r.causal}:",
@@ -462,9 +487,7 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None) -> list[str
     _, heads_kv, seq_k, _ = k.shape
     if k.shape[0] != batch or v.shape[0] != batch:
         raise ValueError(f"batch sizes differ: q {{batch}}, k {{k.shape[0]}}, v {{v.shape[0]}}")
-    if k.shape[3] != head_dim or v.shape[3] != head_dim:
-        raise ValueError(f"head dims differ: q {{head_dim}}, k {{k.shape[3]}}, v {{v.shape[3]}} "
-                         {py_str(f"(the diagram has one head-dim axis {r.head_dim})")})
+{_head_dim_checks(g, r)}
     if v.shape[1] != heads_kv or v.shape[2] != seq_k:
         raise ValueError(f"k and v differ in heads or seqlen: {{tuple(k.shape)}} vs {{tuple(v.shape)}}")
     if HEAD_DIMS is not None and head_dim not in HEAD_DIMS:
@@ -486,6 +509,8 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None) -> list[str
                              "grouped-query diagram (gqa) for fewer key/value heads")
         """).splitlines()]
     sizes = {"batch": "batch", r.seq_q: "seq_q", r.seq_k: "seq_k", r.head_dim: "head_dim"}
+    if r.value_dim != r.head_dim:
+        sizes[r.value_dim] = "value_dim"
     if r.heads:
         sizes[r.heads] = "heads_kv"
     else:
@@ -494,7 +519,7 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None) -> list[str
         sizes[r.group] = "group"
     lines.append(f"{INDENT}size = {{{', '.join(f'{py_str(a)}: {v}' for a, v in sizes.items())}}}")
     lines += [INDENT + x for x in textwrap.dedent("""\
-    shape = (batch, heads_q, seq_q, head_dim)
+    shape = (batch, heads_q, seq_q, v.shape[3])
     if out is None:
         out = torch.empty(shape, dtype=dtype, device=device)
     elif not isinstance(out, torch.Tensor) or tuple(out.shape) != shape or out.dtype != dtype \\

@@ -362,7 +362,7 @@ def attention(q, k, v, causal=True, out=None):
         raise ValueError(f"q has {heads_q} heads but k and v have {heads_kv}; generate the "
                          "grouped-query diagram (gqa) for fewer key/value heads")
     size = {'batch': batch, 'q': seq_q, 'x': seq_k, 'd': head_dim, 'heads': heads_q}
-    shape = (batch, heads_q, seq_q, head_dim)
+    shape = (batch, heads_q, seq_q, v.shape[3])
     if out is None:
         out = torch.empty(shape, dtype=dtype, device=device)
     elif not isinstance(out, torch.Tensor) or tuple(out.shape) != shape or out.dtype != dtype \

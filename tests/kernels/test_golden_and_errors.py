@@ -13,7 +13,7 @@ from analyzer.kernel import triton as triton_backend
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 CASES = ["attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "attention_unfused",
-         "matmul", "rmsnorm_matmul"]
+         "matmul", "rmsnorm_matmul", "mla_attention", "linear_attention"]
 
 
 @pytest.mark.parametrize("diagram", CASES)

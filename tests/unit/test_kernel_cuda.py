@@ -20,7 +20,7 @@ from analyzer.kernel import cuda as cu
 from analyzer.kernel import generate
 
 ATTENTION = ("attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "attention_unfused")
-DIAGRAMS = (*ATTENTION, "matmul", "rmsnorm_matmul")
+DIAGRAMS = (*ATTENTION, "matmul", "rmsnorm_matmul", "mla_attention")
 ARCHS = ("75", "80", "90")
 
 _GENERATED: dict[tuple[str, str], object] = {}
@@ -253,3 +253,17 @@ def test_rmsnorm_matmul_matches_reference_on_gpu(tmp_path):
         xd = x.double()
         ref = (xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * g.double()) @ w.double()
         assert ((m.rmsnorm_matmul(x, g, w).double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(NVCC is None or not torch.cuda.is_available(), reason="needs nvcc and a CUDA GPU")
+def test_mla_attention_matches_reference_on_gpu(tmp_path):
+    """Values with a head dim of their own (192 for q and k, 128 for v), in CUDA."""
+    generated("mla_attention").write(tmp_path / "mla_cuda.cu")
+    m = _import(tmp_path / "mla_cuda.py", "napkin_test_mla_cuda_gpu")
+    for (batch, heads, seq, dim, value) in [(2, 2, 17, 192, 128), (1, 2, 1000, 192, 128), (1, 1, 1, 64, 64)]:
+        q = torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.float16)
+        k = torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.float16)
+        v = torch.randn(batch, heads, seq, value, device="cuda", dtype=torch.float16)
+        ref = torch.softmax(q.double() @ k.double().transpose(-1, -2) * dim ** -0.5, -1) @ v.double()
+        assert ((m.attention(q, k, v).double() - ref).norm() / ref.norm()).item() < 1e-2
