@@ -13,6 +13,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import sympy
+
 from analyzer.analysis import TermModel, load
 from analyzer.config.configure import _profile, names_of, schedule_of
 from analyzer.diagram.compiled import Diagram
@@ -22,7 +24,7 @@ from analyzer.kernel.by_size import SizeTable, instance_axes, length_axes, size_
 from analyzer.kernel.choose import Choice, first_of, legal, named, rank_at
 from analyzer.kernel.element_type import GENERATED, kernel_element_type
 from analyzer.kernel.interface import Attention, Plain, interface
-from analyzer.kernel.plan import KernelPlan, plan
+from analyzer.kernel.plan import KernelPlan, next_pow2, plan
 from analyzer.kernel.weave import compile_woven, outer_tiles, source_data
 from analyzer.model.fusion import schedule
 
@@ -201,6 +203,7 @@ def _configure(base: Diagram, woven: Diagram, kernel: str, profile: Profile, rol
         here = {k: v for k, v in sets.items() if k not in outer}
         if key is not None:
             here.update(dict.fromkeys(key_symbols, key))
+        here.update(_padded_wholes(base, whole, here))
         try:
             choices[key], table = _choice(base, woven, roles, profile, kernel, tiles, config, here,
                                           {**sets, **here}, dtype,
@@ -226,6 +229,22 @@ def _configure(base: Diagram, woven: Diagram, kernel: str, profile: Profile, rol
                               "kernel differently from the others", file=base.source,
                               hint=f"pin the head dimension with --set {key_axis}=N")
     return KernelConfigs(p, choices, key_axis, tables)
+
+
+def _padded_wholes(d: Diagram, whole: list[str], sets: dict[str, int]) -> dict[str, int]:
+    """The sizes of the axes a block holds whole, as the kernels hold them: a tile's extent is a power
+    of two (Triton's BLOCK_D = next_power_of_2(d), CUDA's compile-time extents), so a head dim of 192
+    takes the registers, SMEM and tensor-core work of 256. Configurations are chosen at these sizes,
+    or one that the model says fits (counted at 192) would not fit the GPU."""
+    out = {}
+    for axis in whole:
+        size = d.size(axis)
+        if not isinstance(size, sympy.Symbol):
+            continue
+        value = sets.get(size.name, d.defaults.get(size))
+        if value is not None and int(value) != next_pow2(int(value)):
+            out[size.name] = next_pow2(int(value))
+    return out
 
 
 def _choice(d: Diagram, woven: Diagram, roles, profile: Profile, kernel: str, tiles: set[str], config,

@@ -46,7 +46,7 @@
 #      32768     C     C     C     C     C     B     B     C     C     C     C
 #     A: g_q=64, s_x=64, 4 warps, 3 stages
 #     B: g_q=128, s_x=64, 8 warps, 3 stages
-#     C: g_q=256, s_x=64, 16 warps, 3 stages
+#     C: g_q=256, s_x=32, 16 warps, 3 stages
 #     at the diagram's default sizes: g_q=128, s_x=64, 8 warps, 3 stages
 #   d=256: by problem size (the call's nearest seqlen and batch x heads):
 #     seqlen     1     2     4     8    16    32    64   128   256   512  1024
@@ -231,7 +231,7 @@ CONFIGS = {
             'configs': (
                 {'TILE_Q': 64, 'BLOCK_X': 64, 'num_warps': 4, 'num_stages': 3},  # A
                 {'TILE_Q': 128, 'BLOCK_X': 64, 'num_warps': 8, 'num_stages': 3},  # B
-                {'TILE_Q': 256, 'BLOCK_X': 64, 'num_warps': 16, 'num_stages': 3},  # C
+                {'TILE_Q': 256, 'BLOCK_X': 32, 'num_warps': 16, 'num_stages': 3},  # C
             ),
             'by_size': (
                 (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # length 256
