@@ -42,7 +42,7 @@ from analyzer.errors import NapkinError
 from analyzer.kernel.escape import cpp_comment, cpp_str, py_comment, py_doc
 from analyzer.kernel.interface import Attention
 from analyzer.kernel.module import MODULE_GLOBALS, checked_python, header, module_ids, wrapper
-from analyzer.kernel.names import CPP_RESERVED, Scope
+from analyzer.kernel.names import CPP_RESERVED, PlanIds, Scope
 from analyzer.kernel.plan import GROUP, STREAM, WHOLE, Dim, KernelPlan, band_rows, next_pow2
 from analyzer.kernel.triton import pointers, runtime_axes, scaled_ops
 
@@ -530,14 +530,14 @@ def size_axes(p: KernelPlan) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*runtime_axes(p), *(a for d in p.wholes for a in d.axes))))
 
 
-class CudaIds:
+class CudaIds(PlanIds):
     """The identifiers of one kernel's C++ (configuration structs, __global__ template, launcher, extern
     "C" entry), by what they name. One scope serves the four: the launchers pass the parameters on by
     name and the kernel reads the structs' members by name. The parameters are claimed first, in order."""
 
     def __init__(self, p: KernelPlan, scope: Scope) -> None:
+        super().__init__(scope)
         self.p = p
-        self.scope = scope
         for a in pointers(p):
             self.ptr(a)
         for a in size_axes(p):
@@ -547,25 +547,6 @@ class CudaIds:
                 self.stride(a, x)
         for o in scaled_ops(p):
             self.scale(o.name)
-
-    def __call__(self, template: str, *names: str, case: str | None = None) -> str:
-        return self.scope(template, *names, case=case)
-
-    def ptr(self, array: str) -> str:
-        return self.scope("{}_ptr", array)
-
-    def size(self, axis: str) -> str:
-        return self.scope("size_{}", axis)
-
-    def stride(self, array: str, axis: str) -> str:
-        return self.scope("stride_{}_{}", array, axis)
-
-    def scale(self, op: str) -> str:
-        return self.scope("scale_{}", op)
-
-    def tile(self, axis: str) -> str:
-        """A grouped axis's tile (the configuration's g): a member of the structs and a constexpr."""
-        return self.scope("TILE_{}", axis, case="upper")
 
     def ext(self, dim: str) -> str:
         """A dimension's extent in the register and shared-memory tiles (compile time)."""

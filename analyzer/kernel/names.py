@@ -94,4 +94,32 @@ class Scope:
         return preferred
 
 
-__all__ = ["Scope", "IDENTIFIER", "PYTHON_RESERVED", "CPP_RESERVED"]
+class PlanIds:
+    """The identifiers every backend gives a kernel plan's arguments, by what they name: pointers,
+    sizes, strides, scale factors and tiles. A backend's subclass adds its own templates and claims the
+    parameters first, in order, so that its launcher and its kernel name them alike."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    def __call__(self, template: str, *names: str, case: str | None = None) -> str:
+        return self.scope(template, *names, case=case)
+
+    def ptr(self, array: str) -> str:
+        return self.scope("{}_ptr", array)
+
+    def size(self, axis: str) -> str:
+        return self.scope("size_{}", axis)
+
+    def stride(self, array: str, axis: str) -> str:
+        return self.scope("stride_{}_{}", array, axis)
+
+    def scale(self, op: str) -> str:
+        return self.scope("scale_{}", op)
+
+    def tile(self, axis: str) -> str:
+        """A grouped axis's tile size (the configuration's g)."""
+        return self.scope("TILE_{}", axis, case="upper")
+
+
+__all__ = ["Scope", "PlanIds", "IDENTIFIER", "PYTHON_RESERVED", "CPP_RESERVED"]

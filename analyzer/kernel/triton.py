@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from analyzer.diagram.compiled import Op
 from analyzer.errors import NapkinError
 from analyzer.kernel.escape import py_comment
-from analyzer.kernel.names import Scope
+from analyzer.kernel.names import PlanIds, Scope
 from analyzer.kernel.plan import GROUP, STREAM, WHOLE, Dim, KernelPlan
 from analyzer.model.fusion import Reducer
 
@@ -73,38 +73,18 @@ KERNEL_LOCALS = ("ELEM", "pid", "band", "first", "rows", "rest", "hi", "mid", "s
                  "m_new", "m_use", "tl", "triton")
 
 
-class KernelIds:
+class KernelIds(PlanIds):
     """The identifiers of one Triton kernel, by what they name: its parameters are claimed first, in
     order, so that the launcher and the CONFIGS table (analyzer.kernel.module) name them alike."""
 
     def __init__(self, p: KernelPlan, module: Scope) -> None:
+        super().__init__(Scope(KERNEL_LOCALS, parent=module))
         self.p = p
-        self.scope = Scope(KERNEL_LOCALS, parent=module)
         self.params = self._signature()
-
-    def __call__(self, template: str, *names: str, case: str | None = None) -> str:
-        return self.scope(template, *names, case=case)
-
-    # -- parameters ----------------------------------------------------------------------------------
-    def ptr(self, array: str) -> str:
-        return self.scope("{}_ptr", array)
-
-    def size(self, axis: str) -> str:
-        return self.scope("size_{}", axis)
-
-    def stride(self, array: str, axis: str) -> str:
-        return self.scope("stride_{}_{}", array, axis)
-
-    def scale(self, op: str) -> str:
-        return self.scope("scale_{}", op)
 
     def whole(self, axis: str) -> str:
         """The constexpr holding a whole axis's size."""
         return self.scope("SIZE_{}", axis, case="upper")
-
-    def tile(self, axis: str) -> str:
-        """The constexpr holding a grouped axis's tile size (the configuration's g)."""
-        return self.scope("TILE_{}", axis, case="upper")
 
     def band(self) -> str:
         """The constexpr holding a banded block order's rows per band (plan.band_rows)."""
