@@ -444,9 +444,9 @@ def _head_dim_checks(g, r: Attention) -> str:
             raise ValueError(f"head dims differ: q {{head_dim}}, k {{k.shape[3]}}, v {{v.shape[3]}} "
                              {py_str(f"(the diagram has one head-dim axis {r.head_dim})")})"""), "    ")
     widest = g.value_dim
-    lines = f"""\
+    lines = """\
     if k.shape[3] != head_dim:
-        raise ValueError(f"q and k head dims differ: {{head_dim}} and {{k.shape[3]}}")
+        raise ValueError(f"q and k head dims differ: {head_dim} and {k.shape[3]}")
     value_dim = v.shape[3]"""
     if widest is not None:
         lines += f"""

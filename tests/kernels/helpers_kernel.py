@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 from functools import cache
 from pathlib import Path
 
@@ -19,8 +20,17 @@ def generated(diagram: str, backend: str = "triton", dtype: str = "fp16"):
 
 
 def module(diagram: str, tmp: Path, dtype: str = "fp16"):
-    path = tmp / f"{diagram}_{dtype}.py"
-    generated(diagram, dtype=dtype).write(path)
+    return written(generated(diagram, dtype=dtype), tmp / f"{diagram}_{dtype}.py")
+
+
+_written = itertools.count()
+
+
+def written(g, path: Path):
+    """Generated module `g` written at `path` (a fresh name if it is a folder) and imported."""
+    if path.is_dir():
+        path = path / f"generated_{next(_written)}.py"
+    g.write(path)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)

@@ -3,8 +3,6 @@ first (linear_attention): their H and M, and their kernels against float64 (issu
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import sympy
 
@@ -17,6 +15,8 @@ from analyzer.model.fusion import schedule
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from helpers_kernel import written  # noqa: E402
+
 q, x, d, e, g_q, s_x = (symbol(n) for n in ("q", "x", "d", "e", "g_q", "s_x"))
 
 
@@ -26,12 +26,7 @@ def _cost(name: str):
 
 
 def _module(name: str, tmp):
-    path = tmp / f"{name}_shapes.py"
-    generate(name, "h200").write(path)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return written(generate(name, "h200"), tmp)
 
 
 def _rel(out, ref) -> float:
@@ -73,11 +68,7 @@ def test_mla_wrapper_refuses_what_the_file_is_not_configured_for(tmp_path):
 
 
 def test_one_head_dim_diagrams_still_refuse_a_value_of_another_width(tmp_path):
-    path = tmp_path / "attention_shapes.py"
-    generate("attention", "h200").write(path)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
+    m = written(generate("attention", "h200"), tmp_path)
     with pytest.raises(ValueError, match="head dims differ"):
         m.attention(*(torch.randn(1, 1, 8, 64).half() for _ in range(2)), torch.randn(1, 1, 8, 128).half())
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import importlib.util
-import itertools
 
 import pytest
 import yaml
@@ -19,9 +17,10 @@ from analyzer.kernel.names import Scope
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from helpers_kernel import written  # noqa: E402
+
 CANARY = "NAPKIN_CANARY"
 RUN = f"__import__('builtins').__setattr__('{CANARY}', 1)"
-_count = itertools.count()
 
 
 def matmul_yaml(x="A", w="B", out="C", *, name="mm", axes=("a", "b", "c"), **text) -> dict:
@@ -39,12 +38,7 @@ def load(data: dict, tmp, filename: str = "d"):
     source = tmp / f"{filename}.yaml"
     source.write_text(yaml.safe_dump(data, sort_keys=False))
     g = generate(str(source), "h200", sets={a: 256 for a in data["axes"]})
-    path = tmp / f"generated_{next(_count)}.py"
-    g.write(path)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return g, module
+    return g, written(g, tmp)
 
 
 def check_matmul(module, m=33, k=20, n=17):
@@ -85,11 +79,7 @@ def test_axes_that_differ_only_in_case_get_a_tile_each(tmp_path):
 def test_mlp2_with_input_x_matches_float64(tmp_path):
     """The shipped mlp2 (input X) returned relative errors of 0.96 at 64^3."""
     g = generate("mlp2", "h200", sets={"n": 4096, "i": 64, "f": 2048, "o": 64})
-    path = tmp_path / "mlp2.py"
-    g.write(path)
-    spec = importlib.util.spec_from_file_location("mlp2_names", path)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
+    m = written(g, tmp_path)
     gen = torch.Generator().manual_seed(2)
     x, w1, w2 = (torch.randn(*s, generator=gen).half() * 0.3 for s in ((64, 64), (64, 96), (96, 64)))
     out = m.mlp2(x, w1, w2)

@@ -3,9 +3,6 @@ float64 under TRITON_INTERPRET=1 (issue 19, item 4)."""
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
-
 import pytest
 import sympy
 
@@ -20,7 +17,7 @@ from analyzer.model.simulate import simulate
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-_count = itertools.count()
+from helpers_kernel import written  # noqa: E402
 
 # LayerNorm as it reads, with i whole in a block (normalised rows need all of i before the contraction):
 # the standard deviation through rsqrt, reciprocal and div, so every new primitive is on the path.
@@ -50,15 +47,6 @@ kernels:
 """
 
 
-def _module(g, tmp):
-    path = tmp / f"norm_{next(_count)}.py"
-    g.write(path)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _rel(out, ref) -> float:
     return ((out.double() - ref).norm() / ref.norm()).item()
 
@@ -68,7 +56,7 @@ def test_rmsnorm_matmul_matches_the_natural_form_in_float64(n, i, o, tmp_path):
     """The shipped diagram computes r (X g) W with r = rsqrt(mean(x^2) + eps) accumulated over the
     streamed i; the reference normalises first, as RMSNorm is written. Edges of every size are masked
     (1, 37, 70 ... are no tile's multiple)."""
-    m = _module(generate("rmsnorm_matmul", "h200"), tmp_path)
+    m = written(generate("rmsnorm_matmul", "h200"), tmp_path)
     gen = torch.Generator().manual_seed(n * i * o)
     x = torch.randn(n, i, generator=gen).half()
     g = (torch.rand(i, generator=gen) + 0.5).half()
@@ -122,7 +110,7 @@ def test_layernorm_counts_equal_a_brute_force_simulation(tmp_path):
 def test_layernorm_matmul_matches_float64(n, i, o, tmp_path):
     path = tmp_path / "layernorm_matmul.yaml"
     path.write_text(LAYERNORM)
-    m = _module(generate(str(path), "h200", sets={"n": 4096, "i": 128, "o": 4096}), tmp_path)
+    m = written(generate(str(path), "h200", sets={"n": 4096, "i": 128, "o": 4096}), tmp_path)
     gen = torch.Generator().manual_seed(n + i + o)
     x = (torch.randn(n, i, generator=gen) * 2 + 1).half()
     g, b = (torch.rand(i, generator=gen) + 0.5).half(), (torch.randn(i, generator=gen) * 0.1).half()

@@ -7,7 +7,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from helpers_kernel import module  # noqa: E402
+from helpers_kernel import GPU, module, written  # noqa: E402
+
+from analyzer.kernel import generate  # noqa: E402
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 65), (300, 200, 100)])
@@ -59,16 +61,9 @@ def test_a_tile_that_is_no_power_of_two_masks_its_padding(tmp_path):
     """A 192-wide tile runs in a 256-wide block whose last 64 slots are masked. The mask was written
     `offs < size & (arange < TILE)`, which Python reads as `offs < (size & ...)`: every column but the
     first few was dropped."""
-    from helpers_kernel import GPU
-    from analyzer.kernel import generate
-    import importlib.util
     g = generate("matmul", GPU, sets={"g_a": 64, "g_c": 192, "s_b": 64})
     assert "(offs_c < size_c) & (tl.arange(0, BLOCK_C) < TILE_C)" in g.source
-    path = tmp_path / "matmul_192.py"
-    g.write(path)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
+    m = written(g, tmp_path)
     gen = torch.Generator().manual_seed(192)
     a = torch.randn(70, 50, generator=gen).half()
     b = torch.randn(50, 400, generator=gen).half()

@@ -4,8 +4,6 @@ bf16 is only checked here). Marked gpu: CI has no GPU; `python -m pytest -m gpu 
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import os
 
 import pytest
@@ -14,22 +12,16 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from analyzer.kernel import generate  # noqa: E402
+from helpers_kernel import written  # noqa: E402
 
 needs_gpu = [pytest.mark.gpu,
              pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
                                 reason="needs a CUDA GPU and Triton's compiler")]
 DTYPES = (torch.float16, torch.bfloat16)
-_count = itertools.count()
 
 
 def _module(diagram: str, tmp, dtype: torch.dtype):
-    g = generate(diagram, "h200", dtype="bf16" if dtype == torch.bfloat16 else "fp16")
-    path = tmp / f"gpu_{diagram}_{next(_count)}.py"
-    g.write(path)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return written(generate(diagram, "h200", dtype="bf16" if dtype == torch.bfloat16 else "fp16"), tmp)
 
 
 def _rel(out, ref) -> float:
