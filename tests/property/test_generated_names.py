@@ -175,7 +175,7 @@ def _import(path: Path, name: str):
 COUNTER = itertools.count()
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+@settings(max_examples=30, deadline=None, derandomize=True, database=None,
           phases=(Phase.explicit, Phase.generate), suppress_health_check=list(HealthCheck))
 @given(case=diagrams(), file=FILE, gpu_text=TEXT, pinned=st.booleans(), seed=st.integers(0, 2**16))
 def test_generated_kernel_runs_only_what_it_asks_for_and_matches_float64(tmp_path_factory, case, file,
