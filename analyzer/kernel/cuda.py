@@ -39,7 +39,7 @@ from typing import ClassVar
 
 from analyzer.diagram.compiled import Op
 from analyzer.errors import NapkinError
-from analyzer.kernel.escape import cpp_comment, cpp_str, py_comment, py_doc
+from analyzer.kernel.escape import cpp_comment, cpp_str, py_comment, py_doc, py_str
 from analyzer.kernel.interface import Attention
 from analyzer.kernel.module import MODULE_GLOBALS, checked_python, header, module_ids, wrapper
 from analyzer.kernel.names import CPP_RESERVED, PlanIds, Scope
@@ -2134,10 +2134,12 @@ def _loader_launchers(writers, ids) -> list[str]:
             key_dim = p.dim_of.get(k.key_axis) if k.key_axis else None
             for d in p.wholes:
                 if d.name != key_dim:
-                    lines.append(f"    if size[{d.axes[0]!r}] > {max(WHOLE_EXTENTS)}:")
-                    lines.append(f"        raise ValueError(f\"axis {d.axes[0]} has size {{size[{d.axes[0]!r}]}}; "
-                                 f"the CUDA kernel {p.name!r} holds it whole in registers, at most "
-                                 f"{max(WHOLE_EXTENTS)}\")")
+                    axis = py_str(d.axes[0])
+                    why = py_str(f"; the CUDA kernel {p.name!r} holds it whole in registers, at most "
+                                 f"{max(WHOLE_EXTENTS)}")
+                    lines.append(f"    if size[{axis}] > {max(WHOLE_EXTENTS)}:")
+                    lines.append(f"        raise ValueError({py_str('axis ' + d.axes[0] + ' has size ')} "
+                                 f"+ str(size[{axis}]) + {why})")
         lines.append(f"    device = t[{first!r}].device")
         lines.append("    lib = _library(device)")
         args = [f"t[{a!r}].data_ptr()" for a in ptrs]
