@@ -4,4 +4,6 @@ Pipeline (one way): diagram file -> Diagram (pydantic) -> compiled graph -> per-
 -> optimum and multi-level model -> prediction -> report.
 """
 
-__version__ = "0.1.0"
+from analyzer.common.version import __version__
+
+__all__ = ["__version__"]

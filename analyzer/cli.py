@@ -14,9 +14,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from analyzer import __version__
-from analyzer.atomic import check_target
-from analyzer.errors import NapkinError
+from analyzer.common.atomic import check_target
+from analyzer.common.errors import NapkinError
+from analyzer.common.version import __version__
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="FlashAttention on a Napkin: diagrams in, GPU performance models out.")
@@ -80,7 +80,7 @@ def analyze(
     as_latex: Annotated[bool, typer.Option("--latex", help="Print the symbolic model as LaTeX.")] = False,
 ) -> None:
     """Derive transfers, memory and FLOPs per level, pick tile sizes for a GPU, predict the time."""
-    from analyzer.analysis import analyze as run
+    from analyzer.model.analysis import analyze as run
     _check_dtypes([dtype] if dtype else [])
     if cluster is not None and cluster < 2:
         raise NapkinError(f"--cluster {cluster}: a cluster has at least 2 members")
@@ -88,10 +88,10 @@ def analyze(
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
     elif as_latex:
-        from analyzer.report import latex
+        from analyzer.report.analysis import latex
         typer.echo(latex(result))
     else:
-        from analyzer.report import render
+        from analyzer.report.analysis import render
         _console().print(render(result))
 
 
@@ -114,9 +114,9 @@ def expand(
                                                       "the diagram's lowest).")] = None,
 ) -> None:
     """Print a diagram's kernels as loop pseudocode: head, body per chunk, tail (Sections 5.1-5.2)."""
-    from analyzer.analysis import load
     from analyzer.config.expand import expand as run
     from analyzer.config.expand import render
+    from analyzer.model.analysis import load
     typer.echo(render(run(load(diagram), kernel=kernel, level=level)))
 
 
@@ -149,7 +149,7 @@ def configure(
     from analyzer.config.configure import configure as run
     _check_dtypes([dtype] if dtype else [])
     if list_:
-        from analyzer.config.report import render_list
+        from analyzer.report.configure import render_list
         _console().print(render_list(configurations(diagram, dtype=dtype)))
         return
     result = run(diagram, gpu, config=config, sets=_parse_sets(set_ or []), dtype=dtype,
@@ -157,7 +157,7 @@ def configure(
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
     else:
-        from analyzer.config.report import render
+        from analyzer.report.configure import render
         _console().print(render(result))
     if strict and not result.fits:
         raise typer.Exit(1)
@@ -227,8 +227,8 @@ def kernel(
         "--set", "-s", help="Pin a size or tile (d=64, g_q=128, s_x=64, stages=3); repeatable.")] = None,
 ) -> None:
     """Generate a standalone kernel that realises the diagram's configuration on a GPU."""
-    from analyzer.kernel import generate
-    from analyzer.kernel.files import check_kernel_target
+    from analyzer.codegen import generate
+    from analyzer.codegen.files import check_kernel_target
     check_kernel_target(output, backend)
     g = generate(diagram, gpu, backend=backend, dtype=dtype, config=config, sets=_parse_sets(set_ or []))
     if g.note:
@@ -251,8 +251,8 @@ def sweep(
     as_json: Annotated[bool, typer.Option("--json", help="Print the ranking as JSON.")] = False,
 ) -> None:
     """Every legal configuration (tiles, warps, stages) with its predicted time, fastest first."""
-    from analyzer.kernel.sweep import sweep as run
-    from analyzer.report import sweep_text
+    from analyzer.config.sweep import sweep as run
+    from analyzer.report.analysis import sweep_text
     if dtype not in ("fp16", "bf16"):
         raise NapkinError(f"--dtype {dtype!r}: generated kernels take fp16 or bf16")
     result = run(diagram, gpu, dtype=dtype, sets=_parse_sets(set_ or []), kernel=kernel)
@@ -285,7 +285,7 @@ def calibrate(
 ) -> None:
     """Fit the model's stated assumptions to measured times; write a calibrated profile and a report."""
     from analyzer.calibrate.calibrate import calibrate as run
-    from analyzer.calibrate.report import write
+    from analyzer.report.calibration import write
     if plot:
         from analyzer.plot.output import output_format
         output_format(plot)
@@ -337,7 +337,7 @@ def schema(kind: Annotated[str, typer.Argument(help="diagram, profile, report or
     elif kind == "profile":
         from analyzer.hardware import Profile as model
     elif kind == "report":
-        from analyzer.result import Analysis as model
+        from analyzer.model.result import Analysis as model
     elif kind == "configuration":
         from analyzer.config.result import ConfigurationReport as model
     else:
@@ -351,8 +351,9 @@ def hardware_list() -> None:
     """List the shipped GPU profiles."""
     from rich.table import Table
 
+    from analyzer.common.units import binary, si
     from analyzer.hardware import shipped_profiles
-    from analyzer.report import binary, row, si
+    from analyzer.report.analysis import row
     table = Table(show_edge=False, header_style="bold")
     for col in ("name", "aliases", "GPU", "SMs", "tensor fp16", "HBM", "smem / block"):
         table.add_column(col)
@@ -368,7 +369,7 @@ def hardware_list() -> None:
 @hardware_app.command("show")
 def hardware_show(name: Annotated[str, typer.Argument(help="Profile name or alias.")]) -> None:
     """Print a profile file, with its source comments."""
-    from analyzer import resources
+    from analyzer.common import resources
     from analyzer.hardware import load_profile_file, profile_path
     path = resources.require_yaml(profile_path(name, field="NAME"), what="profile", field="NAME")
     load_profile_file(path)  # validate before showing: only profiles are printed
@@ -380,9 +381,9 @@ def diagrams_list() -> None:
     """List the shipped diagrams."""
     from rich.table import Table
 
-    from analyzer import resources
+    from analyzer.common import resources
     from analyzer.diagram.graph import load_diagram
-    from analyzer.report import row
+    from analyzer.report.analysis import row
     table = Table(show_edge=False, header_style="bold")
     for col in ("name", "title", "paper", "kernels"):
         table.add_column(col)
@@ -395,8 +396,8 @@ def diagrams_list() -> None:
 @diagrams_app.command("show")
 def diagrams_show(name: Annotated[str, typer.Argument(help="Diagram name or .yaml file.")]) -> None:
     """Print a diagram file (a shipped one by name), after validating it."""
-    from analyzer import resources
-    from analyzer.analysis import load
+    from analyzer.common import resources
+    from analyzer.model.analysis import load
     path = resources.require_yaml(resources.resolve("diagrams", name, what="diagram", field="NAME"),
                                   what="diagram", field="NAME")
     load(str(path))  # validate before showing: only diagrams are printed
@@ -406,7 +407,7 @@ def diagrams_show(name: Annotated[str, typer.Argument(help="Diagram name or .yam
 @diagrams_app.command("check")
 def diagrams_check(file: Annotated[str, typer.Argument(help="A diagram name or .yaml file.")]) -> None:
     """Validate a diagram: its form, its graph, and every relabelling against the fusion theorem."""
-    from analyzer.analysis import load
+    from analyzer.model.analysis import load
     from analyzer.model.fusion import schedule
     d = load(file)
     for kernel in d.kernels:

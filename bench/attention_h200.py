@@ -8,7 +8,7 @@ What is measured, all in the same process on the same GPU:
    nvidia-smi (read only; no clock or GPU setting is changed).
 2. Ceilings: device-to-device copy bandwidth of a 1 GiB buffer (read + write bytes counted) and
    torch.matmul TFLOP/s at 8192^3 in fp16 and bf16 on random data.
-3. Correctness of every generated kernel (`analyzer.kernel.generate`, Triton and CUDA backends)
+3. Correctness of every generated kernel (`analyzer.codegen.generate`, Triton and CUDA backends)
    before timing: relative error ||out - ref|| / ||ref|| < 1e-2 against a float64 reference computed
    on the GPU from the upcast inputs, fresh random inputs per check, N(0, 1) inputs and the
    FlashAttention-3 outlier inputs N(0, 1) + N(0, 100) * Bernoulli(0.001), sequence lengths
@@ -22,7 +22,7 @@ What is measured, all in the same process on the same GPU:
    per shape, timed while the budget allows). Each number is the median of
    triton.testing.do_bench(fn, warmup=25, rep=100) on random normal inputs; TFLOP/s counts
    4 * batch * heads * seqlen^2 * hdim FLOPs, halved when causal. Beside ours: napkin's predicted
-   time (`analyzer.kernel.predict`) and predicted time / measured time.
+   time (`analyzer.config.predict`) and predicted time / measured time.
 5. Targets per row: hdim 128, seqlen >= 4096, fp16, not causal: ours >= 1.5x SDPA flash and
    >= 0.9x SDPA cuDNN; every other row: ours >= SDPA flash. For the best of our backends and for
    each backend alone.
@@ -49,11 +49,12 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -63,9 +64,23 @@ for _path in (str(BENCH_DIR), str(REPO_ROOT)):
         sys.path.insert(0, _path)
 
 from common import (  # noqa: E402  (bench/ is on sys.path from here)
-    DTYPES, OTHER_DIAGRAMS, OURS, TIMED_DIAGRAMS, TOLERANCE, Budget, CheckCase, Shape,
-    attention_check_cases, evaluate_targets, fa3_grid, matmul_check_cases, priority_order,
-    render_markdown, supported_head_dims, tflops, without_out,
+    DTYPES,
+    OTHER_DIAGRAMS,
+    OURS,
+    TIMED_DIAGRAMS,
+    TOLERANCE,
+    Budget,
+    CheckCase,
+    Shape,
+    attention_check_cases,
+    evaluate_targets,
+    fa3_grid,
+    matmul_check_cases,
+    priority_order,
+    render_markdown,
+    supported_head_dims,
+    tflops,
+    without_out,
 )
 
 DEFAULT_GPU = "h200-calibrated"   # napkin's profile for generate() and predict(): fitted to sweep_h200
@@ -142,7 +157,7 @@ def predict_shape(gpu: str, diagram: str, dtype: str, batch: int, heads: int, se
     """napkin's prediction for one timing row, as a plain dict (runs in a worker process)."""
     started = time.perf_counter()
     try:
-        from analyzer.kernel import predict
+        from analyzer.config.predict import predict
         p = predict(diagram, gpu=gpu, dtype=dtype, batch=batch, heads=heads, kv_heads=heads,
                     seqlen_q=seqlen, seqlen_k=seqlen, head_dim=hdim)
         tiles = {str(k): _plain(v) for k, v in dict(p.tiles or {}).items()}
@@ -760,24 +775,23 @@ def load_torch() -> tuple[Any, Any]:
 
 
 def load_api() -> Any:
-    """analyzer.kernel with generate() and predict(), or a one-line error."""
+    """napkin's generate() (analyzer.codegen) and predict() (analyzer.config.predict), or a one-line
+    error."""
     try:
-        import analyzer.kernel as api
+        from analyzer.codegen import generate
+        from analyzer.config.predict import predict
     except Exception as exc:  # noqa: BLE001
-        fail(f"napkin's kernel generator is missing: cannot import analyzer.kernel from {REPO_ROOT} "
+        fail(f"napkin's kernel generator is missing: cannot import it from {REPO_ROOT} "
              f"({short_error(exc, 200)})")
-    missing = [name for name in ("generate", "predict") if not callable(getattr(api, name, None))]
-    if missing:
-        fail(f"analyzer.kernel lacks {', '.join(missing)}(); this benchmark needs generate() and predict()")
-    return api
+    return SimpleNamespace(generate=generate, predict=predict)
 
 
 def check_profile(gpu: str) -> None:
     """The --gpu profile loads, or a one-line error before any GPU work."""
-    from analyzer.errors import NapkinError
-    from analyzer.hardware import load_profile
+    from analyzer import hardware
+    from analyzer.common.errors import NapkinError
     try:
-        load_profile(gpu)
+        hardware.load(gpu)
     except NapkinError as exc:
         fail(str(exc))
 

@@ -48,16 +48,16 @@ WITHIN = 1.05                      # the issue's target: the choice within 5 % o
 def candidates(recording: Path, gpus: list[str], top: int) -> list[dict[str, Any]]:
     """Per problem size: its raw records to time (each profile's first choice and the `top` fastest
     measured), and which one each profile chose."""
+    from analyzer import hardware
     from analyzer.calibrate.calibrate import KERNEL, first_choices, kernel_choices
     from analyzer.calibrate.record import load_recording
     from analyzer.calibrate.validate import shape_of
-    from analyzer.hardware import load_profile
     rec = load_recording(recording)
     raw = json.loads(recording.read_text())["records"]
     ok = [(r, d) for r, d in zip(rec.records, raw, strict=True) if r.status == "ok"]
-    choices = {g: first_choices([r for r, _ in ok], load_profile(g))[0] for g in gpus}
+    choices = {g: first_choices([r for r, _ in ok], hardware.load(g))[0] for g in gpus}
     # what the Triton kernel napkin kernel generates with the last profile launches at each size
-    choices[KERNEL] = kernel_choices([r for r, _ in ok], load_profile(gpus[-1]))
+    choices[KERNEL] = kernel_choices([r for r, _ in ok], hardware.load(gpus[-1]))
     sizes: dict[tuple, list] = {}
     for r, d in ok:
         sizes.setdefault(shape_of(r), []).append((r, d))

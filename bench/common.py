@@ -7,8 +7,8 @@ Standard library only, so that the report can be built and tested without a GPU,
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 # The FlashAttention-3 forward benchmark: 16k tokens in total, hidden size 2048.

@@ -1,7 +1,7 @@
 """Every legal configuration of the generated attention and matmul kernels, measured on one GPU and
 recorded against the model's prediction (the data `napkin calibrate` fits; docs/validation.md).
 
-For each family the configurations are those `napkin sweep` ranks (analyzer.kernel.sweep): tiles,
+For each family the configurations are those `napkin sweep` ranks (analyzer.config.sweep): tiles,
 warps and stages the model allows. The kernel is generated once per diagram; each configuration is
 timed by replacing its entry in the module's CONFIGS table (the kernel source does not change, so one
 compile per configuration and head dim). Shapes:
@@ -98,8 +98,8 @@ def module_tiles(module, kernel: str) -> dict[str, str]:
 
 def load_kernel(diagram: str, tmp: Path):
     """Generate and import the Triton module of `diagram`; remember its tile constexprs by symbol."""
-    from analyzer.kernel import generate
-    from analyzer.kernel.module import config_names
+    from analyzer.codegen import generate
+    from analyzer.codegen.module import config_names
     g = generate(diagram, GPU, backend="triton", dtype=DTYPE)
     path = tmp / f"sweep_{diagram}.py"
     g.write(path)
@@ -214,7 +214,7 @@ def attention_group(diagram: str, hdim: int, args, state) -> list[dict]:
     import torch
     import triton
 
-    from analyzer.kernel.sweep import sweep
+    from analyzer.config.sweep import sweep
     causal = DIAGRAMS[diagram]
     module, path, _ = state["modules"].setdefault(diagram, load_kernel(diagram, state["tmp"]))
     if hdim not in module.CONFIGS["flash"]:
@@ -286,7 +286,7 @@ def matmul_group(args, state) -> list[dict]:
     import torch
     import triton
 
-    from analyzer.kernel.sweep import sweep
+    from analyzer.config.sweep import sweep
     module, path, _ = state["modules"].setdefault("matmul", load_kernel("matmul", state["tmp"]))
     sizes_list = [n for n in MATMUL_SIZES if not args.matmul_sizes or n in args.matmul_sizes]
     ranked = {n: sweep("matmul", GPU, dtype=DTYPE, sets={"a": n, "b": n, "c": n})[0] for n in sizes_list}

@@ -34,7 +34,7 @@ def main() -> int:
     import torch
     import triton
 
-    from analyzer.kernel import generate
+    from analyzer.codegen import generate
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "bench" / "results")))
     parser.add_argument("--seqlens", default="4096")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sympy
 
-from analyzer.analysis import load, level_models
-from analyzer.expr import MEMORY, symbol
-from analyzer.hardware import load_profile
+from analyzer import hardware
+from analyzer.common.expr import MEMORY, symbol
+from analyzer.model.analysis import level_models, load
 from analyzer.model.cost import level_cost
 from analyzer.model.fusion import schedule
 from analyzer.model.hierarchy import model_levels
@@ -29,7 +29,7 @@ def cost_of(diagram: str, kernel: int = 0, level: str = "smem", **load_options):
 def models_of(diagram: str, gpu: str = "h100", *, profile=None, cluster=None, kernel: int = 0,
               **load_options):
     d = load(diagram, **load_options)
-    p = profile or load_profile(gpu)
+    p = profile or hardware.load(gpu)
     return level_models(d, d.kernels[kernel], model_levels(d, p, cluster=cluster))
 
 

@@ -14,17 +14,34 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from analyzer.analysis import resolve_sizes
+from analyzer import hardware
 from analyzer.calibrate.components import components, measured, model_of
-from analyzer.calibrate.fit import FITTED, Components, Fit, bootstrap, fit, near_best_weights, rms_log_error
+from analyzer.calibrate.fit import (
+    FITTED,
+    Components,
+    Fit,
+    bootstrap,
+    fit,
+    near_best_weights,
+    rms_log_error,
+)
 from analyzer.calibrate.ranges import check_ranges
 from analyzer.calibrate.record import Record, Recording, load_recording
 from analyzer.calibrate.registers import RegisterCheck, check_registers, fit_registers
-from analyzer.calibrate.validate import (ClockCheck, Validation, by_shape, clock_check, shape_of, split,
-                                        validate)
-from analyzer.config.configure import _profile
-from analyzer.errors import NapkinError
+from analyzer.calibrate.validate import (
+    ClockCheck,
+    Validation,
+    by_shape,
+    clock_check,
+    shape_of,
+    split,
+    validate,
+)
+from analyzer.common.errors import NapkinError
+from analyzer.config.kernels import configure_kernels
+from analyzer.config.sweep import sweep
 from analyzer.hardware import SCALARS, Calibration, Estimate, Profile, RegisterRelation
+from analyzer.model.analysis import resolve_sizes
 
 
 @dataclass(frozen=True)
@@ -53,7 +70,7 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
     their RMS log error is taken on the training records."""
     rec = load_recording(recording)
     records = measured(rec)
-    base, _ = _profile(gpu)
+    base = hardware.load(gpu)
     base = base.model_copy(update={"calibration": None})
     check_records(rec, recording, base)
     reg_fit = fit_registers(records, registers, base) if registers else None
@@ -128,8 +145,7 @@ def check_records(rec: Recording, source: str, profile: Profile) -> None:
 
 def kernel_choices(records: list[Record], profile: Profile) -> dict[tuple, str]:
     """Per shape, the configuration the Triton kernel `napkin kernel` generates with `profile` launches
-    at that shape: its by-size table's (analyzer.kernel.by_size), or its one configuration."""
-    from analyzer.kernel.generate import generate
+    at that shape: its by-size table's (analyzer.config.by_size), or its one configuration."""
     out, generated = {}, {}
     for r in records:
         shape = shape_of(r)
@@ -137,7 +153,7 @@ def kernel_choices(records: list[Record], profile: Profile) -> dict[tuple, str]:
             continue
         g = generated.get((r.diagram, r.dtype))
         if g is None:
-            g = generated[(r.diagram, r.dtype)] = generate(r.diagram, profile, dtype=r.dtype)
+            g = generated[(r.diagram, r.dtype)] = configure_kernels(r.diagram, profile, dtype=r.dtype)
         (c,) = [c for k, c in zip(g.kernels, g.launched(r.sizes), strict=True) if k.plan.name == r.kernel]
         out[shape] = _key(r, c.tiles, c.num_warps, c.num_stages)
     return out
@@ -151,7 +167,6 @@ def _key(r: Record, tiles: dict[str, int], warps: int, stages: int) -> str:
 def first_choices(records: list[Record], profile: Profile) -> tuple[dict[tuple, str], float]:
     """Per shape, the configuration napkin sweep ranks first with `profile`; and the longest time a
     ranking took."""
-    from analyzer.kernel.sweep import sweep
     out, slowest = {}, 0.0
     seen: dict[tuple, Record] = {}
     for r in records:

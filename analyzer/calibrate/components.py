@@ -1,7 +1,7 @@
 """The model's terms of every recorded configuration, derived again from its diagram.
 
     recording -> per diagram: weaved diagram, legal configurations (napkin sweep's)
-    -> per problem size: the symbolic model evaluated at the recorded tiles (analyzer.analysis.TermModel)
+    -> per problem size: the symbolic model evaluated at the recorded tiles (analyzer.model.analysis.TermModel)
     -> datasheet seconds per pipeline and level (wave quantization and the imbalance of unequal blocks
     included), chunks per SM, stages, resident blocks,
     exposed edge, waves, and whether napkin sweep ranks the configuration
@@ -14,16 +14,21 @@ from collections import defaultdict
 
 import numpy as np
 
-from analyzer.analysis import TermModel, load
 from analyzer.calibrate.fit import Components
 from analyzer.calibrate.record import Record, Recording
+from analyzer.common.errors import NapkinError
+from analyzer.config.choose import capped, legal, resident_blocks
+from analyzer.diagram.interface import Attention, interface
 from analyzer.diagram.primitives import PIPELINES
-from analyzer.errors import NapkinError
+from analyzer.diagram.weave import compile_woven, source_data
 from analyzer.hardware import Profile
-from analyzer.kernel.choose import capped, legal, resident_blocks
-from analyzer.kernel.interface import Attention, interface
-from analyzer.kernel.weave import compile_woven, source_data
-from analyzer.model.predict import chunks_per_sm, datasheet_pipes, edge_seconds, waves_of
+from analyzer.model.analysis import TermModel, load
+from analyzer.model.predict import (
+    chunks_per_sm,
+    datasheet_pipes,
+    edge_seconds,
+    waves_of,
+)
 
 
 def measured(recording: Recording) -> list[Record]:

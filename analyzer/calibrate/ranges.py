@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from analyzer.errors import NapkinError
+from analyzer.common.errors import NapkinError
 
 SECONDS = ("step_overhead_s", "load_latency_s", "block_overhead_s", "launch_overhead_s")
 SHARES = ("level_overlap", "softmax_overhead")          # a share of a time: 0 to 1

@@ -14,8 +14,8 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
-from analyzer.errors import NapkinError
-from analyzer.validation import from_validation_error
+from analyzer.common.errors import NapkinError
+from analyzer.common.validation import from_validation_error
 
 M = TypeVar("M", bound=BaseModel)
 

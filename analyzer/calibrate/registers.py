@@ -1,7 +1,7 @@
 """Table 1's register count against what the compiler allots (napkin calibrate --registers).
 
 The model sizes a thread's registers by Table 1 (its share of the arrays a warpgroup keeps in
-registers) plus a reserve (analyzer.kernel.choose.table1_registers); resident blocks and legality
+registers) plus a reserve (analyzer.config.choose.table1_registers); resident blocks and legality
 follow from it, and SMEM from Table 2. A compile-only recording (python bench/sweep_h200.py
 --compile-only) says what the compiler allotted each configuration: registers per thread, spilled
 bytes and SMEM bytes. Joined to the measured configurations, it states how far the assumption is off:
@@ -13,7 +13,7 @@ bytes and SMEM bytes. Joined to the measured configurations, it states how far t
 - SMEM: Table 2's count against the compiler's;
 - time: the calibrated model's median predicted / measured at the cap and below it.
 napkin calibrate stores the relation in the calibrated profile (hardware.RegisterRelation), where
-resident blocks and legality follow it (analyzer.kernel.choose.registers_per_thread), and reports the
+resident blocks and legality follow it (analyzer.config.choose.registers_per_thread), and reports the
 rest in docs/validation.md.
 """
 
@@ -27,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from analyzer.calibrate.components import legal_choice, model_of
 from analyzer.calibrate.record import Record, read_json
-from analyzer.errors import NapkinError
+from analyzer.common.errors import NapkinError
+from analyzer.config.choose import RESERVE_REGISTERS, table1_registers
 from analyzer.hardware import Estimate, Profile, RegisterRelation
-from analyzer.kernel.choose import RESERVE_REGISTERS, table1_registers
 
 RELATION = ("r0", "kappa", "mu")     # compiler registers = r0 + kappa * table1 + mu * tile
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import sympy
 
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import at, symbol, to_text
 from analyzer.config.setting import Setting
 from analyzer.diagram.compiled import Op
-from analyzer.errors import NapkinError
-from analyzer.expr import at, symbol, to_text
 from analyzer.model.fusion import Reducer
 
 FMA_TYPES = {"fp16": "fp16", "bf16": "fp16", "fp32": "fp32"}
@@ -101,7 +101,7 @@ def compute(setting: Setting) -> Compute:
         return symbol(groups[axis].name) if axis in groups else symbol(axis)
 
     def number(expr: sympy.Expr) -> float:
-        return float(at(expr, values))    # by name: only the symbols of expr (analyzer.expr.at)
+        return float(at(expr, values))    # by name: only the symbols of expr (analyzer.common.expr.at)
 
     columns: list[Column] = []
     overhead: dict[str, float] = {}

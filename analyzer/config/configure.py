@@ -12,8 +12,10 @@ import difflib
 import math
 from dataclasses import dataclass
 
-from analyzer import __version__, resources
-from analyzer.analysis import load, partition_symbols, resolve_sizes
+from analyzer import hardware
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import at
+from analyzer.common.version import __version__
 from analyzer.config.compute import Compute, compute
 from analyzer.config.lowering import variables as lower
 from analyzer.config.overlap import overlap as schedule_overlap
@@ -29,13 +31,12 @@ from analyzer.config.result import (
     VariableOut,
 )
 from analyzer.config.setting import Names, Setting, contraction_dtype
-from analyzer.config.spec import ConfigurationSpec
 from analyzer.config.tables import capacities, problems
 from analyzer.config.throughput import throughput
 from analyzer.diagram.compiled import Diagram, Kernel
-from analyzer.errors import NapkinError
-from analyzer.expr import at
-from analyzer.hardware import Profile, load_profile_file, profile_path
+from analyzer.diagram.spec import ConfigurationSpec
+from analyzer.hardware import Profile
+from analyzer.model.analysis import analyze, load, partition_symbols, resolve_sizes
 from analyzer.model.constraints import hardware_divisors
 from analyzer.model.fusion import Schedule, schedule
 
@@ -55,7 +56,8 @@ def configure(diagram: str | Diagram, gpu: str | Profile, *, config: str | None 
     """Every table of Section 5 for one configuration; `strategy`, `overlap` and `kernel` override its
     own. schedule_overlap_=False skips Section 6's warpgroup schedule (what legality does not need)."""
     d = load(diagram, dtype=dtype) if isinstance(diagram, str) else diagram
-    profile, gpu_source = _profile(gpu)
+    profile = hardware.load(gpu)
+    gpu_source = profile.source
     if not 0 <= overhead <= 10:
         raise NapkinError(f"--overhead {overhead}: expected a fraction from 0 to 10, such as 0.66 "
                           "(66%)")
@@ -89,13 +91,6 @@ def configure(diagram: str | Diagram, gpu: str | Profile, *, config: str | None 
 
 
 # -- which configuration -------------------------------------------------------------------------------
-
-def _profile(gpu: str | Profile) -> tuple[Profile, str]:
-    if isinstance(gpu, Profile):
-        return gpu, f"hardware/{gpu.name}.yaml"
-    path = profile_path(gpu)
-    return load_profile_file(path), resources.display("hardware", path)
-
 
 def _spec(d: Diagram, name: str | None) -> tuple[ConfigurationSpec, str | None]:
     if name is None:
@@ -252,7 +247,6 @@ def profile_unit(profile: Profile) -> str:
 
 def _analyzed(d: Diagram, profile: Profile, s: Schedule, pins: dict) -> dict:
     """Tiles from napkin analyze for the symbols the configuration leaves open."""
-    from analyzer.analysis import analyze
     sets = {sym.name: v for sym, v in pins.items()}
     result = analyze(d, profile, sets={**{k.name: v for k, v in d.defaults.items()}, **sets})
     kernel = next(k for k in result.kernels if k.name == s.kernel.name)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import to_text
 from analyzer.diagram.compiled import Diagram, Op
-from analyzer.errors import NapkinError
-from analyzer.expr import to_text
 from analyzer.model.fusion import Reducer, Schedule, schedule
 
 

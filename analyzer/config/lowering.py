@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from analyzer.common.dtypes import bytes_per_value
 from analyzer.config.setting import Setting
 from analyzer.diagram.compiled import Op
-from analyzer.dtypes import bytes_per_value
 from analyzer.model.fusion import Reducer
 
 TENSOR, REGISTERS, SMEM = "tensor core", "registers", "smem"

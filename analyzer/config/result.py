@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from analyzer.result import Out
+from analyzer.model.result import Out
 
 SCHEMA_VERSION = 1
 

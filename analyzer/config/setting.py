@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from analyzer.config.spec import ConfigurationSpec
+from analyzer.common.dtypes import bytes_per_value
 from analyzer.diagram.compiled import Op
-from analyzer.dtypes import bytes_per_value
+from analyzer.diagram.spec import ConfigurationSpec
 from analyzer.hardware import Profile
 from analyzer.model.fusion import Schedule
 

@@ -12,9 +12,9 @@ from functools import cached_property
 import networkx as nx
 import sympy
 
+from analyzer.common.dtypes import bytes_per_value
+from analyzer.common.expr import symbol
 from analyzer.diagram import primitives
-from analyzer.dtypes import bytes_per_value
-from analyzer.expr import symbol
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,13 @@ import networkx as nx
 import sympy
 from pydantic import ValidationError
 
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import MAX_SIZE, check_name, parse_expr, symbol
+from analyzer.common.validation import from_validation_error
+from analyzer.common.yamlio import load_file
 from analyzer.diagram import primitives
 from analyzer.diagram.compiled import Array, Axis, Diagram, Kernel, Op, Partition
 from analyzer.diagram.schema import DiagramSpec, KernelSpec, OpSpec
-from analyzer.errors import NapkinError
-from analyzer.expr import MAX_SIZE, check_name, parse_expr, symbol
-from analyzer.validation import from_validation_error
-from analyzer.yamlio import load_file
 
 DOCS_HINT = "see docs/diagram-format.md"
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from analyzer.errors import NapkinError
+from analyzer.common.errors import NapkinError
 
 PIPELINES = ("tensor", "sfu", "vector")
 Extent = Callable[[str], sympy.Expr]  # axis name -> its (tile) size

@@ -15,9 +15,9 @@ from typing import Annotated, Any, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from analyzer.base import DType, Strict
-from analyzer.config.spec import ConfigurationSpec
-from analyzer.expr import MAX_SIZE
+from analyzer.common.base import DType, Strict
+from analyzer.common.expr import MAX_SIZE
+from analyzer.diagram.spec import ConfigurationSpec
 
 SizeText = Union[int, str]
 

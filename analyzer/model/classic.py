@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import sympy
 
-from analyzer.dtypes import bytes_per_value
-from analyzer.expr import at
+from analyzer.common.dtypes import bytes_per_value
+from analyzer.common.expr import at
 from analyzer.model.cost import LevelCost
 from analyzer.model.fusion import Schedule
 from analyzer.model.optimize import Choice, Divides, Divisible, search

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sympy
 
-from analyzer.dtypes import bytes_per_value
+from analyzer.common.dtypes import bytes_per_value
 from analyzer.hardware import Profile
 from analyzer.model.fusion import Schedule
 from analyzer.model.optimize import Divides, Divisible

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import sympy
 
+from analyzer.common.dtypes import bytes_per_value
+from analyzer.common.expr import at, symbol
 from analyzer.diagram.primitives import PIPELINES
-from analyzer.dtypes import bytes_per_value
-from analyzer.expr import at, symbol
 from analyzer.model.fusion import Schedule, skip_extent
 
 

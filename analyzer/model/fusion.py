@@ -18,9 +18,15 @@ from dataclasses import dataclass
 import networkx as nx
 import sympy
 
+from analyzer.common.errors import NapkinError
 from analyzer.diagram.compiled import Diagram, Kernel, Op, Partition
-from analyzer.diagram.primitives import REGISTRY, Accumulator, Extent, pair_chunk_flops, pair_final_flops
-from analyzer.errors import NapkinError
+from analyzer.diagram.primitives import (
+    REGISTRY,
+    Accumulator,
+    Extent,
+    pair_chunk_flops,
+    pair_final_flops,
+)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import sympy
 
+from analyzer.common.errors import NapkinError
 from analyzer.diagram.compiled import Diagram
-from analyzer.errors import NapkinError
 from analyzer.hardware import LevelProfile, Profile
 from analyzer.model.optimize import StandardTerm
 

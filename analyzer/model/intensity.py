@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from analyzer.expr import MEMORY, at
+from analyzer.common.expr import MEMORY, at
 from analyzer.model.optimize import ClosedForm
 
 

@@ -23,8 +23,8 @@ from functools import lru_cache
 import numpy as np
 import sympy
 
-from analyzer.errors import NapkinError
-from analyzer.expr import MEMORY, at
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import MEMORY, at
 from analyzer.model.cost import LevelCost
 
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import sympy
 
+from analyzer.common.dtypes import bytes_per_value
+from analyzer.common.expr import at
 from analyzer.diagram.primitives import PIPELINES
-from analyzer.dtypes import bytes_per_value
-from analyzer.expr import at
 from analyzer.model.fusion import Schedule
 
 

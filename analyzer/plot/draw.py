@@ -26,10 +26,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, PathPatch, Rectangle
 from matplotlib.path import Path
 
-from analyzer.analysis import load
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import to_text
 from analyzer.diagram.compiled import Diagram, Kernel, Op
-from analyzer.errors import NapkinError
-from analyzer.expr import to_text
+from analyzer.model.analysis import load
 
 # Geometry in inches: the axes are drawn at one data unit per inch, y growing downwards.
 ROW = 0.26         # between the wires of one array

@@ -1,4 +1,4 @@
-"""Writing a figure: PNG, SVG or PDF, chosen by the output file's extension (analyzer.atomic writes it)."""
+"""Writing a figure: PNG, SVG or PDF, chosen by the output file's extension (analyzer.common.atomic writes it)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import matplotlib
 from matplotlib.figure import Figure
 
-from analyzer.atomic import write_files
-from analyzer.errors import NapkinError
+from analyzer.common.atomic import write_files
+from analyzer.common.errors import NapkinError
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 

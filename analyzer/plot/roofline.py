@@ -23,12 +23,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from analyzer.analysis import analyze, load, resolve_sizes
-from analyzer.errors import NapkinError
+from analyzer.common.errors import NapkinError
+from analyzer.common.units import si
 from analyzer.hardware import Profile
+from analyzer.model.analysis import analyze, load, resolve_sizes
+from analyzer.model.result import Analysis
 from analyzer.plot import style
-from analyzer.report import si
-from analyzer.result import Analysis
 
 POINTS = 200
 MARGIN = 8.0        # the intensity range extends this factor past the ridges and points

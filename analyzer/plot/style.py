@@ -16,8 +16,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from analyzer.hardware import Profile, load_profile
-from analyzer.report import binary, si
+from analyzer import hardware
+from analyzer.common.units import binary, si
+from analyzer.hardware import Profile
 
 # Tableau 10, the matplotlib default cycle, written out so that no global state picks the colours.
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -57,7 +58,7 @@ def profiles(gpus: Sequence[str]) -> list[Profile]:
     """The profiles of the GPUs named (default h100), each once: h100 and h100-sxm5 are one GPU."""
     found: dict[str, Profile] = {}
     for name in gpus or ["h100"]:
-        profile = load_profile(name)
+        profile = hardware.load(name)
         found.setdefault(profile.name, profile)
     return list(found.values())
 

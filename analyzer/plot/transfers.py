@@ -25,16 +25,16 @@ import sympy
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from analyzer.analysis import analyze, level_models, load, resolve_sizes
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import MEMORY, at
+from analyzer.common.units import binary
 from analyzer.diagram.compiled import Diagram, Kernel
-from analyzer.errors import NapkinError
-from analyzer.expr import MEMORY, at
 from analyzer.hardware import Profile
+from analyzer.model.analysis import analyze, level_models, load, resolve_sizes
 from analyzer.model.hierarchy import model_levels
 from analyzer.model.optimize import ClosedForm
+from analyzer.model.result import LevelOut
 from analyzer.plot import style
-from analyzer.report import binary
-from analyzer.result import LevelOut
 
 POINTS = 400       # samples of each curve
 MARGIN = 8.0       # the M range extends this factor past the limits, markers and crossovers

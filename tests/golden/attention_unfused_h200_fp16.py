@@ -268,7 +268,7 @@ def _attention_unfused_values(
 # The configuration of each kernel (napkin sweep's first), keyed by head dim where it has one
 # An entry with 'by_size' is the model's first choice per problem size: a row per length in
 # LENGTHS (the sequence length), a column per batch x query heads in INSTANCES, each an index into
-# its 'configs'; a call takes the nearest grid point (log2, analyzer.kernel.by_size).
+# its 'configs'; a call takes the nearest grid point (log2, analyzer.config.by_size).
 LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 INSTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CONFIGS = {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from analyzer.kernel import generate
+from analyzer.codegen import generate
 
 GPU = "h200"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from analyzer.analysis import load
-from analyzer.expr import symbol
-from analyzer.kernel import generate
+from analyzer.codegen import generate
+from analyzer.common.expr import symbol
+from analyzer.model.analysis import load
 from analyzer.model.cost import level_cost
 from analyzer.model.fusion import schedule
 

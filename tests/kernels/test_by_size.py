@@ -1,4 +1,4 @@
-"""The by-size table of a generated attention kernel (analyzer.kernel.by_size): the wrapper launches, at
+"""The by-size table of a generated attention kernel (analyzer.config.by_size): the wrapper launches, at
 every call, the configuration napkin sweep ranks first at the nearest grid point, and every configuration
 the table holds computes attention correctly (on the CPU, TRITON_INTERPRET=1)."""
 
@@ -10,10 +10,10 @@ import random
 
 import pytest
 
-from analyzer.kernel.by_size import INSTANCES, LENGTHS, call_sizes, nearest
-from analyzer.kernel.choose import TIE
-from analyzer.kernel.module import config_names
-from analyzer.kernel.sweep import sweep
+from analyzer.codegen.module import config_names
+from analyzer.config.by_size import INSTANCES, LENGTHS, call_sizes, nearest
+from analyzer.config.choose import TIE
+from analyzer.config.sweep import sweep
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
@@ -92,7 +92,7 @@ def test_each_cell_is_the_sweeps_first_at_its_grid_point():
 
 def test_pinned_sizes_or_tiles_leave_one_configuration():
     """A pinned problem size is one size to rank at; pinned tiles, warps and stages are one candidate."""
-    from analyzer.kernel import generate
+    from analyzer.codegen import generate
     (k,) = generate("attention", "h200").kernels
     assert set(k.tables) == set(k.choices)
     for sets in ({"q": 2048}, {"batch": 8, "heads": 16}):
@@ -105,7 +105,7 @@ def test_pinned_sizes_or_tiles_leave_one_configuration():
 
 def test_weaved_sizes_choose_as_the_sweep_ranks():
     """napkin kernel --set batch=.. --set heads=.. --set q=.. takes napkin sweep's first there."""
-    from analyzer.kernel import generate
+    from analyzer.codegen import generate
     sets = {"batch": 8, "heads": 16, "q": 2048, "x": 2048, "d": 128}
     (k,) = generate("attention", "h200-calibrated", sets=sets).kernels
     (s,) = sweep("attention", "h200-calibrated", sets=sets)
@@ -137,7 +137,8 @@ def test_every_configuration_of_the_table_computes_attention(diagram, tmp_path):
                                                                   ("causal_attention", 64, 1, 32, 16384),
                                                                   ("gqa", 64, 2, 8, 1000)])
 def test_predict_times_the_launched_configuration_as_the_sweep_does(diagram, hdim, batch, heads, seqlen):
-    from analyzer.kernel import generate, predict
+    from analyzer.codegen import generate
+    from analyzer.config.predict import predict
     gpu = "h200-calibrated"
     p = predict(diagram, gpu, batch=batch, heads=heads, seqlen_q=seqlen, head_dim=hdim)
     (c,) = generate(diagram, gpu).launched(p.sizes)
@@ -151,8 +152,9 @@ def test_predict_times_the_launched_configuration_as_the_sweep_does(diagram, hdi
 def test_a_grid_point_no_candidate_can_take_falls_back_to_the_default_choice(monkeypatch):
     """Where every candidate breaks a divisor rule at a grid point, the table launches the choice at
     the diagram's default sizes there instead of failing the generation."""
-    from analyzer.errors import NapkinError
-    from analyzer.kernel import by_size, generate
+    from analyzer.codegen import generate
+    from analyzer.common.errors import NapkinError
+    from analyzer.config import by_size
     real = by_size.rank_at
 
     def rank_at(model, profile, sizes, choices, ones):

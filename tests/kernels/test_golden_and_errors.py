@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.errors import NapkinError
-from analyzer.kernel import generate
-from analyzer.kernel import triton as triton_backend
+from analyzer.codegen import generate
+from analyzer.codegen import triton as triton_backend
+from analyzer.common.errors import NapkinError
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 CASES = ["attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "attention_unfused",

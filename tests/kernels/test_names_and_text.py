@@ -9,10 +9,10 @@ import builtins
 import pytest
 import yaml
 
-from analyzer.errors import NapkinError
-from analyzer.kernel import generate
-from analyzer.kernel.escape import cpp_comment, cpp_str, py_comment, py_doc, py_str
-from analyzer.kernel.names import Scope
+from analyzer.codegen import generate
+from analyzer.codegen.escape import cpp_comment, cpp_str, py_comment, py_doc, py_str
+from analyzer.codegen.names import Scope
+from analyzer.common.errors import NapkinError
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")

@@ -9,7 +9,7 @@ pytest.importorskip("triton")
 
 from helpers_kernel import GPU, module, written  # noqa: E402
 
-from analyzer.kernel import generate  # noqa: E402
+from analyzer.codegen import generate  # noqa: E402
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 65), (300, 200, 100)])

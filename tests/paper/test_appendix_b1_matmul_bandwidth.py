@@ -7,17 +7,17 @@ from hardware/h100-sxm5.yaml: 989.4 TFLOP/s, 3.35 TB/s into L2, 12 TB/s L2 -> SM
 """
 
 import pytest
-
-from analyzer.hardware import load_profile
-from analyzer.model.intensity import bandwidth_limit
 from helpers import models_of
+
+from analyzer import hardware
+from analyzer.model.intensity import bandwidth_limit
 
 KB = 1024   # the paper's sheets use KB = 1024 B
 
 
 @pytest.fixture(scope="module")
 def limits():
-    paper = load_profile("h100-sxm5").with_level("smem", capacity_bytes=256 * KB,
+    paper = hardware.load("h100-sxm5").with_level("smem", capacity_bytes=256 * KB,
                                                  capacity_bytes_per_block=256 * KB)
     out = {}
     for m in models_of("matmul", profile=paper):

@@ -4,10 +4,10 @@
 import itertools
 
 import sympy
-
-from analyzer.hardware import load_profile
-from analyzer.model.hierarchy import cluster_gain, weighted_total
 from helpers import S, cost_of, models_of, same
+
+from analyzer import hardware
+from analyzer.model.hierarchy import cluster_gain, weighted_total
 
 
 def smem_optimum(diagram):
@@ -24,7 +24,7 @@ def test_equation_2_is_the_weighted_sum_of_per_level_optima():
 
 def test_levels_between_gmem_and_smem_on_h100():
     l2, smem = (m.level for m in models_of("attention"))
-    profile = load_profile("h100")
+    profile = hardware.load("h100")
     assert (l2.name, l2.role, l2.source) == ("l2", "cache", "gmem")
     assert l2.weight_s_per_byte == 1 / profile.level("gmem").bandwidth_bytes_per_s
     assert smem.weight_s_per_byte == 1 / profile.level("l2").bandwidth_bytes_per_s
@@ -50,7 +50,7 @@ def test_theorem_3_cross_level_weights_and_memory():
     levels = [m.level for m in models_of("attention", cluster=2)]
     assert [lv.name for lv in levels] == ["l2", "dsmem", "smem"]
     _, x, c = levels
-    profile = load_profile("h100")
+    profile = hardware.load("h100")
     bw_hc = profile.level("l2").bandwidth_bytes_per_s
     bw_xc = profile.level("dsmem").bandwidth_bytes_per_s_by_cluster[2]
     assert x.role == "cross" and x.children == 2

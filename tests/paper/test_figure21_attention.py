@@ -1,13 +1,13 @@
 """Figure 21: attention, streamed along x and grouped along q, is FlashAttention."""
 
 import yaml
+from helpers import M, S, cost_of, models_of, same
 
+from analyzer.common import resources
+from analyzer.common.yamlio import load_file
 from analyzer.diagram.graph import compile_data
 from analyzer.model.cost import level_cost
 from analyzer.model.fusion import schedule
-from analyzer.yamlio import load_file
-from analyzer import resources
-from helpers import M, S, cost_of, models_of, same
 
 
 def test_transfers_per_group_and_groups():

@@ -1,7 +1,6 @@
 """Figure 22: multi-head attention costs grow linearly in h and quadratically in d."""
 
 import sympy
-
 from helpers import M, S, models_of, same
 
 

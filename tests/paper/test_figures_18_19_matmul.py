@@ -1,7 +1,6 @@
 """Figures 18-19: matrix multiplication is streamable along b and tiled along a and c."""
 
 import sympy
-
 from helpers import M, S, cost_of, models_of, same
 
 

@@ -1,9 +1,9 @@
 """Section 4.3 and Equation 3: q bytes per value scale each term by q^(1+beta)."""
 
 import sympy
+from helpers import M, S, models_of, same
 
 from analyzer.model.hierarchy import quantized
-from helpers import M, S, models_of, same
 
 
 def optimum(diagram, dtype):

@@ -10,27 +10,28 @@ from __future__ import annotations
 
 import pytest
 
+from analyzer import hardware
 from analyzer.config.configure import configure
-from analyzer.hardware import Profile, load_profile
+from analyzer.hardware import Profile
 
 KB = 1024
 
 
 def profile(name: str, **changes) -> Profile:
     """A shipped profile with nested fields replaced, e.g. registers={"per_thread_max": 256}."""
-    data = load_profile(name).model_dump()
+    data = hardware.load(name).model_dump()
     for key, value in changes.items():
         data[key] = {**data[key], **value} if isinstance(value, dict) else value
     return Profile.model_validate(data)
 
 
 def sxm5() -> Profile:
-    return load_profile("h100")
+    return hardware.load("h100")
 
 
 def pcie() -> Profile:
     """The sheets take H100 PCIe's preliminary 2.04 TB/s (the profile has the final 2.0 TB/s)."""
-    return load_profile("h100-pcie").with_level("gmem", bandwidth_bytes_per_s=2.04e12)
+    return hardware.load("h100-pcie").with_level("gmem", bandwidth_bytes_per_s=2.04e12)
 
 
 def sheet_registers(p: Profile) -> Profile:

@@ -3,7 +3,7 @@
 Each shipped diagram's data is mutated at random (a key deleted, a value replaced by a random one, an
 axis reference renamed, an op duplicated or dropped, two list items swapped, an unknown key added, and a
 few edits that keep the diagram well formed so that the later stages get exercised too), written out
-with yaml.safe_dump, read back through analyzer.yamlio and run through the whole pipeline: compile, and
+with yaml.safe_dump, read back through analyzer.common.yamlio and run through the whole pipeline: compile, and
 if that succeeds, analyse on an H100 with the default sizes. Every outcome must be an Analysis or a
 NapkinError (one line, naming the file when compiling failed); any other exception, or an example that
 runs for more than a few seconds, fails the test.
@@ -25,13 +25,13 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
-from analyzer import resources
-from analyzer.analysis import analyze
+from analyzer.common import resources
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import parse_expr
+from analyzer.common.yamlio import load_file, load_text
 from analyzer.diagram.graph import compile_data
-from analyzer.errors import NapkinError
-from analyzer.expr import parse_expr
-from analyzer.result import Analysis
-from analyzer.yamlio import load_file, load_text
+from analyzer.model.analysis import analyze
+from analyzer.model.result import Analysis
 
 SOURCE = "fuzz.yaml"
 DIAGRAMS = sorted(resources.shipped("diagrams"))

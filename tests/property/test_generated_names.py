@@ -29,16 +29,16 @@ import yaml
 from hypothesis import HealthCheck, Phase, assume, given, note, settings
 from hypothesis import strategies as st
 
-from analyzer import resources
-from analyzer.errors import NapkinError
-from analyzer.expr import NAME, RESERVED
+from analyzer.common import resources
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import NAME, RESERVED
 
 os.environ.setdefault("TRITON_INTERPRET", "1")     # before Triton is imported: it reads it then
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 import triton.language  # noqa: E402,F401  (imported before the audit window: its own start-up is not the kernel's)
 
-from analyzer.kernel import generate  # noqa: E402
+from analyzer.codegen import generate  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 CANARY = "NAPKIN_CANARY"

@@ -14,9 +14,9 @@ import sympy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzer import resources
-from analyzer.analysis import load
+from analyzer.common import resources
 from analyzer.diagram.compiled import Partition
+from analyzer.model.analysis import load
 from analyzer.model.cost import level_cost
 from analyzer.model.fusion import schedule
 from analyzer.model.simulate import simulate

@@ -24,13 +24,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from analyzer import resources
-from analyzer.analysis import analyze, load
+from analyzer import hardware
+from analyzer.common import resources
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import parse_expr
+from analyzer.common.yamlio import load_file, load_text
 from analyzer.diagram.graph import compile_data
-from analyzer.errors import NapkinError
-from analyzer.expr import parse_expr
-from analyzer.hardware import load_profile
-from analyzer.yamlio import load_file, load_text
+from analyzer.model.analysis import analyze, load
 
 SOURCE = "x.yaml"
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,9 +100,9 @@ def run_isolated(script: str, payload: str = "", timeout: float = 8.0) -> str:
 
 PIPELINE = """
     import sys, yaml
-    from analyzer.analysis import analyze
+    from analyzer.model.analysis import analyze
     from analyzer.diagram.graph import compile_data
-    from analyzer.errors import NapkinError
+    from analyzer.common.errors import NapkinError
     try:
         analyze(compile_data(yaml.safe_load(sys.stdin.read()), source="x.yaml"), "h100")
         print("ok")
@@ -579,8 +579,8 @@ def test_parse_expr_rejects_code_directly(text):
 def test_nested_constant_powers_do_not_hang():
     script = """
         import sys
-        from analyzer.expr import parse_expr
-        from analyzer.errors import NapkinError
+        from analyzer.common.expr import parse_expr
+        from analyzer.common.errors import NapkinError
         try:
             parse_expr(sys.stdin.read(), field="axes.x.size")
             print("ok")
@@ -620,7 +620,7 @@ def test_unknown_gpu_suggests_the_closest_name(name, close):
     assert f"unknown GPU {name!r}" in err.message, line
     assert err.hint is not None and f"did you mean {close}?" in err.hint, line
     with pytest.raises(NapkinError):
-        load_profile(name)
+        hardware.load(name)
 
 
 def test_unknown_diagram_suggests_the_closest_name():
@@ -741,7 +741,7 @@ def test_profile_that_is_not_a_mapping(tmp_path):
     path = tmp_path / "gpu.yaml"
     path.write_text("- 1\n- 2\n", encoding="utf-8")
     with pytest.raises(NapkinError) as info:
-        load_profile(str(path))
+        hardware.load(str(path))
     check(info.value, file=str(path), field="(top level)", says=("expected a mapping",))
 
 

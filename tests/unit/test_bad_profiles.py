@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from analyzer import resources
-from analyzer.analysis import analyze
+from analyzer.codegen import generate
+from analyzer.common import resources
+from analyzer.common.errors import NapkinError
+from analyzer.common.yamlio import load_file
 from analyzer.config.configure import configure
-from analyzer.errors import NapkinError
-from analyzer.kernel import generate
-from analyzer.kernel.sweep import sweep
-from analyzer.yamlio import load_file
+from analyzer.config.sweep import sweep
+from analyzer.model.analysis import analyze
 
 ROOT = Path(__file__).resolve().parents[2]
 

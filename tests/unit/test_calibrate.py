@@ -11,17 +11,26 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from analyzer.report.calibration import profile_yaml, report_markdown
 
+from analyzer import hardware
 from analyzer.calibrate.calibrate import calibrate
 from analyzer.calibrate.components import measured as measured_records
-from analyzer.calibrate.fit import (FITTED, FLOOR, Components, Fit, bootstrap, choice_regret, fit,
-                                    near_best_weights)
+from analyzer.calibrate.fit import (
+    FITTED,
+    FLOOR,
+    Components,
+    Fit,
+    bootstrap,
+    choice_regret,
+    fit,
+    near_best_weights,
+)
 from analyzer.calibrate.record import load_recording
 from analyzer.calibrate.registers import load_compiled, relation_fit
-from analyzer.calibrate.report import profile_yaml, report_markdown
 from analyzer.calibrate.validate import clock_check, errors, spearman, split
-from analyzer.errors import NapkinError
-from analyzer.hardware import Estimate, load_profile, load_profile_file
+from analyzer.common.errors import NapkinError
+from analyzer.hardware import Estimate, load_profile_file
 from analyzer.model.predict import seconds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -325,7 +334,7 @@ def test_register_check_joins_every_measured_configuration(recorded):
 def test_calibrated_register_count_drops_what_the_compiler_caps(recorded):
     """The calibrated profile counts registers as the compiler does: its ranking holds no configuration
     the relation puts at the cap, and the relation is within a few RMS of the compiler's count."""
-    from analyzer.kernel.sweep import sweep
+    from analyzer.config.sweep import sweep
     result, _ = recorded
     fit = result.registers.fit
     relation = result.calibrated.calibration.registers
@@ -414,8 +423,8 @@ def test_the_power_bound_predicts_which_configurations_run_at_a_lowered_clock(re
 
 
 def test_calibrated_profile_loads_and_names_its_data():
-    p = load_profile("h200-calibrated")
-    base = load_profile("h200")
+    p = hardware.load("h200-calibrated")
+    base = hardware.load("h200")
     assert p.sm_count == base.sm_count and p.aliases == []
     assert "bench/results/sweep_h200.json" in p.calibration.source
     data = yaml.safe_load(PROFILE.read_text())

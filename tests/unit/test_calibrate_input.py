@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from analyzer import hardware
 from analyzer.calibrate.calibrate import calibrate
 from analyzer.calibrate.fit import FITTED
 from analyzer.calibrate.ranges import check_ranges, parameter_range
 from analyzer.calibrate.record import load_recording
 from analyzer.cli import main
-from analyzer.errors import NapkinError
-from analyzer.hardware import load_profile
+from analyzer.common.errors import NapkinError
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDING = ROOT / "bench" / "results" / "sweep_h200.json"
@@ -113,7 +113,7 @@ def test_a_parameter_outside_its_range_is_refused(name, value):
 
 def test_the_committed_calibration_lies_inside_the_ranges():
     """The committed fit (hardware/h200-calibrated.yaml) passes the check calibrate now makes."""
-    profile = load_profile("h200-calibrated")
+    profile = hardware.load("h200-calibrated")
     longest = max(r["time_s"] for r in json.loads(RECORDING.read_text())["records"] if r["status"] == "ok")
     values = profile.calibration.as_params()
     assert set(FITTED) <= set(values)

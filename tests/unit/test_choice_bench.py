@@ -31,11 +31,11 @@ PROFILE = "hardware/h200-calibrated.yaml"
 def choices():
     """The recording's measured records; per size, napkin sweep's first choice and what the generated
     kernel launches, both with the committed calibrated profile (computed once for the module)."""
+    from analyzer import hardware
     from analyzer.calibrate.calibrate import first_choices, kernel_choices
     from analyzer.calibrate.record import load_recording
-    from analyzer.hardware import load_profile
     records = [r for r in load_recording(RECORDING).records if r.status == "ok"]
-    profile = load_profile(str(ROOT / PROFILE))
+    profile = hardware.load(str(ROOT / PROFILE))
     return records, first_choices(records, profile)[0], kernel_choices(records, profile)
 
 

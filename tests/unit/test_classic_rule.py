@@ -9,10 +9,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from analyzer import resources
-from analyzer.analysis import analyze, load
+from analyzer import hardware
 from analyzer.cli import app
-from analyzer.hardware import load_profile
+from analyzer.common import resources
+from analyzer.model.analysis import analyze, load
 from analyzer.model.classic import block_sizes, rule_axes
 from analyzer.model.fusion import schedule
 
@@ -35,7 +35,7 @@ def figure_21_bytes(q: int, x: int, d: int, g_q: int) -> int:
     ("a100", 166912, 83456, 163, 128),
 ])
 def test_block_sizes_from_the_profile_match_a_hand_computation(gpu, smem_bytes, m, b_c, b_r):
-    assert load_profile(gpu).level("smem").capacity_bytes_per_block == smem_bytes
+    assert hardware.load(gpu).level("smem").capacity_bytes_per_block == smem_bytes
     assert smem_bytes // 2 == m and block_sizes(m, 128) == (b_c, b_r)
     r = rule_of("attention", gpu)
     assert (r.memory_elements, r.head_dim, r.b_c, r.b_r) == (m, 128, b_c, b_r)

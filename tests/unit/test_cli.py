@@ -7,7 +7,7 @@ import sympy
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.result import Analysis
+from analyzer.model.result import Analysis
 
 runner = CliRunner()
 

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import pytest
 
 import analyzer.config.overlap as overlap_module
-from analyzer import cli, resources
-from analyzer.analysis import load
+from analyzer import cli
+from analyzer.common import resources
 from analyzer.config.result import ConfigurationReport
+from analyzer.model.analysis import load
 
 DIAGRAMS = tuple(resources.shipped("diagrams"))
 GPUS = ("h100", "h100-pcie", "a100", "t4", "h200")

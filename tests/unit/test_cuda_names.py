@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from analyzer import resources
-from analyzer.kernel import generate
-from analyzer.yamlio import load_file
 from test_kernel_cuda import NVCC, _compile, _import
+
+from analyzer.codegen import generate
+from analyzer.common import resources
+from analyzer.common.yamlio import load_file
 
 # A title and paper that would be code if the header did not escape them: a new line, a trigraph
 # backslash, a line splice

@@ -14,15 +14,15 @@ import time
 import pytest
 import sympy
 
-from analyzer import resources
-from analyzer.analysis import analyze
+from analyzer.codegen import generate
+from analyzer.common import resources
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import at, symbol
+from analyzer.common.yamlio import load_file
 from analyzer.config.configure import configure
+from analyzer.config.sweep import sweep
 from analyzer.diagram.graph import MAX_AXES, MAX_INPUTS, MAX_OPS, compile_data
-from analyzer.errors import NapkinError
-from analyzer.expr import at, symbol
-from analyzer.kernel import generate
-from analyzer.kernel.sweep import sweep
-from analyzer.yamlio import load_file
+from analyzer.model.analysis import analyze
 
 BUDGET_S = 10.0          # what the issue asks of every command on a 2-core machine
 
@@ -127,7 +127,7 @@ def test_drawing_wider_than_its_limit_is_refused(tmp_path):
     assert info.value.field == "ops" and f"at most {MAX_COLUMNS}" in info.value.message
 
 
-# -- analyzer.expr.at: subs, by the expression's own symbols -------------------------------------------
+# -- analyzer.common.expr.at: subs, by the expression's own symbols -------------------------------------------
 
 @pytest.mark.parametrize("text", ["q", "q*d", "q/3 + x", "2", "d**-0.5", "ceiling(q/g_q)*x"])
 def test_at_is_subs(text):

@@ -5,11 +5,11 @@ import copy
 import pytest
 import yaml
 
-from analyzer import resources
+from analyzer.common import resources
+from analyzer.common.errors import NapkinError
+from analyzer.common.yamlio import load_file
 from analyzer.diagram.graph import compile_data
-from analyzer.errors import NapkinError
 from analyzer.model.fusion import schedule
-from analyzer.yamlio import load_file
 
 
 def compiled(name, **edits):

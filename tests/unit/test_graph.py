@@ -5,11 +5,11 @@ import copy
 import networkx as nx
 import pytest
 
-from analyzer import resources
-from analyzer.analysis import load
+from analyzer.common import resources
+from analyzer.common.errors import NapkinError
+from analyzer.common.yamlio import load_file
 from analyzer.diagram.graph import compile_data
-from analyzer.errors import NapkinError
-from analyzer.yamlio import load_file
+from analyzer.model.analysis import load
 
 
 def attention_data():

@@ -8,8 +8,8 @@ import heapq
 import numpy as np
 import pytest
 
+from analyzer import hardware
 from analyzer.calibrate.components import model_of
-from analyzer.hardware import load_profile
 from analyzer.model import imbalance as im
 from analyzer.model.predict import utilization
 
@@ -52,7 +52,7 @@ def test_equal_blocks_have_no_imbalance_and_unequal_ones_end_later():
 
 
 def test_a_causal_diagram_ramps_its_query_groups_and_their_mean_is_the_counted_steps():
-    profile = load_profile("h200")
+    profile = hardware.load("h200")
     sizes = {"batch": 2, "heads": 32, "q": 8192, "d": 64}
     tiles = [{"g_q": g, "s_x": s, "g_batch": 1, "g_heads": 1} for g, s in ((256, 128), (128, 64), (64, 16))]
     _, _, causal = model_of("causal_attention", "fp16", "flash", profile)

@@ -1,4 +1,4 @@
-"""The CUDA backend of `napkin kernel` (analyzer.kernel.cuda): generation, nvcc compilation for sm_75,
+"""The CUDA backend of `napkin kernel` (analyzer.codegen.cuda): generation, nvcc compilation for sm_75,
 sm_80 and sm_90, the header, determinism, unrenderable primitives, and the Python loader on a CPU-only
 machine. Correctness on a GPU runs only where torch sees one (marked gpu)."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.errors import NapkinError
-from analyzer.kernel import cuda as cu
-from analyzer.kernel import generate
+from analyzer.codegen import cuda as cu
+from analyzer.codegen import generate
+from analyzer.common.errors import NapkinError
 
 ATTENTION = ("attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "attention_unfused")
 DIAGRAMS = (*ATTENTION, "matmul", "rmsnorm_matmul", "mla_attention")

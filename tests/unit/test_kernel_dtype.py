@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from analyzer.cli import main
-from analyzer.errors import NapkinError
-from analyzer.kernel.element_type import kernel_element_type
+from analyzer.config.element_type import kernel_element_type
+from analyzer.common.errors import NapkinError
 
 ROOT = Path(__file__).resolve().parents[2]
 MATMUL = (ROOT / "diagrams" / "matmul.yaml").read_text()

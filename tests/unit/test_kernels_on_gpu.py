@@ -11,8 +11,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from analyzer.kernel import generate  # noqa: E402
 from helpers_kernel import written  # noqa: E402
+
+from analyzer.codegen import generate  # noqa: E402
 
 needs_gpu = [pytest.mark.gpu,
              pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",

@@ -1,5 +1,5 @@
 """Every command that writes (`kernel`, `calibrate`, the plots, `draw`): a path it cannot write is one
-error line naming the option, exit code 1, and nothing partial is left behind (analyzer.atomic).
+error line naming the option, exit code 1, and nothing partial is left behind (analyzer.common.atomic).
 
 The commands run in process (analyzer.cli.main), in an empty temporary folder; a full disk is simulated
 by making the flush of a temporary file fail with ENOSPC, an unwritable folder by chmod where the tests
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from analyzer import atomic
 from analyzer.cli import main
-from analyzer.errors import NapkinError
-from analyzer.kernel.files import kernel_paths, write_kernel
+from analyzer.codegen.files import kernel_paths, write_kernel
+from analyzer.common import atomic
+from analyzer.common.errors import NapkinError
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDING = str(ROOT / "bench" / "results" / "sweep_h200.json")

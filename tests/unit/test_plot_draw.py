@@ -16,10 +16,11 @@ import pytest
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
-from analyzer import cli, resources
-from analyzer.analysis import load
-from analyzer.errors import NapkinError
-from analyzer.expr import to_text
+from analyzer import cli
+from analyzer.common import resources
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import to_text
+from analyzer.model.analysis import load
 from analyzer.plot.draw import LEVEL_COLORS, figure
 from analyzer.plot.output import save
 

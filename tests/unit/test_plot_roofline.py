@@ -15,10 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 import analyzer.plot.roofline as roofline
-from analyzer.analysis import analyze
+from analyzer import hardware
 from analyzer.cli import app
-from analyzer.errors import NapkinError
-from analyzer.hardware import load_profile
+from analyzer.common.errors import NapkinError
+from analyzer.model.analysis import analyze
 from analyzer.plot.output import save
 
 GPUS = ("h100-sxm5", "a100", "t4")
@@ -41,7 +41,7 @@ def artists(fig) -> dict[str, object]:
 
 
 def peak_and_gmem(gpu: str, dtype: str = "fp16") -> tuple[float, float]:
-    profile = load_profile(gpu)
+    profile = hardware.load(gpu)
     return profile.rate("tensor", dtype), profile.levels[0].bandwidth_bytes_per_s
 
 

@@ -17,15 +17,15 @@ from matplotlib.lines import Line2D
 from typer.testing import CliRunner
 
 import analyzer.plot.transfers as transfers
-from analyzer.analysis import analyze, level_models, load, resolve_sizes
+from analyzer import hardware
 from analyzer.cli import app
-from analyzer.dtypes import bytes_per_value
-from analyzer.errors import NapkinError
-from analyzer.expr import MEMORY
-from analyzer.hardware import load_profile
+from analyzer.common.dtypes import bytes_per_value
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import MEMORY
+from analyzer.common.units import binary
+from analyzer.model.analysis import analyze, level_models, load, resolve_sizes
 from analyzer.model.hierarchy import model_levels
 from analyzer.plot.output import save
-from analyzer.report import binary
 
 MAGIC = {".png": b"\x89PNG\r\n\x1a\n", ".svg": b"<?xml", ".pdf": b"%PDF-"}
 
@@ -50,7 +50,7 @@ def by_gid(fig, prefix: str) -> dict[str, object]:
 
 def lowest_model(dtype: str, diagram: str = "attention"):
     d = load(diagram, dtype=dtype)
-    return d, level_models(d, d.kernels[0], model_levels(d, load_profile("h100")))[-1]
+    return d, level_models(d, d.kernels[0], model_levels(d, hardware.load("h100")))[-1]
 
 
 def h_star_bytes(dtype: str, memory: np.ndarray, sets: dict | None = None) -> np.ndarray:
@@ -99,7 +99,7 @@ def test_a_memory_limit_line_per_gpu_at_its_lowest_level_capacity(fig):
     assert sorted(limits) == ["limit:flash:a100", "limit:flash:h100-sxm5"]
     d = load("attention")
     for gpu in ("h100-sxm5", "a100"):
-        expected = model_levels(d, load_profile(gpu))[-1].memory_bytes
+        expected = model_levels(d, hardware.load(gpu))[-1].memory_bytes
         line = limits[f"limit:flash:{gpu}"]
         assert set(line.get_xdata()) == {expected}
         assert line.get_label() == f"limit M: {gpu} smem {binary(expected)}"

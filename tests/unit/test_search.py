@@ -2,8 +2,8 @@
 
 import pytest
 
-from analyzer.analysis import analyze, load
-from analyzer.errors import NapkinError
+from analyzer.common.errors import NapkinError
+from analyzer.model.analysis import analyze, load
 from analyzer.model.optimize import candidates
 
 

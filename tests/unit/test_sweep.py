@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.analysis import TermModel, analyze, load
+from analyzer import hardware
 from analyzer.cli import app
-from analyzer.hardware import load_profile
-from analyzer.kernel.choose import legal, resident_blocks
-from analyzer.kernel.generate import generate
-from analyzer.kernel.sweep import sweep
-from analyzer.kernel.weave import outer_tiles
+from analyzer.codegen.generate import generate
+from analyzer.config.choose import legal, resident_blocks
+from analyzer.config.sweep import sweep
+from analyzer.diagram.weave import outer_tiles
+from analyzer.model.analysis import TermModel, analyze, load
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_terms_agree_with_analyze_at_every_legal_configuration(diagram, sets, gpu):
     """The vectorised terms give napkin analyze's predicted time, configuration by configuration
     (analyze assumes two stages and one resident block)."""
-    profile = load_profile(gpu)
+    profile = hardware.load(gpu)
     g = generate(diagram, profile)
     kernel = g.kernels[0].plan.name
     base = load(diagram)
@@ -50,7 +50,7 @@ def test_terms_agree_with_analyze_at_every_legal_configuration(diagram, sets, gp
 def test_sweep_ranks_every_legal_configuration_fastest_first():
     sets = {"batch": 4, "heads": 16, "q": 4096, "x": 4096, "d": 128}
     s = sweep("attention", "h200-calibrated", sets=sets)[0]
-    profile = load_profile("h200-calibrated")
+    profile = hardware.load("h200-calibrated")
     assert len(s.rows) == len(legal(load("attention"), profile, "flash", {"d": 128}, "fp16"))
     times = np.array([r.time_s for r in s.rows])
     assert np.all(times[1:] >= times[:-1] * (1 - 0.006))        # ties within TIE keep their order
@@ -78,7 +78,7 @@ def test_first_of_the_sweep_is_what_the_generator_chooses():
 
 
 def test_resident_blocks_follow_smem_threads_and_registers():
-    profile = load_profile("h200")
+    profile = hardware.load("h200")
     found: dict[tuple, list[int]] = {}
     for c in legal(load("attention"), profile, "flash", {"d": 128}, "fp16"):
         found.setdefault((c.tiles["g_q"], c.num_warps), []).append(resident_blocks(c, profile))

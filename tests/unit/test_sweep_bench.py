@@ -74,7 +74,7 @@ def test_a_configuration_replaces_a_by_size_table(tmp_path):
     import pytest
     pytest.importorskip("torch")
     pytest.importorskip("triton")
-    from analyzer.kernel.sweep import sweep
+    from analyzer.config.sweep import sweep
     module, _, g = SB.load_kernel("causal_attention", tmp_path)
     assert "by_size" in module.CONFIGS["flash"][64]
     (s,) = sweep("causal_attention", SB.GPU, sets={"batch": 2, "heads": 4, "q": 4096, "d": 64})

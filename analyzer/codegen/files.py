@@ -1,0 +1,50 @@
+"""The files `napkin kernel` writes for each backend, named from `-o`, and written together or not at all.
+
+triton: one Python module, FILE.py. cuda: FILE.cu and its Python loader FILE.py beside it; the loader
+finds its source as its own name with .cu, so `-o` must name the .cu file (a name without that suffix
+would leave a loader that cannot find what it compiles).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analyzer.common.atomic import check_target, write_files
+from analyzer.common.errors import NapkinError
+
+OPTION = "--output"
+SUFFIX = {"triton": ".py", "cuda": ".cu"}          # what -o names, per backend
+WHAT = {"triton": "one Python module", "cuda": "a .cu file and its .py loader beside it"}
+
+
+def kernel_paths(output: str | Path, backend: str) -> list[Path]:
+    """The files a kernel of `backend` written to `output` consists of (the named one first)."""
+    path = Path(output)
+    suffix = SUFFIX.get(backend)
+    if suffix is None:
+        raise NapkinError(f"{backend!r}: expected {' or '.join(SUFFIX)}", field="--backend")
+    if path.suffix != suffix:
+        other = next((b for b, s in SUFFIX.items() if s == path.suffix), None)
+        hint = f"name it {path.with_suffix(suffix).name}"
+        if other:
+            hint += f", or pass --backend {other}"
+        raise NapkinError(f"{str(output)!r}: the {backend} backend writes {WHAT[backend]}, so the name "
+                          f"must end with {suffix}", field=OPTION, hint=hint)
+    return [path] if backend == "triton" else [path, path.with_suffix(".py")]
+
+
+def check_kernel_target(output: str | Path, backend: str) -> list[Path]:
+    """kernel_paths, each checked as a file napkin can write (before the kernel is generated)."""
+    paths = kernel_paths(output, backend)
+    for path in paths:
+        check_target(path, OPTION)
+    return paths
+
+
+def write_kernel(output: str | Path, backend: str, source: str, extra: dict[str, str]) -> list[Path]:
+    """The source at `output` and each companion (by suffix) beside it, all written or none."""
+    paths = kernel_paths(output, backend)
+    files: dict[Path, str] = {paths[0]: source}
+    for suffix, text in extra.items():
+        files[paths[0].with_suffix(suffix)] = text
+    return write_files(files, OPTION)

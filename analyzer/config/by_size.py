@@ -1,0 +1,138 @@
+"""The model's choice per problem size: the table a generated kernel takes its configuration from at
+each call.
+
+Which configuration runs fastest depends on the problem, not only on the head dim: how long each
+block streams (Section 6.3's per-chunk overheads are amortised over it) and how many blocks fill the
+SMs (waves, their tails and causal imbalance). So the generator ranks the legal configurations, as
+`napkin sweep` does, on the weaved diagram at a grid of problem sizes; the generated wrapper takes the
+grid point nearest its call (in log2, ties to the smaller) and launches that point's first choice.
+`KernelConfigs.choice_for` does the same lookup in Python, for the prediction of a call.
+
+- Attention, per head dim: lengths LENGTHS (queries = keys; a call's length is the geometric mean of
+  its two) times instances INSTANCES (batch x query heads, the independent problems of a call).
+- Any other diagram (matmul): lengths LENGTHS for every size of the diagram at once (a square problem;
+  a call's length is the geometric mean of its sizes), one column.
+
+Where candidates tie (within the ranking's TIE), a point takes one the table already holds: one kernel
+fewer to compile. A key whose grid points all rank the same configuration first gets that one
+configuration, as does a kernel whose problem sizes are pinned (`--set q=4096`): then one size is all
+there is to rank.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from analyzer.common.errors import NapkinError
+from analyzer.config.choose import TIE, Choice, rank_at, same_config
+from analyzer.diagram.compiled import Diagram
+from analyzer.diagram.interface import Attention, Plain
+from analyzer.hardware import Profile
+from analyzer.model.analysis import TermModel
+
+LENGTHS = tuple(2 ** i for i in range(8, 16))    # 256 .. 32768: sequence lengths, or matmul sizes
+INSTANCES = tuple(2 ** i for i in range(0, 11))  # batch x query heads: 1 .. 1024
+
+
+@dataclass(frozen=True)
+class SizeTable:
+    """One kernel's first choice at each grid point, for one head dim."""
+
+    lengths: tuple[int, ...]
+    instances: tuple[int, ...]                  # (1,) where the diagram is not attention
+    configs: tuple[Choice, ...]                 # the distinct first choices, in grid order
+    cells: tuple[tuple[int, ...], ...]          # [length][instances] -> index into configs
+
+    def at(self, length: float, instances: float) -> Choice:
+        """The configuration the generated wrapper launches for a call of these sizes."""
+        return self.configs[self.cells[nearest(self.lengths, length)][nearest(self.instances, instances)]]
+
+
+def nearest(grid: tuple[int, ...], value: float) -> int:
+    """Index of the grid point nearest `value` in log2; ties go to the smaller point. The generated
+    wrapper has the same function (analyzer.codegen.module)."""
+    x = math.log2(max(value, 1))
+    return min(range(len(grid)), key=lambda i: (abs(math.log2(grid[i]) - x), i))
+
+
+def length_axes(woven: Diagram, roles: Attention | Plain) -> tuple[str, ...]:
+    """The axes whose geometric mean is a call's length: attention's query and key positions, or one
+    axis per free size of any other diagram."""
+    if isinstance(roles, Attention):
+        return (roles.seq_q, roles.seq_k)
+    names = {s.name for s in woven.size_symbols}
+    used = {a for array in woven.arrays.values() for a in array.axes}   # an unused axis is no length
+    seen: dict[str, str] = {}
+    for axis in (a for a in woven.axes if a in used):
+        size = woven.size(axis)
+        if size.is_Symbol and size.name in names:
+            seen.setdefault(size.name, axis)
+    return tuple(seen.values())
+
+
+def instance_axes(roles: Attention | Plain) -> tuple[str, ...]:
+    """The weaved diagram's axes whose product is a call's instances (batch x query heads; none for
+    other diagrams)."""
+    if not isinstance(roles, Attention):
+        return ()
+    return ("batch", roles.heads or "heads", *((roles.group,) if roles.group else ()))
+
+
+def call_sizes(woven: Diagram, roles: Attention | Plain, length: int, instances: int,
+               sets: dict[str, int]) -> dict[str, int]:
+    """Sizes of the weaved diagram at one grid point: every length axis `length`; for attention, the
+    head axis takes the instances (over the query group's default size, for grouped-query), batch one.
+    Sizes in `sets` (pinned by --set, such as the head dim) keep their values."""
+    names = {s.name for s in woven.size_symbols}
+    sizes = {s.name: int(v) for s, v in woven.defaults.items() if s.name in names}
+
+    def put(axis: str, value: int) -> None:
+        size = woven.size(axis)
+        if size.is_Symbol and size.name in names:
+            sizes[size.name] = value
+
+    for axis in length_axes(woven, roles):
+        put(axis, length)
+    if isinstance(roles, Attention):
+        group = int(woven.size(roles.group).subs(woven.defaults)) if roles.group else 1
+        put("batch", 1)
+        put(roles.heads or "heads", max(1, instances // group))
+    sizes.update({k: v for k, v in sets.items() if k in names})
+    return sizes
+
+
+def size_table(woven: Diagram, roles: Attention | Plain, profile: Profile, kernel: str,
+               choices: list[Choice], ones: dict[str, int], sets: dict[str, int],
+               default: Choice) -> SizeTable | None:
+    """The first of `choices` (one key's legal configurations) at every grid point, or None where one
+    configuration is first at all of them. A point where every candidate breaks a divisor rule takes
+    `default` (the choice at the diagram's default sizes)."""
+    model = TermModel(woven, profile, kernel)
+    columns = INSTANCES if isinstance(roles, Attention) else (1,)
+    configs: list[Choice] = []
+    cells = []
+    for length in LENGTHS:
+        row = []
+        for n in columns:
+            try:
+                ranked, _ = rank_at(model, profile, call_sizes(woven, roles, length, n, sets), choices, ones)
+            except NapkinError:      # no candidate obeys the divisor rules at this size
+                ranked = [(default, 1.0, 0.0)]
+            fastest = ranked[0][1]
+            tied = [c for c, t, _ in ranked if t <= fastest * (1 + TIE)]
+            # among the tied, one the table already launches: one kernel fewer to compile
+            first = next((c for c in tied if any(same_config(c, k) for k in configs)), tied[0])
+            index = next((i for i, c in enumerate(configs) if same_config(c, first)), None)
+            if index is None:
+                index = len(configs)
+                configs.append(first)
+            row.append(index)
+        cells.append(tuple(row))
+    if len(configs) == 1:
+        return None
+    return SizeTable(LENGTHS, columns, tuple(configs), tuple(cells))
+
+
+__all__ = ["LENGTHS", "INSTANCES", "SizeTable", "nearest", "length_axes", "instance_axes", "call_sizes",
+           "size_table"]

@@ -1,0 +1,235 @@
+"""The configured kernels of a diagram: what `napkin kernel` generates, before any backend renders it.
+
+    raw diagram -> its element type (element_type) -> weave over batch (and heads) -> compile
+    -> schedule of each kernel at SMEM -> configuration per head dimension (choose; by problem size,
+    by_size) -> plan (plan)
+
+Each backend (analyzer.codegen) renders the same `Configured`; the model's prediction of a launched
+kernel (analyzer.config.predict) and napkin calibrate read it too, so neither needs a backend.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import sympy
+
+from analyzer import hardware
+from analyzer.common.errors import NapkinError
+from analyzer.config.by_size import SizeTable, instance_axes, length_axes, size_table
+from analyzer.config.choose import Choice, first_of, legal, named, rank_at
+from analyzer.config.configure import names_of, schedule_of
+from analyzer.config.element_type import kernel_element_type
+from analyzer.config.plan import KernelPlan, next_pow2, plan
+from analyzer.diagram.compiled import Diagram
+from analyzer.diagram.interface import Attention, Plain, interface
+from analyzer.diagram.weave import compile_woven, outer_tiles, source_data
+from analyzer.hardware import Profile
+from analyzer.model.analysis import TermModel, analyze, load
+from analyzer.model.fusion import schedule
+
+HEAD_DIMS = (64, 128, 256)      # configured head dims besides the diagram's own ("256 where it fits")
+
+
+@dataclass(frozen=True)
+class KernelConfigs:
+    """One kernel of the diagram, its plan, and its configuration per head dim (None: one for all)."""
+
+    plan: KernelPlan
+    choices: dict[int | None, Choice]
+    key_axis: str | None            # the whole axis the configurations are keyed by (the head dim)
+    tables: dict[int | None, SizeTable] = field(default_factory=dict)   # by problem size, per key
+
+    @property
+    def every_choice(self) -> list[Choice]:
+        """Each configuration the kernel may launch: per key, and in the keys' tables."""
+        return [*self.choices.values(), *(c for t in self.tables.values() for c in t.configs)]
+
+    def choice(self, key: int | None) -> Choice:
+        """The configuration for head dim `key` at the diagram's default sizes (the only one of a
+        kernel not keyed by head dim)."""
+        return self.choices.get(key) or self.choices.get(None) or next(iter(self.choices.values()))
+
+    def choice_for(self, key: int | None, length: float, instances: float = 1) -> Choice:
+        """The configuration the generated wrapper launches for head dim `key` at a call of this length
+        and these instances (analyzer.config.by_size)."""
+        table = self.tables.get(key)
+        return table.at(length, instances) if table is not None else self.choice(key)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Configured:
+    """A diagram's kernels configured for one GPU and element type."""
+
+    diagram: Diagram                # weaved
+    source_file: str
+    gpu: str
+    dtype: str
+    roles: Attention | Plain
+    kernels: tuple[KernelConfigs, ...]
+    sm_count: int = 1               # the profile's SMs: one wave of blocks (plan.band_rows)
+    note: str | None = None         # the element type generated where the file declares another
+    value_dim: int | None = None    # attention with a value axis of its own: the value dim configured
+
+    def tiles_for(self, key: int | None) -> dict[str, int]:
+        """Every kernel's tiles for head dim `key` at the diagram's default sizes (the weaved axes take
+        one index a block)."""
+        tiles = outer_tiles(self.diagram, self.roles.outer)
+        for k in self.kernels:
+            tiles.update(k.choice(key).tiles)
+        return tiles
+
+    def launched(self, sizes: dict[str, int]) -> list[Choice]:
+        """Each kernel's configuration the wrapper launches at `sizes` (size symbols of the weaved
+        diagram; its defaults fill the rest): the by-size table's where the kernel has one."""
+        at = self._axis_sizes(sizes)
+        lengths = [at(a) for a in length_axes(self.diagram, self.roles)]
+        length = math.prod(lengths) ** (1 / len(lengths)) if lengths else 1
+        instances = math.prod(map(at, instance_axes(self.roles)))
+        return [k.choice_for(self.key_at(sizes), length, instances) for k in self.kernels]
+
+    def key_at(self, sizes: dict[str, int]) -> int | None:
+        """The head dim at `sizes`: what the kernels' configurations are keyed by (None: not attention)."""
+        return self._axis_sizes(sizes)(self.roles.head_dim) if isinstance(self.roles, Attention) else None
+
+    def _axis_sizes(self, sizes: dict[str, int]):
+        """axis -> its size at `sizes` (size symbols; the diagram's defaults fill the rest)."""
+        d = self.diagram
+        values = {**{s.name: int(v) for s, v in d.defaults.items()}, **sizes}
+        return lambda axis: int(d.size(axis).subs({s: values[s.name] for s in d.size(axis).free_symbols}))
+
+    @property
+    def configs(self) -> list[dict]:
+        rows = []
+        for k in self.kernels:
+            for key, c in k.choices.items():
+                rows.append({"kernel": k.plan.name, "head_dim": key, **c.tiles,
+                             "num_warps": c.num_warps, "num_stages": c.num_stages, "source": c.source})
+        return rows
+
+
+def configure_kernels(diagram: str, gpu: str | Profile, *, dtype: str | None = None,
+                      config: str | None = None, sets: dict[str, int] | None = None,
+                      sized: bool = True) -> Configured:
+    """The kernels of `diagram` configured for `gpu`; `dtype`: fp16 or bf16, default the diagram's own
+    (analyzer.config.element_type: a type the kernel cannot honour is refused; `note` says where it
+    is another than the file declares). `sized`: each kernel also takes a table of configurations by
+    problem size, for a wrapper that chooses per call (analyzer.config.by_size)."""
+    element = kernel_element_type(diagram, dtype)
+    dtype = element.dtype
+    profile = hardware.load(gpu)
+    profile.check_dtype(dtype)
+    sets = sets or {}
+    base = load(diagram, dtype=dtype)
+    roles = interface(base)
+    data, source = source_data(diagram, dtype)
+    woven = compile_woven(data, source, roles.outer)
+    kernels = tuple(_configure(base, woven, k.name, profile, roles, config, sets, dtype, sized=sized)
+                    for k in woven.kernels)
+    return Configured(diagram=woven, source_file=source, gpu=profile.name, dtype=dtype, roles=roles,
+                      kernels=kernels, sm_count=profile.sm_count, note=element.note,
+                      value_dim=_value_dim(base, roles, sets))
+
+
+def _value_dim(d: Diagram, roles, sets: dict[str, int]) -> int | None:
+    """The value head dim the configurations were chosen at, where the values have an axis of their own
+    (multi-head latent attention: d = 192, e = 128): `--set` or the diagram's default."""
+    if not isinstance(roles, Attention) or roles.value_dim == roles.head_dim:
+        return None
+    size = d.size(roles.value_dim).subs({**d.defaults, **{s: sets[s.name] for s in d.size_symbols
+                                                           if s.name in sets}})
+    return int(size) if size.is_number else None
+
+
+def _configure(base: Diagram, woven: Diagram, kernel: str, profile: Profile, roles, config, sets,
+               dtype, *, sized: bool) -> KernelConfigs:
+    s = schedule(woven, next(k for k in woven.kernels if k.name == kernel), woven.levels[-1])
+    head = roles.head_dim if isinstance(roles, Attention) else None
+    base_kernel = schedule(base, next(k for k in base.kernels if k.name == kernel), base.levels[-1])
+    whole = [a for a in {a for n in base_kernel.arrays for a in base.arrays[n].axes}
+             if a not in base_kernel.partition.group_sizes and a != base_kernel.stream_axis]
+    key_axis = head if head in whole else None
+    keys: list[int | None] = [None]
+    if key_axis is not None:
+        default = int(base.size(key_axis).subs(base.defaults))
+        keys = sorted({default, *HEAD_DIMS} if key_axis not in sets else {sets[key_axis]})
+    tiles = {sym.name for sym in base_kernel.partition.symbols}
+    outer = {o.axis for o in roles.outer}       # weaved axes (batch, heads): sizes, never tiles
+    key_symbols = {str(s) for s in base.size(key_axis).free_symbols} if key_axis else set()
+    workload = sorted(k for k in sets if k in {s.name for s in woven.size_symbols} - key_symbols)
+    choices: dict[int | None, Choice] = {}
+    tables: dict[int | None, SizeTable] = {}
+    errors = {}
+    for key in keys:
+        here = {k: v for k, v in sets.items() if k not in outer}
+        if key is not None:
+            here.update(dict.fromkeys(key_symbols, key))
+        here.update(_padded_wholes(base, whole, here))
+        try:
+            choices[key], table = _choice(base, woven, roles, profile, kernel, tiles, config, here,
+                                          {**sets, **here}, dtype,
+                                          sized=sized and not workload)
+        except NapkinError as exc:
+            errors[key] = exc
+            continue
+        if table is not None:
+            tables[key] = table
+    if not choices:
+        raise next(iter(errors.values()))
+    first = next(iter(choices.values()))
+    ones = outer_tiles(woven, roles.outer)
+    woven_tiles = {**first.tiles, **ones}
+    p = plan(woven, s, Choice(first.kernel, woven_tiles, first.num_warps, first.num_stages,
+                              first.source))
+    for key, c in choices.items():
+        other = plan(woven, s, Choice(c.kernel, {**c.tiles, **ones},
+                                      c.num_warps, c.num_stages, c.source))
+        if [(d.name, d.kind) for d in other.dims] != [(d.name, d.kind) for d in p.dims] or \
+                other.grid != p.grid:
+            raise NapkinError(f"kernel {kernel!r}: the configuration for {key_axis}={key} tiles the "
+                              "kernel differently from the others", file=base.source,
+                              hint=f"pin the head dimension with --set {key_axis}=N")
+    return KernelConfigs(p, choices, key_axis, tables)
+
+
+def _padded_wholes(d: Diagram, whole: list[str], sets: dict[str, int]) -> dict[str, int]:
+    """The sizes of the axes a block holds whole, as the kernels hold them: a tile's extent is a power
+    of two (Triton's BLOCK_D = next_power_of_2(d), CUDA's compile-time extents), so a head dim of 192
+    takes the registers, SMEM and tensor-core work of 256. Configurations are chosen at these sizes,
+    or one that the model says fits (counted at 192) would not fit the GPU."""
+    out = {}
+    for axis in whole:
+        size = d.size(axis)
+        if not isinstance(size, sympy.Symbol):
+            continue
+        value = sets.get(size.name, d.defaults.get(size))
+        if value is not None and int(value) != next_pow2(int(value)):
+            out[size.name] = next_pow2(int(value))
+    return out
+
+
+def _choice(d: Diagram, woven: Diagram, roles, profile: Profile, kernel: str, tiles: set[str], config,
+            sets: dict[str, int], woven_sets: dict[str, int], dtype: str, *,
+            sized: bool) -> tuple[Choice, SizeTable | None]:
+    """Section 5's configuration where it applies (a streamed contraction): a named one, or the
+    fastest legal one on the weaved diagram at its default sizes with `woven_sets` (batch and heads
+    included), and, when `sized`, the table of the fastest per problem size (analyzer.config.by_size). Elsewhere napkin analyze's tiles with one warpgroup's warps and
+    no pipelining, which the model does not configure."""
+    try:
+        names_of(schedule_of(d, kernel))   # a kernel Section 5 configures: its rows are grouped
+    except NapkinError:
+        result = analyze(d, profile, sets={k: v for k, v in sets.items()})
+        chosen = next(k for k in result.kernels if k.name == kernel).levels[-1].chosen
+        warps = max(1, profile.divisors.mma_threads // profile.threads.warp_size)
+        return Choice(kernel, {k: v for k, v in chosen.items() if k in tiles}, max(4, warps), 1,
+                      f"napkin analyze's tiles for {profile.name} (outside Section 5's model: "
+                      "4 warps, no pipelining)"), None
+    if config is not None:
+        return named(d, profile, kernel, tiles, config, sets, dtype), None
+    options = legal(d, profile, kernel, sets, dtype)
+    ones = outer_tiles(woven, roles.outer)
+    sizes = {k: v for k, v in woven_sets.items() if k in {s.name for s in woven.size_symbols}}
+    ranked, _ = rank_at(TermModel(woven, profile, kernel), profile, sizes, options, ones)
+    table = size_table(woven, roles, profile, kernel, options, ones, sizes, ranked[0][0]) if sized else None
+    return first_of(ranked, tiles, profile), table

@@ -1,0 +1,124 @@
+"""The pipeline of `napkin sweep`: every legal configuration of a diagram's kernels, each with its
+predicted time at one problem size, fastest first.
+
+    raw diagram -> weave over batch (and heads) -> legal configurations per head dim
+    (analyzer.config.choose: candidates, napkin configure's Table 2, divisor rules)
+    -> the model's terms at each configuration (analyzer.model.analysis.TermModel: H per level, FLOPs per
+    pipeline, N_g, chunks) -> predicted time (analyzer.model.predict; calibrated when the profile is)
+    -> ranked as the kernel generator ranks them
+
+The first row is the configuration `napkin kernel` would choose at these sizes. Sizes are the weaved
+diagram's: batch, heads and the diagram's own (q, x, d, ...); legality is judged as the generator
+judges it, at the diagram's default sizes with the head dim of these.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from analyzer import hardware
+from analyzer.common.errors import NapkinError
+from analyzer.common.expr import at
+from analyzer.config.choose import Choice, legal, rank_at
+from analyzer.diagram.interface import Attention, interface
+from analyzer.diagram.weave import compile_woven, outer_tiles, source_data
+from analyzer.model.analysis import TermModel, load, resolve_sizes
+from analyzer.model.predict import kernel_parts
+
+
+@dataclass(frozen=True)
+class Row:
+    """One legal configuration and what the model predicts for it."""
+
+    kernel: str
+    tiles: dict[str, int]              # the lowest level's tile sizes
+    woven: dict[str, int]              # tiles of the weaved axes (batch, heads): one index a block
+    num_warps: int
+    num_stages: int
+    time_s: float
+    tensor_flops: float
+    bound: str                         # compute, power (a lowered clock) or transfers
+
+    @property
+    def label(self) -> str:
+        tiles = " ".join(f"{k}={v}" for k, v in self.tiles.items())
+        return f"{tiles} warps={self.num_warps} stages={self.num_stages}"
+
+    @property
+    def throughput_flops_per_s(self) -> float:
+        return self.tensor_flops / self.time_s if self.time_s else 0.0
+
+    def as_dict(self) -> dict:
+        return {"kernel": self.kernel, "tiles": self.tiles, "num_warps": self.num_warps,
+                "num_stages": self.num_stages, "time_s": self.time_s,
+                "tensor_flops": self.tensor_flops,
+                "throughput_flops_per_s": self.throughput_flops_per_s, "bound": self.bound}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    diagram: str
+    gpu: str
+    calibrated: bool
+    dtype: str
+    kernel: str
+    sizes: dict[str, int]
+    rows: list[Row]                    # fastest first
+    seconds: float                     # how long ranking took
+
+    def as_dict(self) -> dict:
+        return {"diagram": self.diagram, "gpu": self.gpu, "calibrated": self.calibrated,
+                "dtype": self.dtype, "kernel": self.kernel, "sizes": self.sizes,
+                "seconds": self.seconds, "rows": [r.as_dict() for r in self.rows]}
+
+
+def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None = None,
+          kernel: str | None = None) -> list[Sweep]:
+    """One ranking per kernel of `diagram` (or of `kernel` alone) at the sizes `sets` gives (weaved
+    size symbols; tile symbols pin a tile)."""
+    began = time.perf_counter()
+    profile = hardware.load(gpu)
+    profile.check_dtype(dtype)
+    base = load(diagram, dtype=dtype)
+    roles = interface(base)
+    data, source = source_data(diagram, dtype)
+    woven = compile_woven(data, source, roles.outer)
+    sets = dict(sets or {})
+    size_names = {s.name for s in woven.size_symbols}
+    tile_names = {s.name for k in base.kernels for p in k.partitions.values() for s in p.symbols}
+    unknown = sorted(set(sets) - size_names - tile_names)
+    if unknown:
+        raise NapkinError(f"--set {unknown[0]}: {woven.name} has no size or tile size {unknown[0]!r}",
+                          hint=f"sizes: {', '.join(sorted(size_names))}; tiles: "
+                               f"{', '.join(sorted(tile_names))}")
+    sizes, _ = resolve_sizes(woven, {k: v for k, v in sets.items() if k in size_names})
+    shown = {s.name: int(v) for s, v in sizes.items()}
+    pins = {k: v for k, v in sets.items() if k in tile_names}
+    if isinstance(roles, Attention):     # legality as the generator judges it: per head dim
+        head = base.size(roles.head_dim)
+        value = int(at(woven.size(roles.head_dim), sizes))
+        pins.update({str(s): value for s in head.free_symbols})
+    names = [k.name for k in woven.kernels]
+    if kernel is not None and kernel not in names:
+        raise NapkinError(f"--kernel {kernel}: {woven.name} has no such kernel",
+                          hint=f"its kernels: {', '.join(names)}")
+    out = []
+    for name in [kernel] if kernel else names:
+        choices = legal(base, profile, name, pins, dtype)
+        ones = outer_tiles(woven, roles.outer)
+        ranked, terms = rank_at(TermModel(woven, profile, name), profile, shown, choices, ones)
+        parts = kernel_parts(terms.values, terms.weights, profile, dtype)
+        index = {id(c): i for i, c in enumerate(choices)}
+        rows = [_row(c, t, f, ones, parts.bound(index[id(c)])) for c, t, f in ranked]
+        out.append(Sweep(woven.name, profile.name, profile.calibration is not None, dtype, name, shown,
+                         rows, 0.0))
+    elapsed = time.perf_counter() - began
+    return [Sweep(**{**s.__dict__, "seconds": elapsed}) for s in out]
+
+
+def _row(c: Choice, time_s: float, flops: float, ones: dict[str, int], bound: str) -> Row:
+    return Row(c.kernel, dict(c.tiles), ones, c.num_warps, c.num_stages, time_s, flops, bound)
+
+
+__all__ = ["sweep", "Sweep", "Row"]

@@ -1,0 +1,114 @@
+"""How a generated kernel is called from Python: which diagram axis is which tensor dimension.
+
+An attention-shaped diagram (scores from a contraction of two inputs, then a contraction of what they
+become with a third input over the key axis) is called like torch's scaled_dot_product_attention:
+`attention(q, k, v, causal=...)` with tensors of shape (batch, heads, seqlen, head_dim), where k and v may
+have fewer heads (grouped-query). The roles are read off the diagram's structure, not its names:
+
+- head_dim: the axis the scores' contraction reduces;   seq_q / seq_k: its m and n axes;
+- heads: an axis shared by the query, key and value;    group: an axis only the query has (GQA);
+- value_dim: the value's axis that the output keeps;
+- and between the two contractions the scores are normalised (softmax, softmax_dot or sigmoid).
+
+The diagram is weaved over `batch`, and over `heads` where it has no head axis (analyzer.diagram.weave).
+Any other diagram is called with its inputs in file order, each with its axes in file order, e.g.
+`matmul(A, B)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analyzer.diagram.compiled import Diagram, Op
+from analyzer.diagram.weave import Outer
+
+NORMALISERS = ("softmax", "softmax_dot", "sigmoid")   # what turns scores into attention weights
+BATCH = Outer("batch", "batch entries (torch's leading dimension): the whole diagram weaved over them")
+HEADS = Outer("heads", "attention heads: the whole diagram weaved over them")
+
+
+@dataclass(frozen=True)
+class Attention:
+    """The roles of an attention-shaped diagram (names of its arrays and axes)."""
+
+    query: str
+    key: str
+    value: str
+    output: str
+    seq_q: str
+    seq_k: str
+    head_dim: str
+    value_dim: str
+    heads: str | None
+    group: str | None
+    causal: bool
+
+    @property
+    def outer(self) -> tuple[Outer, ...]:
+        return (BATCH,) if self.heads else (BATCH, HEADS)
+
+
+@dataclass(frozen=True)
+class Plain:
+    """Any other diagram: its inputs and outputs in file order."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    outer: tuple[Outer, ...] = ()
+
+
+def interface(d: Diagram) -> Attention | Plain:
+    found = _attention(d)
+    return found if found is not None else Plain(tuple(n for n, a in d.arrays.items() if a.role == "input"),
+                                                 d.outputs)
+
+
+def _attention(d: Diagram) -> Attention | None:
+    inputs = {n for n, a in d.arrays.items() if a.role == "input"}
+    contractions = [o for o in d.ops if o.primitive.contraction]
+    if len(inputs) != 3 or len(d.outputs) != 1 or len(contractions) != 2:
+        return None
+    scores, mix = contractions
+    if not set(scores.inputs) <= inputs or len(set(scores.inputs)) != 2:
+        return None
+    q_name, k_name = scores.inputs
+    (v_name,) = inputs - {q_name, k_name}
+    if v_name not in mix.inputs or mix.name != d.outputs[0] or not _feeds(d, scores, mix):
+        return None
+    chain = [o for o in d.ops if o.column > scores.column and o.column <= mix.column]
+    if not any(o.primitive.name in NORMALISERS for o in chain):
+        return None
+    roles = scores.primitive.tensor_roles(scores.applied)
+    if len(roles["m"]) < 1 or len(roles["n"]) != 1:
+        return None
+    seq_k = roles["n"][0]
+    if mix.applied.over != seq_k:
+        return None
+    axes = d.axes_of()
+    q_axes, k_axes, v_axes = set(axes[q_name]), set(axes[k_name]), set(axes[v_name])
+    shared = (q_axes & k_axes & v_axes) - {seq_k, scores.applied.over}
+    group = [a for a in roles["m"] if a not in k_axes]
+    seq_q = group.pop() if group else None             # the innermost query-only axis: positions
+    value_dim = [a for a in v_axes if a not in shared and a != seq_k]
+    if seq_q is None or len(shared) > 1 or len(group) > 1 or len(value_dim) != 1:
+        return None
+    if set(axes[q_name]) != {*shared, *group, seq_q, scores.applied.over}:
+        return None
+    causal = any(o.primitive.name == "causal_mask" for o in d.ops)
+    return Attention(q_name, k_name, v_name, mix.name, seq_q, seq_k, scores.applied.over, value_dim[0],
+                     next(iter(shared), None), group[0] if group else None, causal)
+
+
+def _feeds(d: Diagram, first: Op, last: Op) -> bool:
+    """Whether `first`'s output reaches `last` through single-input elementwise ops only."""
+    name = first.name
+    while True:
+        users = d.consumers(name)
+        if len(users) != 1:
+            return False
+        user = users[0]
+        if user is last:
+            return user.inputs[0] == name
+        if user.primitive.arity != 1 and user.primitive.name != "softmax":
+            return False
+        name = user.name

@@ -1,0 +1,21 @@
+"""GPU profiles (hardware/*.yaml): the schema of the numbers a prediction takes (profile), and the one
+way to load one, `load(name_or_path)` (load)."""
+
+from analyzer.hardware.load import (
+                                       aliases,
+                                       load,
+                                       load_profile_file,
+                                       profile_path,
+                                       shipped_profiles,
+)
+from analyzer.hardware.profile import (
+                                       SCALARS,
+                                       Calibration,
+                                       Estimate,
+                                       LevelProfile,
+                                       Profile,
+                                       RegisterRelation,
+)
+
+__all__ = ["SCALARS", "Calibration", "Estimate", "LevelProfile", "Profile", "RegisterRelation", "aliases",
+           "load", "load_profile_file", "profile_path", "shipped_profiles"]

@@ -1,0 +1,92 @@
+"""Reading GPU profiles: by shipped name or alias (h100 -> h100-sxm5) or from a file, with `extends:`.
+
+`load(name_or_path)` is the one way a command gets its profile; it is called once per command, and a
+Profile passed in comes back as it is, so library functions take either.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from analyzer.common import resources
+from analyzer.common.errors import NapkinError
+from analyzer.common.validation import from_validation_error
+from analyzer.common.yamlio import load_file
+from analyzer.hardware.profile import DOCS_HINT, Profile
+
+
+def load(gpu: str | Path | Profile, *, field: str | None = "--gpu") -> Profile:
+    """The profile `gpu` names: a shipped profile's name or alias, or a profile file; a Profile is
+    returned as it is. `field` is the option an error names."""
+    if isinstance(gpu, Profile):
+        return gpu
+    path = profile_path(str(gpu), field=field)
+    profile = load_profile_file(path)
+    profile._source = resources.display("hardware", path)
+    return profile
+
+
+def load_profile_file(path: Path) -> Profile:
+    data = _extended(load_file(path), path, ())
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(exc, file=str(path), hint=DOCS_HINT) from None
+    _check_fed(profile, str(path))
+    return profile
+
+
+def _check_fed(profile: Profile, source: str) -> None:
+    """Every level that feeds another (each non-cross level but the lowest) has a bandwidth: without it
+    no transfer into the level below can be timed, whatever the command."""
+    chain = [(i, lv) for i, lv in enumerate(profile.levels) if lv.kind != "cross"]
+    for (i, parent), (_, child) in zip(chain, chain[1:], strict=False):
+        if parent.bandwidth_bytes_per_s is None:
+            raise NapkinError(f"level {parent.name} has no bandwidth, and {child.name} is fed from it",
+                              file=source, field=f"levels[{i}].bandwidth_bytes_per_s",
+                              hint="the transfers it feeds cannot be timed without one; "
+                                   "see docs/hardware-profiles.md")
+
+
+def _extended(data, path: Path, seen: tuple[Path, ...]):
+    """A profile may name another with `extends:` and give only what differs (a calibrated profile
+    adds its calibration); the base's aliases are not inherited."""
+    if not isinstance(data, dict) or "extends" not in data:
+        return data
+    base_name = data["extends"]
+    if not isinstance(base_name, str):
+        raise NapkinError(f"extends: {base_name!r} is no profile name", file=str(path), field="extends",
+                          hint="name a shipped profile, such as h200")
+    base_path = resources.shipped("hardware").get(base_name) or path.parent / base_name
+    if not base_path.is_file():
+        raise NapkinError(f"extends: no profile {base_name!r}", file=str(path), field="extends",
+                          hint="name a shipped profile by its file name, such as h200")
+    if base_path.resolve() in seen or base_path.resolve() == path.resolve():
+        raise NapkinError(f"extends: {base_name} extends itself", file=str(path), field="extends")
+    base = _extended(load_file(base_path), base_path, (*seen, path.resolve()))
+    if not isinstance(base, dict):
+        raise NapkinError(f"extends: {base_name} is not a profile", file=str(path), field="extends")
+    own = {k: v for k, v in data.items() if k != "extends"}
+    return {**{k: v for k, v in base.items() if k != "aliases"}, **own}
+
+
+@cache
+def aliases() -> dict[str, str]:
+    table: dict[str, str] = {}
+    for stem, path in resources.shipped("hardware").items():
+        profile = load_profile_file(path)
+        for alias in profile.aliases:
+            table[alias.lower()] = stem
+    return table
+
+
+def profile_path(name_or_path: str, *, field: str | None = "--gpu") -> Path:
+    """The file of a shipped profile by name or alias (h100 -> h100-sxm5), or a given profile file."""
+    return resources.resolve("hardware", name_or_path, what="GPU", aliases=aliases(), field=field)
+
+
+def shipped_profiles() -> dict[str, Profile]:
+    return {stem: load_profile_file(p) for stem, p in resources.shipped("hardware").items()}

@@ -1,0 +1,332 @@
+"""GPU profiles (hardware/*.yaml): the schema, and the rates derived from it (analyzer.hardware.load
+reads the files).
+
+A profile holds the memory hierarchy (levels with capacities, instance counts and bandwidths), the SM
+count and clocks, per-pipeline throughput, register and thread limits, and the divisors that tensor
+cores and coalesced access impose. Keys carry their units; every number has a source comment in the
+file (docs/hardware-profiles.md lists the sources and where the paper's values differ).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+
+from analyzer.common.base import DType, Strict
+from analyzer.common.errors import NapkinError
+from analyzer.diagram.primitives import PIPELINES
+
+DOCS_HINT = "see docs/hardware-profiles.md"
+
+def Count(most: int, least: int = 1):  # noqa: N802 - a type, as pydantic's conint
+    """A whole number from `least` to `most` (strict, as every profile field: not true, not 1e15)."""
+    return Annotated[int, Field(ge=least, le=most)]
+
+
+def Amount(least: float, most: float):  # noqa: N802
+    """A finite number from `least` to `most` (an int or a float; not true, not text)."""
+    return Annotated[float, Field(ge=least, le=most, allow_inf_nan=False)]
+
+
+# Plausible ranges (docs/hardware-profiles.md): wide enough for any GPU napkin could model, narrow
+# enough that a typo of a few orders of magnitude (warp_size: 1e15, a capacity of 1e-300 bytes) is an
+# error at load time rather than a prediction of nan or a division by zero later.
+Bytes = Amount(1, 1e15)                    # a level's capacity: 1 byte to 1 PB
+BytesPerSecond = Amount(1e6, 1e16)         # a bandwidth: 1 MB/s to 10 PB/s
+Hertz = Amount(1e7, 1e11)                  # a clock: 10 MHz to 100 GHz
+FlopsPerSecond = Amount(1e9, 1e18)         # a tensor-core peak: 1 GFLOP/s to 1 EFLOP/s
+Instances = Count(1_000_000)
+PerClock = Count(65536)
+ClusterSize = Count(1024, least=2)
+
+
+class Exact(Strict):
+    """Strict types: a count is a whole number and a rate a number, never a bool or text."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class LevelProfile(Exact):
+    """One level of the memory hierarchy, highest (gmem) first."""
+
+    name: str
+    kind: Literal["memory", "cache", "cross"] = Field(
+        description="memory: holds data for its children; cache: an intermediate caching level "
+                    "(Theorem 2); cross: transfers between children, e.g. thread block clusters "
+                    "(Theorem 3).")
+    capacity_bytes: Bytes | None = Field(None, description="Capacity of one instance "
+                                                 "(not for cross levels).")
+    capacity_bytes_per_block: Bytes | None = Field(
+        None, description="The most one thread block may use (e.g. 227 KB of shared memory).")
+    instances: Instances | None = Field(None, description="How many instances the GPU has (SMs "
+                                          "for smem; not for cross levels).")
+    bandwidth_bytes_per_s: BytesPerSecond | None = Field(
+        None, description="Rate at which the level serves its children, whole GPU, read + write.")
+    bandwidth_bytes_per_s_by_cluster: dict[ClusterSize, BytesPerSecond] | None = Field(
+        None, description="cross levels: child-to-child bandwidth by cluster size.")
+    cluster_size_max: ClusterSize | None = Field(None, description="cross levels: largest cluster.")
+    doc: str = ""
+
+    @model_validator(mode="after")
+    def _fields_of_kind(self) -> LevelProfile:
+        if self.capacity_bytes_per_block and self.capacity_bytes and \
+                self.capacity_bytes_per_block > self.capacity_bytes:
+            raise ValueError(f"level {self.name}: capacity_bytes_per_block exceeds capacity_bytes")
+        if self.kind == "cross":
+            if not self.bandwidth_bytes_per_s_by_cluster:
+                raise ValueError(f"cross level {self.name} needs bandwidth_bytes_per_s_by_cluster")
+            for n in self.bandwidth_bytes_per_s_by_cluster:
+                if n < 2 or (self.cluster_size_max is not None and n > self.cluster_size_max):
+                    raise ValueError(f"cross level {self.name}: a cluster of {n} is not between 2 and "
+                                     f"cluster_size_max")
+        else:
+            for key in ("capacity_bytes", "instances"):
+                if getattr(self, key) is None:
+                    raise ValueError(f"level {self.name} needs {key}")
+        return self
+
+    @property
+    def block_capacity_bytes(self) -> float:
+        return self.capacity_bytes_per_block or self.capacity_bytes
+
+
+class Clocks(Exact):
+    boost_hz: Hertz
+    tensor_hz: Hertz = Field(description="The clock behind the datasheet tensor peaks (f_K).")
+
+
+class PerSMPerClock(Exact):
+    """Results per clock per SM of the non-tensor pipelines."""
+
+    sfu_ops: PerClock = Field(description="Special function unit (ex2, rcp, ...).")
+    fp32_fma: PerClock
+    fp16_fma: PerClock
+
+
+class Registers(Exact):
+    per_sm: Count(1 << 24) = Field(description="32-bit registers per SM.")
+    per_thread_max: Count(65536)
+    per_block_max: Count(1 << 24)
+
+
+class Threads(Exact):
+    warp_size: Count(1024) = 32
+    per_sm_max: Count(65536)
+    per_block_max: Count(65536)
+    blocks_per_sm_max: Count(1024)
+
+
+class MMAShape(Exact):
+    m: Count(1024)
+    n: Count(1024)
+    k: Count(1024)
+
+
+class Divisors(Exact):
+    coalesce_bytes: Count(65536) = Field(description="GMEM<->SMEM transfers move this many "
+                                        "consecutive bytes (Section 5, coalesced memory transfer).")
+    mma_instruction: str = Field(description="e.g. wgmma (Hopper), mma.sync (Ampere, Turing).")
+    mma_threads: Count(1024) = Field(description="Threads that issue one tensor-core instruction "
+                                     "together: 128 for a warpgroup (wgmma), 32 for a warp (mma.sync). "
+                                     "The unit napkin configure splits a block's rows over (Section 5.3).")
+    mma: dict[DType, MMAShape] = Field(description="Tensor-core tile per element type: group and "
+                                       "stream sizes of contraction axes must be multiples.")
+
+
+class Estimate(Exact):
+    """A fitted parameter: its value and one standard error (bootstrap over the recorded configurations)."""
+
+    value: float = Field(ge=0, allow_inf_nan=False)
+    uncertainty: float | None = Field(None, ge=0, allow_inf_nan=False)
+
+
+class RegisterRelation(Exact):
+    """Registers per thread the compiler allots a configuration, fitted to a compile recording
+    (napkin calibrate --registers): offset + table_scale x (Table 1's share) + tile_scale x (row block
+    x stream chunk elements per thread). Resident blocks and legality then follow the compiler's
+    count instead of Table 1's plus a fixed reserve."""
+
+    offset: Estimate = Field(description="Registers a thread uses beyond its arrays (r0).")
+    table_scale: Estimate = Field(description="Registers per register of Table 1's share (kappa).")
+    tile_scale: Estimate = Field(description="Registers per element of the row block x stream chunk tile "
+                                             "per thread (mu): temporaries Table 1 leaves out.")
+    source: str = Field(description="The compile recording the relation came from.")
+
+    def registers(self, table1, tile):
+        return self.offset.value + self.table_scale.value * table1 + self.tile_scale.value * tile
+
+
+class Calibration(Exact):
+    """The model's stated assumptions, fitted to measurements (napkin calibrate; docs/validation.md).
+
+    Absent parameters keep the datasheet model: every efficiency 1, every overhead 0.
+    """
+
+    source: str = Field(description="The recording the fit came from, and the command.")
+    pipeline_efficiency: dict[Literal["tensor", "sfu", "vector"], Estimate] = Field(
+        default_factory=dict, description="Achieved fraction of each pipeline's peak rate.")
+    bandwidth_efficiency: dict[str, Estimate] = Field(
+        default_factory=dict, description="Level name -> achieved fraction of the bandwidth that "
+                                          "feeds it.")
+    level_overlap: Estimate | None = Field(
+        None, description="Share of the shorter levels' transfer time hidden under the longest "
+                          "level's, since levels stream concurrently: 0 is Equation 2's sum, 1 the "
+                          "longest level alone.")
+    softmax_overhead: Estimate | None = Field(
+        None, description="Seconds of non-tensor work (sfu + vector pipelines) that tensor-core work "
+                          "does not hide, per second of it (Section 6.3's softmax overhead).")
+    softmax_overlap: Estimate | None = Field(
+        None, description="How fast the exposed softmax falls with the blocks k resident per SM: "
+                          "softmax_overhead x k^-softmax_overlap (Section 6: one block's softmax "
+                          "runs under another's GEMMs).")
+    step_overhead_s: Estimate | None = Field(
+        None, description="Seconds one thread block spends per streamed chunk beyond its FLOPs and "
+                          "transfers (Section 6.3's small-tile overhead), shared by the blocks "
+                          "resident on an SM.")
+    load_latency_s: Estimate | None = Field(
+        None, description="Latency of one streamed load; stages - 1 buffers in flight per resident "
+                          "block hide it (5.6), or it bounds the chunk rate.")
+    edge_exposed: Estimate | None = Field(
+        None, description="Seconds per second of a block's prologue and epilogue transfers (arrays "
+                          "outside the streamed loop, at HBM bandwidth) that compute does not hide.")
+    block_overhead_s: Estimate | None = Field(
+        None, description="Seconds an SM idles while a block starts (fills its pipeline) and ends "
+                          "(stores its output) when the SM holds that block alone; once per wave.")
+    launch_overhead_s: Estimate | None = Field(None, description="Seconds per kernel launch.")
+    power: dict[str, Estimate] = Field(
+        default_factory=dict, description="Pipeline or level name -> the share of what the SM clock "
+                                          "sustains that it draws at its datasheet rate: the work takes "
+                                          "at least the sum of share x datasheet seconds (the GPU "
+                                          "lowers its clock under load).")
+    registers: RegisterRelation | None = Field(
+        None, description="The compiler's register count (absent: Table 1's share plus a reserve).")
+    fit: dict[str, float | int | str] = Field(default_factory=dict,
+                                              description="How well the fit did (informative).")
+
+    def efficiency(self, pipeline: str) -> float:
+        e = self.pipeline_efficiency.get(pipeline)
+        return e.value if e else 1.0
+
+    def bandwidth(self, level: str) -> float:
+        e = self.bandwidth_efficiency.get(level)
+        return e.value if e else 1.0
+
+    def value(self, name: str) -> float:
+        e = getattr(self, name)
+        return e.value if e else 0.0
+
+    def as_params(self) -> dict[str, float]:
+        """Flat parameter names (pipeline_efficiency.tensor, softmax_overhead, ...) -> values."""
+        out = {f"pipeline_efficiency.{k}": e.value for k, e in self.pipeline_efficiency.items()}
+        out.update({f"bandwidth_efficiency.{k}": e.value for k, e in self.bandwidth_efficiency.items()})
+        out.update({f"power.{k}": e.value for k, e in self.power.items()})
+        out.update({k: self.value(k) for k in SCALARS if getattr(self, k) is not None})
+        return out
+
+
+# the calibration's parameters that are one number each (not one per pipeline or level)
+SCALARS = ("level_overlap", "softmax_overhead", "softmax_overlap", "step_overhead_s", "load_latency_s",
+           "edge_exposed", "block_overhead_s", "launch_overhead_s")
+
+
+class Profile(Exact):
+    name: str
+    aliases: list[str] = Field(default_factory=list)
+    description: str
+    architecture: str
+    compute_capability: str
+    sm_count: Count(100_000)
+    clocks: Clocks
+    tensor_dtypes: list[Literal["fp16", "bf16", "fp8"]] = Field(
+        description="Element types the tensor cores take (fp32 inputs run as tf32 or on CUDA cores).")
+    tensor_flops_per_s: dict[Literal["fp16", "bf16", "fp8", "tf32"], FlopsPerSecond] = Field(
+        description="Dense tensor-core peak per element type (tf32: fp32 inputs on tensor cores).")
+    per_sm_per_clock: PerSMPerClock
+    registers: Registers
+    threads: Threads
+    levels: list[LevelProfile] = Field(min_length=2)
+    divisors: Divisors
+    calibration: Calibration | None = Field(
+        None, description="Fitted efficiencies and overheads (napkin calibrate); absent: datasheet "
+                          "model.")
+    doc: str = ""
+    # the file it was read from, as reports show it (analyzer.hardware.load sets it)
+    _source: str | None = PrivateAttr(None)
+
+    @property
+    def source(self) -> str:
+        """Where the profile came from, as a report or an error names it: its file, or for a profile
+        built in code the shipped file of its name."""
+        return self._source or f"hardware/{self.name}.yaml"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Profile:
+        names = [lv.name for lv in self.levels]
+        if len(set(names)) != len(names):
+            raise ValueError("level names must be distinct")
+        if self.levels[0].kind != "memory":
+            raise ValueError("the first (highest) level must be of kind memory")
+        for dtype in self.tensor_dtypes:
+            if dtype not in self.tensor_flops_per_s:
+                raise ValueError(f"tensor_flops_per_s has no entry for {dtype}")
+            if dtype not in self.divisors.mma:
+                raise ValueError(f"divisors.mma has no tensor-core tile for {dtype}")
+        if self.divisors.mma_threads % self.threads.warp_size:
+            raise ValueError(f"divisors.mma_threads ({self.divisors.mma_threads}) is not a whole number of "
+                             f"warps of threads.warp_size ({self.threads.warp_size})")
+        chain = [lv for lv in self.levels if lv.kind != "cross"]
+        for parent, child in zip(chain, chain[1:], strict=False):
+            if child.instances % parent.instances:
+                raise ValueError(f"level {child.name} has {child.instances} instances, not a multiple "
+                                 f"of {parent.name}'s {parent.instances}")
+        if self.calibration:
+            for level, e in self.calibration.bandwidth_efficiency.items():
+                if level not in names:
+                    raise ValueError(f"calibration.bandwidth_efficiency names level {level!r}, which "
+                                     f"the profile lacks (its levels: {', '.join(names)})")
+                if e.value <= 0:
+                    raise ValueError(f"calibration.bandwidth_efficiency.{level} must be above 0")
+            for pipe, e in self.calibration.pipeline_efficiency.items():
+                if e.value <= 0:
+                    raise ValueError(f"calibration.pipeline_efficiency.{pipe} must be above 0")
+            for name, e in self.calibration.power.items():
+                if name not in (*PIPELINES, *names):
+                    raise ValueError(f"calibration.power names {name!r}, which is neither a pipeline "
+                                     f"({', '.join(PIPELINES)}) nor a level ({', '.join(names)})")
+                if e.value < 0:
+                    raise ValueError(f"calibration.power.{name} must be 0 or above")
+        return self
+
+    # -- derived ---------------------------------------------------------------------------------
+    def level(self, name: str) -> LevelProfile:
+        for lv in self.levels:
+            if lv.name == name:
+                return lv
+        raise NapkinError(f"GPU profile {self.name} has no level {name!r}",
+                          hint=f"its levels: {', '.join(lv.name for lv in self.levels)}")
+
+    def with_level(self, name: str, **updates: float) -> Profile:
+        """A copy with some of one level's values replaced (e.g. the paper's value for a test)."""
+        self.level(name)
+        data = self.model_dump()
+        data["levels"] = [{**lv, **updates} if lv["name"] == name else lv for lv in data["levels"]]
+        return Profile.model_validate(data)   # validated like a file
+
+    def check_dtype(self, dtype: str) -> None:
+        if dtype != "fp32" and dtype not in self.tensor_dtypes:
+            raise NapkinError(f"{self.name} has no {dtype} tensor cores",
+                              hint=f"{self.name} takes: {', '.join(['fp32', *self.tensor_dtypes])}")
+
+    def rate(self, pipeline: str, dtype: str) -> float:
+        """Operations per second of a pipeline for the whole GPU (paper Table 3: ops/clk x N_SM x f_K)."""
+        per_clock = self.sm_count * self.clocks.tensor_hz
+        if pipeline == "tensor":
+            if dtype in self.tensor_dtypes:
+                return self.tensor_flops_per_s[dtype]
+            return 2 * self.per_sm_per_clock.fp32_fma * per_clock   # fp32 on CUDA cores
+        if pipeline == "sfu":
+            return self.per_sm_per_clock.sfu_ops * per_clock
+        if pipeline == "vector":
+            return self.per_sm_per_clock.fp32_fma * per_clock      # one fp32 op per lane per clock
+        raise KeyError(pipeline)

@@ -1,0 +1,198 @@
+"""Render an Analysis: terminal tables (rich), LaTeX, and small number formatting helpers."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from analyzer.common.units import binary, seconds, si
+from analyzer.model.result import Analysis, ClassicRuleOut, KernelOut
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold",
+                  show_edge=False, pad_edge=False)
+    for c in columns:
+        table.add_column(c, overflow="fold")
+    return table
+
+
+def row(table: Table, *cells: str) -> None:
+    table.add_row(*(Text(c) for c in cells))   # plain text: "[q, x]" is not markup
+
+
+def render(a: Analysis) -> Group:
+    parts: list = []
+    paper = f" [{a.diagram.paper}]" if a.diagram.paper else ""
+    parts.append(Text(f"{a.diagram.name}: {a.diagram.title}{paper}", style="bold"))
+    sizes = ", ".join(f"{s.axis}={s.value}" + (f" (= {s.expression})" if s.expression != s.axis else "")
+                      for s in a.sizes)
+    cluster = f", clusters of {a.cluster}" if a.cluster else ""
+    parts.append(Text(f"GPU {a.gpu.name} ({a.gpu.description}), {a.dtype}{cluster}; {sizes}\n"))
+
+    ops = _table("Diagram", "col", "op", "primitive", "inputs", "output", "over", "weave", "copied",
+                 "kernel")
+    for o in a.ops:
+        copied = "; ".join(f"{k} along {', '.join(v)}" for k, v in o.broadcast.items())
+        row(ops, str(o.column), o.name, o.primitive, ", ".join(o.inputs),
+             f"[{', '.join(o.output_axes)}]", o.over or "", ", ".join(o.weave), copied, o.kernel)
+    parts += [ops, Text("")]
+    for k in a.kernels:
+        parts += _kernel(a, k)
+    if len(a.kernels) > 1:
+        t = a.totals
+        total = _table("All kernels, one after another", "compute", "transfers", "predicted",
+                       "throughput", "bound")
+        row(total, seconds(t.compute_time_s), seconds(t.transfer_time_s), seconds(t.predicted_time_s),
+                      si(t.throughput_flops_per_s, "FLOP/s"), t.bound)
+        parts.append(total)
+    return Group(*parts)
+
+
+def _kernel(a: Analysis, k: KernelOut) -> list:
+    parts: list = []
+    loop = ""
+    if k.body:
+        stream = next(iter(k.levels[-1].stream), "")
+        loop = f"; loop over {stream}: {', '.join(k.body)}"
+        if k.head:
+            loop = f"; before the loop: {', '.join(k.head)}" + loop
+        if k.tail:
+            loop += f"; after it: {', '.join(k.tail)}"
+    parts.append(Text(f"Kernel {k.name}: {', '.join(k.ops)}{loop}", style="bold"))
+    if k.block_skipping:
+        parts.append(Text(f"block skipping: {k.block_skipping}"))
+    for note in k.notes:
+        parts.append(Text(f"note: {note}"))
+
+    sym = _table("Symbolic model per level (values)", "level", "", "")
+    for lv in k.levels:
+        relabel = ", ".join([f"group {ax} -> {s}" for ax, s in lv.group.items()]
+                            + [f"stream {ax} -> {s}" for ax, s in lv.stream.items()])
+        role = lv.role if lv.drawn else f"{lv.role}, implied by {k.levels[-1].level}"
+        row(sym, lv.level, "", f"{role}; fed by {lv.source}; {relabel or 'not partitioned'}")
+        for name, expr in (("H", lv.transfers), ("H_g", lv.per_group), ("N_g", lv.groups),
+                           ("M", lv.memory)):
+            row(sym, "", name, expr)
+    parts.append(sym)
+    seen = set()
+    for lv in k.levels:
+        if lv.optimum is None or lv.optimum.h_star in seen:
+            continue
+        seen.add(lv.optimum.h_star)
+        if all(t.beta == "0" for t in lv.optimum.standard_form):
+            parts.append(Text(f"optimum H*(a, M) = {lv.optimum.h_star}   [independent of M: tile "
+                              "sizes do not change these transfers]"))
+            continue
+        terms = " + ".join(f"({t.alpha})*M**-{t.beta}" if t.beta != "0" else f"({t.alpha})"
+                           for t in lv.optimum.standard_form)
+        sizes = ", ".join(f"{s} = {v}" for s, v in lv.optimum.group_sizes.items())
+        parts.append(Text(f"optimum H*(a, M) = {lv.optimum.h_star}   [standard form: {terms}; "
+                          f"at {sizes}; leading memory {lv.optimum.memory_lead} = M]"))
+    if all(lv.optimum is None for lv in k.levels):
+        parts.append(Text("optimum H*(a, M): no closed form (the memory has no single leading term); "
+                          "the integer search below still applies"))
+
+    conf = _table(f"Configuration on {a.gpu.name}", "level", "tiles", "N_g", "memory (limit)",
+                  "transfers", "Hdot", "time")
+    for lv in k.levels:
+        tiles = ", ".join(f"{s}={v}" for s, v in lv.chosen.items()) or "-"
+        row(conf, lv.level, tiles, f"{lv.groups_value:.0f}",
+                     f"{binary(lv.memory_bytes_value)} ({binary(lv.memory_limit_bytes)})",
+                     f"{si(lv.transfers_bytes_value, 'B')}",
+                     f"{si(lv.bandwidth_bytes_per_s, 'B/s')} from {lv.source}",
+                     seconds(lv.transfer_time_s))
+    parts.append(conf)
+    rules = [r for lv in k.levels for r in lv.constraints]
+    if rules:
+        parts.append(Text("constraints: " + "; ".join(dict.fromkeys(rules))))
+    if k.classic_rule is not None:
+        parts += _classic(k.classic_rule, k.predicted_time_s)
+
+    limits = [lv for lv in k.levels if lv.bandwidth_limit is not None]
+    if limits:
+        table = _table("Bandwidth limits (Appendix B.1): compute bound once H*/K < Hdot/Kdot",
+                       "level", "Kdot/Hdot", "min memory", "min sizes (M -> inf)",
+                       "tiles at level memory", "min sizes at level memory")
+        for lv in limits:
+            b = lv.bandwidth_limit
+            row(table, lv.level, f"{b.compute_per_transfer:.4g}",
+                 binary(b.min_memory_bytes) if b.min_memory_bytes is not None else "-",
+                 ", ".join(f"{s} >= {v:.4g}" for s, v in b.min_sizes.items()) or "-",
+                 ", ".join(f"{s} = {v:.4g}" for s, v in b.tile_sizes.items()) or "-",
+                 ", ".join(f"{s} >= {v:.4g}" for s, v in b.min_sizes_at_memory.items()) or "-")
+        parts.append(table)
+
+    time = _table("FLOPs and predicted time", "pipeline", "FLOPs (symbolic)", "FLOPs", "time")
+    for pipe, expr in k.flops.items():
+        row(time, pipe, expr, si(k.flops_value[pipe]), seconds(k.compute_time_s[pipe]))
+    omega = (a.gpu.calibration or {}).get("level_overlap", 0.0)
+    rule = f"Equation 2, levels overlapping (omega {omega:.2f})" if omega else "Equation 2: sum over levels"
+    row(time, "transfers", rule, "", seconds(k.transfer_time_s))
+    parts.append(time)
+    if k.cluster_trade_off_s:
+        gains = ", ".join(f"N={n}: {seconds(v) if v >= 0 else '-' + seconds(-v)}"
+                          for n, v in k.cluster_trade_off_s.items())
+        parts.append(Text(f"cluster-size trade-off Delta H*(N) (Appendix A.2.3; positive saves "
+                          f"time): {gains}"))
+    tensor = k.flops_value.get("tensor", 0.0)
+    rate = f", {si(tensor / k.predicted_time_s, 'FLOP/s')}" if tensor and k.predicted_time_s else ""
+    parts.append(Text(f"predicted {seconds(k.predicted_time_s)}: {k.bound}-bound{rate} "
+                      f"(SM utilisation {k.utilization:.0%} from {k.levels[-1].groups_value:.0f} "
+                      f"groups)\n", style="bold"))
+    return parts
+
+
+def _classic(r: ClassicRuleOut, chosen_s: float) -> list[Text]:
+    """Two lines: the rule's transfers against the optimum, then what its tiles need and break."""
+    optimum = ", ".join(f"{s}={v}" for s, v in r.optimal_tiles.items())
+    tiles = ", ".join(f"{s}={v}" for s, v in r.tiles.items())
+    fits = "fits" if r.fits else "does NOT fit"
+    breaks = f"; breaks {'; '.join(r.breaks)}" if r.breaks else ""
+    return [Text(f"classic FlashAttention rule (B_c = ceil(M/4d) = {r.b_c}, B_r = min(B_c, d) = {r.b_r}; "
+                 f"M = {r.memory_elements} values, d = {r.head_dim}): {r.level} transfers "
+                 f"{r.ratio:.3g}x the optimum {si(r.optimal_transfer_bytes, 'B')} ({optimum})"),
+            Text(f"  rule tiles {tiles}: {si(r.transfer_bytes, 'B')}, {binary(r.memory_bytes)} of "
+                 f"{binary(r.memory_limit_bytes)} ({fits}), predicted {seconds(r.predicted_time_s)} "
+                 f"(chosen tiles {seconds(chosen_s)}){breaks}")]
+
+
+def latex(a: Analysis) -> str:
+    """The symbolic model as LaTeX, one align block per kernel."""
+    lines = [f"% napkin {a.napkin_version}: {a.diagram.name} ({a.diagram.source})"]
+    for k in a.kernels:
+        lines.append(f"% kernel {k.name}")
+        lines.append("\\begin{align}")
+        rows = []
+        for lv in k.levels:
+            tag = f"\\mathrm{{{lv.level}}}"
+            rows.append(f"H_{{{tag}}} &= {lv.latex['transfers']}")
+            rows.append(f"H_{{{tag},g}} &= {lv.latex['per_group']}")
+            rows.append(f"N_{{{tag},g}} &= {lv.latex['groups']}")
+            rows.append(f"M_{{{tag}}} &= {lv.latex['memory']}")
+            if "h_star" in lv.latex:
+                rows.append(f"H^*_{{{tag}}}(\\vec a, M) &= {lv.latex['h_star']}")
+        lines.append(" \\\\\n".join(rows))
+        lines.append("\\end{align}")
+    return "\n".join(lines)
+
+
+def sweep_text(sweeps, top: int = 0) -> Group:
+    """napkin sweep: one table per kernel, fastest first (analyzer.config.sweep.Sweep)."""
+    parts: list = []
+    for s in sweeps:
+        sizes = ", ".join(f"{k}={v}" for k, v in s.sizes.items())
+        model = "calibrated model" if s.calibrated else "datasheet model"
+        parts.append(Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} ({model}), {s.dtype}; {sizes}",
+                          style="bold"))
+        rows = s.rows[:top] if top else s.rows
+        table = _table(f"{len(s.rows)} legal configurations, fastest first"
+                       + (f" (the first {len(rows)})" if len(rows) < len(s.rows) else ""),
+                       "rank", *s.rows[0].tiles, "warps", "stages", "predicted", "throughput", "bound")
+        for i, r in enumerate(rows, 1):
+            row(table, str(i), *(str(v) for v in r.tiles.values()), str(r.num_warps), str(r.num_stages),
+                seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
+        parts += [table, Text(f"ranked in {s.seconds:.2f} s; the first is what napkin kernel "
+                              "chooses at these sizes\n")]
+    return Group(*parts)
