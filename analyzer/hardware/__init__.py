@@ -1,7 +1,7 @@
 """GPU profiles (hardware/*.yaml): the schema of the numbers a prediction takes (profile), and the one
 way to load one, `load(name_or_path)` (load)."""
 
-from analyzer.hardware.load import (
+from analyzer.hardware.files import (
                                        aliases,
                                        load,
                                        load_profile_file,

@@ -1,4 +1,4 @@
-"""GPU profiles (hardware/*.yaml): the schema, and the rates derived from it (analyzer.hardware.load
+"""GPU profiles (hardware/*.yaml): the schema, and the rates derived from it (analyzer.hardware.files
 reads the files).
 
 A profile holds the memory hierarchy (levels with capacities, instance counts and bandwidths), the SM
@@ -251,7 +251,7 @@ class Profile(Exact):
         None, description="Fitted efficiencies and overheads (napkin calibrate); absent: datasheet "
                           "model.")
     doc: str = ""
-    # the file it was read from, as reports show it (analyzer.hardware.load sets it)
+    # the file it was read from, as reports show it (analyzer.hardware.files sets it)
     _source: str | None = PrivateAttr(None)
 
     @property

@@ -1,0 +1,45 @@
+"""One command reads its GPU profile once (hardware.load), however many stages use it."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from analyzer import hardware
+from analyzer.cli import app
+import analyzer.hardware.files as load_module
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def reads(monkeypatch, tmp_path):
+    """The profile files read, by path, while a command runs (the alias table is read beforehand)."""
+    hardware.aliases()
+    seen: list[str] = []
+    real = load_module.load_profile_file
+
+    def counted(path):
+        seen.append(str(path))
+        return real(path)
+    monkeypatch.setattr(load_module, "load_profile_file", counted)
+    return seen
+
+
+@pytest.mark.parametrize("args", [
+    ("analyze", "attention", "--gpu", "h100"),
+    ("configure", "attention", "--gpu", "h100"),
+    ("sweep", "matmul", "--gpu", "h200", "--top", "2"),
+    ("kernel", "matmul", "--gpu", "h200", "-o", "{tmp}/matmul.py"),
+    ("kernel", "causal_attention", "--gpu", "h200", "--backend", "cuda", "-o", "{tmp}/causal.cu"),
+], ids=lambda a: " ".join(a[:2]) + (" cuda" if "cuda" in a else ""))
+def test_a_command_reads_its_profile_once(reads, tmp_path, args):
+    result = runner.invoke(app, [a.format(tmp=tmp_path) for a in args])
+    assert result.exit_code == 0, result.output
+    assert len(reads) == 1, reads
+
+
+def test_a_profile_passes_through_load_and_keeps_its_file():
+    profile = hardware.load("h100")
+    assert hardware.load(profile) is profile
+    assert profile.source == "hardware/h100-sxm5.yaml"
