@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+import analyzer.hardware.files as load_module
 from analyzer import hardware
 from analyzer.cli import app
-import analyzer.hardware.files as load_module
 
 runner = CliRunner()
 
