@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import zlib
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -146,18 +146,19 @@ def clock_check(records: list[Record], predicted_hz: np.ndarray, boost_hz: float
                       int((low & low_pred).sum()), int((~low & ~low_pred).sum()))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Validation:
     """Errors per family and split, before (datasheet) and after calibration."""
 
-    errors: dict[tuple[str, str, str], Errors] = field(default_factory=dict)   # (model, family, split)
-    shapes: dict[str, list[ShapeResult]] = field(default_factory=dict)          # model -> per shape
+    errors: dict[tuple[str, str, str], Errors]   # (model, family, split)
+    shapes: dict[str, list[ShapeResult]]         # model -> per shape
 
 
 def validate(records: list[Record], predictions: dict[str, np.ndarray], splits: np.ndarray,
              choices: dict[str, dict[tuple, str]] | None = None) -> Validation:
     """`predictions`: model name (datasheet, calibrated) -> seconds per record."""
-    v = Validation()
+    errors_of: dict[tuple[str, str, str], Errors] = {}
+    shapes: dict[str, list[ShapeResult]] = {}
     families = sorted({r.family for r in records})
     measured = np.array([r.time_s for r in records])
     family = np.array([r.family for r in records])
@@ -167,6 +168,6 @@ def validate(records: list[Record], predictions: dict[str, np.ndarray], splits: 
                                ("held-out size", splits == "size"), ("held out", splits != "train"),
                                ("all", np.ones(len(records), bool))):
                 m = mask & (family == fam)
-                v.errors[(model, fam, name)] = errors(pred[m], measured[m])
-        v.shapes[model] = by_shape(records, pred, (choices or {}).get(model))
-    return v
+                errors_of[(model, fam, name)] = errors(pred[m], measured[m])
+        shapes[model] = by_shape(records, pred, (choices or {}).get(model))
+    return Validation(errors_of, shapes)
