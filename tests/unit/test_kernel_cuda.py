@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.codegen import cuda as cu
 from analyzer.codegen import generate
+from analyzer.codegen.cuda import common, variants
 from analyzer.common.errors import NapkinError
 
 ATTENTION = ("attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "attention_unfused")
@@ -81,11 +81,11 @@ def test_header_states_clamps():
     g = generated("attention")
     text = "\n".join(line for line in g.source.splitlines() if line.startswith("//"))
     for c in g.kernels[0].choices.values():
-        if c.tiles["g_q"] > cu.MAX_ROWS:
-            assert f"g_q {c.tiles['g_q']} -> {cu.MAX_ROWS}" in text
+        if c.tiles["g_q"] > variants.MAX_ROWS:
+            assert f"g_q {c.tiles['g_q']} -> {variants.MAX_ROWS}" in text
     assert "clamped:" in text
     smem = [int(x) for x in re.findall(r"(\d+) KB shared memory", text)]
-    assert smem and max(smem) <= cu.SMEM_LIMIT // 1024
+    assert smem and max(smem) <= variants.SMEM_LIMIT // 1024
 
 
 def test_configs_in_loader_are_cuda_and_napkin_ones(tmp_path):
@@ -96,8 +96,8 @@ def test_configs_in_loader_are_cuda_and_napkin_ones(tmp_path):
     flash = m.CONFIGS["flash"]
     assert set(flash) == set(g.kernels[0].choices) == set(m.HEAD_DIMS)
     for key, entry in flash.items():
-        assert entry["rows"] % 16 == 0 and entry["rows"] <= cu.MAX_ROWS
-        assert entry["smem_bytes"] <= cu.SMEM_LIMIT
+        assert entry["rows"] % 16 == 0 and entry["rows"] <= variants.MAX_ROWS
+        assert entry["smem_bytes"] <= variants.SMEM_LIMIT
         assert entry["napkin"]["num_warps"] == g.kernels[0].choices[key].num_warps
 
 
@@ -115,7 +115,7 @@ def test_fp16_and_bf16_files_share_kernels():
 
 
 def test_unknown_primitive_is_named(monkeypatch):
-    monkeypatch.setattr(cu, "RENDERED", cu.RENDERED - {"sigmoid"})
+    monkeypatch.setattr(common, "RENDERED", common.RENDERED - {"sigmoid"})
     with pytest.raises(NapkinError, match="'sigmoid'.*no CUDA renderer"):
         generate("sigmoid_attention", "h200", backend="cuda")
 
