@@ -24,7 +24,7 @@ maximum guarded (`m_use`) for rows that have seen nothing yet.
 from __future__ import annotations
 
 from analyzer.codegen.cuda.common import RENDERED, check_renderable
-from analyzer.codegen.cuda.loader import loader
+from analyzer.codegen.cuda.loader import loader_text
 from analyzer.codegen.cuda.source import cuda_source
 from analyzer.codegen.cuda.variants import Variant
 
@@ -33,7 +33,7 @@ def cuda_files(g) -> tuple[str, dict[str, str]]:
     """The .cu source of generated diagram `g` (analyzer.codegen.generate.KernelFile) and its Python
     loader ({".py": text})."""
     source, writers = cuda_source(g)
-    return source, {".py": loader(g, writers)}
+    return source, {".py": loader_text(g, writers)}
 
 
-__all__ = ["RENDERED", "Variant", "check_renderable", "cuda_files", "cuda_source", "loader"]
+__all__ = ["RENDERED", "Variant", "check_renderable", "cuda_files", "cuda_source", "loader_text"]

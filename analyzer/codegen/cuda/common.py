@@ -4,6 +4,7 @@ kernel's names, sizes, block indices and the offsets of each axis."""
 from __future__ import annotations
 
 from analyzer.codegen.cuda.ids import CudaIds, Functions, size_axes
+from analyzer.codegen.cuda.limits import CudaLimits
 from analyzer.codegen.escape import cpp_comment
 from analyzer.codegen.render import Spelling, check_plan, pointers, scaled_ops
 from analyzer.common.errors import NapkinError
@@ -69,6 +70,14 @@ class CudaWriter:
 
     def comment(self, text: str) -> None:
         self.c.comment(text)
+
+    @property
+    def gpu(self) -> CudaLimits:
+        """The GPU's limits, which the file carries from its profile (analyzer.codegen.generate)."""
+        if self.g.cuda_limits is None:
+            raise NapkinError("internal: a CUDA kernel is rendered for a file without the GPU's limits",
+                              hint="generate it with analyzer.codegen.generate")
+        return self.g.cuda_limits
 
     @property
     def fn(self) -> str:

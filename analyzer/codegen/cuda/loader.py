@@ -182,7 +182,7 @@ def _wrapper(g, ids) -> list[str]:
 LOADER_GLOBALS = (*MODULE_GLOBALS, *_bound(TEMPLATE))
 
 
-def loader(g, writers) -> str:
+def loader_text(g, writers) -> str:
     """The Python loader of generated file `g` whose kernels are `writers` ((kernel, writer) pairs)."""
     ids = module_ids(g, LOADER_GLOBALS)
     signatures = {w.fn: (len(pointers(k.plan)), len(w.axes) + sum(len(k.plan.axes_of(a))
@@ -207,4 +207,4 @@ def loader(g, writers) -> str:
     return checked_python("\n".join(out).rstrip() + "\n", g.source_file)
 
 
-__all__ = ["loader", "LOADER_GLOBALS", "TEMPLATE"]
+__all__ = ["loader_text", "LOADER_GLOBALS", "SECTIONS", "TEMPLATE"]

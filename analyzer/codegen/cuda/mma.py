@@ -109,7 +109,7 @@ class MmaKernel(FragmentWriter):
                 wholes = dict(zip(others, combo))
                 if key_dim is not None:
                     wholes[key_dim] = max(16, next_pow2(key))
-                out.append(mma_variant(p, self.row, len(out), key, choice, wholes))
+                out.append(mma_variant(p, self.row, len(out), key, choice, wholes, self.gpu))
         return out
 
     # -- the source ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ class PointKernel(CudaWriter):
     def __init__(self, g, k, fns: Functions, ids: CudaIds) -> None:
         super().__init__(g, k, fns, ids)
         p, s = self.p, self.s
-        self.variants = [point_variant(p, 0, key, c) for key, c in list(k.choices.items())[:1]]
+        self.variants = [point_variant(p, 0, key, c, self.gpu) for key, c in list(k.choices.items())[:1]]
         self.reducer_of = {r.op.name: r for r in s.reducers}
         reduced = {p.dim_of[o.applied.over] for o in s.ops if o.primitive.name in ("softmax", "sum", "max")}
         if s.reducers and self.stream is not None:

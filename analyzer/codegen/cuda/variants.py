@@ -5,30 +5,42 @@ Register tiles have compile-time extents, so each configuration (and each compil
 whole axis, e.g. the head dimension) is one instantiation of a kernel template. A configuration that
 CUDA cannot run as given is clamped to a legal one, and the variant records each clamp and why (the
 .cu header lists them): at most MAX_ROWS rows a block, at most MAX_COLS columns in a register tile
-besides the rows, a chunk of 16 to MAX_CHUNK that leaves the registers enough, and the shared memory a
-block may use.
+besides the rows, a chunk of 16 to MAX_CHUNK that leaves the registers enough, and at most the shared
+memory a block may use.
+
+Two kinds of bound: the shapes this renderer chooses to write (the constants below), and what the GPU
+allows (CudaLimits, from its profile: shared memory per block, registers per thread, threads per block).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from analyzer.codegen.cuda.limits import WARP, CudaLimits
 from analyzer.codegen.render import contraction_dims, loaded
 from analyzer.common.errors import NapkinError
 from analyzer.config.plan import GROUP, STREAM, Dim, KernelPlan, next_pow2
 
+# Choices of this renderer, not of the GPU: the shapes its kernels are written and tested for
 MAX_ROWS = 128                # rows of a block (a warp owns 16 or 32 of them)
-MA2_COLS = 192                # a warp owns two m16 tiles (32 rows) when its register tiles have at
-                              # most this many columns together (accumulators plus the chunk)
 MAX_COLS = 128                # columns of a register tile besides the rows (a grouped axis)
 MAX_CHUNK = 128               # the streamed chunk
-REG_COLS = 320                # an accumulator's columns plus the chunk's, at most (registers)
-MAX_STAGES = 4
-SMEM_LIMIT = 99 * 1024        # dynamic shared memory a block may use (sm_86's opt-in limit)
-SMEM_DEFAULT = 48 * 1024      # above this the launcher opts in with cudaFuncSetAttribute
+MAX_STAGES = 4                # shared-memory buffers of the streamed tiles
 WHOLE_EXTENTS = (64, 128, 256)  # compile-time extents of a whole axis that has no configurations
 ELEM_BYTES = 2                # fp16 and bf16
-POINT_MAX_WARPS = 32
+POINT_MAX_WARPS = 32          # the point kernel's block reduction keeps one partial a warp in napkin_red[32]
+
+# Registers: a [16 ma, n] fp32 register tile in mma fragments costs each thread of its warp ma n / 2
+# registers. Besides its tiles a thread holds fragments, addresses, loop indices and row statistics; the
+# reserves are this renderer's estimates of those, which leave the tiles of a 255-register thread (sm_75 to
+# sm_90) the budgets the kernels were tuned and tested with (320 and 192 columns).
+REG_RESERVE = 95              # one m16 tile a warp: an accumulator's columns plus the chunk's, at most
+                              # 2 (registers - 95)
+MA2_RESERVE = 63              # two m16 tiles a warp (32 rows) when an accumulator's columns plus the widest
+                              # body tile's, a register each, are at most registers - 63
+
+# CUDA's own, the same on every architecture
+SMEM_DEFAULT = 48 * 1024      # above this the launcher opts in with cudaFuncSetAttribute
 
 
 def _prod(values) -> int:
@@ -91,14 +103,20 @@ def _smem_elems(p: KernelPlan, extents: dict[str, int]) -> tuple[int, int]:
     return head, stage
 
 
-def mma_variant(p: KernelPlan, row: Dim, index: int, key, choice, wholes: dict[str, int]) -> Variant:
+def mma_variant(p: KernelPlan, row: Dim, index: int, key, choice, wholes: dict[str, int],
+                limits: CudaLimits) -> Variant:
+    """The variant of configuration `choice` (head dim `key`) and whole extents `wholes` of a tensor-core
+    kernel whose block's rows are `row`, within the GPU's `limits`."""
     sizes = p.schedule.partition.group_sizes
     sym = {a: sizes[a].name for d in p.groups for a in d.axes}
     configured = {a: int(choice.tiles.get(sym[a], 1)) for a in sym}
     tiles = dict(configured)
     clamps: list[str] = []
     warps_cfg = max(1, int(choice.num_warps))
-    max_rows = MAX_ROWS
+    rows_most = min(MAX_ROWS, 16 * (limits.threads_per_block // WARP))   # a warp per 16 rows at most
+    max_rows = rows_most
+    reg_cols = 2 * (limits.registers_per_thread - REG_RESERVE)
+    ma2_cols = limits.registers_per_thread - MA2_RESERVE
     for d in p.groups:
         if d is not row:
             _fit(d, tiles, MAX_COLS)
@@ -129,12 +147,12 @@ def mma_variant(p: KernelPlan, row: Dim, index: int, key, choice, wholes: dict[s
             else:
                 extents[d.name] = wholes[d.name]
         acc_w = max((extents[d] for d in acc_dims), default=0)
-        if chunk is not None and acc_w + chunk > REG_COLS and chunk > 16:
+        if chunk is not None and acc_w + chunk > reg_cols and chunk > 16:
             chunk //= 2
             why_chunk = "registers"
             continue
         head, stage = _smem_elems(p, extents)
-        if (head + stages * stage) * ELEM_BYTES <= SMEM_LIMIT:
+        if (head + stages * stage) * ELEM_BYTES <= limits.smem_per_block:
             break
         if stages > 2:
             stages -= 1
@@ -153,7 +171,8 @@ def mma_variant(p: KernelPlan, row: Dim, index: int, key, choice, wholes: dict[s
             why_rows = "shared memory"
         else:
             raise NapkinError(f"kernel {p.name!r}: its tiles need {(head + stage) * ELEM_BYTES // 1024} KB "
-                              f"of shared memory, more than the CUDA backend's {SMEM_LIMIT // 1024} KB",
+                              f"of shared memory, more than the {limits.smem_per_block // 1024} KB a block may use "
+                              "(the GPU profile's smem level)",
                               file=p.diagram.source,
                               hint="pin smaller tiles with --set, or use the Triton backend")
     tiles = row_tiles
@@ -166,11 +185,11 @@ def mma_variant(p: KernelPlan, row: Dim, index: int, key, choice, wholes: dict[s
         dims = p.tiles_of.get(op.name, ())
         if len(dims) == 2:
             body_w = max(body_w, extents[dims[1] if dims[0] == row.name else dims[0]])
-    ma = 2 if rows >= 32 and acc_w + body_w <= MA2_COLS else 1
+    ma = 2 if rows >= 32 and acc_w + body_w <= ma2_cols else 1
     warps = rows // (16 * ma)
     for a, symbol in sym.items():
         if tiles[a] != configured[a]:
-            reason = (f"at most {MAX_ROWS} rows a block" if a in row.axes and not why_rows else
+            reason = (f"at most {rows_most} rows a block" if a in row.axes and not why_rows else
                       "shared memory" if a in row.axes else f"at most {MAX_COLS} columns in registers")
             clamps.append(f"{symbol} {configured[a]} -> {tiles[a]} ({reason})")
     if warps != warps_cfg:
@@ -185,14 +204,15 @@ def mma_variant(p: KernelPlan, row: Dim, index: int, key, choice, wholes: dict[s
                    tuple(extents.items()), chunk, stages, ma, head, stage, tuple(clamps))
 
 
-def point_variant(p: KernelPlan, index: int, key, choice) -> Variant:
+def point_variant(p: KernelPlan, index: int, key, choice, limits: CudaLimits) -> Variant:
+    """The variant of configuration `choice` of a kernel without contractions, within `limits`."""
     sizes = p.schedule.partition.group_sizes
     tiles = {a: int(choice.tiles.get(sizes[a].name, 1)) for d in p.groups for a in d.axes}
     warps_cfg = max(1, int(choice.num_warps))
-    warps = min(warps_cfg, POINT_MAX_WARPS)
+    warps = min(warps_cfg, POINT_MAX_WARPS, limits.threads_per_block // WARP)
     clamps = (f"{warps_cfg} -> {warps} warps",) if warps != warps_cfg else ()
     return Variant(index, key, (), warps, tuple(tiles.items()), (), None, 1, clamps=clamps)
 
 
 __all__ = ["Variant", "mma_variant", "point_variant", "MAX_ROWS", "MAX_COLS", "MAX_CHUNK", "MAX_STAGES",
-           "SMEM_LIMIT", "SMEM_DEFAULT", "WHOLE_EXTENTS", "ELEM_BYTES"]
+           "SMEM_DEFAULT", "WHOLE_EXTENTS", "ELEM_BYTES", "CudaLimits"]
