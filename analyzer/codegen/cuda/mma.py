@@ -82,10 +82,8 @@ class MmaKernel(FragmentWriter):
                     p.dim_of[op.applied.over] == R:
                 raise unrenderable(p, f"op {op.name!r} reduces over the block's rows {R!r}", op)
             if op.primitive.contraction:
-                second = op.inputs[1]
                 r = self.reducer_of.get(op.name)
-                if r is not None and r.softmax is not None:
-                    second = r.softmax.inputs[0] if second == r.softmax.name else second
+                second = streamed_operands(r)[1] if r is not None else op.inputs[1]
                 if second not in self.loaded or len(p.tiles_of[second]) != 2:
                     raise unrenderable(p, f"the second operand {second!r} of {op.name!r} is computed in "
                                        "the kernel; it must be a tile loaded from memory", op)
