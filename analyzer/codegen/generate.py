@@ -15,6 +15,7 @@ from pathlib import Path
 
 from analyzer import hardware
 from analyzer.codegen.cuda import cuda_files
+from analyzer.codegen.cuda.limits import CudaLimits
 from analyzer.codegen.files import write_kernel
 from analyzer.codegen.module import triton_module
 from analyzer.common.errors import NapkinError
@@ -30,12 +31,13 @@ DTYPES = GENERATED                 # the element types a generated kernel takes
 @dataclass(frozen=True, kw_only=True)
 class KernelFile(Configured):
     """What a backend renders: the configured kernels, the backend, the command that regenerates the
-    file and the model's prediction its header states."""
+    file and the model's prediction its header states; for CUDA the GPU's limits its kernels respect."""
 
     backend: str
     command: str
     prediction: str
     prediction_at: str
+    cuda_limits: CudaLimits | None = None    # from the profile, for the CUDA backend
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +75,8 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str = "triton", dtype
     prediction, prediction_at = _prediction(configured, profile)
     file = KernelFile(**_fields(configured), backend=backend,
                       command=_command(diagram, profile.name, backend, configured.dtype, config, sets or {}),
-                      prediction=prediction, prediction_at=prediction_at)
+                      prediction=prediction, prediction_at=prediction_at,
+                      cuda_limits=CudaLimits.of(profile) if backend == "cuda" else None)
     source, extra = RENDERERS[backend](file)
     return Generated(**_fields(file), source=source, extra=extra)
 

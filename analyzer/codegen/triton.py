@@ -18,23 +18,40 @@ from dataclasses import dataclass
 
 from analyzer.codegen.escape import py_comment
 from analyzer.codegen.names import PlanIds, Scope
+from analyzer.codegen.render import (
+    POINTWISE,
+    PlanWalk,
+    Spelling,
+    base2_scale,
+    check_plan,
+    contraction_dims,
+    is_online,
+    neutral,
+    pointers,
+    pointwise,
+    runtime_axes,
+    scaled_ops,
+    skips_mask,
+    streamed_operands,
+)
 from analyzer.common.errors import NapkinError
 from analyzer.config.plan import GROUP, STREAM, WHOLE, Dim, KernelPlan
 from analyzer.diagram.compiled import Op
 from analyzer.model.fusion import Reducer
 
-ELEMENTWISE = {
-    "exp": "tl.exp({x})",
-    "sigmoid": "tl.sigmoid({x})",
-    "relu": "tl.maximum({x}, 0.0)",
-    # GELU, tanh form: 0.5 x (1 + tanh u) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
-    "gelu": "{x} * tl.sigmoid(1.5957691216057308 * ({x} + 0.044715 * {x} * {x} * {x}))",
-    "reciprocal": "1.0 / {x}",
-    "rsqrt": "tl.rsqrt({x})",
-}
-BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-RENDERED = {"dot", "softmax_dot", "softmax", "scale", "shift", "causal_mask", "sum", "max", *ELEMENTWISE,
-            *BINARY}
+SPELLING = Spelling(
+    unary={
+        "exp": "tl.exp({x})",
+        "sigmoid": "tl.sigmoid({x})",
+        "relu": "tl.maximum({x}, 0.0)",
+        # GELU, tanh form: 0.5 x (1 + tanh u) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
+        "gelu": "{x} * tl.sigmoid(1.5957691216057308 * ({x} + 0.044715 * {x} * {x} * {x}))",
+        "reciprocal": "1.0 / {x}",
+        "rsqrt": "tl.rsqrt({x})",
+    },
+    binary={"add": "+", "sub": "-", "mul": "*", "div": "/"},
+    zero="0.0", neg_inf="float('-inf')", log2e="1.4426950408889634", number="{!r}")
+RENDERED = SPELLING.rendered
 
 
 @dataclass(frozen=True)
@@ -47,25 +64,7 @@ class Val:
 
 
 def check_renderable(p: KernelPlan) -> None:
-    for op in p.schedule.ops:
-        if op.primitive.name not in RENDERED:
-            raise NapkinError(f"primitive {op.primitive.name!r} (op {op.name!r}) has no Triton renderer",
-                              file=p.diagram.source, field=op.path,
-                              hint=f"the Triton backend renders: {', '.join(sorted(RENDERED))}")
-
-
-def pointers(p: KernelPlan) -> tuple[str, ...]:
-    s = p.schedule
-    return tuple(dict.fromkeys((*s.loads, *s.resident, *s.saves)))
-
-
-def scaled_ops(p: KernelPlan) -> tuple[Op, ...]:
-    return tuple(o for o in p.schedule.ops if o.applied.scale is not None)
-
-
-def runtime_axes(p: KernelPlan) -> tuple[str, ...]:
-    """Axes whose size is a runtime argument (grid, grouped and streamed); whole ones are constexpr."""
-    return tuple(a for a in (*p.grid, *(a for d in p.dims if d.kind != WHOLE for a in d.axes)))
+    check_plan(p, "Triton", RENDERED)
 
 
 # What a kernel writes as it is: its own locals, and the module's names it uses (analyzer.codegen.names)
@@ -112,18 +111,14 @@ class KernelIds(PlanIds):
         return tuple(self.tile(a) for d in self.p.groups for a in d.axes)
 
 
-class _Writer:
+class _Writer(PlanWalk):
     def __init__(self, p: KernelPlan, ids: KernelIds, padded: dict[str, bool]) -> None:
-        self.p = p
+        super().__init__(p)
         self.n = ids
         self.padded = padded
         self.lines: list[str] = []
         self.vals: dict[str, Val] = {}
         self.depth = 1
-        s = p.schedule
-        self.reducer_of = {r.op.name: r for r in s.reducers}
-        self.paired = {r.softmax.name: r for r in s.reducers if r.softmax is not None}
-        self.stream = p.stream
 
     # -- output ---------------------------------------------------------------------------------------
     def line(self, text: str = "") -> None:
@@ -231,12 +226,7 @@ class _Writer:
         for array in s.loads + s.resident:
             if self.stream is None or self.stream.name not in p.tiles_of[array]:
                 self.load(array, masked=True)
-        self.emit_ops([o for o in s.head], masked=True)
-        if self.stream is not None:
-            self.loop()
-        else:
-            self.emit_ops([o for o in s.body if o not in s.head], masked=True)
-        self.emit_ops(list(s.tail), masked=True)
+        self.walk()
         self.saves()
         return "\n".join(["@triton.jit", *head, *self.lines])
 
@@ -312,15 +302,13 @@ class _Writer:
             masks.append(f"({flat} < {' * '.join(inner)})")
         self.line(f"{self.mask_of(d.name)} = {' & '.join(reversed(masks))}")
 
-    # -- the streamed loop ----------------------------------------------------------------------------
-    def loop(self) -> None:
-        s, st, n = self.p.schedule, self.stream, self.n
+    # -- the streamed loop (its order: analyzer.codegen.render.PlanWalk) --------------------------------
+    def chunks_open(self) -> None:
+        """The loop's bounds: `hi` the stream's end for this block, `mid` the end of the interior."""
+        st, n = self.stream, self.n
         axis = st.axes[0]
         block = n.block(st.name)
-        self.comment("accumulators in registers, as for a stream of size 0 (Section 5.1)")
-        for r in s.reducers:
-            self.init(r)
-        skip = s.skip
+        skip = self.s.skip
         if skip is not None:
             q = skip.query
             self.comment(f"causal block skipping: this block's {q} rows see {axis} up to their last row")
@@ -330,27 +318,30 @@ class _Writer:
         else:
             self.line(f"hi = {n.size(axis)}")
             self.line(f"mid = ({n.size(axis)} // {block}) * {block}")
-        for masked, lo, end, what in ((False, "0", "mid", "interior chunks: no masks"),
-                                      (True, "mid", "hi", "edge chunks: masked")):
-            self.comment(f"stream {axis} in chunks of {block} ({what})")
-            self.line(f"for start in range({lo}, {end}, {block}):")
-            self.depth += 1
-            saved = dict(self.vals)
-            self.line(f"{self.offs(axis)} = start + {n('arange_{}', st.name)}")
-            if masked:
-                self.line(f"{self.mask_of(st.name)} = {self.offs(axis)} < hi")
-            self.emit_ops([o for o in s.body], masked=masked)
-            self.vals = saved
-            self.depth -= 1
-        for r in s.reducers:
-            self.finish(r)
+
+    def pass_open(self, *, masked: bool) -> None:
+        """One loop over the chunks: the interior ones (no masks) or the edge ones (masked)."""
+        st, n = self.stream, self.n
+        axis = st.axes[0]
+        block = n.block(st.name)
+        lo, end, what = ("mid", "hi", "edge chunks: masked") if masked else \
+            ("0", "mid", "interior chunks: no masks")
+        self.comment(f"stream {axis} in chunks of {block} ({what})")
+        self.line(f"for start in range({lo}, {end}, {block}):")
+        self.depth += 1
+        self.line(f"{self.offs(axis)} = start + {n('arange_{}', st.name)}")
+        if masked:
+            self.line(f"{self.mask_of(st.name)} = {self.offs(axis)} < hi")
+
+    def pass_close(self, *, masked: bool) -> None:
+        self.depth -= 1
 
     def init(self, r: Reducer) -> None:
         op = r.op
         dims = self.out_dims(op)
         shape = ", ".join(self.n.block(d) for d in dims)
         acc = self.n("acc_{}", op.name)
-        if r.softmax is not None or op.primitive.name == "softmax_dot":
+        if is_online(r):
             rows = self.n.block(dims[0])
             self.line(f"{self.n('m_{}', op.name)} = tl.full(({rows},), float('-inf'), tl.float32)"
                       "  # running maximum")
@@ -367,10 +358,7 @@ class _Writer:
         return self.p.tiles_of[op.name]
 
     def contraction_dims(self, op: Op) -> tuple[str, ...]:
-        k = self.p.dim_of[op.applied.over]
-        a, b = (self.p.tiles_of[i] for i in op.inputs)
-        m = next(d for d in a if d != k)
-        n = next(d for d in b if d != k)
+        m, n, _ = contraction_dims(self.p, op)
         return (m, n)
 
     def finish(self, r: Reducer) -> None:
@@ -378,22 +366,13 @@ class _Writer:
         dims = self.out_dims(r.op)
         acc = self.n("acc_{}", name)
         self.comment(f"tail of {name}: the accumulator is complete")
-        if r.softmax is not None or r.op.primitive.name == "softmax_dot":
+        if is_online(r):
             self.line(f"{self.val(name)} = {acc} / {self.n('l_{}', name)}[:, None]")
         else:
             self.line(f"{self.val(name)} = {acc}")
         self.vals[name] = Val(self.val(name), dims)
 
-    # -- primitives -----------------------------------------------------------------------------------
-    def emit_ops(self, ops: list[Op], *, masked: bool) -> None:
-        for op in ops:
-            if op.name in self.paired:
-                continue   # folded into its contraction as online softmax (Appendix A.3.2)
-            if op.name in self.reducer_of:
-                self.accumulate(self.reducer_of[op.name], masked=masked)
-            else:
-                self.primitive(op, masked=masked)
-
+    # -- primitives (which of them, in what order: analyzer.codegen.render.PlanWalk) ---------------------
     def primitive(self, op: Op, *, masked: bool) -> None:
         name, prim = op.name, op.primitive.name
         out = self.val(name)
@@ -410,25 +389,23 @@ class _Writer:
         # everything but a contraction computes in fp32: a loaded fp16 tile is widened first (sums,
         # squares and rsqrt in fp16 lose digits, and Triton's math takes fp32 only)
         (x, *rest) = ins = [self.widened(v) for v in ins]
-        if prim == "scale":
-            self.line(f"{out} = {x.name} * {self.n.scale(name)}")
-        elif prim == "shift":
-            self.line(f"{out} = {x.name} + {float(op.applied.offset)!r}")
-        elif prim == "causal_mask":
-            skip = self.p.schedule.skip
-            if skip is not None and skip.mask is op and not masked:
+        if prim == "causal_mask":
+            if skips_mask(self.p, op, masked=masked):
                 self.vals[name] = x   # interior chunks lie below the diagonal
                 return
             q, k = op.applied.query, op.applied.key
             cond = (f"{self.expand(self.offs(q), self.p.dim_of[q], x.dims)} >= "
                     f"{self.expand(self.offs(k), self.p.dim_of[k], x.dims)}")
-            self.line(f"{out} = tl.where({cond}, {x.name}, float('-inf'))  # causal mask")
-        elif prim in ELEMENTWISE:
-            self.line(f"{out} = {ELEMENTWISE[prim].format(x=x.name)}")
-        elif prim in BINARY:
-            (y,) = rest
-            dims = x.dims if len(x.dims) >= len(y.dims) else y.dims
-            self.line(f"{out} = {self.broadcast(x, dims)} {BINARY[prim]} {self.broadcast(y, dims)}")
+            self.line(f"{out} = tl.where({cond}, {x.name}, {SPELLING.neg_inf})  # causal mask")
+        elif prim in POINTWISE:
+            dims = x.dims
+            if rest:        # a binary op: both operands laid out as the one with more dims
+                (y,) = rest
+                dims = x.dims if len(x.dims) >= len(y.dims) else y.dims
+                args = [self.broadcast(x, dims), self.broadcast(y, dims)]
+            else:
+                args = [x.name]
+            self.line(f"{out} = {pointwise(SPELLING, op, args, self.n)}")
             self.vals[name] = Val(out, dims)
             return
         elif prim == "softmax":
@@ -436,9 +413,8 @@ class _Writer:
             return
         elif prim in ("sum", "max"):
             axis = x.dims.index(self.p.dim_of[op.applied.over])
-            neutral = "0.0" if prim == "sum" else "float('-inf')"
             mask = self.mask(x.dims, chunk_masked=True)
-            src = x.name if mask is None else f"tl.where({mask}, {x.name}, {neutral})"
+            src = x.name if mask is None else f"tl.where({mask}, {x.name}, {neutral(SPELLING, prim)})"
             self.line(f"{out} = tl.{prim}({src}, {axis})")
             self.vals[name] = Val(out, tuple(d for d in x.dims if d != self.p.dim_of[op.applied.over]))
             return
@@ -454,7 +430,7 @@ class _Writer:
         self.comment(f"{name} = softmax of {op.inputs[0]} over {op.applied.over}")
         self.line(f"{shifted} = {x.name}{scale}")
         if mask is not None:
-            self.line(f"{shifted} = tl.where({mask}, {shifted}, float('-inf'))")
+            self.line(f"{shifted} = tl.where({mask}, {shifted}, {SPELLING.neg_inf})")
         keep = "[:, None]" if axis == 1 else "[None, :]"
         self.line(f"{exp} = tl.exp({shifted} - tl.max({shifted}, {axis}){keep})")
         self.line(f"{out} = {exp} / tl.sum({exp}, {axis}){keep}")
@@ -475,21 +451,13 @@ class _Writer:
         name = op.name
         st = self.stream
         acc = self.n("acc_{}", name)
-        online = r.softmax is not None or op.primitive.name == "softmax_dot"
         if op.primitive.contraction:
-            first, second = op.inputs
-            if r.softmax is not None:          # softmax -> dot: stream the softmax's input
-                src = r.softmax
-                first = src.inputs[0] if first == src.name else first
-                second = src.inputs[0] if second == src.name else second
-                scale_op = src
-            else:
-                scale_op = op
+            first, second, scale_op = streamed_operands(r)
             a = self.value(first, masked=masked)
             b = self.value(second, masked=masked)
             m, n = self.out_dims(op)
             k = st.name
-            if online:
+            if is_online(r):
                 self.online(name, scale_op, a, b, (m, k), (k, n), masked=masked)
             else:
                 self.comment(f"{name} += {first} . {second} over this chunk of {st.axes[0]} (A.3.1)")
@@ -504,10 +472,10 @@ class _Writer:
             return
         x = self.widened(self.value(op.inputs[0], masked=masked))
         axis = x.dims.index(st.name)
-        neutral = "0.0" if op.primitive.name == "sum" else "float('-inf')"
         src = x.name
         if masked:
-            src = f"tl.where({self.expand(self.mask_of(st.name), st.name, x.dims)}, {x.name}, {neutral})"
+            src = (f"tl.where({self.expand(self.mask_of(st.name), st.name, x.dims)}, {x.name}, "
+                   f"{neutral(SPELLING, op.primitive.name)})")
         if op.primitive.name == "sum":
             self.line(f"{acc} = {acc} + tl.sum({src}, {axis})")
         else:
@@ -517,13 +485,12 @@ class _Writer:
         """Online softmax folded into the contraction (Appendix A.3.2, Table 4), in base 2."""
         x = self.stream.name
         acc, m, l = self.n("acc_{}", name), self.n("m_{}", name), self.n("l_{}", name)
-        scale = f"{self.n.scale(scale_op.name)} * 1.4426950408889634" if scale_op.applied.scale is not None \
-            else "1.4426950408889634"
+        scale = base2_scale(SPELLING, scale_op, self.n)
         self.comment(f"{name}: online softmax over this chunk (running max m, sum l; A.3.2), "
                      "in base 2: exp(t) = exp2(t log2 e)")
         self.line(f"t = {self.oriented(s, s_dims)} * ({scale})")
         if masked:
-            self.line(f"t = tl.where({self.expand(self.mask_of(x), x, s_dims)}, t, float('-inf'))")
+            self.line(f"t = tl.where({self.expand(self.mask_of(x), x, s_dims)}, t, {SPELLING.neg_inf})")
         self.line(f"m_new = tl.maximum({m}, tl.max(t, 1))")
         self.line("m_use = tl.where(m_new == float('-inf'), 0.0, m_new)  # rows with nothing seen yet")
         self.line("p = tl.math.exp2(t - m_use[:, None])")
@@ -550,13 +517,8 @@ def render_kernel(p: KernelPlan, name: str, ids: KernelIds, padded: dict[str, bo
     `padded`: dims whose tile is not a power of two in some configuration the file carries (their
     extra slots are masked)."""
     check_renderable(p)
-    for d in p.dims:
-        if d.kind == STREAM and any(d.name in p.tiles_of[s] for s in p.schedule.saves):
-            raise NapkinError(f"kernel {p.name!r} saves an array along its streamed axis "
-                              f"{d.axes[0]!r}; the Triton backend saves only after the loop",
-                              file=p.diagram.source)
     return _Writer(p, ids, padded or {}).render(name) + "\n"
 
 
-__all__ = ["render_kernel", "KernelIds", "KERNEL_LOCALS", "pointers", "scaled_ops", "runtime_axes",
-           "check_renderable", "GROUP"]
+__all__ = ["render_kernel", "KernelIds", "KERNEL_LOCALS", "RENDERED", "SPELLING", "pointers", "scaled_ops",
+           "runtime_axes", "check_renderable", "GROUP"]

@@ -11,13 +11,18 @@ import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from analyzer.codegen import cuda as cu
+from analyzer import hardware
 from analyzer.codegen import generate
+from analyzer.codegen.cuda import common, variants
+from analyzer.codegen.cuda import loader as cuda_loader
+from analyzer.codegen.cuda.limits import CudaLimits
 from analyzer.common.errors import NapkinError
+from analyzer.hardware import Profile
 
 ATTENTION = ("attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "attention_unfused")
 DIAGRAMS = (*ATTENTION, "matmul", "rmsnorm_matmul", "mla_attention")
@@ -81,11 +86,11 @@ def test_header_states_clamps():
     g = generated("attention")
     text = "\n".join(line for line in g.source.splitlines() if line.startswith("//"))
     for c in g.kernels[0].choices.values():
-        if c.tiles["g_q"] > cu.MAX_ROWS:
-            assert f"g_q {c.tiles['g_q']} -> {cu.MAX_ROWS}" in text
+        if c.tiles["g_q"] > variants.MAX_ROWS:
+            assert f"g_q {c.tiles['g_q']} -> {variants.MAX_ROWS}" in text
     assert "clamped:" in text
     smem = [int(x) for x in re.findall(r"(\d+) KB shared memory", text)]
-    assert smem and max(smem) <= cu.SMEM_LIMIT // 1024
+    assert smem and max(smem) <= g.cuda_limits.smem_per_block // 1024
 
 
 def test_configs_in_loader_are_cuda_and_napkin_ones(tmp_path):
@@ -96,8 +101,8 @@ def test_configs_in_loader_are_cuda_and_napkin_ones(tmp_path):
     flash = m.CONFIGS["flash"]
     assert set(flash) == set(g.kernels[0].choices) == set(m.HEAD_DIMS)
     for key, entry in flash.items():
-        assert entry["rows"] % 16 == 0 and entry["rows"] <= cu.MAX_ROWS
-        assert entry["smem_bytes"] <= cu.SMEM_LIMIT
+        assert entry["rows"] % 16 == 0 and entry["rows"] <= variants.MAX_ROWS
+        assert entry["smem_bytes"] <= g.cuda_limits.smem_per_block
         assert entry["napkin"]["num_warps"] == g.kernels[0].choices[key].num_warps
 
 
@@ -114,8 +119,62 @@ def test_fp16_and_bf16_files_share_kernels():
     assert _body(a.source) == _body(b.source)
 
 
+@pytest.mark.parametrize(("gpu", "kb"), [("h200", 227), ("t4", 64)])
+def test_shared_memory_limit_is_the_profiles(gpu, kb):
+    """A block's shared memory is held to what the GPU profile allows a block (h200: 227 KB opt-in,
+    t4: 64 KB), not to one GPU's figure: the h200 file uses more than sm_86's 99 KB."""
+    g = generate("mla_attention", gpu, backend="cuda")
+    assert g.cuda_limits == CudaLimits.of(hardware.load(gpu))
+    assert g.cuda_limits.smem_per_block == kb * 1024
+    m = {}
+    exec(compile(g.extra[".py"].split("CONFIGS = ", 1)[1].split("\nCONFIG = ", 1)[0].join(["CONFIGS = ", ""]),
+                 "configs", "exec"), m)
+    smem = [v["smem_bytes"] for entry in m["CONFIGS"]["flash"].values() for v in entry["variants"]]
+    assert max(smem) <= kb * 1024
+    if gpu == "h200":
+        assert max(smem) > 99 * 1024
+
+
+def _profile(**threads):
+    data = hardware.load("h200").model_dump()
+    data["threads"].update(threads)
+    return Profile.model_validate(data)
+
+
+def test_threads_per_block_bound_the_rows():
+    """A GPU with at most 128 threads a block (four warps) gets blocks of at most 64 rows (a warp per 16
+    rows at most), and the header says why napkin's 128 rows were clamped."""
+    g = generate("matmul", _profile(per_block_max=128), backend="cuda")
+    header = "\n".join(line for line in g.source.splitlines() if line.startswith("//"))
+    assert g.cuda_limits.threads_per_block == 128
+    blocks = [(int(r), int(w)) for r, w in re.findall(r"rows = (\d+) \((\d+) warps", header)]
+    assert blocks and all(r <= 64 and w * 32 <= 128 for r, w in blocks)
+    assert "g_a 128 -> 64 (at most 64 rows a block)" in header
+
+
+def test_warps_other_than_32_are_refused():
+    with pytest.raises(NapkinError, match="warps of 64 threads"):
+        CudaLimits.of(_profile(warp_size=64))
+
+
+def test_prelude_and_loader_text_are_package_files():
+    """The .cu's prelude and the loader's fixed text are files of the package (prelude.cuh,
+    loader_template.py), copied as they are; the loader generates only the diagram's parts."""
+    package = resources.files("analyzer.codegen.cuda")
+    prelude = package.joinpath("prelude.cuh").read_text(encoding="utf-8")
+    template = package.joinpath("loader_template.py").read_text(encoding="utf-8")
+    g = generated("attention")
+    assert prelude.strip("\n") in g.source
+    for name in ("imports", "runtime"):
+        assert cuda_loader.SECTIONS[name] in g.extra[".py"]
+    assert "_SIGNATURES = {}" not in g.extra[".py"] and "napkin-loader:" not in g.extra[".py"]
+    assert "ruff: noqa" not in g.extra[".py"]          # the template's own note stays behind
+    assert {"_compile", "_library", "_LOCK", "torch"} <= set(cuda_loader.LOADER_GLOBALS)
+    compile(template, "loader_template.py", "exec")
+
+
 def test_unknown_primitive_is_named(monkeypatch):
-    monkeypatch.setattr(cu, "RENDERED", cu.RENDERED - {"sigmoid"})
+    monkeypatch.setattr(common, "RENDERED", common.RENDERED - {"sigmoid"})
     with pytest.raises(NapkinError, match="'sigmoid'.*no CUDA renderer"):
         generate("sigmoid_attention", "h200", backend="cuda")
 
