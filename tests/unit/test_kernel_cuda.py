@@ -135,6 +135,25 @@ def test_shared_memory_limit_is_the_profiles(gpu, kb):
         assert max(smem) > 99 * 1024
 
 
+@pytest.mark.parametrize("gpu", ["h200", "a100", "t4"])
+def test_variants_keep_two_blocks_an_sm_where_they_can(gpu):
+    """The share of an SM's shared memory that keeps two blocks resident (less CUDA's reserve a block,
+    the SM's capacity beyond a block's maximum) bounds every variant that fits it; h200: 228 KB an SM,
+    227 KB a block, so 113 KB."""
+    limits = CudaLimits.of(hardware.load(gpu))
+    reserve = limits.smem_per_sm - limits.smem_per_block
+    share = limits.smem_per_sm // 2 - reserve
+    assert limits.smem_budgets[0] == min(share, limits.smem_per_block)
+    if gpu == "h200":
+        assert limits.smem_budgets == (113 * 1024, 227 * 1024)
+    g = generate("attention", gpu, backend="cuda")
+    m = {}
+    exec(compile(g.extra[".py"].split("CONFIGS = ", 1)[1].split("\nCONFIG = ", 1)[0].join(["CONFIGS = ", ""]),
+                 "configs", "exec"), m)
+    smem = [v["smem_bytes"] for entry in m["CONFIGS"]["flash"].values() for v in entry.get("variants", [entry])]
+    assert smem and max(smem) <= limits.smem_budgets[0]
+
+
 def _profile(**threads):
     data = hardware.load("h200").model_dump()
     data["threads"].update(threads)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analyzer.codegen.cuda.limits import WARP, CudaLimits
+from analyzer.codegen.cuda.limits import BLOCKS_PER_SM, WARP, CudaLimits
 from analyzer.codegen.render import contraction_dims, loaded
 from analyzer.common.errors import NapkinError
 from analyzer.config.plan import GROUP, STREAM, Dim, KernelPlan, next_pow2
@@ -106,7 +106,21 @@ def _smem_elems(p: KernelPlan, extents: dict[str, int]) -> tuple[int, int]:
 def mma_variant(p: KernelPlan, row: Dim, index: int, key, choice, wholes: dict[str, int],
                 limits: CudaLimits) -> Variant:
     """The variant of configuration `choice` (head dim `key`) and whole extents `wholes` of a tensor-core
-    kernel whose block's rows are `row`, within the GPU's `limits`."""
+    kernel whose block's rows are `row`, within the GPU's `limits`: within the shared memory that keeps
+    two blocks an SM where that is possible (CudaLimits.smem_budgets), else all a block may use."""
+    *shares, whole = limits.smem_budgets
+    for budget in shares:
+        try:
+            return _mma_variant(p, row, index, key, choice, wholes, limits, budget)
+        except NapkinError:
+            continue
+    return _mma_variant(p, row, index, key, choice, wholes, limits, whole)
+
+
+def _mma_variant(p: KernelPlan, row: Dim, index: int, key, choice, wholes: dict[str, int],
+                 limits: CudaLimits, smem_budget: int) -> Variant:
+    shared_why = ("shared memory" if smem_budget == limits.smem_per_block else
+                  f"shared memory: {BLOCKS_PER_SM} blocks an SM")
     sizes = p.schedule.partition.group_sizes
     sym = {a: sizes[a].name for d in p.groups for a in d.axes}
     configured = {a: int(choice.tiles.get(sym[a], 1)) for a in sym}
@@ -152,23 +166,23 @@ def mma_variant(p: KernelPlan, row: Dim, index: int, key, choice, wholes: dict[s
             why_chunk = "registers"
             continue
         head, stage = _smem_elems(p, extents)
-        if (head + stages * stage) * ELEM_BYTES <= limits.smem_per_block:
+        if (head + stages * stage) * ELEM_BYTES <= smem_budget:
             break
         if stages > 2:
             stages -= 1
-            why_stages = "shared memory"
+            why_stages = shared_why
         elif chunk is not None and chunk > 32:
             chunk //= 2
-            why_chunk = "shared memory"
+            why_chunk = shared_why
         elif stages > 1:
             stages = 1
-            why_stages = "shared memory"
+            why_stages = shared_why
         elif chunk is not None and chunk > 16:
             chunk //= 2
-            why_chunk = "shared memory"
+            why_chunk = shared_why
         elif max_rows > 16:
             max_rows //= 2
-            why_rows = "shared memory"
+            why_rows = shared_why
         else:
             raise NapkinError(f"kernel {p.name!r}: its tiles need {(head + stage) * ELEM_BYTES // 1024} KB "
                               f"of shared memory, more than the {limits.smem_per_block // 1024} KB a block may use "
@@ -190,7 +204,7 @@ def mma_variant(p: KernelPlan, row: Dim, index: int, key, choice, wholes: dict[s
     for a, symbol in sym.items():
         if tiles[a] != configured[a]:
             reason = (f"at most {rows_most} rows a block" if a in row.axes and not why_rows else
-                      "shared memory" if a in row.axes else f"at most {MAX_COLS} columns in registers")
+                      shared_why if a in row.axes else f"at most {MAX_COLS} columns in registers")
             clamps.append(f"{symbol} {configured[a]} -> {tiles[a]} ({reason})")
     if warps != warps_cfg:
         clamps.append(f"{warps_cfg} -> {warps} warps ({16 * ma} rows a warp: {ma} m16 tile"
