@@ -119,8 +119,8 @@ def keys(k, ids: tr.KernelIds) -> dict[str, bool]:
 
 
 def _config_keys(g, ids: dict[str, tr.KernelIds]) -> list[str]:
-    lines = ["# What a call's config= gives each kernel: a dict with these keys (those of its CONFIGS entries),",
-             "# each True where the value must be a power of two (a block's extent in tl.arange, the warps)",
+    lines = ["# What a call's config= gives a kernel: a dict with these keys (those of its CONFIGS entries),",
+             "# True where the value must be a power of two (a block's extent in tl.arange, the warps)",
              "CONFIG_KEYS = {"]
     for k in g.kernels:
         flags = keys(k, ids[k.plan.name])

@@ -160,7 +160,7 @@ def config_names(g, k) -> dict[str, str]:
 
 
 def config_keys(g, k) -> dict[str, bool]:
-    """The keys of kernel `k`'s configuration, as the module's CONFIG_KEYS has them (analyzer.codegen.configs)."""
+    """The keys of kernel `k`'s configuration, as the module's CONFIG_KEYS has them (configs.keys)."""
     return cf.keys(k, module_ids(g).kernels[k.plan.name])
 
 

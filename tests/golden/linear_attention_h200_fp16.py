@@ -102,8 +102,8 @@ CONFIGS = {
     },
 }
 CONFIG = CONFIGS  # the same, under the short name
-# What a call's config= gives each kernel: a dict with these keys (those of its CONFIGS entries),
-# each True where the value must be a power of two (a block's extent in tl.arange, the warps)
+# What a call's config= gives a kernel: a dict with these keys (those of its CONFIGS entries),
+# True where the value must be a power of two (a block's extent in tl.arange, the warps)
 CONFIG_KEYS = {
     'linear': {'TILE_Q': True, 'BLOCK_X': True, 'num_warps': True, 'num_stages': False},
 }
