@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import inspect
 import re
+from functools import partial
 
 import pytest
 import yaml
 
 from analyzer.codegen import generate
 from analyzer.codegen.module import config_keys, module_ids, wrapper
+from bench import common
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
@@ -176,3 +178,19 @@ def test_a_backend_may_leave_the_configuration_out():
     assert not any(re.search(r"\bconfig\b", line) for line in plain)
     assert "    _launch_values(t, size, stride, scale)" in plain
     assert "    _launch_values(t, size, stride, scale, config['values'])" in configured
+
+
+def test_the_benchmarks_check_each_candidate_through_config(tmp_path):
+    """bench.common times a recording's candidates by passing each to the call: one the wrapper
+    refuses is recorded with its ValueError and not timed; the others match the reference."""
+    loaded = common.load_kernel("matmul", tmp_path)
+    a, b, ref = matmul_inputs(40, 30, 20)
+    problem = common.Problem("gemm", partial(loaded.module.matmul, a, b), ref, graph=True)
+    size = {"candidates": [{"key": "good", "config": dict(MATMUL)},
+                           {"key": "bad", "config": {**MATMUL, "BLOCK_B": 24}}]}
+    live = common.checked(size, problem)
+    assert [c["key"] for c in live] == ["good"] and live[0]["rel_err"] < 1e-2
+    assert size["candidates"][1]["error"].startswith("ValueError: config['gemm']['BLOCK_B'] must be a power")
+    sizes = {"a": 40, "b": 30, "c": 20}
+    assert common.launched(loaded.module, "gemm", None, sizes) == \
+        loaded.module._sized(loaded.module.CONFIGS["gemm"][None], sizes)
