@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import importlib.util
-import json
 import multiprocessing
 import os
 import shutil
@@ -59,11 +57,10 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
-for _path in (str(BENCH_DIR), str(REPO_ROOT)):
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))     # napkin and bench.common from this checkout, installed or not
 
-from common import (  # noqa: E402  (bench/ is on sys.path from here)
+from bench.attention_report import (  # noqa: E402
     DTYPES,
     OTHER_DIAGRAMS,
     OURS,
@@ -80,26 +77,21 @@ from common import (  # noqa: E402  (bench/ is on sys.path from here)
     render_markdown,
     supported_head_dims,
     tflops,
-    without_out,
 )
+from bench.common import REP_MS, WARMUP_MS, command, import_file, log, save_results  # noqa: E402
 
 DEFAULT_GPU = "h200-calibrated"   # napkin's profile for generate() and predict(): fitted to sweep_h200
 DEVICE = "cuda"
-WARMUP_MS, REP_MS = 25, 100       # triton.testing.do_bench
 COPY_BYTES = 1 << 30
 MATMUL_N = 8192
 RESERVE_S = 20.0                  # kept for writing the report
 CHECKS_SHARE = 0.45               # checks of the timed kernels stop at this share of the budget
 FLEX_FIRST_ESTIMATE_S = 45.0      # first Flex compile in a process, until one is observed
 OVERRUN_S = 45.0                  # hard stop: at budget + this, write what is there and exit 1
-JSON_NAME, MD_NAME = "attention_h200.json", "attention_h200.md"
+NAME = "attention_h200"           # attention_h200.json and attention_h200.md in --out
 
 
 # ------------------------------------------------------------------------------------ plumbing
-
-def log(message: str) -> None:
-    print(message, flush=True)
-
 
 def fail(message: str) -> None:
     """One line on stderr, exit code 1."""
@@ -261,8 +253,7 @@ class Run:
         self.work_dir = Path(tempfile.mkdtemp(prefix="napkin_bench_"))
         self.kernels: dict[tuple[str, str, str], Kernel] = {}
         self.results: dict[str, Any] = {
-            "meta": {"command": ("python bench/attention_h200.py "
-                                 + " ".join(without_out(sys.argv[1:]))).strip(),
+            "meta": {"command": command("attention_h200.py", None),
                      "args": {k: v for k, v in vars(args).items() if k != "out"}, "backends": self.backends, "gpu_profile": args.gpu,
                      "started_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                      "budget_s": args.budget_s, "work_dir": str(self.work_dir),
@@ -297,9 +288,7 @@ class Run:
         meta["finished_utc"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         self.results["kernels"] = [k.record() for k in self.kernels.values()]
         self.results["targets"] = evaluate_targets(self.results["timings"], self.backends)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        (self.out_dir / JSON_NAME).write_text(json.dumps(self.results, indent=1, default=str) + "\n")
-        (self.out_dir / MD_NAME).write_text(render_markdown(self.results))
+        save_results(self.out_dir, NAME, self.results, render_markdown(self.results))
 
 
 
@@ -401,16 +390,6 @@ def measure_ceilings(run: Run) -> None:
 
 
 # ------------------------------------------------------------------------------- generation
-
-def import_file(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 def generate_kernel(run: Run, diagram: str, backend: str, dtype: str) -> Kernel:
     """Generate, write and import one kernel; a module with the same source is reused."""
@@ -867,7 +846,7 @@ def main(argv: list[str] | None = None) -> int:
     run.save()
     print(flush=True)
     print(render_markdown(run.results), flush=True)
-    log(f"wrote {run.out_dir / JSON_NAME} and {run.out_dir / MD_NAME}")
+    log(f"wrote {run.out_dir / (NAME + '.json')} and {run.out_dir / (NAME + '.md')}")
     return code
 
 

@@ -24,122 +24,57 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
+import statistics
 import sys
 import tempfile
 import time
-from functools import partial
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))          # napkin and bench.common from this checkout, installed or not
 
-import sweep_h200 as sweep_bench  # noqa: E402 - the sweep's kernels, compile workers and timer
-from gpu_state import FIELDS, Sampler  # noqa: E402 - the SM clock and power beside each timing
+from bench.common import (  # noqa: E402
+    FIELDS,
+    Kernels,
+    Sampler,
+    candidates,
+    checked,
+    command,
+    environment,
+    log,
+    precompile_candidates,
+    prepare,
+    rotations,
+    save_results,
+    timed,
+    timer_text,
+)
 
 WITHIN = 1.05                      # the issue's target: the choice within 5 % of the best
 
 
-# ------------------------------------------------------------------------------ what to time
-
-def candidates(recording: Path, gpus: list[str], top: int) -> list[dict[str, Any]]:
-    """Per problem size: its raw records to time (each profile's first choice and the `top` fastest
-    measured), and which one each profile chose."""
-    from analyzer import hardware
-    from analyzer.calibrate.calibrate import KERNEL, first_choices, kernel_choices
-    from analyzer.calibrate.record import load_recording
-    from analyzer.calibrate.validate import shape_of
-    rec = load_recording(recording)
-    raw = json.loads(recording.read_text())["records"]
-    ok = [(r, d) for r, d in zip(rec.records, raw, strict=True) if r.status == "ok"]
-    choices = {g: first_choices([r for r, _ in ok], hardware.load(g))[0] for g in gpus}
-    # what the Triton kernel napkin kernel generates with the last profile launches at each size
-    choices[KERNEL] = kernel_choices([r for r, _ in ok], hardware.load(gpus[-1]))
-    sizes: dict[tuple, list] = {}
-    for r, d in ok:
-        sizes.setdefault(shape_of(r), []).append((r, d))
-    out = []
-    for shape, rows in sorted(sizes.items()):
-        rows.sort(key=lambda rd: rd[0].time_s)
-        by_key = {r.config_key: (r, d) for r, d in rows}
-        chosen = {g: choices[g][shape] for g in choices}
-        keys = list(dict.fromkeys([r.config_key for r, _ in rows[:top]]
-                                  + [k for k in chosen.values() if k in by_key]))
-        timer = rows[0][1].get("timer") or ("cudagraph" if shape[0] == "matmul" else "do_bench")
-        out.append({"shape": list(shape), "sizes": rows[0][0].sizes, "timer": timer, "chosen": chosen,
-                    "sweep_best": rows[0][0].config_key,
-                    "candidates": [{"key": k, "config": by_key[k][1]["config"],
-                                    "sweep_s": by_key[k][0].time_s} for k in keys]})
-    return out
-
-
 # ------------------------------------------------------------------------------------ timing
 
-def prepare(size: dict, state) -> tuple:
-    """The kernel module, its CONFIGS slot, the call and the reference output of one problem size."""
-    import torch
-    family, diagram, hdim, n = size["shape"]
-    module, path, _ = state["modules"].setdefault(diagram, sweep_bench.load_kernel(diagram, state["tmp"]))
-    if family == "attention":
-        causal = sweep_bench.DIAGRAMS[diagram]
-        s = size["sizes"]
-        q, k, v = (torch.randn(s["batch"], s["heads"], n, hdim, device="cuda", dtype=torch.float16)
-                   for _ in range(3))
-        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        call = partial(module.attention, q, k, v, causal=causal)
-        return module, path, ("flash", hdim), call, ref, size.get("timer") == "cudagraph"
-    a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
-    return module, path, ("gemm", None), partial(module.matmul, a, b), torch.matmul(a, b), True
-
-
-def checked(size: dict, module, kernel: str, key, call, ref) -> list[dict]:
-    """The candidates that match the reference, each checked once (a failure is recorded on it)."""
-    import torch
-    live = []
-    for c in size["candidates"]:
-        module.CONFIGS[kernel][key] = c["config"]
-        try:
-            c["rel_err"] = sweep_bench.rel_err(torch, call(), ref)
-            if not c["rel_err"] < sweep_bench.TOLERANCE:
-                raise RuntimeError(f"relative error {c['rel_err']:.3g} against the reference")
-            live.append(c)
-        except Exception as exc:  # noqa: BLE001 - a configuration that fails is reported, not timed
-            c["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    return live
-
-
-def rotations(live: list, rounds: int):
-    """(round, candidate) in `rounds` rounds whose order rotates by one every round."""
-    for r in range(rounds):
-        for c in live[r % len(live):] + live[:r % len(live)]:
-            yield r, c
-
-
-def time_size(size: dict, rounds: int, state) -> None:
+def time_size(size: dict, rounds: int, kernels: Kernels, sampler: Sampler | None) -> None:
     """Check every candidate once, then time them in `rounds` rotating rounds (in place)."""
     import torch
     import triton
-    module, _, (kernel, key), call, ref, graph = prepare(size, state)
-    original = dict(module.CONFIGS[kernel][key])
-    live = checked(size, module, kernel, key, call, ref)
+    problem = prepare(size, kernels)
+    live = checked(size, problem)
     for c in live:
         c["times_s"], c["gpu_states"] = [], []
     for _, c in rotations(live, rounds):
-        module.CONFIGS[kernel][key] = c["config"]
-        timing = sweep_bench.bench(triton, call, graph=graph, sampler=state.get("sampler"))
+        timing = timed(triton, problem.launch(c["config"]), graph=problem.graph, sampler=sampler)
         c["times_s"].append(timing["time_s"])
         c["gpu_states"].append({f: timing.get(f) for f in FIELDS})
-    module.CONFIGS[kernel][key] = original
     summarise(size)
     torch.cuda.empty_cache()
 
 
 def summarise(size: dict) -> None:
     """Medians, the spread of the rounds, the best candidate, and each choice's ratio to it."""
-    import statistics
     timed = [c for c in size["candidates"] if c.get("times_s")]
     for c in timed:
         c["median_s"] = statistics.median(c["times_s"])
@@ -160,19 +95,6 @@ def summarise(size: dict) -> None:
     sweep_best = min(c["sweep_s"] for c in size["candidates"])
     size["sweep_ratio"] = {g: next(c["sweep_s"] for c in size["candidates"] if c["key"] == k) / sweep_best
                            for g, k in size["chosen"].items() if k in by_key}
-
-
-def precompile(sizes: list[dict], state, workers: int) -> None:
-    """Warm Triton's cache with every candidate's kernel, in parallel, before anything is timed."""
-    jobs = []
-    for s in sizes:
-        family, diagram, hdim, _ = s["shape"]
-        _, path, _ = state["modules"].setdefault(diagram, sweep_bench.load_kernel(diagram, state["tmp"]))
-        kernel, key = ("flash", hdim) if family == "attention" else ("gemm", None)
-        jobs += [(str(path), f"sweep_{diagram}", kernel, key, c["config"], family, hdim or None,
-                  sweep_bench.DIAGRAMS.get(diagram, False)) for c in s["candidates"]]
-    sweep_bench.precompile(list({json.dumps(j, sort_keys=True, default=str): j for j in jobs}.values()),
-                           workers)
 
 
 # ------------------------------------------------------------------------------------ output
@@ -224,10 +146,9 @@ def totals(doc: dict) -> str:
 
 
 def save(doc: dict, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "choice_h200.json").write_text(json.dumps(doc, indent=1) + "\n")
     m = doc["meta"]
-    (out / "choice_h200.md").write_text(
+    save_results(
+        out, "choice_h200", doc,
         f"# The model's choice, timed again on {m.get('gpu', '?')} ({m['date']})\n\n"
         f"`{m['command']}`: per size, each profile's first choice, the configuration the Triton kernel "
         f"`napkin kernel` generates with the last profile launches there (`napkin kernel`), and the "
@@ -257,30 +178,27 @@ def main(argv: list[str] | None = None) -> int:
     recording = Path(args.recording)
     wanted = {d for d in args.diagrams.split(",") if d}
     sizes = [s for s in candidates(recording, gpus, args.top) if not wanted or s["shape"][1] in wanted]
-    given = argv if argv is not None else sys.argv[1:]
-    doc = {"meta": {"date": datetime.date.today().isoformat(),
-                    "command": ("python bench/choice_h200.py "
-                                + " ".join(sweep_bench.without_out(given))).strip(),
+    doc = {"meta": {"date": datetime.date.today().isoformat(), "command": command("choice_h200.py", argv),
                     "recording": os.path.relpath(recording, ROOT), "gpus": gpus, "top": args.top,
                     "rounds": args.rounds,
                     "timer": "the recording's, per size (each size's `timer`): "
-                             + sweep_bench.timer_text(any(s["timer"] == "cudagraph" for s in sizes
-                                                          if s["shape"][0] == "attention")),
-                    **sweep_bench.environment()},
+                             + timer_text(any(s["timer"] == "cudagraph" for s in sizes
+                                              if s["shape"][0] == "attention")),
+                    **environment()},
            "sizes": sizes}
-    state = {"tmp": Path(tempfile.mkdtemp()), "modules": {}}
-    precompile(sizes, state, args.workers)
+    kernels = Kernels(Path(tempfile.mkdtemp()))
+    precompile_candidates(sizes, kernels, args.workers)
     deadline = time.time() + args.budget_s
     out = Path(args.out)
-    with Sampler() as state["sampler"]:
+    with Sampler() as sampler:
         for s in sizes:
             if time.time() > deadline:
-                sweep_bench.log(f"  budget spent: {s['shape']} and later not timed")
+                log(f"  budget spent: {s['shape']} and later not timed")
                 break
             began = time.time()
-            time_size(s, args.rounds, state)
-            sweep_bench.log(f"  {s['shape']}: {len(s['candidates'])} timed in {time.time() - began:.0f} s, "
-                            + ", ".join(f"{g} {r:.3f}" for g, r in s.get("ratio", {}).items()))
+            time_size(s, args.rounds, kernels, sampler)
+            log(f"  {s['shape']}: {len(s['candidates'])} timed in {time.time() - began:.0f} s, "
+                + ", ".join(f"{g} {r:.3f}" for g, r in s.get("ratio", {}).items()))
             save(doc, out)                          # after every size: a run cut short keeps what it timed
     print(totals(doc))
     return 0

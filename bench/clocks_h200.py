@@ -5,7 +5,7 @@ the first round to the later ones while others held their time, and it is among 
 the model's choice misses the 5 % target. This script times the candidates of chosen sizes in
 interleaved rounds, as choice_h200.py does, with both of Triton's timers (do_bench, the sweep's, and
 do_bench_cudagraph), and samples the SM clock, the power draw and the temperature during every timing
-(bench/gpu_state.py). Time x clock is then each timing in SM cycles: if the candidates' order by cycles
+(bench/common.py, Sampler). Time x clock is then each timing in SM cycles: if the candidates' order by cycles
 differs from their order by time, the clock, not the kernel, decides it.
 
     python bench/clocks_h200.py [--sizes attention:64:1024,causal_attention:64:8192]
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import statistics
 import sys
@@ -27,34 +26,46 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))          # napkin and bench.common from this checkout, installed or not
 
-import choice_h200  # noqa: E402 - the candidates and the kernels' set-up
-import sweep_h200 as sweep_bench  # noqa: E402
-from gpu_state import FIELDS, Sampler  # noqa: E402
+from bench.common import (  # noqa: E402
+    FIELDS,
+    REP_MS,
+    WARMUP_MS,
+    Kernels,
+    Sampler,
+    candidates,
+    checked,
+    command,
+    environment,
+    log,
+    precompile_candidates,
+    prepare,
+    rotations,
+    save_results,
+    timed,
+)
 
 SIZES = ("attention:64:1024,attention:64:2048,attention:64:8192,"
          "causal_attention:64:4096,causal_attention:64:8192,causal_attention:64:16384")
 TIMERS = {"do_bench": False, "cudagraph": True}      # timer -> graph
 
 
-def time_size(size: dict, rounds: int, state, sampler: Sampler) -> None:
+def time_size(size: dict, rounds: int, kernels: Kernels, sampler: Sampler) -> None:
     """Check every candidate once, then time it with both timers in `rounds` rotating rounds."""
     import torch
     import triton
-    module, _, (kernel, key), call, ref, _ = choice_h200.prepare(size, state)
-    original = dict(module.CONFIGS[kernel][key])
-    live = choice_h200.checked(size, module, kernel, key, call, ref)
+    problem = prepare(size, kernels)
+    live = checked(size, problem)
     for c in live:
         c["timings"] = []
-    for r, c in choice_h200.rotations(live, rounds):
-        module.CONFIGS[kernel][key] = c["config"]
+    for r, c in rotations(live, rounds):
+        call = problem.launch(c["config"])
         for timer, graph in TIMERS.items():
-            timing = sweep_bench.bench(triton, call, graph=graph, sampler=sampler)
+            timing = timed(triton, call, graph=graph, sampler=sampler)
             c["timings"].append({"round": r, "timer": timer, "time_s": timing["time_s"],
                                  **{f: timing.get(f) for f in FIELDS}})
-    module.CONFIGS[kernel][key] = original
     torch.cuda.empty_cache()
 
 
@@ -93,8 +104,6 @@ def table(size: dict) -> list[str]:
 
 
 def save(doc: dict, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "clocks_h200.json").write_text(json.dumps(doc, indent=1) + "\n")
     m = doc["meta"]
     lines = [f"# Time and clock of the contested candidates on {m.get('gpu', '?')} ({m['date']})", "",
              f"`{m['command']}`: per size, the calibrated profile's choice and the {m['top']} fastest of "
@@ -107,7 +116,7 @@ def save(doc: dict, out: Path) -> None:
     for s in doc["sizes"]:
         if any(c.get("timings") for c in s["candidates"]):
             lines += table(s)
-    (out / "clocks_h200.md").write_text("\n".join(lines) + "\n")
+    save_results(out, "clocks_h200", doc, "\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,28 +134,25 @@ def main(argv: list[str] | None = None) -> int:
         print("error: no CUDA device", file=sys.stderr)
         return 1
     wanted = {tuple(w.split(":")) for w in args.sizes.split(",") if w}
-    sizes = [s for s in choice_h200.candidates(Path(args.recording), [args.gpu], args.top)
+    sizes = [s for s in candidates(Path(args.recording), [args.gpu], args.top)
              if (s["shape"][1], str(s["shape"][2]), str(s["shape"][3])) in wanted]
     for s in sizes:
         s["chosen"] = s["chosen"][args.gpu]
-    state = {"tmp": Path(tempfile.mkdtemp()), "modules": {}}
-    choice_h200.precompile(sizes, state, args.workers)
-    given = argv if argv is not None else sys.argv[1:]
+    kernels = Kernels(Path(tempfile.mkdtemp()))
+    precompile_candidates(sizes, kernels, args.workers)
     with Sampler() as sampler:
-        doc = {"meta": {"date": datetime.date.today().isoformat(),
-                        "command": ("python bench/clocks_h200.py "
-                                    + " ".join(sweep_bench.without_out(given))).strip(),
+        doc = {"meta": {"date": datetime.date.today().isoformat(), "command": command("clocks_h200.py", argv),
                         "recording": os.path.relpath(args.recording, ROOT), "profile": args.gpu,
                         "top": args.top, "rounds": args.rounds, "sampler": sampler.source,
-                        "timers": {"do_bench": f"triton.testing.do_bench(fn, warmup={sweep_bench.WARMUP_MS}, "
-                                               f"rep={sweep_bench.REP_MS})",
-                                   "cudagraph": f"triton.testing.do_bench_cudagraph(fn, rep={sweep_bench.REP_MS})"},
-                        **sweep_bench.environment()},
+                        "timers": {"do_bench": f"triton.testing.do_bench(fn, warmup={WARMUP_MS}, "
+                                               f"rep={REP_MS})",
+                                   "cudagraph": f"triton.testing.do_bench_cudagraph(fn, rep={REP_MS})"},
+                        **environment()},
                "sizes": sizes}
         for s in sizes:
             began = time.time()
-            time_size(s, args.rounds, state, sampler)
-            sweep_bench.log(f"  {s['shape']}: {len(s['candidates'])} candidates in {time.time() - began:.0f} s")
+            time_size(s, args.rounds, kernels, sampler)
+            log(f"  {s['shape']}: {len(s['candidates'])} candidates in {time.time() - began:.0f} s")
             save(doc, Path(args.out))
     return 0
 

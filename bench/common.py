@@ -1,503 +1,44 @@
-"""Pure helpers of bench/attention_h200.py: the benchmark grid, the correctness cases, FLOP counts,
-the time budget, the targets and the markdown report.
+"""What the benchmarks under bench/ share: the generated kernels (written, imported and kept per
+diagram), the configuration a napkin sweep row gives a kernel, compile workers, the timer, the GPU
+state sampled beside each timing, the candidates of a recording that are timed again, and writing the
+results.
 
-Standard library only, so that the report can be built and tested without a GPU, torch or triton.
+Every script imports it one way, `from bench.common import ...`, after putting the checkout's root on
+sys.path (so napkin need not be installed). A benchmark times a configuration by passing it to the
+generated wrapper, `module.attention(q, k, v, config={"flash": {...}})` (docs/kernels.md, "A
+configuration per call"); no module global is changed. torch, triton and analyzer are imported where
+they are used, so that `--help` and the scripts' one-line refusals need none of them.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any
 
-# The FlashAttention-3 forward benchmark: 16k tokens in total, hidden size 2048.
-FA3_TOKENS = 16384
-FA3_HIDDEN = 2048
-FA3_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
-HEAD_DIMS = (64, 128)
-DTYPES = ("fp16", "bf16")
+ROOT = Path(__file__).resolve().parent.parent
+GPU = "h200"                                      # the profile the timed kernels are generated with
+DTYPE = "fp16"
+CAUSAL = {"attention": False, "causal_attention": True}     # the attention diagrams timed: causal?
+WARMUP_MS, REP_MS = 25, 100                       # triton.testing.do_bench
+TOLERANCE = 1e-2                                  # ||out - ref|| / ||ref|| against the reference
 
-OURS = ("triton", "cuda")                         # our backends, in report order
-PEERS = ("sdpa_flash", "sdpa_cudnn", "flex")
-TIMED_DIAGRAMS = ("attention", "causal_attention")
-OTHER_DIAGRAMS = ("mha", "gqa", "sigmoid_attention")
-CAUSAL_DIAGRAMS = frozenset({"causal_attention"})
-GQA_HEADS, GQA_KV_HEADS = 16, 4
 
-TOLERANCE = 1e-2                                  # ||out - ref|| / ||ref|| against float64
-CHECK_SEQLENS = (1, 17, 1000, 4096)
-DISTRIBUTIONS = ("normal", "outlier")             # outlier: randn + 10*randn*bernoulli(0.001)
+# ----------------------------------------------------------------------------------- plumbing
 
-# Targets: on the FA3 headline rows ours must beat SDPA's FlashAttention by 1.5x and come within
-# 0.9x of cuDNN; on every other row ours must at least match SDPA's FlashAttention.
-STRICT = {"vs_flash": 1.5, "vs_cudnn": 0.9}
-BASIC = {"vs_flash": 1.0, "vs_cudnn": None}
-
-
-# --------------------------------------------------------------------------------------- grid
-
-@dataclass(frozen=True)
-class Shape:
-    """One row of the timing grid."""
-
-    hdim: int
-    seqlen: int
-    causal: bool
-    dtype: str
-
-    @property
-    def batch(self) -> int:
-        return max(1, FA3_TOKENS // self.seqlen)
-
-    @property
-    def heads(self) -> int:
-        return FA3_HIDDEN // self.hdim
-
-    @property
-    def flops(self) -> float:
-        return attention_flops(self.batch, self.heads, self.seqlen, self.hdim, self.causal)
-
-    @property
-    def diagram(self) -> str:
-        return "causal_attention" if self.causal else "attention"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"hdim": self.hdim, "seqlen": self.seqlen, "causal": self.causal, "dtype": self.dtype,
-                "batch": self.batch, "heads": self.heads, "flops": self.flops}
-
-    @property
-    def label(self) -> str:
-        return f"d={self.hdim} L={self.seqlen} {'causal' if self.causal else 'full'} {self.dtype}"
-
-
-def attention_flops(batch: int, heads: int, seqlen: int, hdim: int, causal: bool) -> float:
-    """FLOPs of the forward pass as FlashAttention counts them: 4*b*h*L^2*d, halved when causal."""
-    flops = 4.0 * batch * heads * seqlen * seqlen * hdim
-    return flops / 2 if causal else flops
-
-
-def tflops(flops: float, ms: float) -> float:
-    return flops / (ms * 1e-3) / 1e12
-
-
-def fa3_grid(quick: bool = False) -> list[Shape]:
-    """The timing rows. quick: hdim 128, seqlen 4096, fp16, causal and not."""
-    if quick:
-        return [Shape(128, 4096, causal, "fp16") for causal in (False, True)]
-    return [Shape(d, L, c, dt) for d in HEAD_DIMS for c in (False, True) for dt in DTYPES
-            for L in FA3_SEQLENS]
-
-
-def report_order(shape: Shape | dict) -> tuple:
-    """The table order: hdim, causal, dtype, seqlen."""
-    get = shape.get if isinstance(shape, dict) else lambda k: getattr(shape, k)
-    return (get("hdim"), bool(get("causal")), DTYPES.index(get("dtype")) if get("dtype") in DTYPES
-            else len(DTYPES), get("seqlen"))
-
-
-def priority_order(shapes: Iterable[Shape]) -> list[Shape]:
-    """Timing order when the budget may run out: fp16 first, hdim 128 first, non-causal first."""
-    return sorted(shapes, key=lambda s: (s.dtype != "fp16", s.hdim != 128, s.causal, s.seqlen))
-
-
-# --------------------------------------------------------------------------- correctness cases
-
-@dataclass(frozen=True)
-class CheckCase:
-    """One correctness check of an attention kernel against a float64 reference."""
-
-    seqlen: int
-    hdim: int
-    dtype: str
-    dist: str = "normal"
-    layout: str = "contiguous"                   # or "transposed": q, k, v are (B, L, H, D).transpose(1, 2)
-    batch: int = 2
-    heads: int = 3
-    kv_heads: int = 3
-    causal: bool = False
-    expect_error: str | None = None              # the exception type the kernel must raise, if any
-
-    @property
-    def name(self) -> str:
-        parts = [f"L={self.seqlen}", f"d={self.hdim}", self.dtype, self.dist]
-        if self.layout != "contiguous":
-            parts.append(self.layout)
-        if self.heads != self.kv_heads:
-            parts.append(f"h={self.heads}/{self.kv_heads}")
-        parts.append("causal" if self.causal else "full")
-        if self.expect_error:
-            parts.append(f"-> {self.expect_error}")
-        return " ".join(parts)
-
-
-def _check_case(diagram: str, seqlen: int, hdim: int, dtype: str, dist: str = "normal",
-                layout: str = "contiguous", **extra: Any) -> CheckCase:
-    if diagram == "gqa":
-        batch, heads, kv_heads = 1, GQA_HEADS, GQA_KV_HEADS
-    elif seqlen >= 4096:
-        batch, heads, kv_heads = 1, 2, 2
-    else:
-        batch, heads, kv_heads = 2, 3, 3
-    extra.setdefault("causal", diagram in CAUSAL_DIAGRAMS)
-    return CheckCase(seqlen, hdim, dtype, dist, layout, batch, heads, kv_heads, **extra)
-
-
-def attention_check_cases(diagram: str, *, quick: bool, head_dims: Iterable[int]) -> list[CheckCase]:
-    """The checks of one attention kernel. head_dims: what the generated CONFIG says it supports;
-    hdim 256 is checked when listed there, otherwise it must be refused with a ValueError."""
-    case = lambda *a, **k: _check_case(diagram, *a, **k)
-    if quick:
-        cases = [case(17, 128, "fp16"), case(4096, 128, "fp16"), case(1000, 128, "fp16", "outlier"),
-                 case(1000, 128, "fp16", layout="transposed")]
-    else:
-        cases = [case(L, d, dt, dist) for dist in DISTRIBUTIONS for dt in DTYPES for d in HEAD_DIMS
-                 for L in CHECK_SEQLENS]
-        cases += [case(1000, d, dt, layout="transposed") for dt in DTYPES for d in HEAD_DIMS]
-        if 256 in set(head_dims):
-            cases += [case(L, 256, dt) for dt in DTYPES for L in (17, 1000, 4096)]
-            cases.append(case(1000, 256, "fp16", "outlier"))
-        else:
-            cases.append(case(17, 256, "fp16", expect_error="ValueError"))
-    if diagram in CAUSAL_DIAGRAMS:
-        cases.append(case(17, 128, "fp16", causal=False, expect_error="ValueError"))
-    return cases
-
-
-def matmul_check_cases(quick: bool) -> list[tuple[int, int, int, str]]:
-    """(M, N, K, dtype) for matmul(a, b) with a: (M, K), b: (K, N); includes non-multiples of blocks."""
-    if quick:
-        return [(1000, 1000, 1000, "fp16")]
-    return [(m, n, k, dt) for dt in DTYPES
-            for (m, n, k) in ((1000, 1000, 1000), (4096, 4096, 4096), (777, 1500, 333))]
-
-
-def supported_head_dims(configs: Any, module_config: Any, module_head_dims: Any = None) -> set[int]:
-    """Head dims a generated kernel says it supports: every "head_dim"/"head_dims" value in g.configs
-    or the module's CONFIG, integer keys anywhere in CONFIG (configurations keyed by head dim, e.g.
-    {"flash": {64: {...}, 128: {...}}}), and the module's HEAD_DIMS."""
-    dims: set[int] = set()
-
-    def walk(node: Any, int_keys: bool) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in ("head_dim", "head_dims"):
-                    add(value)
-                    continue
-                if int_keys and isinstance(key, int) and not isinstance(key, bool):
-                    dims.add(key)
-                walk(value, int_keys)
-        elif isinstance(node, (list, tuple)):
-            for item in node:
-                walk(item, int_keys)
-
-    def add(value: Any) -> None:
-        values = value if isinstance(value, (list, tuple, set, frozenset)) else [value]
-        dims.update(int(v) for v in values if _is_int(v))
-
-    walk(configs, int_keys=False)
-    walk(module_config, int_keys=True)
-    if module_head_dims is not None:
-        add(module_head_dims)
-    return dims
-
-
-def _is_int(value: Any) -> bool:
-    try:
-        return int(value) == float(value)
-    except (TypeError, ValueError):
-        return False
-
-
-# ------------------------------------------------------------------------------------- budget
-
-class Budget:
-    """Wall-clock budget of the run; remembers what was skipped and why."""
-
-    def __init__(self, total_s: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.total_s = float(total_s)
-        self._clock = clock
-        self._start = clock()
-        self.skipped: list[dict[str, Any]] = []
-
-    def elapsed(self) -> float:
-        return self._clock() - self._start
-
-    def left(self) -> float:
-        return self.total_s - self.elapsed()
-
-    def allows(self, need_s: float) -> bool:
-        return self.left() >= need_s
-
-    def before(self, fraction: float) -> bool:
-        """True while less than fraction of the budget is spent."""
-        return self.elapsed() < fraction * self.total_s
-
-    def skip(self, what: str, reason: str = "over budget") -> dict[str, Any]:
-        self.skipped.append({"what": what, "reason": reason, "at_s": round(self.elapsed(), 1)})
-        return {"skipped": reason}
-
-
-# ------------------------------------------------------------------------------------ targets
-
-def requirement(row: dict) -> dict[str, Any]:
-    """The target of a timing row (a dict with hdim, seqlen, dtype, causal)."""
-    strict = (row["hdim"] == 128 and row["seqlen"] >= 4096 and row["dtype"] == "fp16"
-              and not row["causal"])
-    req = dict(STRICT if strict else BASIC)
-    req["text"] = (f">={req['vs_flash']:g}x flash, >={req['vs_cudnn']:g}x cuDNN" if strict
-                   else f">={req['vs_flash']:g}x flash")
-    return req
-
-
-def usable_tflops(cell: dict | None) -> float | None:
-    """TFLOP/s of a cell that was measured and (for ours) found correct; else None."""
-    if not cell or "tflops" not in cell or cell.get("correct") is False:
-        return None
-    return float(cell["tflops"])
-
-
-def failed(cell: dict | None) -> bool:
-    """A cell whose kernel raised or produced a wrong result (as opposed to skipped or not run)."""
-    return bool(cell) and ("error" in cell or cell.get("correct") is False)
-
-
-def best_of(row: dict, backends: Iterable[str]) -> tuple[str | None, float | None]:
-    """The fastest usable of our backends in a row."""
-    best: tuple[str | None, float | None] = (None, None)
-    for backend in backends:
-        value = usable_tflops(row.get("cells", {}).get(backend))
-        if value is not None and (best[1] is None or value > best[1]):
-            best = (backend, value)
-    return best
-
-
-def evaluate_target(row: dict, backends: Iterable[str]) -> dict[str, Any]:
-    """met: True, False, or None when it cannot be decided (a peer or our cell missing)."""
-    backends = list(backends)
-    cells = row.get("cells", {})
-    req = requirement(row)
-    backend, ours = best_of(row, backends)
-    result: dict[str, Any] = {"backend": backend, "ours_tflops": ours, "comparisons": []}
-    if ours is None:
-        any_failed = any(failed(cells.get(b)) for b in backends)
-        result["met"] = False if any_failed else None
-        result["why"] = "our kernel failed" if any_failed else "ours not measured"
-        return result
-    verdicts = []
-    for peer, factor in (("sdpa_flash", req["vs_flash"]), ("sdpa_cudnn", req["vs_cudnn"])):
-        if factor is None:
-            continue
-        theirs = usable_tflops(cells.get(peer))
-        ratio = ours / theirs if theirs else None
-        ok = None if ratio is None else ratio >= factor
-        verdicts.append(ok)
-        result["comparisons"].append({"peer": peer, "required": factor, "ratio": ratio, "met": ok})
-    result["met"] = False if False in verdicts else (None if None in verdicts else True)
-    return result
-
-
-def evaluate_targets(rows: list[dict], selected: Iterable[str]) -> dict[str, Any]:
-    """Targets per row for the best of the selected backends and for each backend alone."""
-    selected = [b for b in OURS if b in set(selected)]
-    views = {"best": selected, **{b: [b] for b in selected}}
-    out_rows = []
-    for row in sorted(rows, key=report_order):
-        entry = {k: row[k] for k in ("hdim", "seqlen", "causal", "dtype")}
-        entry["requirement"] = requirement(row)["text"]
-        for view, backends in views.items():
-            entry[view] = evaluate_target(row, backends)
-        out_rows.append(entry)
-    summary = {view: {"met": sum(r[view]["met"] is True for r in out_rows),
-                      "not_met": sum(r[view]["met"] is False for r in out_rows),
-                      "undecided": sum(r[view]["met"] is None for r in out_rows),
-                      "rows": len(out_rows)} for view in views}
-    return {"definition": {"strict_rows": "hdim 128, seqlen >= 4096, fp16, not causal",
-                           "strict": STRICT, "other_rows": BASIC,
-                           "compared": "TFLOP/s of the same run; ours only if its output was correct"},
-            "summary": summary, "rows": out_rows}
-
-
-# ----------------------------------------------------------------------------------- markdown
-
-class _Notes:
-    """Numbered footnotes for error messages, shared when identical."""
-
-    def __init__(self) -> None:
-        self.items: list[str] = []
-
-    def ref(self, text: str) -> str:
-        if text not in self.items:
-            self.items.append(text)
-        return f"err[{self.items.index(text) + 1}]"
-
-
-def _fmt(value: float | None, digits: int = 0) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _tf(value: float) -> str:
-    """TFLOP/s for the table: whole numbers, two significant digits below 10."""
-    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
-
-
-def _cell(cell: dict | None, notes: _Notes) -> str:
-    if not cell:
-        return "-"
-    if "error" in cell:
-        return notes.ref(cell["error"])
-    if "skipped" in cell:
-        return "skip"
-    text = _tf(float(cell["tflops"])) if "tflops" in cell else "-"
-    return f"{text} ✗" if cell.get("correct") is False else text
-
-
-def _mark(met: bool | None) -> str:
-    return {True: "yes", False: "no", None: "n/a"}[met]
-
-
-def _environment_line(env: dict) -> str:
-    smi = env.get("nvidia_smi") or {}
-    parts = [(f"{env.get('gpu', '?')} ({env.get('sm_count', '?')} SMs, "
-              f"{_fmt(env.get('memory_gib'))} GiB, cc {env.get('compute_capability', '?')})"),
-             (f"torch {env.get('torch', '?')} (CUDA {env.get('torch_cuda', '?')}, "
-              f"cuDNN {env.get('cudnn', '?')})"),
-             f"triton {env.get('triton', '?')}", f"nvcc {env.get('nvcc') or 'n/a'}"]
-    if smi:
-        parts.append(f"driver {smi.get('driver_version', '?')}")
-        parts.append(f"SM clock {smi.get('clocks.sm', '?')}/{smi.get('clocks.max.sm', '?')} MHz, "
-                     f"memory clock {smi.get('clocks.mem', '?')}/{smi.get('clocks.max.mem', '?')} MHz, "
-                     f"power limit {smi.get('power.limit', '?')} W")
-    return "; ".join(parts)
-
-
-def _ceilings_line(ceilings: dict) -> str:
-    parts = []
-    copy = ceilings.get("copy") or {}
-    if "tb_per_s" in copy:
-        parts.append(f"device copy {copy['tb_per_s']:.2f} TB/s (read+write bytes)")
-    for dtype in DTYPES:
-        mm = ceilings.get(f"matmul_{dtype}") or {}
-        if "tflops" in mm:
-            parts.append(f"torch.matmul {mm.get('n', 8192)}^3 {dtype} {mm['tflops']:.0f} TFLOP/s")
-        elif "error" in mm or "skipped" in mm:
-            parts.append(f"matmul {dtype}: {mm.get('error') or mm.get('skipped')}")
-    if "error" in copy:
-        parts.append(f"copy: {copy['error']}")
-    return "; ".join(parts) or "not measured"
-
-
-def check_summary(checks: list[dict]) -> list[dict[str, Any]]:
-    """Per (diagram, backend): counts, worst relative error and the first failure."""
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
-    for check in checks:
-        key = (check.get("diagram", "?"), check.get("backend", "?"))
-        g = groups.setdefault(key, {"diagram": key[0], "backend": key[1], "passed": 0, "failed": 0,
-                                    "skipped": 0, "worst_rel_err": None, "first_failure": None})
-        if check.get("skipped"):
-            g["skipped"] += 1
-            continue
-        if check.get("passed"):
-            g["passed"] += 1
-        else:
-            g["failed"] += 1
-            if g["first_failure"] is None:
-                detail = check.get("error") or check.get("raised") or f"rel err {_fmt(check.get('rel_err'), 3)}"
-                g["first_failure"] = f"{check.get('case', '')}: {detail}"
-        err = check.get("rel_err")
-        if err is not None and (g["worst_rel_err"] is None or err > g["worst_rel_err"]):
-            g["worst_rel_err"] = err
-    return list(groups.values())
-
-
-def _one_line(text: str, limit: int = 160) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def skip_summary(skipped: list[dict]) -> str:
-    """'check gqa cuda x29, flex x16 (over budget)': counts by kind and reason."""
-    counts: dict[str, int] = {}
-    for item in skipped:
-        words = str(item.get("what", "?")).split()
-        kind = " ".join(words[:3] if words[:1] == ["check"] else words[:1])
-        key = f"{kind} ({item.get('reason', '?')})"
-        counts[key] = counts.get(key, 0) + 1
-    return ", ".join(f"{key.replace(' (', f' x{n} (', 1)}" for key, n in counts.items())
-
-
-def render_checks(checks: list[dict]) -> list[str]:
-    lines = [f"## Correctness (||out-ref||/||ref|| against float64 on the GPU, tolerance {TOLERANCE:g})",
-             "", "| diagram | backend | passed | failed | skipped | worst rel err | first failure |",
-             "|---|---|---|---|---|---|---|"]
-    for g in check_summary(checks):
-        worst = "-" if g["worst_rel_err"] is None else f"{g['worst_rel_err']:.1e}"
-        lines.append(f"| {g['diagram']} | {g['backend']} | {g['passed']} | {g['failed']} | "
-                     f"{g['skipped']} | {worst} | {_one_line(g['first_failure'] or '')} |")
-    return lines
-
-
-def _predicted(row: dict, selected: list[str], notes: _Notes) -> str:
-    pred = row.get("prediction") or {}
-    if "error" in pred:
-        return notes.ref(f"prediction: {pred['error']}")
-    if "tflops" not in pred:
-        return "-"
-    _, ours = best_of(row, selected)
-    text = _tf(pred["tflops"])
-    return f"{text} ({ours / pred['tflops']:.2f})" if ours else text
-
-
-def render_timings(rows: list[dict], targets: dict, selected: list[str]) -> tuple[list[str], _Notes]:
-    notes = _Notes()
-    per_row = {(t["hdim"], t["seqlen"], t["causal"], t["dtype"]): t for t in targets.get("rows", [])}
-    lines = ["## Forward attention, TFLOP/s (FA3 grid: 16k tokens, hidden 2048; do_bench median)", "",
-             ("| hdim | seqlen | causal | dtype | ours triton | ours cuda | SDPA flash | SDPA cuDNN "
-              "| Flex | predicted | target | met (best / triton) |"),
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for row in sorted(rows, key=report_order):
-        cells = row.get("cells", {})
-        shown = [_cell(cells.get(name), notes) for name in OURS + PEERS]
-        target = per_row.get((row["hdim"], row["seqlen"], row["causal"], row["dtype"]), {})
-        met = f"{_mark(target.get('best', {}).get('met'))} / " + (
-            _mark(target["triton"]["met"]) if "triton" in target else "-")
-        lines.append(f"| {row['hdim']} | {row['seqlen']} | {'yes' if row['causal'] else 'no'} | "
-                     f"{row['dtype']} | " + " | ".join(shown) +
-                     f" | {_predicted(row, selected, notes)} | {requirement(row)['text']} | {met} |")
-    return lines, notes
-
-
-def render_markdown(results: dict) -> str:
-    """The report: environment, ceilings, correctness summary, timing table, footnotes."""
-    meta = results.get("meta", {})
-    selected = [b for b in OURS if b in meta.get("backends", OURS)]
-    targets = results.get("targets") or evaluate_targets(results.get("timings", []), selected)
-    lines = ["# napkin attention kernels on " + str(results.get("environment", {}).get("gpu", "GPU")), "",
-             (f"`{meta.get('command', 'python bench/attention_h200.py')}`, {meta.get('started_utc', '')}, "
-              f"{_fmt(meta.get('elapsed_s'))} s of a {_fmt(meta.get('budget_s'))} s budget."), "",
-             f"**Environment:** {_environment_line(results.get('environment', {}))}.", "",
-             f"**Ceilings (same run):** {_ceilings_line(results.get('ceilings', {}))}.", ""]
-    if results.get("fatal"):
-        lines += [f"**Run stopped early:** {_one_line(results['fatal'], 300)}", ""]
-    lines += render_checks(results.get("checks", [])) + [""]
-    table, notes = render_timings(results.get("timings", []), targets, selected)
-    lines += table + [""]
-    lines.append("Cells: TFLOP/s (4·b·h·L²·d, halved when causal), median of "
-                 "`triton.testing.do_bench(warmup=25, rep=100)`; ✗ = output wrong (not counted); "
-                 "skip = over budget; - = not run. predicted: the model's TFLOP/s with the profile "
-                 f"`{meta.get('gpu_profile', 'h200')}`, which also configured our kernels "
-                 "(predicted time / measured time of our best).")
-    summary = targets.get("summary", {})
-    if summary:
-        lines.append("Targets met: " + "; ".join(
-            f"{view} {s['met']}/{s['rows']} ({s['not_met']} not met, {s['undecided']} n/a)"
-            for view, s in summary.items()) + ".")
-    for i, text in enumerate(notes.items, 1):
-        lines.append(f"- err[{i}] {_one_line(text, 300)}")
-    skipped = results.get("skipped", [])
-    if skipped:
-        lines.append(f"Skipped ({len(skipped)}, listed in the JSON): {skip_summary(skipped)}.")
-    return "\n".join(lines) + "\n"
+def log(message: str) -> None:
+    print(message, flush=True)
 
 
 def without_out(argv: list[str]) -> list[str]:
@@ -511,3 +52,375 @@ def without_out(argv: list[str]) -> list[str]:
         elif not a.startswith("--out="):
             out.append(a)
     return out
+
+
+def command(script: str, argv: list[str] | None) -> str:
+    """The command a results file records: `python bench/<script>` and its arguments but --out."""
+    given = argv if argv is not None else sys.argv[1:]
+    return (f"python bench/{script} " + " ".join(without_out(given))).strip()
+
+
+def write_json(path: Path, doc: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+
+
+def save_results(out: Path, name: str, doc: Any, markdown: str) -> None:
+    """`<name>.json` (the whole record) and `<name>.md` (the report) in `out`, each rewritten whole: a
+    script saves after every step, so a run cut short keeps what it measured."""
+    write_json(out / f"{name}.json", doc)
+    (out / f"{name}.md").write_text(markdown)
+
+
+# -------------------------------------------------------------------------- generated kernels
+
+def import_file(path: Path, name: str) -> Any:
+    """The Python file at `path`, imported as module `name` (and registered under it)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A generated Triton module, imported from `path`; `names`: per kernel, each partition symbol's
+    key in a configuration (g_q -> TILE_Q, s_x -> BLOCK_X)."""
+
+    module: Any
+    path: Path
+    names: dict[str, dict[str, str]]
+
+    def configuration(self, kernel: str, row: Any) -> dict[str, int]:
+        """The configuration of `kernel` that a napkin sweep row describes (tiles, warps, stages), as a
+        call's config= takes it: the keys of the module's CONFIG_KEYS, a tile the row leaves out 1."""
+        tiles = {**row.tiles, **row.woven}
+        out = {key: int(tiles.get(symbol, 1)) for symbol, key in self.names[kernel].items()}
+        return {**out, "num_warps": int(row.num_warps), "num_stages": int(row.num_stages)}
+
+
+def load_kernel(diagram: str, tmp: Path, gpu: str = GPU, dtype: str = DTYPE) -> Loaded:
+    """Generate the Triton module of `diagram`, write it into `tmp` and import it."""
+    from analyzer.codegen import generate
+    from analyzer.codegen.module import config_names
+    g = generate(diagram, gpu, backend="triton", dtype=dtype)
+    path = tmp / f"sweep_{diagram}.py"
+    g.write(path)
+    module = import_file(path, f"sweep_{diagram}")
+    return Loaded(module, path, {k.plan.name: config_names(g, k) for k in g.kernels})
+
+
+class Kernels:
+    """The generated modules of one run, by diagram: each generated and imported once, into `tmp`."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self._loaded: dict[str, Loaded] = {}
+
+    def __call__(self, diagram: str) -> Loaded:
+        if diagram not in self._loaded:
+            self._loaded[diagram] = load_kernel(diagram, self.tmp)
+        return self._loaded[diagram]
+
+
+def launched(module: Any, kernel: str, key: Any, size: dict[str, int]) -> dict[str, int]:
+    """The configuration the wrapper launches for `kernel` without config= at a call's sizes: its CONFIGS
+    entry (`key`: the head dim, or None), or that entry's by-size choice there."""
+    entry = module.CONFIGS[kernel][key]
+    return dict(module._sized(entry, size) if "by_size" in entry else entry)
+
+
+# ----------------------------------------------------------------------------- compile workers
+
+@dataclass(frozen=True)
+class Compile:
+    """One configuration to compile in a worker: the module's file and name, the kernel and its
+    configuration, and the call that launches it (family "attention" or "matmul")."""
+
+    path: str
+    name: str
+    kernel: str
+    config: dict[str, int]
+    family: str
+    head_dim: int | None = None
+    causal: bool = False
+
+
+def warm(job: Compile) -> dict[str, Any]:
+    """Compile one configuration in a worker: run it once on a small input (fills Triton's cache).
+    Returns what the compiler allotted (registers per thread, spilled bytes, SMEM) or the error."""
+    import torch
+    module = import_file(Path(job.path), job.name)
+    config = {job.kernel: job.config}
+    try:
+        if job.family == "attention":
+            q, k, v = (torch.randn(1, 2, 512, job.head_dim, device="cuda", dtype=torch.float16)
+                       for _ in range(3))
+            module.attention(q, k, v, causal=job.causal, config=config)
+        else:
+            a = torch.randn(512, 512, device="cuda", dtype=torch.float16)
+            module.matmul(a, a, config=config)
+        torch.cuda.synchronize()
+        return compiled_resources(module)
+    except Exception as exc:  # noqa: BLE001 - a configuration that fails is data too
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
+def compiled_resources(module: Any) -> dict[str, Any]:
+    """Registers per thread, spilled bytes and SMEM bytes of the kernels this process compiled from
+    `module` (the largest of each, if several)."""
+    from triton.runtime.jit import JITFunction
+    out: dict[str, Any] = {}
+    for fn in vars(module).values():
+        if not isinstance(fn, JITFunction):
+            continue
+        for cache in getattr(fn, "device_caches", {}).values():
+            kernels = cache[0] if isinstance(cache, tuple) else cache
+            for compiled in getattr(kernels, "values", lambda: ())():
+                try:
+                    compiled._init_handles()
+                    found = {"registers": int(compiled.n_regs), "spills": int(compiled.n_spills),
+                             "shared_bytes": int(compiled.metadata.shared)}
+                except Exception:  # noqa: BLE001 - an older or newer Triton: record nothing
+                    continue
+                out = {k: max(v, out.get(k, 0)) for k, v in found.items()}
+    return out
+
+
+def precompile(jobs: list[Compile], workers: int) -> dict[int, dict[str, Any]]:
+    """Per job (by index): the compiler's resources, or {"error": ...}; nothing with one worker (the
+    timing process then compiles as it goes). Identical jobs compile once."""
+    if not jobs or workers <= 1:
+        return {}
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    began = time.time()
+    unique = {json.dumps(asdict(job), sort_keys=True, default=str): job for job in jobs}
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = {key: pool.submit(warm, job) for key, job in unique.items()}
+        done = {key: f.result() for key, f in futures.items()}
+    log(f"  compiled {len(unique)} configurations in {time.time() - began:.0f} s with {workers} workers")
+    return {i: done[json.dumps(asdict(job), sort_keys=True, default=str)] for i, job in enumerate(jobs)}
+
+
+def resources(compiled: dict[int, dict[str, Any]], index: int) -> dict[str, Any]:
+    return {k: v for k, v in compiled.get(index, {}).items() if k != "error"}
+
+
+# --------------------------------------------------------------------------------------- timer
+
+def timed(triton: Any, fn: Callable[[], Any], graph: bool = False, sampler: Sampler | None = None
+          ) -> dict[str, float]:
+    """Median, 20th and 80th percentile seconds. graph: time replays of a captured CUDA graph, so
+    that a kernel shorter than its Python launch is timed, not the launch. sampler: also the means of
+    the SM clock, power and temperature sampled while it ran."""
+    t0 = time.monotonic()
+    if graph:
+        median, p20, p80 = triton.testing.do_bench_cudagraph(fn, rep=REP_MS, quantiles=[0.5, 0.2, 0.8])
+    else:
+        median, p20, p80 = triton.testing.do_bench(fn, warmup=WARMUP_MS, rep=REP_MS,
+                                                   quantiles=[0.5, 0.2, 0.8])
+    state = sampler.window(t0, time.monotonic()) if sampler else {}
+    return {"time_s": median * 1e-3, "time_s_p20": p20 * 1e-3, "time_s_p80": p80 * 1e-3, **state}
+
+
+def timer_name(graph: bool) -> str:
+    return "cudagraph" if graph else "do_bench"
+
+
+def timer_text(attention_graph: bool) -> str:
+    graph = f"triton.testing.do_bench_cudagraph(fn, rep={REP_MS})"
+    plain = f"triton.testing.do_bench(fn, warmup={WARMUP_MS}, rep={REP_MS})"
+    return (f"attention: {graph if attention_graph else plain}; matmul: {graph} (kernels shorter than "
+            "their Python launch); median, 20th and 80th percentiles")
+
+
+def rel_err(torch: Any, out: Any, ref: Any) -> float:
+    out, ref = out.double(), ref.double()
+    if not torch.isfinite(out).all():
+        return float("inf")
+    return float((out - ref).norm() / ref.norm())
+
+
+def environment() -> dict[str, Any]:
+    import torch
+    import triton
+    props = torch.cuda.get_device_properties(0)
+    return {"gpu": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__,
+            "torch_cuda": torch.version.cuda, "triton": triton.__version__,
+            "python": sys.version.split()[0]}
+
+
+# ---------------------------------------------------------------------------------- GPU state
+
+FIELDS = ("sm_clock_mhz", "power_w", "temperature_c")
+QUERY = "clocks.sm,power.draw,temperature.gpu"
+
+
+class Sampler:
+    """The GPU's SM clock, power draw and temperature, sampled in the background while kernels are timed:
+
+        with Sampler() as s:
+            t0 = time.monotonic(); ...time a kernel...; t1 = time.monotonic()
+            state = s.window(t0, t1)      # {"sm_clock_mhz": ..., "power_w": ..., "temperature_c": ...}
+
+    NVML (pynvml, nvidia-ml-py) where importable, else `nvidia-smi --query-gpu` once per period. A sample
+    is stamped when it is read, so a window's means carry up to one period of lag."""
+
+    def __init__(self, period_s: float = 0.05, device: int = 0) -> None:
+        self.period_s, self.device = period_s, device
+        self.samples: list[tuple[float, tuple[float, ...]]] = []
+        self.source = "none"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._read = self._reader()
+
+    def _reader(self) -> Callable[[], tuple[float, ...]] | None:
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(self.device)
+            self.source = "NVML"
+            return lambda: (float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+                            pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+                            float(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)))
+        except Exception:  # noqa: BLE001 - no NVML bindings: fall back to nvidia-smi
+            pass
+        if shutil.which("nvidia-smi"):
+            self.source = "nvidia-smi"
+            query = ["nvidia-smi", f"--id={self.device}", f"--query-gpu={QUERY}",
+                     "--format=csv,noheader,nounits"]
+
+            def read() -> tuple[float, ...]:
+                line = subprocess.run(query, capture_output=True, text=True, timeout=5).stdout
+                return tuple(float(x) for x in line.strip().split(","))
+            return read
+        return None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append((time.monotonic(), self._read()))
+            except Exception:  # noqa: BLE001 - one failed read loses one sample
+                pass
+            self._stop.wait(self.period_s)
+
+    def __enter__(self) -> Sampler:
+        if self._read is not None:
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+
+    def window(self, t0: float, t1: float) -> dict[str, float | None]:
+        """Means of the samples read between t0 and t1 (monotonic seconds); None where none was."""
+        inside = [v for t, v in self.samples if t0 <= t <= t1]
+        return {f: (statistics.fmean(v[i] for v in inside) if inside else None)
+                for i, f in enumerate(FIELDS)}
+
+
+# ---------------------------------------------------------- a recording's candidates, timed again
+
+def candidates(recording: Path, gpus: list[str], top: int) -> list[dict[str, Any]]:
+    """Per problem size of a sweep recording: the raw records to time again (each profile's first
+    choice, what the Triton kernel `napkin kernel` generates with the last profile launches there, and
+    the `top` fastest measured), and which one each of those chose."""
+    from analyzer import hardware
+    from analyzer.calibrate.calibrate import KERNEL, first_choices, kernel_choices
+    from analyzer.calibrate.record import load_recording
+    from analyzer.calibrate.validate import shape_of
+    rec = load_recording(recording)
+    raw = json.loads(recording.read_text())["records"]
+    ok = [(r, d) for r, d in zip(rec.records, raw, strict=True) if r.status == "ok"]
+    choices = {g: first_choices([r for r, _ in ok], hardware.load(g))[0] for g in gpus}
+    choices[KERNEL] = kernel_choices([r for r, _ in ok], hardware.load(gpus[-1]))
+    sizes: dict[tuple, list] = {}
+    for r, d in ok:
+        sizes.setdefault(shape_of(r), []).append((r, d))
+    out = []
+    for shape, rows in sorted(sizes.items()):
+        rows.sort(key=lambda rd: rd[0].time_s)
+        by_key = {r.config_key: (r, d) for r, d in rows}
+        chosen = {g: choices[g][shape] for g in choices}
+        keys = list(dict.fromkeys([r.config_key for r, _ in rows[:top]]
+                                  + [k for k in chosen.values() if k in by_key]))
+        timer = rows[0][1].get("timer") or ("cudagraph" if shape[0] == "matmul" else "do_bench")
+        out.append({"shape": list(shape), "sizes": rows[0][0].sizes, "timer": timer, "chosen": chosen,
+                    "sweep_best": rows[0][0].config_key,
+                    "candidates": [{"key": k, "config": by_key[k][1]["config"],
+                                    "sweep_s": by_key[k][0].time_s} for k in keys]})
+    return out
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem size of a recording, ready to time: the kernel whose configuration the candidates
+    vary, the call on fixed inputs (config= given per candidate), its reference output, and whether
+    the recording timed it by CUDA graph replays."""
+
+    kernel: str
+    call: Callable[..., Any]
+    ref: Any
+    graph: bool
+
+    def launch(self, config: dict[str, int]) -> Callable[[], Any]:
+        """The call that launches the kernel with `config`."""
+        return partial(self.call, config={self.kernel: config})
+
+
+def prepare(size: dict[str, Any], kernels: Kernels) -> Problem:
+    """The inputs, the call and the reference output of one size of `candidates`."""
+    import torch
+    family, diagram, hdim, n = size["shape"]
+    module = kernels(diagram).module
+    if family == "attention":
+        causal = CAUSAL[diagram]
+        s = size["sizes"]
+        q, k, v = (torch.randn(s["batch"], s["heads"], n, hdim, device="cuda", dtype=torch.float16)
+                   for _ in range(3))
+        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return Problem("flash", partial(module.attention, q, k, v, causal=causal), ref,
+                       size.get("timer") == "cudagraph")
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
+    return Problem("gemm", partial(module.matmul, a, b), torch.matmul(a, b), True)
+
+
+def checked(size: dict[str, Any], problem: Problem) -> list[dict[str, Any]]:
+    """The candidates that match the reference, each checked once (a failure is recorded on it)."""
+    import torch
+    live = []
+    for c in size["candidates"]:
+        try:
+            c["rel_err"] = rel_err(torch, problem.launch(c["config"])(), problem.ref)
+            if not c["rel_err"] < TOLERANCE:
+                raise RuntimeError(f"relative error {c['rel_err']:.3g} against the reference")
+            live.append(c)
+        except Exception as exc:  # noqa: BLE001 - a configuration that fails is reported, not timed
+            c["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    return live
+
+
+def rotations(live: list, rounds: int) -> Iterator[tuple[int, Any]]:
+    """(round, candidate) in `rounds` rounds whose order rotates by one every round."""
+    for r in range(rounds):
+        for c in live[r % len(live):] + live[:r % len(live)]:
+            yield r, c
+
+
+def precompile_candidates(sizes: list[dict[str, Any]], kernels: Kernels, workers: int) -> None:
+    """Warm Triton's cache with every candidate's kernel, in parallel, before anything is timed."""
+    jobs = []
+    for s in sizes:
+        family, diagram, hdim, _ = s["shape"]
+        loaded = kernels(diagram)
+        kernel = "flash" if family == "attention" else "gemm"
+        jobs += [Compile(str(loaded.path), loaded.module.__name__, kernel, c["config"], family,
+                         hdim or None, CAUSAL.get(diagram, False)) for c in s["candidates"]]
+    precompile(jobs, workers)

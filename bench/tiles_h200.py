@@ -1,8 +1,8 @@
 """How the generated attention kernel's speed depends on its tiles, on one GPU (a sensitivity sweep).
 
 Generates the Triton kernel of diagrams/attention.yaml and diagrams/causal_attention.yaml once, then
-times it with the configuration napkin chose and with alternative tile sizes, warps and stages, by
-replacing the entries of the module's CONFIGS table (the kernel source does not change). Shapes follow
+times it with the configuration napkin chose and with alternative tile sizes, warps and stages, each
+passed to the call (`config=`; the kernel source does not change). Shapes follow
 the FlashAttention-3 benchmark (16k tokens, hidden 2048). Output: tiles_h200.json and a markdown table.
 
     python bench/tiles_h200.py [--out DIR]
@@ -11,36 +11,31 @@ the FlashAttention-3 benchmark (16k tokens, hidden 2048). Output: tiles_h200.jso
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import os
 import sys
 import tempfile
+import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))          # napkin and bench.common from this checkout, installed or not
 
-
-def load(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from bench.common import launched, load_kernel, write_json  # noqa: E402
 
 
 def main() -> int:
-    import torch
-    import triton
-
-    from analyzer.codegen import generate
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "bench" / "results")))
     parser.add_argument("--seqlens", default="4096")
     parser.add_argument("--causal", action="store_true", help="also the causal diagram")
     parser.add_argument("--budget-s", type=float, default=400.0, help="stop trying alternatives after")
     args = parser.parse_args()
+    import torch
+    import triton
     if not torch.cuda.is_available():
         print("error: no CUDA device", file=sys.stderr)
         return 1
@@ -48,13 +43,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp())
     rows = []
-    import time
     began = time.time()
     for diagram, causal in (("attention", False), ("causal_attention", True))[:2 if args.causal else 1]:
-        g = generate(diagram, "h200", backend="triton", dtype="fp16")
-        g.write(tmp / f"{diagram}.py")
-        m = load(tmp / f"{diagram}.py")
-        chosen = {k: dict(v) for k, v in m.CONFIGS["flash"].items()}
+        m = load_kernel(diagram, tmp).module
         for hdim in (64, 128):
             for seqlen in (int(s) for s in args.seqlens.split(",")):
                 batch, heads = 16384 // seqlen, 2048 // hdim
@@ -62,7 +53,8 @@ def main() -> int:
                            for _ in range(3))
                 flops = 4 * batch * heads * seqlen * seqlen * hdim / (2 if causal else 1)
                 ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                options = [("model", chosen[hdim])]
+                size = {"batch": batch, "heads": heads, "q": seqlen, "x": seqlen, "d": hdim}
+                options = [("model", launched(m, "flash", hdim, size))]    # what a call without config= runs
                 for tq, tx, warps, stages in itertools.product((64, 128, 256), (32, 64, 128),
                                                                (4, 8, 16), (2, 3)):
                     if warps * 16 > tq * 2 or warps * 64 < tq:
@@ -72,21 +64,19 @@ def main() -> int:
                 for label, cfg in options:
                     if label != "model" and time.time() - began > args.budget_s:
                         continue
-                    m.CONFIGS["flash"][hdim] = cfg
                     row = {"diagram": diagram, "hdim": hdim, "seqlen": seqlen, "causal": causal,
                            "label": label, **cfg}
+                    call = partial(m.attention, q, k, v, causal=causal, config={"flash": cfg})
                     try:
-                        o = m.attention(q, k, v, causal=causal)
+                        o = call()
                         err = ((o.float() - ref.float()).norm() / ref.float().norm()).item()
-                        ms = triton.testing.do_bench(lambda: m.attention(q, k, v, causal=causal),
-                                                     warmup=10, rep=40, return_mode="median")
+                        ms = triton.testing.do_bench(call, warmup=10, rep=40, return_mode="median")
                         row.update(ms=ms, tflops=flops / ms / 1e9, rel_err=err)
                     except Exception as exc:  # noqa: BLE001 - a configuration that fails is data too
                         row.update(error=f"{type(exc).__name__}: {str(exc)[:200]}")
                     rows.append(row)
                     print(json.dumps(row), flush=True)
-                m.CONFIGS["flash"][hdim] = chosen[hdim]
-    (out / "tiles_h200.json").write_text(json.dumps(rows, indent=1))
+    write_json(out / "tiles_h200.json", rows)
     lines = ["| diagram | hdim | seqlen | label | TILE_Q | BLOCK_X | warps | stages | TFLOP/s |",
              "|---|---|---|---|---|---|---|---|---|"]
     best = {}

@@ -1,9 +1,11 @@
 """Write the standalone Python module of a generated Triton kernel: header, kernels, configurations,
 and the torch wrapper that checks its inputs and launches the kernels in the diagram's order.
 
-The wrapper of an attention-shaped diagram is `attention(q, k, v, causal=...)` in the layout of torch's
-scaled_dot_product_attention (analyzer.diagram.interface); any other diagram's takes its inputs in
-file order, e.g. `matmul(A, B)`.
+The wrapper of an attention-shaped diagram is `attention(q, k, v, causal=..., out=None, config=None)` in
+the layout of torch's scaled_dot_product_attention (analyzer.diagram.interface); any other diagram's
+takes its inputs in file order, e.g. `matmul(A, B, config=None)`. `config` launches a configuration of
+the caller's instead of the CONFIGS table's choice, checked first against CONFIG_KEYS (what each
+kernel's configuration holds and which values must be powers of two).
 
 No text of the diagram becomes code: identifiers are claimed from scopes (analyzer.codegen.names), so
 the wrapper's own locals, the module's globals and the kernels' variables never collide with what the
@@ -15,28 +17,27 @@ module is parsed (`ast`) before it is returned.
 from __future__ import annotations
 
 import ast
-import math
 import textwrap
 from dataclasses import dataclass
 
 import sympy
 from sympy.printing.pycode import pycode
 
+from analyzer.codegen import configs as cf
 from analyzer.codegen import triton as tr
+from analyzer.codegen.configs import INDENT, str_tuple
 from analyzer.codegen.escape import py_comment, py_doc, py_str
 from analyzer.codegen.names import PYTHON_RESERVED, Scope
 from analyzer.common.errors import NapkinError
 from analyzer.common.version import __version__
-from analyzer.config.by_size import instance_axes, length_axes
 from analyzer.config.plan import GROUP, STREAM
 from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention, Plain
 
-INDENT = "    "
-
 # The names a generated module defines or imports itself, besides what it claims per diagram
 MODULE_GLOBALS = ("math", "os", "torch", "triton", "tl", "DTYPES", "HEAD_DIMS", "CONFIGS", "CONFIG",
-                  "LENGTHS", "INSTANCES", "SM_COUNT", "_nearest", "_sized", "_band", "_overlapping")
+                  "CONFIG_KEYS", "LENGTHS", "INSTANCES", "SM_COUNT", "_nearest", "_sized", "_per_kernel",
+                  "_band", "_overlapping")
 # The wrapper's own locals (and the attention wrapper's parameters)
 WRAPPER_LOCALS = ("t", "size", "stride", "scale", "device", "dtype", "name", "tensor", "n", "axis", "out",
                   "shape", "batch", "heads_q", "seq_q", "head_dim", "value_dim", "heads_kv", "seq_k", "group",
@@ -133,13 +134,13 @@ def triton_module(g) -> str:
     out += ["", "import math", "import os", "", "import torch", "import triton",
             "import triton.language as tl", "", f"__all__ = [{py_str(ids.wrapper)}]", "", ""]
     for k in g.kernels:
-        padded = {dim.name: _padded(k, dim) for dim in k.plan.groups}
+        padded = {dim.name: cf.padded(k, dim) for dim in k.plan.groups}
         out.append(tr.render_kernel(k.plan, ids.jit[k.plan.name], ids.kernels[k.plan.name], padded))
         out.append("")
-    out.append(_configs(g, ids))
+    out.append(cf.configs(g, ids.kernels))
     out += _band_helper(g)
     out += _launchers(g, ids)
-    out += wrapper(g, ids)
+    out += wrapper(g, ids, config=True)
     return checked_python("\n".join(out).rstrip() + "\n", g.source_file)
 
 
@@ -153,95 +154,14 @@ def checked_python(source: str, origin: str) -> str:
     return source
 
 
-def _padded(k, dim) -> bool:
-    sizes = k.plan.schedule.partition.group_sizes
-    for c in k.every_choice:
-        product = math.prod(c.tiles.get(sizes[a].name, 1) for a in dim.axes)
-        if product & (product - 1):
-            return True
-    return False
-
-
 def config_names(g, k) -> dict[str, str]:
     """Partition symbol -> the name of its entry in CONFIGS (g_q -> TILE_Q, s_x -> BLOCK_X)."""
-    return _config_names(k, module_ids(g).kernels[k.plan.name])
+    return cf.names(k, module_ids(g).kernels[k.plan.name])
 
 
-def _config_names(k, ids: tr.KernelIds) -> dict[str, str]:
-    p = k.plan
-    sizes = p.schedule.partition.group_sizes
-    names = {sizes[a].name: ids.tile(a) for dim in p.groups for a in dim.axes}
-    if p.stream is not None:
-        names[p.schedule.partition.stream[1].name] = ids.block(p.stream.name)
-    return names
-
-
-def _entry(k, c, ids: tr.KernelIds) -> str:
-    """One configuration as the launcher reads it: tile constexprs by name, warps, stages."""
-    entry = {name: c.tiles.get(symbol, 1) for symbol, name in _config_names(k, ids).items()}
-    entry["num_warps"] = c.num_warps
-    entry["num_stages"] = c.num_stages
-    return "{" + ", ".join(f"{py_str(n)}: {int(v)}" for n, v in entry.items()) + "}"
-
-
-def _configs(g, ids: ModuleIds) -> str:
-    sized = any(k.tables for k in g.kernels)
-    lines = ["# The configuration of each kernel (napkin sweep's first), keyed by head dim where it has one"]
-    if sized:
-        first = next(t for k in g.kernels for t in k.tables.values())
-        lines += ["# An entry with 'by_size' is the model's first choice per problem size: a row per length in",
-                  "# LENGTHS (" + ("the sequence length" if isinstance(g.roles, Attention) else
-                                  "every size alike") + "), a column per "
-                  + ("batch x query heads in INSTANCES" if isinstance(g.roles, Attention) else
-                     "instance count in INSTANCES (one)") + ", each an index into",
-                  "# its 'configs'; a call takes the nearest grid point (log2, analyzer.config.by_size).",
-                  f"LENGTHS = {first.lengths!r}", f"INSTANCES = {first.instances!r}"]
-    lines.append("CONFIGS = {")
-    for k in g.kernels:
-        kid = ids.kernels[k.plan.name]
-        lines.append(f"    {py_str(k.plan.name)}: {{")
-        for key, c in k.choices.items():
-            table = k.tables.get(key)
-            if table is None:
-                lines.append(f"        {key!r}: {_entry(k, c, kid)},")
-                continue
-            lines.append(f"        {key!r}: {{")
-            lines.append("            'configs': (")
-            lines += [f"                {_entry(k, t, kid)},  # {chr(65 + i)}"
-                      for i, t in enumerate(table.configs)]
-            lines.append("            ),")
-            lines.append("            'by_size': (")
-            lines += [f"                {row!r},  # length {n}" for n, row in zip(table.lengths, table.cells,
-                                                                             strict=True)]
-            lines.append("            ),")
-            lines.append("        },")
-        lines.append("    },")
-    lines.append("}")
-    lines.append("CONFIG = CONFIGS  # the same, under the short name")
-    if sized:
-        axes = length_axes(g.diagram, g.roles)
-        length = f"math.prod(size[a] for a in {_str_tuple(axes)}) ** (1 / {len(axes)})"
-        instances = " * ".join(f"size[{py_str(a)}]" for a in instance_axes(g.roles)) or "1"
-        lines += ["", "", "def _nearest(grid, value):",
-                  f'{INDENT}"""Index of the grid point nearest `value` in log2; ties go to the smaller."""',
-                  f"{INDENT}x = math.log2(max(value, 1))",
-                  f"{INDENT}return min(range(len(grid)), key=lambda i: (abs(math.log2(grid[i]) - x), i))",
-                  "", "", "def _sized(entry, size):",
-                  f'{INDENT}"""The configuration a call launches: the entry, or its by-size choice at the '
-                  'call\'s sizes."""',
-                  f"{INDENT}if 'by_size' not in entry:",
-                  f"{INDENT * 2}return entry",
-                  f"{INDENT}length = {length}  # geometric mean",
-                  f"{INDENT}instances = {instances}" + ("  # batch x query heads"
-                                                        if isinstance(g.roles, Attention) else ""),
-                  f"{INDENT}row = entry['by_size'][_nearest(LENGTHS, length)]",
-                  f"{INDENT}return entry['configs'][row[_nearest(INSTANCES, instances)]]"]
-    return "\n".join(lines) + "\n\n"
-
-
-def _str_tuple(names) -> str:
-    """A tuple of string literals, as repr would write it."""
-    return "(" + ", ".join(py_str(n) for n in names) + ("," if len(names) == 1 else "") + ")"
+def config_keys(g, k) -> dict[str, bool]:
+    """The keys of kernel `k`'s configuration, as the module's CONFIG_KEYS has them (configs.keys)."""
+    return cf.keys(k, module_ids(g).kernels[k.plan.name])
 
 
 def _str_list(names) -> str:
@@ -269,10 +189,12 @@ def _launchers(g, ids: ModuleIds) -> list[str]:
         kid = ids.kernels[p.name]
         key = f"size[{py_str(k.key_axis)}]" if k.key_axis else "None"
         entry = f"CONFIGS[{py_str(p.name)}][{key}]"
-        lines = [f"def {ids.launch[p.name]}(t, size, stride, scale):",
+        lines = [f"def {ids.launch[p.name]}(t, size, stride, scale, cfg=None):",
                  f'{INDENT}"""Kernel {py_doc(repr(p.name))}: t, size, stride, scale map names to tensors and '
-                 'numbers."""',
-                 f"{INDENT}cfg = " + (f"_sized({entry}, size)" if sized else entry)]
+                 "numbers; cfg is the",
+                 f'{INDENT}configuration to launch (checked by _per_kernel), None for CONFIGS\' choice."""',
+                 f"{INDENT}if cfg is None:",
+                 f"{INDENT * 2}cfg = " + (f"_sized({entry}, size)" if sized else entry)]
         blocks = []
         for dim in p.dims:
             block = kid.block(dim.name)
@@ -340,14 +262,21 @@ def size_checks(d: Diagram) -> list[tuple[str, sympy.Expr, str]]:
     return out
 
 
-def wrapper(g, ids: ModuleIds) -> list[str]:
+def wrapper(g, ids: ModuleIds, *, config: bool = False) -> list[str]:
+    """The wrapper's lines. `config`: whether it takes a configuration per call (`config=None`, checked
+    by the module's _per_kernel, each kernel's passed to its launcher as `cfg`); a backend whose
+    launchers take none (the CUDA loader) leaves it off."""
     d = g.diagram
     r = g.roles
     scope = Scope(WRAPPER_LOCALS, parent=ids.scope)
     keyed = [k for k in g.kernels if k.key_axis]
     head_dims = sorted(set.intersection(*(set(k.choices) for k in keyed))) if keyed else None
-    lines = _attention_wrapper(g, r, head_dims) if isinstance(r, Attention) else \
-        _plain_wrapper(g, r, ids.wrapper, scope)
+    if isinstance(r, Attention):
+        param = scope("config") if config else None
+        lines = _attention_wrapper(g, r, head_dims, param)
+    else:
+        lines = _plain_wrapper(g, r, ids.wrapper, scope, config)
+        param = scope("config") if config else None      # the claim _plain_wrapper made after the inputs
     # sizes tied together in the diagram, scale factors, intermediates, launches
 
     def local(axis: str) -> str:
@@ -382,7 +311,8 @@ def wrapper(g, ids: ModuleIds) -> list[str]:
             lines.append(f"{INDENT}stride[{py_str(name)}] = dict(zip({_str_list(arr.axes)}, "
                          f"t[{py_str(name)}].stride()))")
     for k in g.kernels:
-        lines.append(f"{INDENT}{ids.launch[k.plan.name]}(t, size, stride, scale)")
+        chosen = f", {param}[{py_str(k.plan.name)}]" if param else ""
+        lines.append(f"{INDENT}{ids.launch[k.plan.name]}(t, size, stride, scale{chosen})")
     ret = ", ".join(f"t[{py_str(o)}]" for o in d.outputs) if isinstance(r, Plain) else "out"
     lines.append(f"{INDENT}return {ret}")
     return lines
@@ -393,7 +323,7 @@ def _common_checks(tensors: list[str]) -> list[str]:
     wrapper's parameter names (identifiers), which its messages name too."""
     first = tensors[0]
     return textwrap.dedent(f"""\
-    for name, tensor in zip({_str_tuple(tensors)}, ({', '.join(tensors)},)):
+    for name, tensor in zip({str_tuple(tensors)}, ({', '.join(tensors)},)):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{{name}} must be a torch.Tensor, not {{type(tensor).__name__}}")
         if tensor.dtype not in DTYPES:
@@ -456,7 +386,7 @@ def _head_dim_checks(g, r: Attention) -> str:
     return textwrap.indent(textwrap.dedent(lines), "    ")
 
 
-def _attention_wrapper(g, r: Attention, head_dims: list[int] | None) -> list[str]:
+def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str | None) -> list[str]:
     d = g.diagram
     q_axes, k_axes, v_axes, o_axes = (d.arrays[n].axes for n in (r.query, r.key, r.value, r.output))
     dims = repr(tuple(head_dims)) if head_dims is not None else "None  # any: no kernel keeps d whole"
@@ -466,18 +396,21 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None) -> list[str
                       f"causal={not r.causal}")
     lines = ["DTYPES = (torch.float16, torch.bfloat16)", f"HEAD_DIMS = {dims}", "", "",
              *OVERLAP_HELPER.splitlines(), "", "",
-             f"def attention(q, k, v, causal={r.causal}, out=None):",
+             f"def attention(q, k, v, causal={r.causal}, out=None" + (f", {param}=None):" if param else "):"),
              f'{INDENT}"""{py_doc(d.title)}: (batch, heads, seqlen, head_dim) tensors, like',
              f"{INDENT}torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal={r.causal}"
              + (", enable_gqa=True" if r.group else "") + ").",
              f"{INDENT}k and v may have fewer heads than q when the diagram has a query group axis"
              f" ({r.group or 'this one has none'}). `out`, if given, receives the result."
              + (f"\n{INDENT}v's last dimension is the value head dim ({py_doc(r.value_dim)}), which may differ "
-                "from q's and k's; so does the output's." if r.value_dim != r.head_dim else "") + '"""',
+                "from q's and k's; so does the output's." if r.value_dim != r.head_dim else "")
+             + (f"\n{cf.config_doc(g, param)}" if param else "") + '"""',
              f"{INDENT}if not isinstance(causal, bool):",
              f"{INDENT}    raise TypeError(f\"causal must be True or False, not {{causal!r}}\")",
              f"{INDENT}if causal != {r.causal}:",
              f"{INDENT}    raise ValueError({realises})"]
+    if param:
+        lines.append(cf.config_check(param))
     lines += [INDENT + x for x in _common_checks(["q", "k", "v"])]
     lines += [INDENT + x for x in textwrap.dedent(f"""\
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
@@ -558,17 +491,23 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None) -> list[str
     return lines
 
 
-def _plain_wrapper(g, r: Plain, name: str, scope: Scope) -> list[str]:
+def _plain_wrapper(g, r: Plain, name: str, scope: Scope, config: bool) -> list[str]:
     """`name(<inputs>)`: the inputs in file order, each a parameter named like its array (lower case,
-    claimed in the wrapper's scope, so `X` and `x`, `out` or `torch` each get a parameter of its own)."""
+    claimed in the wrapper's scope, so `X` and `x`, `out` or `torch` each get a parameter of its own),
+    then `config=None` where the wrapper takes one (claimed after the inputs: an input `config` keeps
+    its name and the configuration's parameter gets another spelling, which the docstring names)."""
     d = g.diagram
     args = [scope("{}", n, case="lower") for n in r.inputs]
+    param = scope("config") if config else None
     shown = "; ".join(f"{n} [{', '.join(d.arrays[n].axes)}]" + (f" (argument {a})" if a != n.lower() else "")
                       for n, a in zip(r.inputs, args, strict=True))
     result = ", ".join(f"{o} [" + ", ".join(d.arrays[o].axes) + "]" for o in r.outputs)
     lines = ["DTYPES = (torch.float16, torch.bfloat16)", "", "",
-             f"def {name}({', '.join(args)}):",
-             f'{INDENT}"""{py_doc(d.title)}: {py_doc(shown)} -> {py_doc(result)}."""']
+             f"def {name}({', '.join(args + ([f'{param}=None'] if param else []))}):",
+             f'{INDENT}"""{py_doc(d.title)}: {py_doc(shown)} -> {py_doc(result)}.'
+             + (f"\n{cf.config_doc(g, param)}" if param else "") + '"""']
+    if param:
+        lines.append(cf.config_check(param))
     lines += [INDENT + x for x in _common_checks(args)]
     lines.append(f"{INDENT}size = {{}}")
     for n, a in zip(r.inputs, args, strict=True):

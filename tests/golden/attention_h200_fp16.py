@@ -227,6 +227,11 @@ CONFIGS = {
     },
 }
 CONFIG = CONFIGS  # the same, under the short name
+# What a call's config= gives a kernel: a dict with these keys (those of its CONFIGS entries),
+# True where the value must be a power of two (a block's extent in tl.arange, the warps)
+CONFIG_KEYS = {
+    'flash': {'TILE_Q': True, 'BLOCK_X': True, 'num_warps': True, 'num_stages': False},
+}
 
 
 def _nearest(grid, value):
@@ -245,9 +250,45 @@ def _sized(entry, size):
     return entry['configs'][row[_nearest(INSTANCES, instances)]]
 
 
-def _launch_flash(t, size, stride, scale):
-    """Kernel 'flash': t, size, stride, scale map names to tensors and numbers."""
-    cfg = _sized(CONFIGS['flash'][size['d']], size)
+def _per_kernel(config, name="config"):
+    """A call's `config` as {kernel: the configuration to launch, or None for CONFIGS' choice}, checked
+    against CONFIG_KEYS before anything runs; `name` is the wrapper's parameter, for the messages."""
+    if config is None:
+        return dict.fromkeys(CONFIG_KEYS)
+    if not isinstance(config, dict):
+        raise ValueError(f"{name} must be a dict, not {type(config).__name__}")
+    keyed = set(config) <= set(CONFIG_KEYS) or all(isinstance(entry, dict) for entry in config.values())
+    if len(CONFIG_KEYS) == 1 and not keyed:
+        config = dict.fromkeys(CONFIG_KEYS, config)  # the one kernel's configuration
+    chosen = dict.fromkeys(CONFIG_KEYS)
+    for kernel, entry in config.items():
+        if kernel not in CONFIG_KEYS:
+            raise ValueError(f"{name} names kernel {kernel!r}; this module's kernels are "
+                             f"{', '.join(map(repr, CONFIG_KEYS))}")
+        keys = CONFIG_KEYS[kernel]
+        where = f"{name}[{kernel!r}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be a dict with the keys {list(keys)}, "
+                             f"not {type(entry).__name__}")
+        problems = ([f"missing {key!r}" for key in keys if key not in entry]
+                    + [f"unknown {key!r}" for key in entry if key not in keys])
+        if problems:
+            raise ValueError(f"{where} must have the keys {list(keys)}: {', '.join(problems)}")
+        for key, power_of_two in keys.items():
+            value = entry[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{where}[{key!r}] must be a positive int, not {value!r}")
+            if power_of_two and value & (value - 1):
+                raise ValueError(f"{where}[{key!r}] must be a power of two, not {value}")
+        chosen[kernel] = dict(entry)
+    return chosen
+
+
+def _launch_flash(t, size, stride, scale, cfg=None):
+    """Kernel 'flash': t, size, stride, scale map names to tensors and numbers; cfg is the
+    configuration to launch (checked by _per_kernel), None for CONFIGS' choice."""
+    if cfg is None:
+        cfg = _sized(CONFIGS['flash'][size['d']], size)
     grid = (triton.cdiv(size['q'], cfg['TILE_Q']), size['batch'] * size['heads'])
     _attention_flash[grid](
         t['Q'],
@@ -308,14 +349,18 @@ def _overlapping(tensor, others):
     return False
 
 
-def attention(q, k, v, causal=False, out=None):
+def attention(q, k, v, causal=False, out=None, config=None):
     """Attention, fused and streamed (FlashAttention): (batch, heads, seqlen, head_dim) tensors, like
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=False).
-    k and v may have fewer heads than q when the diagram has a query group axis (this one has none). `out`, if given, receives the result."""
+    k and v may have fewer heads than q when the diagram has a query group axis (this one has none). `out`, if given, receives the result.
+    `config`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of kernel
+    names to dicts with the keys CONFIG_KEYS lists (tiles, num_warps, num_stages), or (one kernel here)
+    that kernel's dict alone."""
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, not {causal!r}")
     if causal != False:
         raise ValueError('this kernel realises diagrams/attention.yaml, which is not causal; generate the causal diagram for causal=True')
+    config = _per_kernel(config)  # kernel -> its configuration, or None for CONFIGS' choice
     for name, tensor in zip(('q', 'k', 'v'), (q, k, v,)):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
@@ -372,5 +417,5 @@ def attention(q, k, v, causal=False, out=None):
     }
     size_d = size['d']
     scale = {'O': 1/math.sqrt(size_d)}
-    _launch_flash(t, size, stride, scale)
+    _launch_flash(t, size, stride, scale, config['flash'])
     return out

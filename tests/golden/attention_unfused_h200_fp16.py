@@ -317,6 +317,13 @@ CONFIGS = {
     },
 }
 CONFIG = CONFIGS  # the same, under the short name
+# What a call's config= gives a kernel: a dict with these keys (those of its CONFIGS entries),
+# True where the value must be a power of two (a block's extent in tl.arange, the warps)
+CONFIG_KEYS = {
+    'scores': {'TILE_Q': True, 'TILE_X': True, 'BLOCK_D': True, 'num_warps': True, 'num_stages': False},
+    'softmax': {'num_warps': True, 'num_stages': False},
+    'values': {'TILE_Q': True, 'TILE_D': True, 'BLOCK_X': True, 'num_warps': True, 'num_stages': False},
+}
 
 
 def _nearest(grid, value):
@@ -335,6 +342,40 @@ def _sized(entry, size):
     return entry['configs'][row[_nearest(INSTANCES, instances)]]
 
 
+def _per_kernel(config, name="config"):
+    """A call's `config` as {kernel: the configuration to launch, or None for CONFIGS' choice}, checked
+    against CONFIG_KEYS before anything runs; `name` is the wrapper's parameter, for the messages."""
+    if config is None:
+        return dict.fromkeys(CONFIG_KEYS)
+    if not isinstance(config, dict):
+        raise ValueError(f"{name} must be a dict, not {type(config).__name__}")
+    keyed = set(config) <= set(CONFIG_KEYS) or all(isinstance(entry, dict) for entry in config.values())
+    if len(CONFIG_KEYS) == 1 and not keyed:
+        config = dict.fromkeys(CONFIG_KEYS, config)  # the one kernel's configuration
+    chosen = dict.fromkeys(CONFIG_KEYS)
+    for kernel, entry in config.items():
+        if kernel not in CONFIG_KEYS:
+            raise ValueError(f"{name} names kernel {kernel!r}; this module's kernels are "
+                             f"{', '.join(map(repr, CONFIG_KEYS))}")
+        keys = CONFIG_KEYS[kernel]
+        where = f"{name}[{kernel!r}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be a dict with the keys {list(keys)}, "
+                             f"not {type(entry).__name__}")
+        problems = ([f"missing {key!r}" for key in keys if key not in entry]
+                    + [f"unknown {key!r}" for key in entry if key not in keys])
+        if problems:
+            raise ValueError(f"{where} must have the keys {list(keys)}: {', '.join(problems)}")
+        for key, power_of_two in keys.items():
+            value = entry[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{where}[{key!r}] must be a positive int, not {value!r}")
+            if power_of_two and value & (value - 1):
+                raise ValueError(f"{where}[{key!r}] must be a power of two, not {value}")
+        chosen[kernel] = dict(entry)
+    return chosen
+
+
 SM_COUNT = 132  # h200: blocks run in waves of one per SM
 
 
@@ -344,9 +385,11 @@ def _band(tile_rows, tile_cols):
     return max(1, round(math.sqrt(SM_COUNT * tile_cols / tile_rows)))
 
 
-def _launch_scores(t, size, stride, scale):
-    """Kernel 'scores': t, size, stride, scale map names to tensors and numbers."""
-    cfg = _sized(CONFIGS['scores'][None], size)
+def _launch_scores(t, size, stride, scale, cfg=None):
+    """Kernel 'scores': t, size, stride, scale map names to tensors and numbers; cfg is the
+    configuration to launch (checked by _per_kernel), None for CONFIGS' choice."""
+    if cfg is None:
+        cfg = _sized(CONFIGS['scores'][None], size)
     grid = (triton.cdiv(size['q'], cfg['TILE_Q']) * triton.cdiv(size['x'], cfg['TILE_X']), size['batch'] * size['heads'])
     _attention_unfused_scores[grid](
         t['Q'],
@@ -380,9 +423,11 @@ def _launch_scores(t, size, stride, scale):
     )
 
 
-def _launch_softmax(t, size, stride, scale):
-    """Kernel 'softmax': t, size, stride, scale map names to tensors and numbers."""
-    cfg = _sized(CONFIGS['softmax'][None], size)
+def _launch_softmax(t, size, stride, scale, cfg=None):
+    """Kernel 'softmax': t, size, stride, scale map names to tensors and numbers; cfg is the
+    configuration to launch (checked by _per_kernel), None for CONFIGS' choice."""
+    if cfg is None:
+        cfg = _sized(CONFIGS['softmax'][None], size)
     grid = (size['batch'] * size['heads'] * size['q'],)
     _attention_unfused_softmax[grid](
         t['S'],
@@ -406,9 +451,11 @@ def _launch_softmax(t, size, stride, scale):
     )
 
 
-def _launch_values(t, size, stride, scale):
-    """Kernel 'values': t, size, stride, scale map names to tensors and numbers."""
-    cfg = _sized(CONFIGS['values'][None], size)
+def _launch_values(t, size, stride, scale, cfg=None):
+    """Kernel 'values': t, size, stride, scale map names to tensors and numbers; cfg is the
+    configuration to launch (checked by _per_kernel), None for CONFIGS' choice."""
+    if cfg is None:
+        cfg = _sized(CONFIGS['values'][None], size)
     grid = (triton.cdiv(size['q'], cfg['TILE_Q']) * triton.cdiv(size['d'], cfg['TILE_D']), size['batch'] * size['heads'])
     _attention_unfused_values[grid](
         t['P'],
@@ -465,14 +512,18 @@ def _overlapping(tensor, others):
     return False
 
 
-def attention(q, k, v, causal=False, out=None):
+def attention(q, k, v, causal=False, out=None, config=None):
     """Standard attention, one kernel per op: (batch, heads, seqlen, head_dim) tensors, like
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=False).
-    k and v may have fewer heads than q when the diagram has a query group axis (this one has none). `out`, if given, receives the result."""
+    k and v may have fewer heads than q when the diagram has a query group axis (this one has none). `out`, if given, receives the result.
+    `config`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of kernel
+    names to dicts with the keys CONFIG_KEYS lists (tiles, num_warps, num_stages); a kernel it leaves
+    out keeps CONFIGS' choice."""
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, not {causal!r}")
     if causal != False:
         raise ValueError('this kernel realises diagrams/attention_unfused.yaml, which is not causal; generate the causal diagram for causal=True')
+    config = _per_kernel(config)  # kernel -> its configuration, or None for CONFIGS' choice
     for name, tensor in zip(('q', 'k', 'v'), (q, k, v,)):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
@@ -533,7 +584,7 @@ def attention(q, k, v, causal=False, out=None):
     stride['S'] = dict(zip(['batch', 'heads', 'q', 'x'], t['S'].stride()))
     t['P'] = torch.empty((size['batch'], size['heads'], size['q'], size['x'],), dtype=dtype, device=device)  # P passes through GMEM
     stride['P'] = dict(zip(['batch', 'heads', 'q', 'x'], t['P'].stride()))
-    _launch_scores(t, size, stride, scale)
-    _launch_softmax(t, size, stride, scale)
-    _launch_values(t, size, stride, scale)
+    _launch_scores(t, size, stride, scale, config['scores'])
+    _launch_softmax(t, size, stride, scale, config['softmax'])
+    _launch_values(t, size, stride, scale, config['values'])
     return out

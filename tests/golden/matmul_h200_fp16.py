@@ -133,6 +133,11 @@ CONFIGS = {
     },
 }
 CONFIG = CONFIGS  # the same, under the short name
+# What a call's config= gives a kernel: a dict with these keys (those of its CONFIGS entries),
+# True where the value must be a power of two (a block's extent in tl.arange, the warps)
+CONFIG_KEYS = {
+    'gemm': {'TILE_A': True, 'TILE_C': True, 'BLOCK_B': True, 'num_warps': True, 'num_stages': False},
+}
 
 
 def _nearest(grid, value):
@@ -151,6 +156,40 @@ def _sized(entry, size):
     return entry['configs'][row[_nearest(INSTANCES, instances)]]
 
 
+def _per_kernel(config, name="config"):
+    """A call's `config` as {kernel: the configuration to launch, or None for CONFIGS' choice}, checked
+    against CONFIG_KEYS before anything runs; `name` is the wrapper's parameter, for the messages."""
+    if config is None:
+        return dict.fromkeys(CONFIG_KEYS)
+    if not isinstance(config, dict):
+        raise ValueError(f"{name} must be a dict, not {type(config).__name__}")
+    keyed = set(config) <= set(CONFIG_KEYS) or all(isinstance(entry, dict) for entry in config.values())
+    if len(CONFIG_KEYS) == 1 and not keyed:
+        config = dict.fromkeys(CONFIG_KEYS, config)  # the one kernel's configuration
+    chosen = dict.fromkeys(CONFIG_KEYS)
+    for kernel, entry in config.items():
+        if kernel not in CONFIG_KEYS:
+            raise ValueError(f"{name} names kernel {kernel!r}; this module's kernels are "
+                             f"{', '.join(map(repr, CONFIG_KEYS))}")
+        keys = CONFIG_KEYS[kernel]
+        where = f"{name}[{kernel!r}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be a dict with the keys {list(keys)}, "
+                             f"not {type(entry).__name__}")
+        problems = ([f"missing {key!r}" for key in keys if key not in entry]
+                    + [f"unknown {key!r}" for key in entry if key not in keys])
+        if problems:
+            raise ValueError(f"{where} must have the keys {list(keys)}: {', '.join(problems)}")
+        for key, power_of_two in keys.items():
+            value = entry[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{where}[{key!r}] must be a positive int, not {value!r}")
+            if power_of_two and value & (value - 1):
+                raise ValueError(f"{where}[{key!r}] must be a power of two, not {value}")
+        chosen[kernel] = dict(entry)
+    return chosen
+
+
 SM_COUNT = 132  # h200: blocks run in waves of one per SM
 
 
@@ -160,9 +199,11 @@ def _band(tile_rows, tile_cols):
     return max(1, round(math.sqrt(SM_COUNT * tile_cols / tile_rows)))
 
 
-def _launch_gemm(t, size, stride, scale):
-    """Kernel 'gemm': t, size, stride, scale map names to tensors and numbers."""
-    cfg = _sized(CONFIGS['gemm'][None], size)
+def _launch_gemm(t, size, stride, scale, cfg=None):
+    """Kernel 'gemm': t, size, stride, scale map names to tensors and numbers; cfg is the
+    configuration to launch (checked by _per_kernel), None for CONFIGS' choice."""
+    if cfg is None:
+        cfg = _sized(CONFIGS['gemm'][None], size)
     grid = (triton.cdiv(size['a'], cfg['TILE_A']) * triton.cdiv(size['c'], cfg['TILE_C']), 1)
     _matmul_gemm[grid](
         t['A'],
@@ -191,8 +232,12 @@ def _launch_gemm(t, size, stride, scale):
 DTYPES = (torch.float16, torch.bfloat16)
 
 
-def matmul(a, b):
-    """Matrix multiplication, tiled and streamed: A [a, b]; B [b, c] -> C [a, c]."""
+def matmul(a, b, config=None):
+    """Matrix multiplication, tiled and streamed: A [a, b]; B [b, c] -> C [a, c].
+    `config`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of kernel
+    names to dicts with the keys CONFIG_KEYS lists (tiles, num_warps, num_stages), or (one kernel here)
+    that kernel's dict alone."""
+    config = _per_kernel(config)  # kernel -> its configuration, or None for CONFIGS' choice
     for name, tensor in zip(('a', 'b'), (a, b,)):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
@@ -230,5 +275,5 @@ def matmul(a, b):
     t['C'] = torch.empty((size['a'], size['c'],), dtype=dtype, device=device)
     stride['C'] = dict(zip(['a', 'c'], t['C'].stride()))
     scale = {}
-    _launch_gemm(t, size, stride, scale)
+    _launch_gemm(t, size, stride, scale, config['gemm'])
     return t['C']

@@ -153,6 +153,11 @@ CONFIGS = {
     },
 }
 CONFIG = CONFIGS  # the same, under the short name
+# What a call's config= gives a kernel: a dict with these keys (those of its CONFIGS entries),
+# True where the value must be a power of two (a block's extent in tl.arange, the warps)
+CONFIG_KEYS = {
+    'rmsnorm_mm': {'TILE_N': True, 'TILE_O': True, 'BLOCK_I': True, 'num_warps': True, 'num_stages': False},
+}
 
 
 def _nearest(grid, value):
@@ -171,6 +176,40 @@ def _sized(entry, size):
     return entry['configs'][row[_nearest(INSTANCES, instances)]]
 
 
+def _per_kernel(config, name="config"):
+    """A call's `config` as {kernel: the configuration to launch, or None for CONFIGS' choice}, checked
+    against CONFIG_KEYS before anything runs; `name` is the wrapper's parameter, for the messages."""
+    if config is None:
+        return dict.fromkeys(CONFIG_KEYS)
+    if not isinstance(config, dict):
+        raise ValueError(f"{name} must be a dict, not {type(config).__name__}")
+    keyed = set(config) <= set(CONFIG_KEYS) or all(isinstance(entry, dict) for entry in config.values())
+    if len(CONFIG_KEYS) == 1 and not keyed:
+        config = dict.fromkeys(CONFIG_KEYS, config)  # the one kernel's configuration
+    chosen = dict.fromkeys(CONFIG_KEYS)
+    for kernel, entry in config.items():
+        if kernel not in CONFIG_KEYS:
+            raise ValueError(f"{name} names kernel {kernel!r}; this module's kernels are "
+                             f"{', '.join(map(repr, CONFIG_KEYS))}")
+        keys = CONFIG_KEYS[kernel]
+        where = f"{name}[{kernel!r}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be a dict with the keys {list(keys)}, "
+                             f"not {type(entry).__name__}")
+        problems = ([f"missing {key!r}" for key in keys if key not in entry]
+                    + [f"unknown {key!r}" for key in entry if key not in keys])
+        if problems:
+            raise ValueError(f"{where} must have the keys {list(keys)}: {', '.join(problems)}")
+        for key, power_of_two in keys.items():
+            value = entry[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{where}[{key!r}] must be a positive int, not {value!r}")
+            if power_of_two and value & (value - 1):
+                raise ValueError(f"{where}[{key!r}] must be a power of two, not {value}")
+        chosen[kernel] = dict(entry)
+    return chosen
+
+
 SM_COUNT = 132  # h200: blocks run in waves of one per SM
 
 
@@ -180,9 +219,11 @@ def _band(tile_rows, tile_cols):
     return max(1, round(math.sqrt(SM_COUNT * tile_cols / tile_rows)))
 
 
-def _launch_rmsnorm_mm(t, size, stride, scale):
-    """Kernel 'rmsnorm_mm': t, size, stride, scale map names to tensors and numbers."""
-    cfg = _sized(CONFIGS['rmsnorm_mm'][None], size)
+def _launch_rmsnorm_mm(t, size, stride, scale, cfg=None):
+    """Kernel 'rmsnorm_mm': t, size, stride, scale map names to tensors and numbers; cfg is the
+    configuration to launch (checked by _per_kernel), None for CONFIGS' choice."""
+    if cfg is None:
+        cfg = _sized(CONFIGS['rmsnorm_mm'][None], size)
     grid = (triton.cdiv(size['n'], cfg['TILE_N']) * triton.cdiv(size['o'], cfg['TILE_O']), 1)
     _rmsnorm_matmul_rmsnorm_mm[grid](
         t['X'],
@@ -214,8 +255,12 @@ def _launch_rmsnorm_mm(t, size, stride, scale):
 DTYPES = (torch.float16, torch.bfloat16)
 
 
-def rmsnorm_matmul(x, g, w):
-    """RMSNorm feeding a matmul, fused and streamed over the input features: X [n, i]; G [i]; W [i, o] -> Y [n, o]."""
+def rmsnorm_matmul(x, g, w, config=None):
+    """RMSNorm feeding a matmul, fused and streamed over the input features: X [n, i]; G [i]; W [i, o] -> Y [n, o].
+    `config`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of kernel
+    names to dicts with the keys CONFIG_KEYS lists (tiles, num_warps, num_stages), or (one kernel here)
+    that kernel's dict alone."""
+    config = _per_kernel(config)  # kernel -> its configuration, or None for CONFIGS' choice
     for name, tensor in zip(('x', 'g', 'w'), (x, g, w,)):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
@@ -260,5 +305,5 @@ def rmsnorm_matmul(x, g, w):
     stride['Y'] = dict(zip(['n', 'o'], t['Y'].stride()))
     size_i = size['i']
     scale = {'MS': 1/size_i}
-    _launch_rmsnorm_mm(t, size, stride, scale)
+    _launch_rmsnorm_mm(t, size, stride, scale, config['rmsnorm_mm'])
     return t['Y']

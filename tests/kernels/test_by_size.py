@@ -116,7 +116,7 @@ def test_weaved_sizes_choose_as_the_sweep_ranks():
 
 @pytest.mark.parametrize("diagram", ["attention", "causal_attention"])
 def test_every_configuration_of_the_table_computes_attention(diagram, tmp_path):
-    """Each configuration a call may launch, forced for every size, against float64."""
+    """Each configuration a call may launch, given to the call (config=), against float64."""
     g = generated(diagram)
     m = module(diagram, tmp_path)
     (k,) = g.kernels
@@ -125,11 +125,9 @@ def test_every_configuration_of_the_table_computes_attention(diagram, tmp_path):
     gen = torch.Generator().manual_seed(5)
     q, kk, v = (torch.randn(1, 2, 200, 64, generator=gen).half() for _ in range(3))
     want = reference(q, kk, v, causal=g.roles.causal)
-    for index, config in enumerate(entry["configs"]):
-        forced = {"configs": entry["configs"], "by_size": tuple((index,) * len(INSTANCES) for _ in LENGTHS)}
-        m.CONFIGS[k.plan.name][64] = forced
+    for config in entry["configs"]:
         out = torch.full_like(q, float("nan"))
-        m.attention(q, kk, v, causal=g.roles.causal, out=out)
+        m.attention(q, kk, v, causal=g.roles.causal, out=out, config={k.plan.name: config})
         assert torch.isfinite(out).all() and rel_err(out, want) < 1e-2, config
 
 

@@ -53,7 +53,8 @@ def check_matmul(module, m=33, k=20, n=17):
 
 
 @pytest.mark.parametrize("x, w", [("X", "W"), ("A", "a"), ("out", "t"), ("torch", "triton"), ("N", "Size"),
-                                  ("In", "Lambda"), ("tensor", "name"), ("size", "stride")])
+                                  ("In", "Lambda"), ("tensor", "name"), ("size", "stride"),
+                                  ("config", "Config")])
 def test_inputs_named_like_the_generated_code_compute_the_product(x, w, tmp_path):
     """X and W returned W @ W (the wrapper's loop variable was x); out, t, torch, triton, N, Size failed
     at call time; A and a, In and Lambda (in, lambda once lower-cased) gave modules that did not parse."""

@@ -1,28 +1,18 @@
 """bench/attention_h200.py without a GPU: its grid, checks, budget, targets and markdown report
-(bench/common.py, standard library only), its --help, and its one-line exit without a GPU."""
+(bench/attention_report.py, standard library only), its --help, and its one-line exit without a GPU."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from bench import attention_report as C
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "attention_h200.py"
-
-
-def _load_common():
-    spec = importlib.util.spec_from_file_location("napkin_bench_common", ROOT / "bench" / "common.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-C = _load_common()
 
 
 def cell(tflops: float, **extra) -> dict:

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from analyzer.report.calibration import profile_yaml, report_markdown
 
 from analyzer import hardware
 from analyzer.calibrate.calibrate import calibrate
@@ -32,6 +31,7 @@ from analyzer.calibrate.validate import clock_check, errors, spearman, split
 from analyzer.common.errors import NapkinError
 from analyzer.hardware import Estimate, load_profile_file
 from analyzer.model.predict import seconds
+from analyzer.report.calibration import profile_yaml, report_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDING = ROOT / "bench" / "results" / "sweep_h200.json"

@@ -3,27 +3,18 @@ choice, the fastest measured), and how it turns rounds of timings into ratios.""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from bench import choice_h200 as CB
+from bench import common
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "choice_h200.py"
 RECORDING = ROOT / "bench" / "results" / "sweep_h200.json"
-
-
-def _load():
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("napkin_choice_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-CB = _load()
 PROFILE = "hardware/h200-calibrated.yaml"
 
 
@@ -43,7 +34,7 @@ def choices():
 def test_candidates_are_each_profiles_choice_and_the_fastest_measured(choices):
     from analyzer.calibrate.calibrate import KERNEL
     from analyzer.calibrate.validate import shape_of
-    sizes = CB.candidates(RECORDING, ["h200-calibrated"], top=3)
+    sizes = common.candidates(RECORDING, ["h200-calibrated"], top=3)
     records, chosen, launched = choices
     assert len(sizes) == len({shape_of(r) for r in records}) == 41
     for s in sizes:

@@ -1,33 +1,22 @@
-"""bench/gpu_state.py and bench/clocks_h200.py without a GPU: a sampler's window means, and the table
+"""bench/common.py's Sampler and bench/clocks_h200.py without a GPU: a sampler's window means, and the table
 that turns the committed recording's timings into time, clock and cycle ratios."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from bench import clocks_h200 as CK
+from bench import common
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"napkin_{name}", ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-GS = _load("gpu_state")
-CK = _load("clocks_h200")
 RECORDING = ROOT / "bench" / "results" / "clocks_h200.json"
 
 
 def test_window_means_only_the_samples_read_inside_it():
-    s = GS.Sampler.__new__(GS.Sampler)
+    s = common.Sampler.__new__(common.Sampler)
     s.samples = [(0.0, (1000.0, 100.0, 30.0)), (1.0, (1800.0, 690.0, 40.0)), (2.0, (1900.0, 680.0, 42.0)),
                  (3.0, (500.0, 80.0, 35.0))]
     assert s.window(0.5, 2.5) == {"sm_clock_mhz": 1850.0, "power_w": 685.0, "temperature_c": 41.0}

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from analyzer.cli import main
-from analyzer.config.element_type import kernel_element_type
 from analyzer.common.errors import NapkinError
+from analyzer.config.element_type import kernel_element_type
 
 ROOT = Path(__file__).resolve().parents[2]
 MATMUL = (ROOT / "diagrams" / "matmul.yaml").read_text()

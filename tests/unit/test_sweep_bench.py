@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
+import re
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bench import common
+from bench import sweep_h200 as SB
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load():
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("napkin_sweep_bench", ROOT / "bench" / "sweep_h200.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SB = _load()
 
 
 def run(command: str, records: list[dict], skipped=(), peers=()) -> dict:
@@ -68,21 +62,56 @@ def test_the_timer_text_names_each_familys_timer():
     assert "matmul: triton.testing.do_bench_cudagraph" in SB.timer_text(False)
 
 
-def test_a_configuration_replaces_a_by_size_table(tmp_path):
-    """The bench times a configuration by putting it in the module's CONFIGS slot: a slot that holds
-    the by-size table must take it as it is, and the wrapper must then launch it at every size."""
-    import pytest
+def test_a_sweep_rows_configuration_is_what_the_call_takes(tmp_path):
+    """The bench times a sweep row by passing its configuration to the call (config=): it holds the
+    kernel's CONFIG_KEYS in order, with the row's tiles, warps and stages, and the wrapper's check
+    takes it as it is, by kernel or alone. Nothing in the module's CONFIGS is replaced."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     from analyzer.config.sweep import sweep
-    module, _, g = SB.load_kernel("causal_attention", tmp_path)
+    loaded = common.load_kernel("causal_attention", tmp_path)
+    module = loaded.module
     assert "by_size" in module.CONFIGS["flash"][64]
-    (s,) = sweep("causal_attention", SB.GPU, sets={"batch": 2, "heads": 4, "q": 4096, "d": 64})
+    (s,) = sweep("causal_attention", common.GPU, sets={"batch": 2, "heads": 4, "q": 4096, "d": 64})
     for row in s.rows[:5]:
-        config = SB.entry(module, "flash", 64, row)
-        assert "by_size" not in config and config["num_warps"] == row.num_warps
-        assert config["TILE_Q"] == row.tiles["g_q"] and config["BLOCK_X"] == row.tiles["s_x"]
-        module.CONFIGS["flash"][64] = config
-        for seqlen in (256, 4096, 32768):
-            size = {"batch": 1, "heads": 8, "q": seqlen, "x": seqlen, "d": 64}
-            assert module._sized(module.CONFIGS["flash"][64], size) is config
+        config = loaded.configuration("flash", row)
+        assert list(config) == list(module.CONFIG_KEYS["flash"])
+        assert config == {"TILE_Q": row.tiles["g_q"], "BLOCK_X": row.tiles["s_x"],
+                          "num_warps": row.num_warps, "num_stages": row.num_stages}
+        assert module._per_kernel({"flash": config}) == module._per_kernel(config) == {"flash": config}
+
+
+@pytest.mark.slow
+def test_every_recorded_configuration_is_the_one_its_row_gives_and_a_call_takes(tmp_path):
+    """The committed sweep's 1254 records: each record's configuration is what Loaded.configuration
+    makes of its tiles, warps and stages, and the generated wrapper accepts it as config=."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    doc = json.loads((ROOT / "bench" / "results" / "sweep_h200.json").read_text())
+    kernels = common.Kernels(tmp_path)
+    for r in doc["records"]:
+        loaded = kernels(r["diagram"])
+        row = SimpleNamespace(tiles=r["tiles"], woven=r["woven"], num_warps=r["num_warps"],
+                              num_stages=r["num_stages"])
+        config = loaded.configuration(r["kernel"], row)
+        assert list(config.items()) == list(r["config"].items())
+        assert loaded.module._per_kernel({r["kernel"]: config})[r["kernel"]] == config
+
+
+def test_the_recorded_command_leaves_out_where_results_went():
+    assert common.without_out(["--groups", "matmul", "--out", "/tmp/x", "--out=/y", "--top", "3"]) == \
+        ["--groups", "matmul", "--top", "3"]
+    assert common.command("sweep_h200.py", ["--out", "d", "--seqlens", "512"]) == \
+        "python bench/sweep_h200.py --seqlens 512"
+    assert common.command("sweep_h200.py", []) == "python bench/sweep_h200.py"
+
+
+def test_the_scripts_import_the_shared_helpers_one_way():
+    """No script imports another, or puts bench/ itself on sys.path: they share bench.common."""
+    for script in sorted((ROOT / "bench").glob("*_h200.py")):
+        text = script.read_text()
+        assert "from bench.common import" in text, script.name
+        assert re.findall(r"sys\.path\.insert\((.*)\)", text) in (["0, str(ROOT)"], ["0, str(REPO_ROOT)"]), \
+            script.name                                    # the checkout's root only, never bench/
+        for other in ("sweep_h200", "choice_h200", "clocks_h200", "gpu_state"):
+            assert f"import {other}" not in text, (script.name, other)

@@ -1,0 +1,189 @@
+"""The configurations of a generated Triton module: the CONFIGS table (one configuration per kernel and
+head dim, or a table of them by problem size with its lookup), CONFIG_KEYS, and the check of the
+configuration a call passes as `config=` (`_per_kernel`), with the wrapper's lines about it.
+
+A configuration names the kernel's constexprs as the kernel does (TILE_Q, BLOCK_X: analyzer.codegen.triton
+KernelIds) and adds num_warps and num_stages; analyzer.codegen.module writes the rest of the module.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+from analyzer.codegen import triton as tr
+from analyzer.codegen.escape import py_str
+from analyzer.config.by_size import instance_axes, length_axes
+from analyzer.diagram.interface import Attention
+
+INDENT = "    "
+
+
+def padded(k, dim) -> bool:
+    """Whether group dimension `dim` of kernel `k` has a tile product that is no power of two in some
+    configuration the file carries: its kernel then masks the padding of its power-of-two block."""
+    sizes = k.plan.schedule.partition.group_sizes
+    for c in k.every_choice:
+        product = math.prod(c.tiles.get(sizes[a].name, 1) for a in dim.axes)
+        if product & (product - 1):
+            return True
+    return False
+
+
+def names(k, ids: tr.KernelIds) -> dict[str, str]:
+    """Partition symbol -> the name of its entry in a configuration (g_q -> TILE_Q, s_x -> BLOCK_X)."""
+    p = k.plan
+    sizes = p.schedule.partition.group_sizes
+    out = {sizes[a].name: ids.tile(a) for dim in p.groups for a in dim.axes}
+    if p.stream is not None:
+        out[p.schedule.partition.stream[1].name] = ids.block(p.stream.name)
+    return out
+
+
+def _entry(k, c, ids: tr.KernelIds) -> str:
+    """One configuration as the launcher reads it: tile constexprs by name, warps, stages."""
+    entry = {name: c.tiles.get(symbol, 1) for symbol, name in names(k, ids).items()}
+    entry["num_warps"] = c.num_warps
+    entry["num_stages"] = c.num_stages
+    return "{" + ", ".join(f"{py_str(n)}: {int(v)}" for n, v in entry.items()) + "}"
+
+
+def configs(g, ids: dict[str, tr.KernelIds]) -> str:
+    """The module's CONFIGS table, CONFIG_KEYS, the by-size lookup (_nearest, _sized) where a kernel has a
+    table, and _per_kernel. `ids`: each kernel's identifiers, by plan name."""
+    sized = any(k.tables for k in g.kernels)
+    lines = ["# The configuration of each kernel (napkin sweep's first), keyed by head dim where it has one"]
+    if sized:
+        first = next(t for k in g.kernels for t in k.tables.values())
+        lines += ["# An entry with 'by_size' is the model's first choice per problem size: a row per length in",
+                  "# LENGTHS (" + ("the sequence length" if isinstance(g.roles, Attention) else
+                                  "every size alike") + "), a column per "
+                  + ("batch x query heads in INSTANCES" if isinstance(g.roles, Attention) else
+                     "instance count in INSTANCES (one)") + ", each an index into",
+                  "# its 'configs'; a call takes the nearest grid point (log2, analyzer.config.by_size).",
+                  f"LENGTHS = {first.lengths!r}", f"INSTANCES = {first.instances!r}"]
+    lines.append("CONFIGS = {")
+    for k in g.kernels:
+        kid = ids[k.plan.name]
+        lines.append(f"    {py_str(k.plan.name)}: {{")
+        for key, c in k.choices.items():
+            table = k.tables.get(key)
+            if table is None:
+                lines.append(f"        {key!r}: {_entry(k, c, kid)},")
+                continue
+            lines.append(f"        {key!r}: {{")
+            lines.append("            'configs': (")
+            lines += [f"                {_entry(k, t, kid)},  # {chr(65 + i)}"
+                      for i, t in enumerate(table.configs)]
+            lines.append("            ),")
+            lines.append("            'by_size': (")
+            lines += [f"                {row!r},  # length {n}" for n, row in zip(table.lengths, table.cells,
+                                                                             strict=True)]
+            lines.append("            ),")
+            lines.append("        },")
+        lines.append("    },")
+    lines.append("}")
+    lines.append("CONFIG = CONFIGS  # the same, under the short name")
+    lines += _config_keys(g, ids)
+    if sized:
+        axes = length_axes(g.diagram, g.roles)
+        length = f"math.prod(size[a] for a in {str_tuple(axes)}) ** (1 / {len(axes)})"
+        instances = " * ".join(f"size[{py_str(a)}]" for a in instance_axes(g.roles)) or "1"
+        lines += ["", "", "def _nearest(grid, value):",
+                  f'{INDENT}"""Index of the grid point nearest `value` in log2; ties go to the smaller."""',
+                  f"{INDENT}x = math.log2(max(value, 1))",
+                  f"{INDENT}return min(range(len(grid)), key=lambda i: (abs(math.log2(grid[i]) - x), i))",
+                  "", "", "def _sized(entry, size):",
+                  f'{INDENT}"""The configuration a call launches: the entry, or its by-size choice at the '
+                  'call\'s sizes."""',
+                  f"{INDENT}if 'by_size' not in entry:",
+                  f"{INDENT * 2}return entry",
+                  f"{INDENT}length = {length}  # geometric mean",
+                  f"{INDENT}instances = {instances}" + ("  # batch x query heads"
+                                                        if isinstance(g.roles, Attention) else ""),
+                  f"{INDENT}row = entry['by_size'][_nearest(LENGTHS, length)]",
+                  f"{INDENT}return entry['configs'][row[_nearest(INSTANCES, instances)]]"]
+    lines += ["", "", *PER_KERNEL_HELPER.splitlines()]
+    return "\n".join(lines) + "\n\n"
+
+
+def keys(k, ids: tr.KernelIds) -> dict[str, bool]:
+    """The keys of kernel `k`'s configuration, each True where a call's value must be a power of two: a
+    tile of a dimension the kernel does not pad (its block is the tiles' product), a stream's chunk (a
+    tl.arange extent) and num_warps; num_stages may be any positive int."""
+    p = k.plan
+    out = {ids.tile(a): not padded(k, dim) for dim in p.groups for a in dim.axes}
+    if p.stream is not None:
+        out[ids.block(p.stream.name)] = True
+    return {**out, "num_warps": True, "num_stages": False}
+
+
+def _config_keys(g, ids: dict[str, tr.KernelIds]) -> list[str]:
+    lines = ["# What a call's config= gives a kernel: a dict with these keys (those of its CONFIGS entries),",
+             "# True where the value must be a power of two (a block's extent in tl.arange, the warps)",
+             "CONFIG_KEYS = {"]
+    for k in g.kernels:
+        flags = keys(k, ids[k.plan.name])
+        lines.append(f"    {py_str(k.plan.name)}: {{"
+                     + ", ".join(f"{py_str(key)}: {flag}" for key, flag in flags.items()) + "},")
+    lines.append("}")
+    return lines
+
+
+# Checks a call's config= against CONFIG_KEYS; the module's own names only (its locals shadow nothing it
+# calls: the module's globals are reserved, analyzer.codegen.names)
+PER_KERNEL_HELPER = '''\
+def _per_kernel(config, name="config"):
+    """A call's `config` as {kernel: the configuration to launch, or None for CONFIGS' choice}, checked
+    against CONFIG_KEYS before anything runs; `name` is the wrapper's parameter, for the messages."""
+    if config is None:
+        return dict.fromkeys(CONFIG_KEYS)
+    if not isinstance(config, dict):
+        raise ValueError(f"{name} must be a dict, not {type(config).__name__}")
+    keyed = set(config) <= set(CONFIG_KEYS) or all(isinstance(entry, dict) for entry in config.values())
+    if len(CONFIG_KEYS) == 1 and not keyed:
+        config = dict.fromkeys(CONFIG_KEYS, config)  # the one kernel's configuration
+    chosen = dict.fromkeys(CONFIG_KEYS)
+    for kernel, entry in config.items():
+        if kernel not in CONFIG_KEYS:
+            raise ValueError(f"{name} names kernel {kernel!r}; this module's kernels are "
+                             f"{', '.join(map(repr, CONFIG_KEYS))}")
+        keys = CONFIG_KEYS[kernel]
+        where = f"{name}[{kernel!r}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be a dict with the keys {list(keys)}, "
+                             f"not {type(entry).__name__}")
+        problems = ([f"missing {key!r}" for key in keys if key not in entry]
+                    + [f"unknown {key!r}" for key in entry if key not in keys])
+        if problems:
+            raise ValueError(f"{where} must have the keys {list(keys)}: {', '.join(problems)}")
+        for key, power_of_two in keys.items():
+            value = entry[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{where}[{key!r}] must be a positive int, not {value!r}")
+            if power_of_two and value & (value - 1):
+                raise ValueError(f"{where}[{key!r}] must be a power of two, not {value}")
+        chosen[kernel] = dict(entry)
+    return chosen
+'''
+
+
+def str_tuple(items) -> str:
+    """A tuple of string literals, as repr would write it."""
+    return "(" + ", ".join(py_str(n) for n in items) + ("," if len(items) == 1 else "") + ")"
+
+
+def config_doc(g, param: str) -> str:
+    """The wrapper's docstring on its `config` parameter (spelled `param`), as indented lines."""
+    alone = (", or (one kernel here) that kernel's dict alone" if len(g.kernels) == 1 else
+             "; a kernel it leaves out keeps CONFIGS' choice")
+    text = (f"`{param}`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of "
+            f"kernel names to dicts with the keys CONFIG_KEYS lists (tiles, num_warps, num_stages){alone}.")
+    return "\n".join(INDENT + line for line in textwrap.wrap(text, 100))
+
+
+def config_check(param: str) -> str:
+    """The wrapper's line that checks its `config` (spelled `param`) into {kernel: configuration or None}."""
+    name = "" if param == "config" else f", {py_str(param)}"
+    return (f"{INDENT}{param} = _per_kernel({param}{name})  # kernel -> its configuration, "
+            "or None for CONFIGS' choice")
