@@ -105,7 +105,7 @@ class Loaded:
 def load_kernel(diagram: str, tmp: Path, gpu: str = GPU, dtype: str = DTYPE) -> Loaded:
     """Generate the Triton module of `diagram`, write it into `tmp` and import it."""
     from analyzer.codegen import generate
-    from analyzer.codegen.module import config_names
+    from analyzer.codegen.triton import config_names
     g = generate(diagram, gpu, backend="triton", dtype=dtype)
     path = tmp / f"sweep_{diagram}.py"
     g.write(path)

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -42,6 +40,7 @@ import torch  # noqa: E402
 import triton.testing  # noqa: E402
 
 from analyzer.codegen import generate  # noqa: E402
+from bench.common import command, environment, import_file, rel_err, save_results  # noqa: E402
 
 # (diagram, head dim, value dim, causal, kv heads): batch 4, 16 query heads, sequence length 4096
 ATTENTION = [("attention", 64, 64, False, 16), ("attention", 128, 128, False, 16),
@@ -49,19 +48,12 @@ ATTENTION = [("attention", 64, 64, False, 16), ("attention", 128, 128, False, 16
              ("gqa", 128, 128, False, 4), ("causal_attention", 128, 128, True, 16),
              ("causal_attention", 256, 256, True, 16), ("mla_attention", 192, 128, False, 16)]
 BATCH, HEADS, SEQLEN, CHECK_SEQLEN = 4, 16, 4096, 1000
-MLP = {"n": 8192, "i": 1024, "f": 4096, "o": 1024}
+MLP = {"n": 16384, "i": 256, "f": 16384, "o": 256}   # the MLP holds i and o whole: at most 256
 TOLERANCE = 1e-2
 
 
-def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"napkin_{path.parent.name}_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _rel(out, ref) -> float:
-    return ((out.double() - ref).norm() / ref.norm()).item()
+def _load(path: Path, tag: str):
+    return import_file(path, f"napkin_{tag}_{path.stem}")
 
 
 def _attention_inputs(hdim, vdim, kv_heads, seqlen, seed):
@@ -102,11 +94,8 @@ def _ms(fn) -> float:
 def _environment(gpu: str) -> dict:
     props = torch.cuda.get_device_properties(0)
     nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()
-    return {"gpu": torch.cuda.get_device_name(0), "sm_count": props.multi_processor_count,
-            "capability": f"{props.major}.{props.minor}", "torch": torch.__version__,
-            "triton": triton.__version__, "nvcc": nvcc[-1] if nvcc else "", "profile": gpu,
-            "date": _dt.date.today().isoformat(),
-            "command": " ".join(["python", "bench/cuda_limits.py", *sys.argv[1:]])}
+    return {**environment(), "capability": f"{props.major}.{props.minor}", "nvcc": nvcc[-1] if nvcc else "",
+            "profile": gpu, "date": _dt.date.today().isoformat(), "command": command("cuda_limits.py", None)}
 
 
 def _generated(diagrams, gpu: str, folder: Path) -> dict:
@@ -117,7 +106,7 @@ def _generated(diagrams, gpu: str, folder: Path) -> dict:
         cuda.write(folder / f"{d}.cu")
         triton_module = generate(d, gpu)
         triton_module.write(folder / f"{d}_triton.py")
-        out[d] = {"after": _load(folder / f"{d}.py"), "triton": _load(folder / f"{d}_triton.py"),
+        out[d] = {"after": _load(folder / f"{d}.py", "after"), "triton": _load(folder / f"{d}_triton.py", "triton"),
                   "variants": cuda.source.count("static constexpr int WARPS")}
     return out
 
@@ -139,7 +128,7 @@ def run(before_dir: Path, gpu: str) -> dict:
     os.environ.setdefault("NAPKIN_CUDA_CACHE", str(folder / "cache"))
     kernels = _generated(diagrams, gpu, folder)
     for d in diagrams:
-        kernels[d]["before"] = _load(before_dir / f"{d}.py")
+        kernels[d]["before"] = _load(before_dir / f"{d}.py", "before")
     _compile_all([k[w] for k in kernels.values() for w in ("before", "after")])
     rows = []
     for d, hdim, vdim, causal, kv in ATTENTION:
@@ -169,7 +158,7 @@ def run(before_dir: Path, gpu: str) -> dict:
 
 def _cell(check, ref, timed, flops) -> dict:
     try:
-        err = _rel(check(), ref)
+        err = rel_err(torch, check(), ref)
     except Exception as exc:  # noqa: BLE001 - a failing kernel is a result
         return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
     if not err < TOLERANCE:
@@ -214,10 +203,8 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("cuda_limits.py needs a CUDA GPU")
     results = run(args.before, args.gpu)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "cuda_limits.json").write_text(json.dumps(results, indent=1) + "\n")
     text = markdown(results)
-    (args.out / "cuda_limits.md").write_text(text)
+    save_results(args.out, "cuda_limits", results, text)
     print(text)
 
 

@@ -2,7 +2,7 @@
 
     configured kernels (analyzer.config.kernels: weave, schedule, configuration per head dim, plan)
     -> the model's prediction at the diagram's default sizes (analyzer.config.predict), for the header
-    -> a backend renders the file: Triton (analyzer.codegen.module with analyzer.codegen.triton) or
+    -> a backend renders the file: Triton (analyzer.codegen.triton: kernels, configurations, module) or
        CUDA C++ and its loader (analyzer.codegen.cuda)
 """
 
@@ -17,7 +17,7 @@ from analyzer import hardware
 from analyzer.codegen.cuda import cuda_files
 from analyzer.codegen.cuda.limits import CudaLimits
 from analyzer.codegen.files import write_kernel
-from analyzer.codegen.module import triton_module
+from analyzer.codegen.triton import triton_module
 from analyzer.common.errors import NapkinError
 from analyzer.common.units import seconds, si
 from analyzer.config.element_type import GENERATED

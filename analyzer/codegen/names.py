@@ -121,5 +121,9 @@ class PlanIds:
         """A grouped axis's tile size (the configuration's g)."""
         return self.scope("TILE_{}", axis, case="upper")
 
+    def block(self, dim: str) -> str:
+        """A dimension's extent in the tiles (a power of two; the streamed chunk's is the configuration's s)."""
+        return self.scope("BLOCK_{}", dim, case="upper")
+
 
 __all__ = ["Scope", "PlanIds", "IDENTIFIER", "PYTHON_RESERVED", "CPP_RESERVED"]

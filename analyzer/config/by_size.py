@@ -51,7 +51,7 @@ class SizeTable:
 
 def nearest(grid: tuple[int, ...], value: float) -> int:
     """Index of the grid point nearest `value` in log2; ties go to the smaller point. The generated
-    wrapper has the same function (analyzer.codegen.module)."""
+    wrapper has the same function (analyzer.codegen.triton.configs)."""
     x = math.log2(max(value, 1))
     return min(range(len(grid)), key=lambda i: (abs(math.log2(grid[i]) - x), i))
 

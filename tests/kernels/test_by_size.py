@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from analyzer.codegen.module import config_names
+from analyzer.codegen.triton import config_names
 from analyzer.config.by_size import INSTANCES, LENGTHS, call_sizes, nearest
 from analyzer.config.choose import TIE
 from analyzer.config.sweep import sweep

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from analyzer.codegen import generate
-from analyzer.codegen.module import config_keys, module_ids, wrapper
+from analyzer.codegen.pymodule import wrapper
+from analyzer.codegen.triton import config_keys, triton_ids
 from bench import common
 
 torch = pytest.importorskip("torch")
@@ -41,7 +42,7 @@ class Launches:
 
 def spied(m, diagram: str, kernel: str) -> Launches:
     g = generated(diagram)
-    name = module_ids(g).jit[kernel]
+    name = triton_ids(g).jit[kernel]
     spy = Launches(getattr(m, name))
     setattr(m, name, spy)
     return spy
@@ -171,7 +172,7 @@ def test_an_input_named_config_keeps_its_name_and_the_configuration_takes_anothe
 def test_a_backend_may_leave_the_configuration_out():
     """The CUDA loader reuses the wrapper with launchers of four arguments: by default it has no config."""
     g = generated("attention_unfused")
-    ids = module_ids(g)
+    ids = triton_ids(g)
     plain, configured = wrapper(g, ids), wrapper(g, ids, config=True)
     assert "def attention(q, k, v, causal=False, out=None):" in plain
     assert "def attention(q, k, v, causal=False, out=None, config=None):" in configured

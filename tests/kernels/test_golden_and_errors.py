@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from analyzer.codegen import generate
-from analyzer.codegen import triton as triton_backend
+from analyzer.codegen.triton import kernel as triton_backend
 from analyzer.common.errors import NapkinError
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from analyzer.codegen import render
-from analyzer.codegen import triton as triton_backend
 from analyzer.codegen.cuda import common as cuda_common
 from analyzer.codegen.names import PlanIds, Scope
+from analyzer.codegen.triton import kernel as triton_backend
 from analyzer.common.errors import NapkinError
 from analyzer.config.kernels import configure_kernels
 

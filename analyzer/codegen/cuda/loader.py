@@ -3,7 +3,7 @@ hash), loads it with ctypes and exposes the same wrapper and checks as the Trito
 
 Its fixed text is loader_template.py (package data, copied section by section); generated here are only
 what depends on the diagram: the launchers' signatures, the configurations, one launcher per kernel
-and the wrapper (analyzer.codegen.module's, on CUDA devices only). Diagram names reach the loader only as
+and the wrapper (analyzer.codegen.pymodule's, on CUDA devices only). Diagram names reach the loader only as
 string literals (analyzer.codegen.escape) and identifiers claimed from its scope (analyzer.codegen.names).
 """
 
@@ -16,7 +16,8 @@ from importlib import resources
 from analyzer.codegen.cuda.mma import MmaKernel
 from analyzer.codegen.cuda.variants import WHOLE_EXTENTS
 from analyzer.codegen.escape import py_comment, py_doc, py_str
-from analyzer.codegen.module import (
+from analyzer.codegen.names import PlanIds, Scope
+from analyzer.codegen.pymodule import (
     MODULE_GLOBALS,
     checked_python,
     header,
@@ -182,9 +183,15 @@ def _wrapper(g, ids) -> list[str]:
 LOADER_GLOBALS = (*MODULE_GLOBALS, *_bound(TEMPLATE))
 
 
+def _config_ids(plan, scope: Scope) -> PlanIds:
+    """The names of a kernel's configuration entries in CONFIGS (TILE_Q, BLOCK_X), spelt as the Triton
+    module spells them, in a scope of their own under the loader's."""
+    return PlanIds(Scope((), parent=scope))
+
+
 def loader_text(g, writers) -> str:
     """The Python loader of generated file `g` whose kernels are `writers` ((kernel, writer) pairs)."""
-    ids = module_ids(g, LOADER_GLOBALS)
+    ids = module_ids(g, LOADER_GLOBALS, _config_ids)
     signatures = {w.fn: (len(pointers(k.plan)), len(w.axes) + sum(len(k.plan.axes_of(a))
                                                                   for a in pointers(k.plan)),
                          len(scaled_ops(k.plan)))

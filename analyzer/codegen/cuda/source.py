@@ -10,8 +10,8 @@ from analyzer.codegen.cuda.mma import MmaKernel
 from analyzer.codegen.cuda.point import PointKernel
 from analyzer.codegen.cuda.prelude import PRELUDE, file_code
 from analyzer.codegen.escape import cpp_comment
-from analyzer.codegen.module import header
 from analyzer.codegen.names import Scope
+from analyzer.codegen.pymodule import header
 
 
 def _renderer(k) -> type[MmaKernel] | type[PointKernel]:

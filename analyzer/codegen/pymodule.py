@@ -1,17 +1,17 @@
-"""Write the standalone Python module of a generated Triton kernel: header, kernels, configurations,
-and the torch wrapper that checks its inputs and launches the kernels in the diagram's order.
+"""The Python side of a generated file, whatever the backend: its header, its identifiers' scope, and
+the torch wrapper that checks its inputs and launches the kernels in the diagram's order.
 
 The wrapper of an attention-shaped diagram is `attention(q, k, v, causal=..., out=None, config=None)` in
 the layout of torch's scaled_dot_product_attention (analyzer.diagram.interface); any other diagram's
-takes its inputs in file order, e.g. `matmul(A, B, config=None)`. `config` launches a configuration of
-the caller's instead of the CONFIGS table's choice, checked first against CONFIG_KEYS (what each
-kernel's configuration holds and which values must be powers of two).
+takes its inputs in file order, e.g. `matmul(A, B, config=None)`. `config` (where the backend's
+launchers take one: the Triton module) launches a configuration of the caller's instead of the CONFIGS
+table's choice, checked first against CONFIG_KEYS.
 
 No text of the diagram becomes code: identifiers are claimed from scopes (analyzer.codegen.names), so
 the wrapper's own locals, the module's globals and the kernels' variables never collide with what the
 diagram names its arrays and axes; the diagram's names reach the wrapper's tables only as string keys,
-and its title, doc, paths and the command only through the escapers of analyzer.codegen.escape. The
-module is parsed (`ast`) before it is returned.
+and its title, doc, paths and the command only through the escapers of analyzer.codegen.escape. Each
+backend's module is parsed (`checked_python`) before it is returned.
 """
 
 from __future__ import annotations
@@ -23,21 +23,20 @@ from dataclasses import dataclass
 import sympy
 from sympy.printing.pycode import pycode
 
-from analyzer.codegen import configs as cf
-from analyzer.codegen import triton as tr
-from analyzer.codegen.configs import INDENT, str_tuple
 from analyzer.codegen.escape import py_comment, py_doc, py_str
 from analyzer.codegen.names import PYTHON_RESERVED, Scope
+from analyzer.codegen.render import scaled_ops
 from analyzer.common.errors import NapkinError
 from analyzer.common.version import __version__
-from analyzer.config.plan import GROUP, STREAM
 from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention, Plain
 
+INDENT = "    "
 # The names a generated module defines or imports itself, besides what it claims per diagram
 MODULE_GLOBALS = ("math", "os", "torch", "triton", "tl", "DTYPES", "HEAD_DIMS", "CONFIGS", "CONFIG",
                   "CONFIG_KEYS", "LENGTHS", "INSTANCES", "SM_COUNT", "_nearest", "_sized", "_per_kernel",
                   "_band", "_overlapping")
+
 # The wrapper's own locals (and the attention wrapper's parameters)
 WRAPPER_LOCALS = ("t", "size", "stride", "scale", "device", "dtype", "name", "tensor", "n", "axis", "out",
                   "shape", "batch", "heads_q", "seq_q", "head_dim", "value_dim", "heads_kv", "seq_k", "group",
@@ -53,13 +52,14 @@ class ModuleIds:
     scope: Scope
     jit: dict[str, str]                 # plan name -> the @triton.jit function
     launch: dict[str, str]              # plan name -> its launcher
-    kernels: dict[str, tr.KernelIds]    # plan name -> the kernel's identifiers
+    kernels: dict[str, object]          # plan name -> the backend's identifiers of the kernel, if any
     wrapper: str
 
 
-def module_ids(g, reserved: tuple[str, ...] = MODULE_GLOBALS) -> ModuleIds:
-    """Claim the module's names in a fixed order: wrapper, kernels, launchers, then each kernel's
-    parameters (so that the CONFIGS table and the launchers name them as the kernels do)."""
+def module_ids(g, reserved: tuple[str, ...], kernel_ids=None) -> ModuleIds:
+    """Claim the module's names in a fixed order: wrapper, kernels, launchers, then, where the backend
+    names each kernel's parameters in this module (`kernel_ids(plan, scope)`: the Triton module, whose
+    CONFIGS table and launchers name them as its kernels do), those."""
     scope = Scope((*PYTHON_RESERVED, *reserved))
     if isinstance(g.roles, Attention):
         scope.reserve("attention")
@@ -68,7 +68,7 @@ def module_ids(g, reserved: tuple[str, ...] = MODULE_GLOBALS) -> ModuleIds:
         wrapper = scope("{}", g.diagram.name)
     jit = {k.plan.name: scope("_{}_{}", g.diagram.name, k.plan.name) for k in g.kernels}
     launch = {k.plan.name: scope("_launch_{}", k.plan.name) for k in g.kernels}
-    kernels = {k.plan.name: tr.KernelIds(k.plan, scope) for k in g.kernels}
+    kernels = {k.plan.name: kernel_ids(k.plan, scope) for k in g.kernels} if kernel_ids else {}
     return ModuleIds(scope, jit, launch, kernels, wrapper)
 
 
@@ -126,24 +126,6 @@ def _label(c) -> str:
     return f"{tiles}, {c.num_warps} warps, {c.num_stages} stages"
 
 
-def triton_module(g) -> str:
-    ids = module_ids(g)
-    out = ['"""' + py_doc(f"{g.diagram.name}: a Triton kernel generated by napkin from {g.source_file}.")
-           + '"""', ""]
-    out += ["# " + py_comment(line) for line in header(g)]
-    out += ["", "import math", "import os", "", "import torch", "import triton",
-            "import triton.language as tl", "", f"__all__ = [{py_str(ids.wrapper)}]", "", ""]
-    for k in g.kernels:
-        padded = {dim.name: cf.padded(k, dim) for dim in k.plan.groups}
-        out.append(tr.render_kernel(k.plan, ids.jit[k.plan.name], ids.kernels[k.plan.name], padded))
-        out.append("")
-    out.append(cf.configs(g, ids.kernels))
-    out += _band_helper(g)
-    out += _launchers(g, ids)
-    out += wrapper(g, ids, config=True)
-    return checked_python("\n".join(out).rstrip() + "\n", g.source_file)
-
-
 def checked_python(source: str, origin: str) -> str:
     """`source` if it parses as Python; a generator bug otherwise, never a file that does not import."""
     try:
@@ -154,77 +136,29 @@ def checked_python(source: str, origin: str) -> str:
     return source
 
 
-def config_names(g, k) -> dict[str, str]:
-    """Partition symbol -> the name of its entry in CONFIGS (g_q -> TILE_Q, s_x -> BLOCK_X)."""
-    return cf.names(k, module_ids(g).kernels[k.plan.name])
-
-
-def config_keys(g, k) -> dict[str, bool]:
-    """The keys of kernel `k`'s configuration, as the module's CONFIG_KEYS has them (configs.keys)."""
-    return cf.keys(k, module_ids(g).kernels[k.plan.name])
+def str_tuple(items) -> str:
+    """A tuple of string literals, as repr would write it."""
+    return "(" + ", ".join(py_str(n) for n in items) + ("," if len(items) == 1 else "") + ")"
 
 
 def _str_list(names) -> str:
     return "[" + ", ".join(py_str(n) for n in names) + "]"
 
 
-def _band_helper(g) -> list[str]:
-    """The banded block order's rows per band (analyzer.config.plan.band_rows), for the launchers."""
-    if not any(k.plan.banded for k in g.kernels):
-        return []
-    return [f"SM_COUNT = {int(g.sm_count)}  # {py_comment(g.gpu)}: blocks run in waves of one per SM", "", "",
-            "def _band(tile_rows, tile_cols):",
-            f'{INDENT}"""Row tiles per band of the block order: one wave of blocks covers a square of the '
-            'output,',
-            f"{INDENT}whose inputs' tiles it shares in L2 (the cache level's optimal tile, Theorem 2)."
-            + '"""',
-            f"{INDENT}return max(1, round(math.sqrt(SM_COUNT * tile_cols / tile_rows)))", "", ""]
+def config_doc(g, param: str) -> str:
+    """The wrapper's docstring on its `config` parameter (spelled `param`), as indented lines."""
+    alone = (", or (one kernel here) that kernel's dict alone" if len(g.kernels) == 1 else
+             "; a kernel it leaves out keeps CONFIGS' choice")
+    text = (f"`{param}`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of "
+            f"kernel names to dicts with the keys CONFIG_KEYS lists (tiles, num_warps, num_stages){alone}.")
+    return "\n".join(INDENT + line for line in textwrap.wrap(text, 100))
 
 
-def _launchers(g, ids: ModuleIds) -> list[str]:
-    out = []
-    sized = any(k.tables for k in g.kernels)
-    for k in g.kernels:
-        p = k.plan
-        kid = ids.kernels[p.name]
-        key = f"size[{py_str(k.key_axis)}]" if k.key_axis else "None"
-        entry = f"CONFIGS[{py_str(p.name)}][{key}]"
-        lines = [f"def {ids.launch[p.name]}(t, size, stride, scale, cfg=None):",
-                 f'{INDENT}"""Kernel {py_doc(repr(p.name))}: t, size, stride, scale map names to tensors and '
-                 "numbers; cfg is the",
-                 f'{INDENT}configuration to launch (checked by _per_kernel), None for CONFIGS\' choice."""',
-                 f"{INDENT}if cfg is None:",
-                 f"{INDENT * 2}cfg = " + (f"_sized({entry}, size)" if sized else entry)]
-        blocks = []
-        for dim in p.dims:
-            block = kid.block(dim.name)
-            if dim.kind == GROUP:
-                blocks.append(f"{block}=triton.next_power_of_2("
-                              + " * ".join(f"cfg[{py_str(kid.tile(a))}]" for a in dim.axes) + ")")
-            elif dim.kind == STREAM:
-                blocks.append(f"{block}=cfg[{py_str(block)}]")
-            else:
-                blocks.append(f"{block}=triton.next_power_of_2(size[{py_str(dim.axes[0])}])")
-        grid0 = " * ".join(f"triton.cdiv(size[{py_str(a)}], cfg[{py_str(kid.tile(a))}])"
-                           for dim in p.groups for a in dim.axes) or "1"
-        grid1 = " * ".join(f"size[{py_str(a)}]" for a in p.grid) or "1"
-        lines.append(f"{INDENT}grid = ({grid0}, {grid1})" if p.groups else f"{INDENT}grid = ({grid1},)")
-        args = [f"t[{py_str(a)}]" for a in tr.pointers(p)]
-        args += [f"size[{py_str(a)}]" for a in tr.runtime_axes(p)]
-        args += [f"stride[{py_str(a)}][{py_str(x)}]" for a in tr.pointers(p) for x in p.axes_of(a)]
-        args += [f"scale[{py_str(o.name)}]" for o in tr.scaled_ops(p)]
-        args += [f"{kid.whole(d.axes[0])}=size[{py_str(d.axes[0])}]" for d in p.wholes]
-        args += [f"{t}=cfg[{py_str(t)}]" for t in kid.tiles()]
-        if p.banded:
-            r, c = p.banded
-            args.append(f"{kid.band()}=_band(cfg[{py_str(kid.tile(r))}], cfg[{py_str(kid.tile(c))}])")
-        args += blocks
-        args += ["num_warps=cfg['num_warps']", "num_stages=cfg['num_stages']"]
-        lines.append(f"{INDENT}{ids.jit[p.name]}[grid](")
-        lines += [f"{INDENT * 2}{a}," for a in args]
-        lines.append(f"{INDENT})")
-        out += lines + ["", ""]
-    return out
+def config_check(param: str) -> str:
+    """The wrapper's line that checks its `config` (spelled `param`) into {kernel: configuration or None}."""
+    name = "" if param == "config" else f", {py_str(param)}"
+    return (f"{INDENT}{param} = _per_kernel({param}{name})  # kernel -> its configuration, "
+            "or None for CONFIGS' choice")
 
 
 # -- the wrapper ------------------------------------------------------------------------------------
@@ -282,7 +216,7 @@ def wrapper(g, ids: ModuleIds, *, config: bool = False) -> list[str]:
     def local(axis: str) -> str:
         return scope("size_{}", axis)
 
-    scaled = [o for k in g.kernels for o in tr.scaled_ops(k.plan)]
+    scaled = [o for k in g.kernels for o in scaled_ops(k.plan)]
     checks = size_checks(d)
     used = sorted({symbol for o in scaled for symbol in o.applied.scale.free_symbols}
                   | {symbol for _, size, _ in checks for symbol in size.free_symbols} | {
@@ -404,13 +338,13 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
              f" ({r.group or 'this one has none'}). `out`, if given, receives the result."
              + (f"\n{INDENT}v's last dimension is the value head dim ({py_doc(r.value_dim)}), which may differ "
                 "from q's and k's; so does the output's." if r.value_dim != r.head_dim else "")
-             + (f"\n{cf.config_doc(g, param)}" if param else "") + '"""',
+             + (f"\n{config_doc(g, param)}" if param else "") + '"""',
              f"{INDENT}if not isinstance(causal, bool):",
              f"{INDENT}    raise TypeError(f\"causal must be True or False, not {{causal!r}}\")",
              f"{INDENT}if causal != {r.causal}:",
              f"{INDENT}    raise ValueError({realises})"]
     if param:
-        lines.append(cf.config_check(param))
+        lines.append(config_check(param))
     lines += [INDENT + x for x in _common_checks(["q", "k", "v"])]
     lines += [INDENT + x for x in textwrap.dedent(f"""\
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
@@ -505,9 +439,9 @@ def _plain_wrapper(g, r: Plain, name: str, scope: Scope, config: bool) -> list[s
     lines = ["DTYPES = (torch.float16, torch.bfloat16)", "", "",
              f"def {name}({', '.join(args + ([f'{param}=None'] if param else []))}):",
              f'{INDENT}"""{py_doc(d.title)}: {py_doc(shown)} -> {py_doc(result)}.'
-             + (f"\n{cf.config_doc(g, param)}" if param else "") + '"""']
+             + (f"\n{config_doc(g, param)}" if param else "") + '"""']
     if param:
-        lines.append(cf.config_check(param))
+        lines.append(config_check(param))
     lines += [INDENT + x for x in _common_checks(args)]
     lines.append(f"{INDENT}size = {{}}")
     for n, a in zip(r.inputs, args, strict=True):

@@ -3,20 +3,18 @@ head dim, or a table of them by problem size with its lookup), CONFIG_KEYS, and 
 configuration a call passes as `config=` (`_per_kernel`), with the wrapper's lines about it.
 
 A configuration names the kernel's constexprs as the kernel does (TILE_Q, BLOCK_X: analyzer.codegen.triton
-KernelIds) and adds num_warps and num_stages; analyzer.codegen.module writes the rest of the module.
+KernelIds) and adds num_warps and num_stages; analyzer.codegen.triton.module writes the rest of the module.
 """
 
 from __future__ import annotations
 
 import math
-import textwrap
 
-from analyzer.codegen import triton as tr
 from analyzer.codegen.escape import py_str
+from analyzer.codegen.pymodule import INDENT, str_tuple
+from analyzer.codegen.triton import kernel as tr
 from analyzer.config.by_size import instance_axes, length_axes
 from analyzer.diagram.interface import Attention
-
-INDENT = "    "
 
 
 def padded(k, dim) -> bool:
@@ -168,22 +166,7 @@ def _per_kernel(config, name="config"):
 '''
 
 
-def str_tuple(items) -> str:
-    """A tuple of string literals, as repr would write it."""
-    return "(" + ", ".join(py_str(n) for n in items) + ("," if len(items) == 1 else "") + ")"
 
 
-def config_doc(g, param: str) -> str:
-    """The wrapper's docstring on its `config` parameter (spelled `param`), as indented lines."""
-    alone = (", or (one kernel here) that kernel's dict alone" if len(g.kernels) == 1 else
-             "; a kernel it leaves out keeps CONFIGS' choice")
-    text = (f"`{param}`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of "
-            f"kernel names to dicts with the keys CONFIG_KEYS lists (tiles, num_warps, num_stages){alone}.")
-    return "\n".join(INDENT + line for line in textwrap.wrap(text, 100))
 
 
-def config_check(param: str) -> str:
-    """The wrapper's line that checks its `config` (spelled `param`) into {kernel: configuration or None}."""
-    name = "" if param == "config" else f", {py_str(param)}"
-    return (f"{INDENT}{param} = _per_kernel({param}{name})  # kernel -> its configuration, "
-            "or None for CONFIGS' choice")

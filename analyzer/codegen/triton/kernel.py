@@ -74,7 +74,7 @@ KERNEL_LOCALS = ("ELEM", "pid", "band", "first", "rows", "rest", "hi", "mid", "s
 
 class KernelIds(PlanIds):
     """The identifiers of one Triton kernel, by what they name: its parameters are claimed first, in
-    order, so that the launcher and the CONFIGS table (analyzer.codegen.module) name them alike."""
+    order, so that the launcher and the CONFIGS table (analyzer.codegen.triton.configs) name them alike."""
 
     def __init__(self, p: KernelPlan, module: Scope) -> None:
         super().__init__(Scope(KERNEL_LOCALS, parent=module))
@@ -88,10 +88,6 @@ class KernelIds(PlanIds):
     def band(self) -> str:
         """The constexpr holding a banded block order's rows per band (plan.band_rows)."""
         return self.scope("BAND_{}", self.p.banded[0], case="upper")
-
-    def block(self, dim: str) -> str:
-        """The constexpr holding a dimension's extent in the tiles (a power of two)."""
-        return self.scope("BLOCK_{}", dim, case="upper")
 
     def _signature(self) -> list[tuple[str, str]]:
         """The kernel's parameters, (name, comment), in order."""
