@@ -31,6 +31,10 @@ Writes attention_h200.json (everything) and attention_h200.md (the report) into 
 $OUT if set, else bench/results/), and prints the report; the timing table is at the end.
 A kernel that fails is recorded in its cell and the run goes on; work that does not fit the
 budget is skipped and listed.
+
+Why one module: it is the whole round in the order it runs on the GPU (environment, ceilings,
+generation, correctness, timing), every phase sharing one Run that the budget's watchdog can cut
+short; what the rounds share is bench/common.py, and this round's report is bench/attention_report.py.
 """
 
 from __future__ import annotations
