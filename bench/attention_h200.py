@@ -82,7 +82,16 @@ from bench.attention_report import (  # noqa: E402
     supported_head_dims,
     tflops,
 )
-from bench.common import REP_MS, WARMUP_MS, command, import_file, log, save_results  # noqa: E402
+from bench.common import (  # noqa: E402
+    REP_MS,
+    WARMUP_MS,
+    command,
+    import_file,
+    log,
+    nvcc_version,
+    reference_attention,
+    save_results,
+)
 
 DEFAULT_GPU = "h200-calibrated"   # napkin's profile for generate() and predict(): fitted to sweep_h200
 DEVICE = "cuda"
@@ -329,18 +338,6 @@ def nvidia_smi(uuid: str | None) -> dict[str, str] | None:
     return {f: v[0] for f, v in single.items() if v} or None
 
 
-def nvcc_version() -> str | None:
-    if shutil.which("nvcc") is None:
-        return None
-    try:
-        out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, timeout=15,
-                             check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    release = [line for line in out.splitlines() if "release" in line]
-    return release[-1].split("release")[-1].strip() if release else out.strip()[-80:] or None
-
-
 def gpu_uuid(props: Any) -> str | None:
     uuid = getattr(props, "uuid", None)
     if not uuid:
@@ -451,20 +448,6 @@ def make_qkv(run: Run, case: CheckCase) -> tuple[Any, Any, Any]:
         return x.transpose(1, 2) if case.layout == "transposed" else x
 
     return tensor(case.heads), tensor(case.kv_heads), tensor(case.kv_heads)
-
-
-def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool, sigmoid: bool) -> Any:
-    """float64 attention on the GPU: softmax(q k^T / sqrt(d)) v, or sigmoid(...) v."""
-    q, k, v = q.double(), k.double(), v.double()
-    groups = q.shape[1] // k.shape[1]
-    if groups > 1:
-        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-    scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
-    if causal:   # top-left aligned, as SDPA's is_causal
-        keep = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
-        scores = scores.masked_fill(~keep, float("-inf"))
-    probs = torch.sigmoid(scores) if sigmoid else torch.softmax(scores, dim=-1)
-    return probs @ v
 
 
 def compare(torch: Any, out: Any, ref: Any) -> dict[str, Any]:

@@ -245,6 +245,32 @@ def rel_err(torch: Any, out: Any, ref: Any) -> float:
     return float((out - ref).norm() / ref.norm())
 
 
+def nvcc_version() -> str | None:
+    if shutil.which("nvcc") is None:
+        return None
+    try:
+        out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, timeout=15,
+                             check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    release = [line for line in out.splitlines() if "release" in line]
+    return release[-1].split("release")[-1].strip() if release else out.strip()[-80:] or None
+
+
+def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool, sigmoid: bool) -> Any:
+    """float64 attention on the GPU: softmax(q k^T / sqrt(d)) v, or sigmoid(...) v."""
+    q, k, v = q.double(), k.double(), v.double()
+    groups = q.shape[1] // k.shape[1]
+    if groups > 1:
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+    if causal:   # top-left aligned, as SDPA's is_causal
+        keep = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    probs = torch.sigmoid(scores) if sigmoid else torch.softmax(scores, dim=-1)
+    return probs @ v
+
+
 def environment() -> dict[str, Any]:
     import torch
     import triton

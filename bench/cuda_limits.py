@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import os
-import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +39,15 @@ import torch  # noqa: E402
 import triton.testing  # noqa: E402
 
 from analyzer.codegen import generate  # noqa: E402
-from bench.common import command, environment, import_file, rel_err, save_results  # noqa: E402
+from bench.common import (  # noqa: E402
+    command,
+    environment,
+    import_file,
+    nvcc_version,
+    reference_attention,
+    rel_err,
+    save_results,
+)
 
 # (diagram, head dim, value dim, causal, kv heads): batch 4, 16 query heads, sequence length 4096
 ATTENTION = [("attention", 64, 64, False, 16), ("attention", 128, 128, False, 16),
@@ -64,15 +71,6 @@ def _attention_inputs(hdim, vdim, kv_heads, seqlen, seed):
     return q, k, v
 
 
-def _attention_ref(q, k, v, causal):
-    rep = q.shape[1] // k.shape[1]
-    k, v = (t.double().repeat_interleave(rep, dim=1) for t in (k, v))
-    s = q.double() @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
-    if causal:
-        s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
-    return torch.softmax(s, dim=-1) @ v
-
-
 def _sdpa(q, k, v, causal):
     rep = q.shape[1] // k.shape[1]
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=rep > 1)
@@ -93,8 +91,7 @@ def _ms(fn) -> float:
 
 def _environment(gpu: str) -> dict:
     props = torch.cuda.get_device_properties(0)
-    nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()
-    return {**environment(), "capability": f"{props.major}.{props.minor}", "nvcc": nvcc[-1] if nvcc else "",
+    return {**environment(), "capability": f"{props.major}.{props.minor}", "nvcc": f"nvcc {nvcc_version()}",
             "profile": gpu, "date": _dt.date.today().isoformat(), "command": command("cuda_limits.py", None)}
 
 
@@ -134,7 +131,7 @@ def run(before_dir: Path, gpu: str) -> dict:
     for d, hdim, vdim, causal, kv in ATTENTION:
         row = {"diagram": d, "hdim": hdim, "vdim": vdim, "causal": causal, "kv_heads": kv, "cells": {}}
         q, k, v = _attention_inputs(hdim, vdim, kv, CHECK_SEQLEN, seed=hdim)
-        ref = _attention_ref(q, k, v, causal)
+        ref = reference_attention(torch, q, k, v, causal, sigmoid=False)
         tq, tk, tv = _attention_inputs(hdim, vdim, kv, SEQLEN, seed=hdim + 1)
         flops = _flops_attention(hdim, vdim, causal, SEQLEN)
         runs = {w: (lambda m: lambda a, b, c: m.attention(a, b, c, causal=causal))(kernels[d][w])
