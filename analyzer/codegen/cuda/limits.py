@@ -17,7 +17,8 @@ WARP = 32   # threads of a warp: the mma.sync fragments, ldmatrix and the prelud
 
 # A choice of this renderer: its kernels have no warp specialisation, so what overlaps one block's loads
 # and softmax with tensor-core work is a second block resident on the SM. A variant therefore fits two
-# blocks an SM where it can (measured on an H100: variants of one block an SM ran up to 43 % slower).
+# blocks an SM where it can (a one-off trial on an H100, not kept under bench/, saw variants of one block
+# an SM run up to 43 % slower; bench/cuda_limits.py measures the rule against the old 99 KB constant).
 BLOCKS_PER_SM = 2
 
 
