@@ -28,6 +28,7 @@ from analyzer.codegen.names import PYTHON_RESERVED, Scope
 from analyzer.codegen.render import scaled_ops
 from analyzer.common.errors import NapkinError
 from analyzer.common.version import __version__
+from analyzer.config.by_size import instance_axes, length_axes
 from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention, Plain
 
@@ -159,6 +160,77 @@ def config_check(param: str) -> str:
     name = "" if param == "config" else f", {py_str(param)}"
     return (f"{INDENT}{param} = _per_kernel({param}{name})  # kernel -> its configuration, "
             "or None for CONFIGS' choice")
+
+
+def sized_helpers(g) -> list[str]:
+    """The module's by-size lookup (_nearest, _sized: analyzer.config.by_size), for launchers whose
+    CONFIGS entries carry a 'by_size' table."""
+    axes = length_axes(g.diagram, g.roles)
+    length = f"math.prod(size[a] for a in {str_tuple(axes)}) ** (1 / {len(axes)})"
+    instances = " * ".join(f"size[{py_str(a)}]" for a in instance_axes(g.roles)) or "1"
+    return ["", "", "def _nearest(grid, value):",
+            f'{INDENT}"""Index of the grid point nearest `value` in log2; ties go to the smaller."""',
+            f"{INDENT}x = math.log2(max(value, 1))",
+            f"{INDENT}return min(range(len(grid)), key=lambda i: (abs(math.log2(grid[i]) - x), i))",
+            "", "", "def _sized(entry, size):",
+            f'{INDENT}"""The configuration a call launches: the entry, or its by-size choice at the '
+            'call\'s sizes."""',
+            f"{INDENT}if 'by_size' not in entry:",
+            f"{INDENT * 2}return entry",
+            f"{INDENT}length = {length}  # geometric mean",
+            f"{INDENT}instances = {instances}" + ("  # batch x query heads"
+                                                  if isinstance(g.roles, Attention) else ""),
+            f"{INDENT}row = entry['by_size'][_nearest(LENGTHS, length)]",
+            f"{INDENT}return entry['configs'][row[_nearest(INSTANCES, instances)]]"]
+
+
+# Checks a call's config= against CONFIG_KEYS (True: a power of two, False: a positive int, a tuple:
+# one of its values); the module's own names only (its locals shadow nothing it
+# calls: the module's globals are reserved, analyzer.codegen.names)
+PER_KERNEL_HELPER = '''\
+def _per_kernel(config, name="config"):
+    """A call's `config` as {kernel: the configuration to launch, or None for CONFIGS' choice}, checked
+    against CONFIG_KEYS before anything runs; `name` is the wrapper's parameter, for the messages."""
+    if config is None:
+        return dict.fromkeys(CONFIG_KEYS)
+    if not isinstance(config, dict):
+        raise ValueError(f"{name} must be a dict, not {type(config).__name__}")
+    keyed = set(config) <= set(CONFIG_KEYS) or all(isinstance(entry, dict) for entry in config.values())
+    if len(CONFIG_KEYS) == 1 and not keyed:
+        config = dict.fromkeys(CONFIG_KEYS, config)  # the one kernel's configuration
+    chosen = dict.fromkeys(CONFIG_KEYS)
+    for kernel, entry in config.items():
+        if kernel not in CONFIG_KEYS:
+            raise ValueError(f"{name} names kernel {kernel!r}; this module's kernels are "
+                             f"{', '.join(map(repr, CONFIG_KEYS))}")
+        keys = CONFIG_KEYS[kernel]
+        where = f"{name}[{kernel!r}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be a dict with the keys {list(keys)}, "
+                             f"not {type(entry).__name__}")
+        problems = ([f"missing {key!r}" for key in keys if key not in entry]
+                    + [f"unknown {key!r}" for key in entry if key not in keys])
+        if problems:
+            raise ValueError(f"{where} must have the keys {list(keys)}: {', '.join(problems)}")
+        for key, rule in keys.items():
+            value = entry[key]
+            if isinstance(rule, tuple):  # one of these values
+                if value not in rule:
+                    raise ValueError(f"{where}[{key!r}] must be one of {rule}, not {value!r}")
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{where}[{key!r}] must be a positive int, not {value!r}")
+            if rule and value & (value - 1):
+                raise ValueError(f"{where}[{key!r}] must be a power of two, not {value}")
+        chosen[kernel] = dict(entry)
+    return chosen
+'''
+
+
+
+
+
+
 
 
 # -- the wrapper ------------------------------------------------------------------------------------

@@ -366,11 +366,15 @@ def _per_kernel(config, name="config"):
                     + [f"unknown {key!r}" for key in entry if key not in keys])
         if problems:
             raise ValueError(f"{where} must have the keys {list(keys)}: {', '.join(problems)}")
-        for key, power_of_two in keys.items():
+        for key, rule in keys.items():
             value = entry[key]
+            if isinstance(rule, tuple):  # one of these values
+                if value not in rule:
+                    raise ValueError(f"{where}[{key!r}] must be one of {rule}, not {value!r}")
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{where}[{key!r}] must be a positive int, not {value!r}")
-            if power_of_two and value & (value - 1):
+            if rule and value & (value - 1):
                 raise ValueError(f"{where}[{key!r}] must be a power of two, not {value}")
         chosen[kernel] = dict(entry)
     return chosen

@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 
 from analyzer.codegen.escape import py_str
-from analyzer.codegen.pymodule import INDENT, str_tuple
+from analyzer.codegen.pymodule import PER_KERNEL_HELPER, sized_helpers
 from analyzer.codegen.triton import kernel as tr
-from analyzer.config.by_size import instance_axes, length_axes
 from analyzer.diagram.interface import Attention
 
 
@@ -84,23 +83,7 @@ def configs(g, ids: dict[str, tr.KernelIds]) -> str:
     lines.append("CONFIG = CONFIGS  # the same, under the short name")
     lines += _config_keys(g, ids)
     if sized:
-        axes = length_axes(g.diagram, g.roles)
-        length = f"math.prod(size[a] for a in {str_tuple(axes)}) ** (1 / {len(axes)})"
-        instances = " * ".join(f"size[{py_str(a)}]" for a in instance_axes(g.roles)) or "1"
-        lines += ["", "", "def _nearest(grid, value):",
-                  f'{INDENT}"""Index of the grid point nearest `value` in log2; ties go to the smaller."""',
-                  f"{INDENT}x = math.log2(max(value, 1))",
-                  f"{INDENT}return min(range(len(grid)), key=lambda i: (abs(math.log2(grid[i]) - x), i))",
-                  "", "", "def _sized(entry, size):",
-                  f'{INDENT}"""The configuration a call launches: the entry, or its by-size choice at the '
-                  'call\'s sizes."""',
-                  f"{INDENT}if 'by_size' not in entry:",
-                  f"{INDENT * 2}return entry",
-                  f"{INDENT}length = {length}  # geometric mean",
-                  f"{INDENT}instances = {instances}" + ("  # batch x query heads"
-                                                        if isinstance(g.roles, Attention) else ""),
-                  f"{INDENT}row = entry['by_size'][_nearest(LENGTHS, length)]",
-                  f"{INDENT}return entry['configs'][row[_nearest(INSTANCES, instances)]]"]
+        lines += sized_helpers(g)
     lines += ["", "", *PER_KERNEL_HELPER.splitlines()]
     return "\n".join(lines) + "\n\n"
 
@@ -126,47 +109,3 @@ def _config_keys(g, ids: dict[str, tr.KernelIds]) -> list[str]:
                      + ", ".join(f"{py_str(key)}: {flag}" for key, flag in flags.items()) + "},")
     lines.append("}")
     return lines
-
-
-# Checks a call's config= against CONFIG_KEYS; the module's own names only (its locals shadow nothing it
-# calls: the module's globals are reserved, analyzer.codegen.names)
-PER_KERNEL_HELPER = '''\
-def _per_kernel(config, name="config"):
-    """A call's `config` as {kernel: the configuration to launch, or None for CONFIGS' choice}, checked
-    against CONFIG_KEYS before anything runs; `name` is the wrapper's parameter, for the messages."""
-    if config is None:
-        return dict.fromkeys(CONFIG_KEYS)
-    if not isinstance(config, dict):
-        raise ValueError(f"{name} must be a dict, not {type(config).__name__}")
-    keyed = set(config) <= set(CONFIG_KEYS) or all(isinstance(entry, dict) for entry in config.values())
-    if len(CONFIG_KEYS) == 1 and not keyed:
-        config = dict.fromkeys(CONFIG_KEYS, config)  # the one kernel's configuration
-    chosen = dict.fromkeys(CONFIG_KEYS)
-    for kernel, entry in config.items():
-        if kernel not in CONFIG_KEYS:
-            raise ValueError(f"{name} names kernel {kernel!r}; this module's kernels are "
-                             f"{', '.join(map(repr, CONFIG_KEYS))}")
-        keys = CONFIG_KEYS[kernel]
-        where = f"{name}[{kernel!r}]"
-        if not isinstance(entry, dict):
-            raise ValueError(f"{where} must be a dict with the keys {list(keys)}, "
-                             f"not {type(entry).__name__}")
-        problems = ([f"missing {key!r}" for key in keys if key not in entry]
-                    + [f"unknown {key!r}" for key in entry if key not in keys])
-        if problems:
-            raise ValueError(f"{where} must have the keys {list(keys)}: {', '.join(problems)}")
-        for key, power_of_two in keys.items():
-            value = entry[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{where}[{key!r}] must be a positive int, not {value!r}")
-            if power_of_two and value & (value - 1):
-                raise ValueError(f"{where}[{key!r}] must be a power of two, not {value}")
-        chosen[kernel] = dict(entry)
-    return chosen
-'''
-
-
-
-
-
-
