@@ -213,11 +213,13 @@ def plot_schedule(diagram: DiagramArg, output: OutputOpt,
 @app.command()
 def kernel(
     diagram: DiagramArg,
-    output: Annotated[str, typer.Option("--output", "-o", help="File to write: a .py module (triton) or a "
-                                                               ".cu file and its .py loader (cuda).")],
+    output: Annotated[str, typer.Option("--output", "-o", help="File to write: a .py module (hopper, triton) "
+                                                               "or a .cu file and its .py loader (cuda).")],
     gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU profile name or alias, or a profile "
                                                          ".yaml file.")] = "h100",
-    backend: Annotated[str, typer.Option(help="triton or cuda.")] = "triton",
+    backend: Annotated[Optional[str], typer.Option(
+        help="hopper (warp-specialised Gluon for sm_90a: streamed softmax attention), triton (portable) or "
+             "cuda; default: hopper where the GPU and the diagram allow it, else triton.")] = None,
     dtype: Annotated[Optional[str], typer.Option(help="fp16 or bf16: the element type the kernel is "
                                                       "configured for (default: the diagram's).")] = None,
     config: Annotated[Optional[str], typer.Option(
@@ -229,7 +231,7 @@ def kernel(
     """Generate a standalone kernel that realises the diagram's configuration on a GPU."""
     from analyzer.codegen import generate
     from analyzer.codegen.files import check_kernel_target
-    check_kernel_target(output, backend)
+    check_kernel_target(output, backend or "triton")      # hopper and triton both write a .py module
     g = generate(diagram, gpu, backend=backend, dtype=dtype, config=config, sets=_parse_sets(set_ or []))
     if g.note:
         typer.echo(f"note: {g.note}", err=True)

@@ -1,6 +1,6 @@
 """The files `napkin kernel` writes for each backend, named from `-o`, and written together or not at all.
 
-triton: one Python module, FILE.py. cuda: FILE.cu and its Python loader FILE.py beside it; the loader
+hopper and triton: one Python module, FILE.py. cuda: FILE.cu and its Python loader FILE.py beside it; the loader
 finds its source as its own name with .cu, so `-o` must name the .cu file (a name without that suffix
 would leave a loader that cannot find what it compiles).
 """
@@ -13,8 +13,9 @@ from analyzer.common.atomic import check_target, write_files
 from analyzer.common.errors import NapkinError
 
 OPTION = "--output"
-SUFFIX = {"triton": ".py", "cuda": ".cu"}          # what -o names, per backend
-WHAT = {"triton": "one Python module", "cuda": "a .cu file and its .py loader beside it"}
+SUFFIX = {"triton": ".py", "hopper": ".py", "cuda": ".cu"}          # what -o names, per backend
+WHAT = {"triton": "one Python module", "hopper": "one Python module",
+        "cuda": "a .cu file and its .py loader beside it"}
 
 
 def kernel_paths(output: str | Path, backend: str) -> list[Path]:
@@ -30,7 +31,7 @@ def kernel_paths(output: str | Path, backend: str) -> list[Path]:
             hint += f", or pass --backend {other}"
         raise NapkinError(f"{str(output)!r}: the {backend} backend writes {WHAT[backend]}, so the name "
                           f"must end with {suffix}", field=OPTION, hint=hint)
-    return [path] if backend == "triton" else [path, path.with_suffix(".py")]
+    return [path, path.with_suffix(".py")] if backend == "cuda" else [path]
 
 
 def check_kernel_target(output: str | Path, backend: str) -> list[Path]:

@@ -26,7 +26,7 @@ def _cost(name: str):
 
 
 def _module(name: str, tmp):
-    return written(generate(name, "h200"), tmp)
+    return written(generate(name, "h200", backend="triton"), tmp)
 
 
 def _rel(out, ref) -> float:
@@ -68,7 +68,7 @@ def test_mla_wrapper_refuses_what_the_file_is_not_configured_for(tmp_path):
 
 
 def test_one_head_dim_diagrams_still_refuse_a_value_of_another_width(tmp_path):
-    m = written(generate("attention", "h200"), tmp_path)
+    m = written(generate("attention", "h200", backend="triton"), tmp_path)
     with pytest.raises(ValueError, match="head dims differ"):
         m.attention(*(torch.randn(1, 1, 8, 64).half() for _ in range(2)), torch.randn(1, 1, 8, 128).half())
 

@@ -93,12 +93,12 @@ def test_each_cell_is_the_sweeps_first_at_its_grid_point():
 def test_pinned_sizes_or_tiles_leave_one_configuration():
     """A pinned problem size is one size to rank at; pinned tiles, warps and stages are one candidate."""
     from analyzer.codegen import generate
-    (k,) = generate("attention", "h200").kernels
+    (k,) = generate("attention", "h200", backend="triton").kernels
     assert set(k.tables) == set(k.choices)
     for sets in ({"q": 2048}, {"batch": 8, "heads": 16}):
-        (k,) = generate("attention", "h200", sets=sets).kernels
+        (k,) = generate("attention", "h200", backend="triton", sets=sets).kernels
         assert not k.tables
-    (k,) = generate("attention", "h200", sets={"d": 128, "g_q": 128, "s_x": 64, "w_q": 64,
+    (k,) = generate("attention", "h200", backend="triton", sets={"d": 128, "g_q": 128, "s_x": 64, "w_q": 64,
                                                "stages": 2}).kernels
     assert not k.tables and set(k.choices) == {128}
 
@@ -107,7 +107,7 @@ def test_weaved_sizes_choose_as_the_sweep_ranks():
     """napkin kernel --set batch=.. --set heads=.. --set q=.. takes napkin sweep's first there."""
     from analyzer.codegen import generate
     sets = {"batch": 8, "heads": 16, "q": 2048, "x": 2048, "d": 128}
-    (k,) = generate("attention", "h200-calibrated", sets=sets).kernels
+    (k,) = generate("attention", "h200-calibrated", backend="triton", sets=sets).kernels
     (s,) = sweep("attention", "h200-calibrated", sets=sets)
     first = s.rows[0]
     assert (k.choices[128].tiles, k.choices[128].num_warps, k.choices[128].num_stages) == \
@@ -139,7 +139,7 @@ def test_predict_times_the_launched_configuration_as_the_sweep_does(diagram, hdi
     from analyzer.config.predict import predict
     gpu = "h200-calibrated"
     p = predict(diagram, gpu, batch=batch, heads=heads, seqlen_q=seqlen, head_dim=hdim)
-    (c,) = generate(diagram, gpu).launched(p.sizes)
+    (c,) = generate(diagram, gpu, backend="triton").launched(p.sizes)
     (s,) = sweep(diagram, gpu, sets=p.sizes)
     row = next(r for r in s.rows if (r.tiles, r.num_warps, r.num_stages) ==
                (c.tiles, c.num_warps, c.num_stages))
@@ -161,7 +161,7 @@ def test_a_grid_point_no_candidate_can_take_falls_back_to_the_default_choice(mon
         return real(model, profile, sizes, choices, ones)
 
     monkeypatch.setattr(by_size, "rank_at", rank_at)
-    (k,) = generate("causal_attention", "h200", sets={"d": 64}).kernels
+    (k,) = generate("causal_attention", "h200", backend="triton", sets={"d": 64}).kernels
     table = k.tables[64]
     row = LENGTHS.index(512)
     assert {table.cells[row][j] for j in range(len(INSTANCES))} == \

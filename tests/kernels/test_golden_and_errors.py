@@ -34,14 +34,14 @@ def test_deterministic():
 
 
 def test_header_names_diagram_and_configuration():
-    source = generate("causal_attention", "h200").source
+    source = generate("causal_attention", "h200", backend="triton").source
     head = source[:source.index("import math")]
     assert "diagrams/causal_attention.yaml" in head
     assert "napkin kernel causal_attention --gpu h200 --backend triton --dtype fp16" in head
     assert "d=128: by problem size" in head and "warps" in head and "stages" in head
     assert "at the diagram's default sizes: g_q=" in head
     assert "Predicted (napkin sweep's model, h200" in head
-    pinned = generate("causal_attention", "h200", sets={"q": 4096}).source   # one size: no table
+    pinned = generate("causal_attention", "h200", backend="triton", sets={"q": 4096}).source   # one size: no table
     head = pinned[:pinned.index("import math")]
     assert "d=128: g_q=" in head and "by problem size" not in head and "'by_size'" not in pinned
 
@@ -52,7 +52,7 @@ def test_primitive_without_renderer(monkeypatch):
         generate("sigmoid_attention", "h200")
 
 
-@pytest.mark.parametrize("backend, dtype, message", [("metal", "fp16", "expected triton or cuda"),
+@pytest.mark.parametrize("backend, dtype, message", [("metal", "fp16", "expected hopper or triton or cuda"),
                                                      ("triton", "fp8", "take fp16 or bf16")])
 def test_bad_options(backend, dtype, message):
     with pytest.raises(NapkinError, match=message):

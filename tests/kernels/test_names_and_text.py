@@ -37,7 +37,7 @@ def load(data: dict, tmp, filename: str = "d"):
     """Write `data` as a diagram file, generate its Triton module, write and import it."""
     source = tmp / f"{filename}.yaml"
     source.write_text(yaml.safe_dump(data, sort_keys=False))
-    g = generate(str(source), "h200", sets={a: 256 for a in data["axes"]})
+    g = generate(str(source), "h200", backend="triton", sets={a: 256 for a in data["axes"]})
     return g, written(g, tmp)
 
 

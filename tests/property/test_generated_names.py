@@ -189,7 +189,7 @@ def test_generated_kernel_runs_only_what_it_asks_for_and_matches_float64(tmp_pat
     axes = list(data["axes"])
     sets = {a: data["axes"][a]["default"] for a in axes} if pinned else None
     try:
-        g = generate(str(source), str(_profile(tmp, gpu_text)), sets=sets)
+        g = generate(str(source), str(_profile(tmp, gpu_text)), backend="triton", sets=sets)
     except NapkinError as exc:
         # the one refusal a drawn diagram may meet: no configuration of its tiles fits (never a name)
         assert "no configuration" in str(exc) or "fits" in str(exc), str(exc)

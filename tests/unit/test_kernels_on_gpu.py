@@ -22,7 +22,7 @@ DTYPES = (torch.float16, torch.bfloat16)
 
 
 def _module(diagram: str, tmp, dtype: torch.dtype):
-    return written(generate(diagram, "h200", dtype="bf16" if dtype == torch.bfloat16 else "fp16"), tmp)
+    return written(generate(diagram, "h200", backend="triton", dtype="bf16" if dtype == torch.bfloat16 else "fp16"), tmp)
 
 
 def _rel(out, ref) -> float:

@@ -32,7 +32,7 @@ def test_terms_agree_with_analyze_at_every_legal_configuration(diagram, sets, gp
     """The vectorised terms give napkin analyze's predicted time, configuration by configuration
     (analyze assumes two stages and one resident block)."""
     profile = hardware.load(gpu)
-    g = generate(diagram, profile)
+    g = generate(diagram, profile, backend="triton")
     kernel = g.kernels[0].plan.name
     base = load(diagram)
     pins = {"d": sets["d"]} if "d" in sets else {}
@@ -68,7 +68,7 @@ def test_the_bound_column_names_the_power_bound_only_where_a_profile_has_one():
 
 
 def test_first_of_the_sweep_is_what_the_generator_chooses():
-    g = generate("attention", "h200")
+    g = generate("attention", "h200", backend="triton")
     default = {"batch": 1, "heads": 1, "q": 16384, "x": 16384}
     for hdim in (64, 128):
         top = sweep("attention", "h200", sets={**default, "d": hdim})[0].rows[0]

@@ -1,0 +1,292 @@
+"""The Gluon text of the warp-specialised attention kernel for Hopper (sm_90a).
+
+The kernel realises the configuration analyzer.config.hopper derives (Sections 5.5-5.7 and 6): one
+producer warp issuing TMA loads into a ring of SMEM stages synchronised by mbarriers, N consumer
+warpgroups running wgmma with the accumulators in registers, and the overlap the configuration names.
+Its identifiers are the generator's own (reserved in the module's scope: analyzer.codegen.hopper.module),
+so nothing a diagram names reaches this text; the diagram decides what the kernel computes through the
+plan the module checks (causal or not, grouped heads, the scale) and its constexprs.
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+# The module-level names this text defines; the module's scope never hands them out
+HELPERS = ("_attn_tile", "_attn_producer", "_attn_load", "_attn_softmax", "_attn_step", "_attn_consumer")
+
+KERNEL = Template('''\
+@gluon.jit
+def _attn_tile(t, blocks_q, heads, kv_group, size_x, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr,
+               CAUSAL: gl.constexpr):
+    """Tile t of the persistent schedule: which (batch, head) and which query rows, and the chunks of keys
+    it streams, of which the first `unmasked` need no mask. The tiles of one head are consecutive, so
+    the SMs share its K and V in L2; causal tiles run longest first (block skipping makes them unequal)."""
+    bh = t // blocks_q
+    blk = t % blocks_q
+    if CAUSAL:
+        blk = blocks_q - 1 - blk
+    idx_b = bh // heads
+    idx_h = bh % heads
+    row0 = blk * BLOCK_Q
+    chunks = gl.cdiv(size_x, BLOCK_X)
+    unmasked = size_x // BLOCK_X
+    if CAUSAL:
+        chunks = gl.minimum(chunks, gl.cdiv(row0 + BLOCK_Q, BLOCK_X))     # block skipping
+        unmasked = gl.minimum(unmasked, (row0 + 1) // BLOCK_X)
+    return idx_b, idx_h, idx_h // kv_group, row0, chunks, unmasked
+
+
+@gluon.jit
+def _attn_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
+                   v_empty, tiles, blocks_q, heads, kv_group, size_x,
+                   ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr,
+                   CAUSAL: gl.constexpr):
+    """The producer: one warp with few registers. Per tile it loads the query tiles, then every chunk of
+    K and V into a ring of STAGES SMEM buffers: wait until every consumer has released a buffer (its
+    `empty` mbarrier), then let the TMA engine fill it and signal its `ready` mbarrier with the bytes.
+    The next tile's first chunks load while the consumers finish this one; its queries wait until they
+    have stored their output (which passes through the query buffers)."""
+    it = 0          # chunks loaded so far, over all tiles: the ring's position
+    done = 0        # tiles loaded so far
+    for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
+        idx_b, idx_h, idx_hk, row0, chunks, unmasked = _attn_tile(t, blocks_q, heads, kv_group, size_x,
+                                                                   GROUPS * ROWS, BLOCK_X, CAUSAL)
+        ahead = gl.minimum(chunks, STAGES)
+        for j in range(ahead):
+            _attn_load(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, it + j, idx_b, idx_hk,
+                       j * BLOCK_X, STAGES)
+        mbarrier.wait(q_empty, (done & 1) ^ 1)        # a fresh mbarrier passes phase 1: the first tile goes
+        mbarrier.expect(q_ready, GROUPS * q_desc.block_type.nbytes)
+        for w in gl.static_range(GROUPS):
+            tma.async_copy_global_to_shared(q_desc, [idx_b, idx_h, row0 + w * ROWS, 0], q_ready, q_smem.index(w))
+        for j in range(ahead, chunks):
+            _attn_load(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, it + j, idx_b, idx_hk,
+                       j * BLOCK_X, STAGES)
+        it += chunks
+        done += 1
+
+
+@gluon.jit
+def _attn_load(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, c, idx_b, idx_hk, key0,
+               STAGES: gl.constexpr):
+    """Chunk c of the ring (its stage c mod STAGES): K, then V, each once its buffer is free."""
+    s = c % STAGES
+    phase = (c // STAGES) & 1
+    mbarrier.wait(k_empty.index(s), phase ^ 1)
+    mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [idx_b, idx_hk, key0, 0], k_ready.index(s), k_smem.index(s))
+    mbarrier.wait(v_empty.index(s), phase ^ 1)
+    mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(v_desc, [idx_b, idx_hk, key0, 0], v_ready.index(s), v_smem.index(s))
+
+
+@gluon.jit
+def _attn_softmax(s_val, m_i, l_i, qk_scale, rows, cols, size_x, MASKED: gl.constexpr, CAUSAL: gl.constexpr):
+    """The online softmax of one chunk in registers (Appendix A.3.2, base 2: exp(t) = exp2(t log2 e)): the
+    chunk's probabilities, the factor that rescales what was accumulated, and the new running max and sum.
+    Only chunks past the end of the keys or on the diagonal are MASKED."""
+    if MASKED:
+        keep = cols[None, :] < size_x
+        if CAUSAL:
+            keep = keep & (cols[None, :] <= rows[:, None])      # top-left aligned, as SDPA's is_causal
+        s_val = gl.where(keep, s_val, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(s_val, 1) * qk_scale)
+    p = gl.exp2(s_val * qk_scale - m_new[:, None])
+    alpha = gl.exp2(m_i - m_new)
+    l_i = l_i * alpha + gl.sum(p, 1)
+    return p, alpha, m_new, l_i
+
+
+@gluon.jit
+def _attn_step(j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine, turn_next,
+               acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale,
+               ROWS: gl.constexpr, BLOCK_X: gl.constexpr, HEAD_D: gl.constexpr, STAGES: gl.constexpr,
+               CAUSAL: gl.constexpr, MASKED: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
+               FIRST: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
+    """One consumer warpgroup, chunk j of the tile (chunk it + j of the ring): S_j = Q K_j^T and
+    O += P_(j-1) V_(j-1) on the tensor cores, the softmax of S_j on the threads. INTRA issues both
+    contractions before waiting for S_j alone, so the softmax runs under P V; otherwise it waits for both.
+    INTER takes this warpgroup's turn (an mbarrier ring over the warpgroups) before issuing and passes it
+    on after: one warpgroup's softmax runs under the next one's contractions (ping-pong)."""
+    c = it + j
+    s = c % STAGES
+    sp = (c - 1) % STAGES
+    k_tile = k_smem.index(s).reshape([BLOCK_X, HEAD_D])
+    v_prev = v_smem.index(sp).reshape([BLOCK_X, HEAD_D])
+    mbarrier.wait(k_ready.index(s), (c // STAGES) & 1)
+    if INTER:
+        mbarrier.wait(turn_mine, (c & 1) ^ FIRST)
+    s_tok = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([ROWS, BLOCK_X], gl.float32, s_layout),
+                          use_acc=False, is_async=True)
+    mbarrier.wait(v_ready.index(sp), ((c - 1) // STAGES) & 1)
+    o_tok = warpgroup_mma(p_prev, v_prev, acc, is_async=True)
+    if INTER:
+        mbarrier.arrive(turn_next, count=1)
+    if INTRA:
+        s_val, k_tile = warpgroup_mma_wait(1, deps=(s_tok, k_tile))     # S_j done; P V may still run
+    else:
+        s_val, acc, k_tile, v_prev = warpgroup_mma_wait(0, deps=(s_tok, o_tok, k_tile, v_prev))
+    mbarrier.arrive(k_empty.index(s), count=1)
+    p, alpha, m_i, l_i = _attn_softmax(s_val, m_i, l_i, qk_scale, rows, j * BLOCK_X + arange_x, size_x,
+                                       MASKED, CAUSAL)
+    if INTRA:
+        acc, v_prev = warpgroup_mma_wait(0, deps=(o_tok, v_prev))
+    mbarrier.arrive(v_empty.index(sp), count=1)
+    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+    p_next = gl.convert_layout(p.to(q_tile.dtype), p_layout)     # the fragment strategy: P stays in registers
+    return acc, p_next, m_i, l_i
+
+
+@gluon.jit
+def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
+                   turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale,
+                   ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr,
+                   GROUP: gl.constexpr, CAUSAL: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr):
+    """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
+    output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring."""
+    HEAD_D: gl.constexpr = q_desc.block_type.shape[3]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_X, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_D, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+    FIRST: gl.constexpr = 1 if GROUP == 0 else 0        # warpgroup 0 takes the first turn
+    turn_mine = turns.index(GROUP)
+    turn_next = turns.index((GROUP + 1) % GROUPS)
+    q_tile = q_smem.index(GROUP).reshape([ROWS, HEAD_D])
+    arange_x = gl.arange(0, BLOCK_X, gl.SliceLayout(0, s_layout))
+
+    it = 0          # chunks consumed so far, over all tiles: the ring's position (and the turns taken)
+    done = 0        # tiles done so far
+    for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
+        idx_b, idx_h, idx_hk, row0, chunks, unmasked = _attn_tile(t, blocks_q, heads, kv_group, size_x,
+                                                                   GROUPS * ROWS, BLOCK_X, CAUSAL)
+        rows = row0 + GROUP * ROWS + gl.arange(0, ROWS, row_layout)
+        mbarrier.wait(q_ready, done & 1)
+
+        # chunk 0: S only, nothing to accumulate yet (masked: it may be the last or on the diagonal)
+        s = it % STAGES
+        k_tile = k_smem.index(s).reshape([BLOCK_X, HEAD_D])
+        mbarrier.wait(k_ready.index(s), (it // STAGES) & 1)
+        if INTER:
+            mbarrier.wait(turn_mine, (it & 1) ^ FIRST)
+        s_tok = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([ROWS, BLOCK_X], gl.float32, s_layout),
+                              use_acc=False, is_async=True)
+        if INTER:
+            mbarrier.arrive(turn_next, count=1)
+        s_val, k_tile = warpgroup_mma_wait(0, deps=(s_tok, k_tile))
+        mbarrier.arrive(k_empty.index(s), count=1)
+        m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
+        l_i = gl.full([ROWS], 0.0, gl.float32, row_layout)
+        p, alpha, m_i, l_i = _attn_softmax(s_val, m_i, l_i, qk_scale, rows, arange_x, size_x, True, CAUSAL)
+        p_prev = gl.convert_layout(p.to(q_smem.dtype), p_layout)
+        acc = gl.zeros([ROWS, HEAD_D], gl.float32, o_layout)
+
+        # chunks every row of the tile sees whole: no mask
+        for j in range(1, unmasked):
+            acc, p_prev, m_i, l_i = _attn_step(
+                j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine, turn_next, acc,
+                p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, ROWS, BLOCK_X, HEAD_D, STAGES, CAUSAL, False,
+                INTRA, INTER, FIRST, s_layout, o_layout, p_layout)
+        # chunks on the diagonal or past the last key: masked
+        for j in range(gl.maximum(unmasked, 1), chunks):
+            acc, p_prev, m_i, l_i = _attn_step(
+                j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine, turn_next, acc,
+                p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, ROWS, BLOCK_X, HEAD_D, STAGES, CAUSAL, True,
+                INTRA, INTER, FIRST, s_layout, o_layout, p_layout)
+
+        # the last chunk's P V
+        c = it + chunks - 1
+        s = c % STAGES
+        v_tile = v_smem.index(s).reshape([BLOCK_X, HEAD_D])
+        mbarrier.wait(v_ready.index(s), (c // STAGES) & 1)
+        o_tok = warpgroup_mma(p_prev, v_tile, acc, is_async=True)
+        acc, v_tile = warpgroup_mma_wait(0, deps=(o_tok, v_tile))
+        mbarrier.arrive(v_empty.index(s), count=1)
+
+        # O = acc / l, through this warpgroup's query buffer (no longer read) to GMEM by TMA, rows past the
+        # end of the queries clipped by the TMA engine; then the buffer is free for the next tile's queries
+        o_val = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+        q_smem.index(GROUP).store(o_val.to(q_smem.dtype).reshape([1, 1, ROWS, HEAD_D]))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [idx_b, idx_h, row0 + GROUP * ROWS, 0], q_smem.index(GROUP))
+        tma.store_wait(0)
+        mbarrier.arrive(q_empty, count=1)
+        it += chunks
+        done += 1
+
+
+@gluon.jit
+def $kernel(q_desc, k_desc, v_desc, o_desc, size_q, size_x, batch_heads, heads, kv_group, qk_scale,
+        ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr,
+        CAUSAL: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    """A persistent block: it takes tiles of GROUPS x ROWS query rows of one (batch, head) in turn (every
+    grid-th tile) and streams each against all its keys (up to the diagonal when CAUSAL). The descriptors
+    view q, k, v and o as (batch, heads, seqlen, head_dim) with their own strides; k and v have
+    heads / kv_group heads (grouped-query attention)."""
+    blocks_q = gl.cdiv(size_q, GROUPS * ROWS)
+    tiles = blocks_q * batch_heads
+
+    # SMEM: the query tiles (one per consumer, reused for its output), the K and V rings, the mbarriers
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [GROUPS] + q_desc.block_type.shape, q_desc.layout)
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES] + v_desc.block_type.shape, v_desc.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turns = gl.allocate_shared_memory(gl.int64, [GROUPS, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_ready, count=1)
+    mbarrier.init(q_empty, count=GROUPS)                    # every consumer has stored its output
+    for s in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(s), count=1)
+        mbarrier.init(k_empty.index(s), count=GROUPS)       # every consumer releases each buffer
+        mbarrier.init(v_ready.index(s), count=1)
+        mbarrier.init(v_empty.index(s), count=GROUPS)
+    for w in gl.static_range(GROUPS):
+        mbarrier.init(turns.index(w), count=1)
+
+    # warp specialisation: consumer 0 runs in the kernel's own 4 warps, consumers 1.. and the producer in
+    # worker partitions; setmaxnreg gives the consumers CONSUMER_REGS registers and the producer 24
+$partitions''')
+
+PARTITION = Template('''\
+${indent}gl.warp_specialize([
+${consumers}
+${indent}    (_attn_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
+${indent}                      v_ready, v_empty, tiles, blocks_q, heads, kv_group, size_x, ROWS, BLOCK_X, STAGES,
+${indent}                      GROUPS, CAUSAL)),
+${indent}], [${warps}], [${regs}])''')
+
+CONSUMER = Template('''\
+${indent}    (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
+${indent}                      v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, ROWS, BLOCK_X,
+${indent}                      STAGES, GROUPS, ${group}, CAUSAL, INTRA, INTER)),''')
+
+
+def partitions(warpgroups: tuple[int, ...]) -> str:
+    """The kernel's warp_specialize call for each number of consumer warpgroups its configurations use
+    (a branch per number: Gluon takes the partitions as a literal list, one tuple of arguments each)."""
+    out = []
+    for i, n in enumerate(sorted(set(warpgroups))):
+        keyword = "if" if i == 0 else "elif"
+        body = PARTITION.substitute(
+            indent="        ",
+            consumers="\n".join(CONSUMER.substitute(indent="        ", group=g) for g in range(n)),
+            warps=", ".join(["4"] * (n - 1) + ["1"]),
+            regs=", ".join(["CONSUMER_REGS"] * (n - 1) + ["24"]))
+        out.append(f"    {keyword} GROUPS == {n}:\n{body}")
+    out.append("    else:\n        gl.static_assert(False, \"no partition list for this many consumer warpgroups\")")
+    return "\n".join(out)
+
+
+def render_kernel(name: str, warpgroups: tuple[int, ...]) -> str:
+    """The kernel text, its entry point named `name` (claimed in the module's scope)."""
+    return KERNEL.substitute(kernel=name, partitions=partitions(warpgroups))
+
+
+__all__ = ["HELPERS", "render_kernel"]

@@ -1,0 +1,281 @@
+"""The warp-specialised configurations of a streamed attention kernel on Hopper (Sections 5.5-5.7, 6).
+
+A block of the Hopper kernel (analyzer.codegen.hopper) has one producer warp, which issues the TMA loads
+of the block's query tiles and of every chunk of K and V into a ring of `stages` SMEM buffers, and N
+consumer warpgroups, each owning w = wgmma's m rows of queries and running both contractions on the
+tensor cores with the online softmax between them in registers (the fragment strategy). A
+configuration is (N, s_x, stages, overlap): overlap `intra` issues chunk j's QK^T before chunk j-1's PV
+and runs the softmax under it; `inter` orders the warpgroups' contractions with mbarriers (ping-pong);
+`inter+intra` does both, `none` neither.
+
+Legality is Tables 1 and 2 with the profile's numbers:
+- SMEM: N query tiles (w x d) and `stages` chunks of K and V (s_x x d each), plus the mbarriers;
+- registers: setmaxnreg gives the producer warpgroup the minimum (24 a thread) and the N consumers the
+  rest of the register file, as FlashAttention-3 does; a consumer thread holds its share of the output
+  accumulator (w d fp32), of one chunk's scores (w s_x fp32) and of the previous chunk's probabilities
+  (w s_x in 16 bits, packed two a register), plus REGISTER_RESERVE for indices, addresses and the
+  running max and sum. The reserve is a measured fit: with it the rule admits every configuration
+  ptxas compiled on an H100 and refuses the two it could not (tests/unit/test_hopper_config.py).
+
+The ranking is the paper's model: per chunk, a block's tensor-core work takes the overlap schedule's
+period (Section 6: analyzer.config.overlap's bound for N warpgroups and the strategy, with Section 6.3's
+66 % overhead on the threads' work) times a warpgroup's rows, its loads H N_SM / B (Appendix B.0.1,
+from L2: every block of a head reads the same chunks, as the paper's FlashAttention-3 configurations
+model with rows_per_load 999); a chunk costs the larger. Blocks run one an SM (the SMEM of one
+fills most of it) in waves; each adds one chunk for its prologue and epilogue (the first QK^T and the
+last PV run alone), unless the schedule is persistent: a block an SM takes the tiles in turn, and the
+next tile's loads run under this one's end, so only the first prologue shows. The model would pick
+persistent where tiles are short (a prologue is more than ALIKE of a tile), but it is not ranked by
+default: its measured times spread too far (RANKED_SCHEDULES).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from analyzer.common.dtypes import bytes_per_value
+from analyzer.common.errors import NapkinError
+from analyzer.config.by_size import INSTANCES, LENGTHS, nearest
+from analyzer.config.overlap import Stage, bound
+from analyzer.hardware import Profile
+
+PRODUCER_REGISTERS = 24       # setmaxnreg's minimum (PTX): the producer only issues TMA copies
+REGISTER_RESERVE = 24         # per consumer thread beyond the tiles (see the module docstring)
+MBARRIER_BYTES = 8
+CHUNKS = (64, 128, 256)       # s_x: powers of two (TMA boxes, gl.arange) up to wgmma's largest n
+STAGES = (2, 3, 4)
+OVERLAPS = ("none", "inter", "intra", "inter+intra")
+SCHEDULES = ("tiles", "persistent")   # in the order a tie goes: the hardware's own schedule first
+# The schedules the model ranks by default. Persistent is left out: on an H100 the same persistent
+# configuration measured 483 and 195 TFLOP/s in one run (hdim 256, seqlen 512;
+# bench/results/hopper_h100_overlap.md, the grid and "Schedules"), a spread no model here explains
+# (docs/section6.md); config= still launches it.
+RANKED_SCHEDULES = ("tiles",)
+ALIKE = 0.05                  # predictions this close are alike: the calibrated model's error (README)
+# The overlap a tie goes to, by the lane that bounds Section 6's period. Where the tensor cores do (the
+# softmax fits under the contractions), the ping-pong's turn barriers only add waits: intra first. Where
+# the threads do, ordering the warpgroups keeps one's contractions under another's softmax: inter+intra
+# first. Measured on an H100 at 8k (bench/results/hopper_h100_overlap.md, docs/section6.md): intra the
+# fastest at head dim 256 (tensor-bound), inter+intra within 1.5 % of the fastest at 64 (threads-bound),
+# the four within 3 % at 128 not causal and intra 6 % behind at 128 causal.
+PREFERRED = {"tensor": ("intra", "none", "inter+intra", "inter"),
+             "threads": ("inter+intra", "intra", "inter", "none")}
+OVERHEAD = 0.66               # o: Section 6.3's hypothesis, the threads' work Table 3 leaves out
+LOADS_FROM = "l2"             # the blocks of one head read the same chunks: all but the first from L2
+
+
+@dataclass(frozen=True)
+class HopperConfig:
+    """One configuration of the warp-specialised kernel for one head dim."""
+
+    warpgroups: int           # N consumer warpgroups
+    rows: int                 # w: query rows per warpgroup (wgmma's m)
+    chunk: int                # s_x: keys per streamed chunk
+    stages: int               # SMEM buffers per streamed load (K and V each)
+    overlap: str              # none, inter, intra or inter+intra
+    schedule: str             # tiles (a block a tile, the hardware schedules) or persistent (a block an SM)
+    smem_bytes: int
+    registers: int            # per consumer thread, as setmaxnreg gives them
+    registers_needed: int
+
+    @property
+    def block_rows(self) -> int:
+        """g_q = N w: the query rows of a block."""
+        return self.warpgroups * self.rows
+
+    @property
+    def intra(self) -> bool:
+        return "intra" in self.overlap
+
+    @property
+    def inter(self) -> bool:
+        return "inter" in self.overlap
+
+    def entry(self) -> dict[str, int | str]:
+        """The configuration as the generated module's CONFIGS carries it."""
+        return {"WARPGROUPS": self.warpgroups, "BLOCK_X": self.chunk, "STAGES": self.stages,
+                "OVERLAP": self.overlap, "SCHEDULE": self.schedule}
+
+    def label(self) -> str:
+        groups = "warpgroup" if self.warpgroups == 1 else "warpgroups"
+        return (f"N={self.warpgroups} consumer {groups} of {self.rows} rows, s_x={self.chunk}, "
+                f"{self.stages} stages, overlap {self.overlap}, {self.schedule}")
+
+
+def hopper_capable(profile: Profile) -> bool:
+    """Whether `profile` describes a GPU with warpgroup MMA, TMA and setmaxnreg (sm_90)."""
+    return profile.divisors.mma_instruction == "wgmma" and profile.threads.warp_size == 32
+
+
+def register_cap(profile: Profile, warpgroups: int) -> int:
+    """The kernel's registers a thread at launch (maxnreg): the register file shared by the N consumer
+    warpgroups and the producer's, in steps of 8 (setmaxnreg's granule)."""
+    per_thread = profile.registers.per_sm // profile.divisors.mma_threads     # one warpgroup alone
+    return min(per_thread // (warpgroups + 1), profile.registers.per_thread_max + 1) // 8 * 8
+
+
+def registers_per_consumer(profile: Profile, warpgroups: int) -> int:
+    """What setmaxnreg gives each consumer thread: the cap of every warpgroup less the producer's 24,
+    shared by the N consumers, in steps of 8, at most a thread's maximum."""
+    pool = register_cap(profile, warpgroups) * (warpgroups + 1) - PRODUCER_REGISTERS
+    return min(pool // warpgroups, profile.registers.per_thread_max) // 8 * 8
+
+
+def configuration(profile: Profile, head_dim: int, dtype: str, *, warpgroups: int, chunk: int, stages: int,
+                  overlap: str, schedule: str = "tiles") -> HopperConfig:
+    """The configuration with its SMEM and register needs (Tables 1-2); `legal` says whether it fits."""
+    rows = profile.divisors.mma[dtype].m
+    threads = profile.divisors.mma_threads
+    size = bytes_per_value(dtype)
+    smem = (warpgroups * rows * head_dim + 2 * stages * chunk * head_dim) * size
+    smem += MBARRIER_BYTES * (4 * stages + 1 + warpgroups)
+    fp32 = rows * (head_dim + chunk) // threads            # O accumulator and one chunk's scores
+    packed = rows * chunk * size // (4 * threads)          # the previous chunk's probabilities
+    return HopperConfig(warpgroups=warpgroups, rows=rows, chunk=chunk, stages=stages, overlap=overlap,
+                        schedule=schedule, smem_bytes=smem, registers=registers_per_consumer(profile, warpgroups),
+                        registers_needed=fp32 + packed + REGISTER_RESERVE)
+
+
+def legal(profile: Profile, c: HopperConfig) -> bool:
+    smem = profile.level("smem").block_capacity_bytes
+    return (c.smem_bytes <= smem and c.registers_needed <= c.registers
+            and c.chunk <= 256 and (c.warpgroups > 1 or not c.inter))
+
+
+def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False,
+               schedules: tuple[str, ...] = RANKED_SCHEDULES) -> list[HopperConfig]:
+    """Every legal configuration for `head_dim`: N up to what the register file holds; persistent only
+    where it is ranked and every tile streams as many chunks (not causal: a static assignment cannot
+    balance tiles that block skipping makes unequal)."""
+    out = []
+    schedules = tuple(s for s in schedules if s == "tiles" or not causal)
+    for n in range(1, profile.registers.per_sm // profile.divisors.mma_threads // 128 + 1):
+        for chunk in CHUNKS:
+            for stages in STAGES:
+                for overlap in OVERLAPS:
+                    for schedule in schedules:
+                        c = configuration(profile, head_dim, dtype, warpgroups=n, chunk=chunk, stages=stages,
+                                          overlap=overlap, schedule=schedule)
+                        if legal(profile, c):
+                            out.append(c)
+    return out
+
+
+def _body(profile: Profile, c: HopperConfig, head_dim: int, dtype: str) -> tuple[Stage, ...]:
+    """Table 3's loop body per row of one chunk: QK^T and PV on the tensor cores (2 d s_x each), the
+    chunk's exponentials and the rescale's on the special function units (s_x + 1)."""
+    clock = profile.clocks.tensor_hz * profile.sm_count
+    tensor = profile.tensor_flops_per_s[dtype] / clock
+    contraction = 2 * head_dim * c.chunk / tensor
+    sfu = (c.chunk + 1) / profile.per_sm_per_clock.sfu_ops
+    return (Stage("S (dot)", "tensor", contraction), Stage("softmax (exp)", "sfu", sfu),
+            Stage("O (contraction)", "tensor", contraction))
+
+
+def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, *, seq_q: int, seq_k: int,
+                   instances: int, causal: bool = False, overhead: float = OVERHEAD) -> float:
+    """Seconds for `instances` (batch x query heads) of attention at these lengths (module docstring)."""
+    body = _body(profile, c, head_dim, dtype)
+    strategy = "intra" if c.intra else "inter"
+    period = bound(body, groups=c.warpgroups, strategy=strategy, overhead=overhead)   # clk per row
+    t_k = period * c.rows / profile.clocks.tensor_hz          # every group's rows, sharing the lanes
+    loaded = 2 * c.chunk * head_dim * bytes_per_value(dtype)     # a chunk of K and one of V
+    t_h = loaded * profile.sm_count / profile.level(LOADS_FROM).bandwidth_bytes_per_s
+    chunk_s = max(t_k, t_h)
+    blocks_q = math.ceil(seq_q / c.block_rows)
+    chunks = math.ceil(seq_k / c.chunk)
+    if causal:      # a block sees the chunks up to its diagonal: on average half, plus the diagonal's
+        chunks = (chunks + 1) / 2 + c.block_rows / (2 * c.chunk)
+    chunks = min(chunks, math.ceil(seq_k / c.chunk))
+    waves = math.ceil(instances * blocks_q / profile.sm_count)
+    if c.schedule == "persistent":     # the next tile's loads run under this one's end: one prologue an SM
+        return (waves * chunks + 1) * chunk_s
+    return waves * (chunks + 1) * chunk_s
+
+
+def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: int, instances: int,
+           causal: bool = False) -> list[tuple[float, HopperConfig]]:
+    """The legal configurations with their predicted seconds, the model's choice first: predictions
+    within ALIKE of the fastest are ones the model cannot tell apart, and among them the tie rule
+    (`_tie`) decides; the rest follow, fastest first."""
+    scored = [(predicted_time(profile, c, head_dim, dtype, seq_q=seq_q, seq_k=seq_k, instances=instances,
+                              causal=causal), c) for c in candidates(profile, head_dim, dtype, causal)]
+    if not scored:
+        return []
+    fastest = min(t for t, _ in scored)
+    return sorted(scored, key=lambda tc: (tc[0] > fastest * (1 + ALIKE),
+                                          *_tie(profile, tc[1], head_dim, dtype), tc[0]))
+
+
+def threads_bound(profile: Profile, c: HopperConfig, head_dim: int, dtype: str,
+                  overhead: float = OVERHEAD) -> bool:
+    """Whether a row's softmax (with the overhead) outlasts its two contractions: Section 6's lanes, the
+    threads' the longer."""
+    body = _body(profile, c, head_dim, dtype)
+    tensor = sum(s.clocks for s in body if s.lane == "tensor")
+    return sum(s.clocks for s in body if s.lane != "tensor") * (1 + overhead) >= tensor
+
+
+def _tie(profile: Profile, c: HopperConfig, head_dim: int, dtype: str) -> tuple:
+    """Among configurations the model predicts alike: a block a tile (the hardware balances what the
+    model does not see), larger chunks (fewer iterations, each with its barrier waits, which the model
+    leaves out), fewer stages (less SMEM), more warpgroups, then the overlap PREFERRED for the lane that
+    bounds the period."""
+    preferred = PREFERRED["threads" if threads_bound(profile, c, head_dim, dtype) else "tensor"]
+    return (SCHEDULES.index(c.schedule), -c.chunk, c.stages, -c.warpgroups, preferred.index(c.overlap))
+
+
+@dataclass(frozen=True)
+class HopperTable:
+    """The model's choice at each point of the by-size grid (analyzer.config.by_size), for one head dim."""
+
+    lengths: tuple[int, ...]
+    instances: tuple[int, ...]
+    configs: tuple[HopperConfig, ...]           # the distinct choices, in grid order
+    cells: tuple[tuple[int, ...], ...]          # [length][instances] -> index into configs
+
+    def at(self, length: float, instances: float) -> HopperConfig:
+        return self.configs[self.cells[nearest(self.lengths, length)][nearest(self.instances, instances)]]
+
+
+def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool) -> HopperTable:
+    """The first of `ranked` at every grid point (queries = keys = the length)."""
+    configs: list[HopperConfig] = []
+    cells = []
+    for length in LENGTHS:
+        row = []
+        for instances in INSTANCES:
+            ranking = ranked(profile, head_dim, dtype, seq_q=length, seq_k=length, instances=instances,
+                             causal=causal)
+            if not ranking:
+                raise NapkinError(f"no configuration of the Hopper kernel fits head dim {head_dim} on "
+                                  f"{profile.name}", file=profile.source, field="levels.smem",
+                                  hint="use --backend triton")
+            first = ranking[0][1]
+            if first not in configs:
+                configs.append(first)
+            row.append(configs.index(first))
+        cells.append(tuple(row))
+    return HopperTable(LENGTHS, INSTANCES, tuple(configs), tuple(cells))
+
+
+@dataclass(frozen=True)
+class HopperTables:
+    """What the generated Hopper module carries: per head dim its by-size table, and per number of
+    consumer warpgroups the register cap at launch and each consumer's registers."""
+
+    tables: dict[int, HopperTable]
+    register_cap: dict[int, int]
+    consumer_registers: dict[int, int]
+
+
+def hopper_tables(profile: Profile, head_dims: tuple[int, ...], dtype: str, *, causal: bool) -> HopperTables:
+    tables = {d: hopper_table(profile, d, dtype, causal=causal) for d in head_dims}
+    used = sorted({c.warpgroups for t in tables.values() for c in t.configs})
+    return HopperTables(tables, {n: register_cap(profile, n) for n in used},
+                        {n: registers_per_consumer(profile, n) for n in used})
+
+
+__all__ = ["HopperConfig", "HopperTable", "HopperTables", "candidates", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "predicted_time", "ranked",
+           "register_cap", "registers_per_consumer"]

@@ -1,0 +1,90 @@
+"""Compile a generated Hopper module's kernel for sm_90a without a GPU: Triton's compiler with a Hopper
+target and the signature the launcher passes (TMA descriptors of the configuration's boxes).
+
+It runs in a process of its own (`compiled`): the kernel tests run the portable kernels under
+TRITON_INTERPRET=1, and Gluon loaded under the interpreter cannot compile.
+
+    python -m tests.kernels.hopper_build MODULE.py JOBS.json   # prints a JSON list, one result a job
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from analyzer.codegen.hopper.kernel import HELPERS
+
+ROOT = Path(__file__).resolve().parents[2]
+SCALARS = {"size_q": "i32", "size_x": "i32", "batch_heads": "i32", "heads": "i32", "kv_group": "i32",
+           "qk_scale": "fp32"}
+INSTRUCTIONS = ("wgmma.mma_async", "setmaxnreg", "cp.async.bulk.tensor", "mbarrier.try_wait")
+
+
+def compiled(path: Path, jobs: list[dict]) -> list[dict]:
+    """Compile module `path`'s kernel once per job ({"entry": a CONFIGS entry, "head_dim", "dtype"}) in a
+    fresh interpreter; each result: the SMEM the kernel allocates, which of INSTRUCTIONS its PTX has,
+    whether the PTX uses local memory, and the bytes ptxas spills."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-m", "tests.kernels.hopper_build", str(path), json.dumps(jobs)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    if out.returncode:
+        raise AssertionError(f"compiling {path.name} failed:\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout)
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _compile(module, entry: dict, head_dim: int, dtype: str) -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
+
+    (fn,) = [v for k, v in vars(module).items() if isinstance(v, GluonJITFunction) and k not in HELPERS]
+    element = {"fp16": gl.float16, "bf16": gl.bfloat16}[dtype]
+    groups = entry["WARPGROUPS"]
+    descs = {}
+    for name, block in (("q", [1, 1, module.ROWS, head_dim]), ("kv", [1, 1, entry["BLOCK_X"], head_dim])):
+        layout = gl.NVMMASharedLayout.get_default_for(block, element)
+        descs[name] = f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
+    constexprs = {"ROWS": module.ROWS, "BLOCK_X": entry["BLOCK_X"], "STAGES": entry["STAGES"], "GROUPS": groups,
+                  "CAUSAL": module.CAUSAL, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
+                  "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
+    signature = {"q_desc": descs["q"], "k_desc": descs["kv"], "v_desc": descs["kv"], "o_desc": descs["q"], **SCALARS,
+                 **dict.fromkeys(constexprs, "constexpr")}
+    kernel = triton.compile(GluonASTSource(fn, signature=signature, constexprs=constexprs),
+                            target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": 4, "maxnreg": module.REGISTER_CAP[groups]})
+    ptx = kernel.asm["ptx"]
+    return {"shared": kernel.metadata.shared, "instructions": [i for i in INSTRUCTIONS if i in ptx],
+            "local": "ld.local" in ptx or "st.local" in ptx, "spills": _spills(ptx, module.REGISTER_CAP[groups])}
+
+
+def _spills(ptx: str, registers: int) -> int:
+    """Bytes ptxas spills (stores and loads) assembling `ptx` for sm_90a under a register cap: Triton's own
+    assembler, run again with -v (Triton reads the count only from a loaded kernel, on a GPU)."""
+    import re
+    import tempfile
+
+    from triton.backends.nvidia.compiler import get_ptxas
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "kernel.ptx"
+        source.write_text(ptx)
+        out = subprocess.run([get_ptxas(90).path, "-v", "-arch=sm_90a", f"--maxrregcount={registers}", str(source),
+                              "-o", str(Path(tmp) / "kernel.cubin")], capture_output=True, text=True, check=True)
+    return sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", out.stderr))
+
+
+if __name__ == "__main__":
+    module = _load(Path(sys.argv[1]))
+    print(json.dumps([_compile(module, j["entry"], j["head_dim"], j["dtype"]) for j in json.loads(sys.argv[2])]))

@@ -1,0 +1,148 @@
+"""The Hopper backend: which diagrams it realises, its configurations' legality against what the compiler
+did on an H100, the generated source compiled for sm_90a without a GPU, and the wrapper's refusals."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from analyzer import hardware
+from analyzer.codegen import generate
+from analyzer.common.errors import NapkinError
+from analyzer.config import hopper
+from tests.kernels.hopper_build import INSTRUCTIONS, compiled
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+H100 = hardware.load("h100")
+
+
+@pytest.mark.parametrize("diagram, backend", [
+    ("attention", "hopper"), ("mha", "hopper"), ("gqa", "hopper"), ("causal_attention", "hopper"),
+    ("sigmoid_attention", "triton"), ("mla_attention", "triton"), ("attention_unfused", "triton"),
+    ("matmul", "triton"), ("linear_attention", "triton")])
+def test_default_backend_on_hopper(diagram, backend):
+    """Hopper profiles get the warp-specialised kernel where the diagram is streamed softmax attention
+    with one head dim, the portable Triton module elsewhere."""
+    assert generate(diagram, "h100").backend == backend
+    assert generate(diagram, "a100").backend == "triton"
+
+
+@pytest.mark.parametrize("diagram, gpu, message", [
+    ("sigmoid_attention", "h100", "dot -> scale -> sigmoid -> dot"),
+    ("mla_attention", "h200", "value head dim of its own"),
+    ("matmul", "h100", "not attention-shaped"),
+    ("attention", "a100", "no warpgroup MMA and TMA")])
+def test_backend_hopper_refused(diagram, gpu, message):
+    with pytest.raises(NapkinError, match=message):
+        generate(diagram, gpu, backend="hopper")
+
+
+# What ptxas and the launch did with configurations of the kernel on an H100 SXM5 (2026-11-25, the
+# exploratory round before bench/hopper_attention.py; fp16): (head dim, N, s_x, stages) -> ran or not
+MEASURED = {
+    (64, 3, 128, 2): True, (64, 2, 128, 3): True, (64, 3, 64, 2): True, (64, 2, 64, 3): True,
+    (128, 2, 128, 2): True, (128, 2, 64, 3): True, (128, 1, 128, 3): True, (128, 3, 64, 2): True,
+    (256, 2, 64, 2): True, (256, 1, 64, 3): True, (256, 1, 64, 2): True,
+    (256, 3, 64, 2): False,     # ptxas: insufficient registers (128) for the instruction, 158 needed
+    (256, 2, 64, 3): False,     # 262512 bytes of SMEM, 232448 the limit
+}
+# Ran, but the register rule refuses it: REGISTER_RESERVE is a bound, not an exact count
+CONSERVATIVE = {(64, 2, 256, 2)}
+
+
+@pytest.mark.parametrize("key", sorted(MEASURED))
+def test_legality_matches_the_compiler(key):
+    d, n, chunk, stages = key
+    c = hopper.configuration(H100, d, "fp16", warpgroups=n, chunk=chunk, stages=stages, overlap="intra")
+    assert hopper.legal(H100, c) == MEASURED[key]
+
+
+@pytest.mark.parametrize("key", sorted(CONSERVATIVE))
+def test_legality_is_conservative(key):
+    d, n, chunk, stages = key
+    c = hopper.configuration(H100, d, "fp16", warpgroups=n, chunk=chunk, stages=stages, overlap="intra")
+    assert not hopper.legal(H100, c)
+
+
+def test_registers_split_as_table_2():
+    """setmaxnreg: the producer keeps 24; the consumers share the rest in steps of 8 (FlashAttention-3
+    gives 240 each to two consumers and 160 to three)."""
+    assert hopper.registers_per_consumer(H100, 2) == 240
+    assert hopper.registers_per_consumer(H100, 3) == 160
+    for n in (1, 2, 3, 4):
+        cap = hopper.register_cap(H100, n)
+        assert cap * (n + 1) * 128 <= H100.registers.per_sm
+        assert n * hopper.registers_per_consumer(H100, n) + hopper.PRODUCER_REGISTERS <= cap * (n + 1)
+
+
+def test_model_prefers_overlap_when_the_softmax_is_slow():
+    """Section 6: with the paper's 66 % overhead one warpgroup without overlap leaves the tensor cores
+    idle; intra overlap hides the softmax under the next QK^T; two warpgroups saturate them."""
+    def time(n, overlap):
+        c = hopper.configuration(H100, 128, "fp16", warpgroups=n, chunk=128, stages=2, overlap=overlap)
+        return hopper.predicted_time(H100, c, 128, "fp16", seq_q=16384, seq_k=16384, instances=1024)
+    assert time(1, "intra") < time(1, "none")
+    assert time(2, "inter") < time(1, "intra")
+    assert time(2, "inter+intra") == pytest.approx(time(2, "inter"))
+
+
+def test_golden_source():
+    """Regenerate with NAPKIN_REGOLD=1 after a deliberate change, and review the diff."""
+    source = generate("mha", "h100", dtype="fp16").source
+    path = GOLDEN / "mha_h100_hopper_fp16.py"
+    if os.environ.get("NAPKIN_REGOLD") == "1":
+        path.write_text(source)
+    assert source == path.read_text()
+
+
+def _configs(g):
+    """Every (head dim, configuration) generated file `g` carries in its CONFIGS."""
+    return [(d, c.entry()) for d, table in g.hopper.tables.items() for c in table.configs]
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hopper")
+    out = {}
+    for name in ("mha", "causal_attention", "gqa"):
+        g = generate(name, "h100")
+        (path,) = g.write(tmp / f"hopper_{name}.py")
+        out[name] = (g, path)
+    return out
+
+
+def _check_compiled(result, entry, d, dtype="fp16"):
+    assert result["instructions"] == list(INSTRUCTIONS)
+    assert not result["local"]                                    # nothing spilled to local memory
+    c = hopper.configuration(H100, d, dtype, warpgroups=entry["WARPGROUPS"], chunk=entry["BLOCK_X"],
+                             stages=entry["STAGES"], overlap=entry["OVERLAP"], schedule=entry["SCHEDULE"])
+    assert result["spills"] == 0                                   # ptxas: no spill stores or loads
+    # Table 1's SMEM count is what the compiler allocates, up to alignment
+    assert c.smem_bytes <= result["shared"] <= c.smem_bytes + 1024
+    assert result["shared"] <= H100.level("smem").block_capacity_bytes
+
+
+def test_every_configuration_compiles_for_sm90a(generated):
+    """Every configuration the mha module carries (every head dim, every size) builds for sm_90a, and
+    the causal (masks, block skipping) and grouped-query modules at head dim 128, the latter in bf16."""
+    jobs = {name: [(d, e, dtype) for d, e in _configs(generated[name][0]) if name == "mha" or d == 128]
+            for name, dtype in (("mha", "fp16"), ("causal_attention", "fp16"), ("gqa", "bf16"))}
+    for name, todo in jobs.items():
+        results = compiled(generated[name][1], [{"entry": e, "head_dim": d, "dtype": t} for d, e, t in todo])
+        for (d, e, t), result in zip(todo, results, strict=True):
+            _check_compiled(result, e, d, t)
+
+
+def test_wrapper_refuses_before_launch(generated):
+    torch = pytest.importorskip("torch")
+    from tests.kernels.helpers_kernel import written
+    g, path = generated["mha"]
+    module = written(g, path.parent)
+    q = torch.zeros(1, 2, 16, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match="must be one of"):
+        module.attention(q, q, q, config={"WARPGROUPS": 2, "BLOCK_X": 64, "STAGES": 2, "OVERLAP": "pingpong",
+                                         "SCHEDULE": "tiles"})
+    with pytest.raises(ValueError, match="runs on a CUDA GPU|runs on a Hopper GPU"):
+        module.attention(q, q, q)

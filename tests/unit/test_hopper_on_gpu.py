@@ -1,0 +1,75 @@
+"""The Hopper kernels (napkin kernel's default on Hopper profiles) on a Hopper GPU against float64: every
+warpgroup count, overlap and schedule, causal and grouped heads, odd lengths, strided inputs, fp16 and
+bf16. Marked gpu: CI has no GPU (it compiles the kernels for sm_90a instead, tests/kernels/test_hopper.py);
+`python -m pytest -m gpu tests/unit` runs them on one."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from helpers_kernel import written  # noqa: E402
+
+from analyzer.codegen import generate  # noqa: E402
+
+pytestmark = [pytest.mark.gpu,
+                pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1"
+                                   or torch.cuda.get_device_capability()[0] != 9,
+                                   reason="needs a Hopper GPU (sm_90) and Triton's compiler")]
+TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 3e-2}   # bf16 keeps 8 bits: 2**-8 per rounding
+
+
+def _module(diagram: str, tmp, dtype: torch.dtype):
+    g = generate(diagram, "h100", dtype="bf16" if dtype == torch.bfloat16 else "fp16")
+    assert g.backend == "hopper"
+    return written(g, tmp)
+
+
+def _reference(q, k, v, causal):
+    q, k, v = q.double(), k.double(), v.double()
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
+    if causal:
+        s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril(), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def _rel(out, ref) -> float:
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("dtype", (torch.float16, torch.bfloat16))
+@pytest.mark.parametrize("diagram, causal", [("mha", False), ("causal_attention", True)])
+@pytest.mark.parametrize("dim", (64, 128, 256))
+@pytest.mark.parametrize("seq", (1, 17, 1000))
+def test_model_configuration(diagram, causal, dim, seq, dtype, tmp_path):
+    m = _module(diagram, tmp_path, dtype)
+    q, k, v = (torch.randn(2, 3, seq, dim, device="cuda").to(dtype) for _ in range(3))
+    assert _rel(m.attention(q, k, v, causal=causal), _reference(q, k, v, causal)) < TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("warpgroups, chunk", [(1, 128), (2, 128), (3, 64)])
+@pytest.mark.parametrize("overlap", ("none", "inter", "intra", "inter+intra"))
+@pytest.mark.parametrize("schedule", ("tiles", "persistent"))
+def test_every_configuration(warpgroups, chunk, overlap, schedule, tmp_path):
+    if warpgroups == 1 and "inter" in overlap:
+        pytest.skip("one warpgroup has no turn to pass")
+    m = _module("causal_attention", tmp_path, torch.float16)
+    q, k, v = (torch.randn(2, 3, 700, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    config = {"WARPGROUPS": warpgroups, "BLOCK_X": chunk, "STAGES": 2, "OVERLAP": overlap, "SCHEDULE": schedule}
+    assert _rel(m.attention(q, k, v, causal=True, config=config), _reference(q, k, v, True)) < 1e-2
+
+
+def test_grouped_heads_and_strided_inputs(tmp_path):
+    m = _module("gqa", tmp_path, torch.bfloat16)
+    q = torch.randn(2, 333, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)    # (b, s, h, d) view
+    k, v = (torch.randn(2, 1000, 2, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2) for _ in range(2))
+    out = torch.empty(2, 8, 333, 128, device="cuda", dtype=torch.bfloat16)[:, :, :, :]
+    assert m.attention(q, k, v, out=out) is out
+    assert _rel(out, _reference(q, k, v, False)) < TOLERANCE[torch.bfloat16]
+
