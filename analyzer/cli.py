@@ -249,6 +249,8 @@ def sweep(
         "--set", "-s", help="A size of the weaved diagram (batch=4, heads=16, q=4096, d=128) or a "
                             "pinned tile (g_q=128); repeatable.")] = None,
     kernel: Annotated[Optional[str], typer.Option(help="Rank this kernel only.")] = None,
+    backend: Annotated[Optional[str], typer.Option(
+        help="hopper or triton: whose configurations to rank; default: as napkin kernel chooses.")] = None,
     top: Annotated[int, typer.Option(help="Show the fastest N (0: all).", min=0)] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the ranking as JSON.")] = False,
 ) -> None:
@@ -257,7 +259,7 @@ def sweep(
     from analyzer.report.analysis import sweep_text
     if dtype not in ("fp16", "bf16"):
         raise NapkinError(f"--dtype {dtype!r}: generated kernels take fp16 or bf16")
-    result = run(diagram, gpu, dtype=dtype, sets=_parse_sets(set_ or []), kernel=kernel)
+    result = run(diagram, gpu, dtype=dtype, sets=_parse_sets(set_ or []), kernel=kernel, backend=backend)
     if as_json:
         typer.echo(json.dumps([s.as_dict() for s in result], indent=2))
         return

@@ -172,7 +172,7 @@ def first_choices(records: list[Record], profile: Profile) -> tuple[dict[tuple, 
     for r in records:
         seen.setdefault(shape_of(r), r)
     for shape, r in seen.items():
-        s = sweep(r.diagram, profile, dtype=r.dtype, sets=r.sizes, kernel=r.kernel)[0]
+        s = sweep(r.diagram, profile, dtype=r.dtype, sets=r.sizes, kernel=r.kernel, backend="triton")[0]
         slowest = max(slowest, s.seconds)
         top = s.rows[0]
         out[shape] = _key(r, top.tiles, top.num_warps, top.num_stages)

@@ -7,8 +7,9 @@
        configurations, module) or CUDA C++ and its loader (analyzer.codegen.cuda)
 
 Without a backend named, a GPU with warpgroup MMA and TMA (a Hopper profile) gets the Hopper kernel
-where the diagram is one it realises (analyzer.codegen.hopper.realisable), every other the portable
-Triton module.
+where the diagram is one it realises (analyzer.config.hopper.realisable) and no tile or named
+configuration of the portable kernel is asked for (--set g_q=..., --config NAME); every other call the
+portable Triton module.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from analyzer import hardware
 from analyzer.codegen.cuda import cuda_files
 from analyzer.codegen.cuda.limits import CudaLimits
 from analyzer.codegen.files import write_kernel
-from analyzer.codegen.hopper import hopper_module, realisable
+from analyzer.codegen.hopper import hopper_module
 from analyzer.codegen.triton import triton_module
 from analyzer.common.errors import NapkinError
 from analyzer.common.units import seconds, si
@@ -34,6 +35,7 @@ from analyzer.config.hopper import (
     hopper_capable,
     hopper_tables,
     predicted_time,
+    realisable,
 )
 from analyzer.config.kernels import Configured, KernelConfigs, configure_kernels
 from analyzer.config.predict import predict_configured
@@ -92,8 +94,15 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
     configured = None
     if backend == "hopper" or (backend is None and hopper_capable(profile)):
         configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False)
-        why = realisable(configured) or (None if hopper_capable(profile) else
-                                         f"{profile.name} has no warpgroup MMA and TMA (a Hopper GPU has)")
+        sizes = {s.name for s in configured.diagram.size_symbols}
+        tiles = sorted(set(sets or {}) - sizes)
+        why = (realisable(configured)
+               or (None if hopper_capable(profile) else
+                   f"{profile.name} has no warpgroup MMA and TMA (a Hopper GPU has)")
+               or (f"--config {config} names a configuration of the portable kernel; the Hopper kernel ranks "
+                   "its own (analyzer.config.hopper)" if config else None)
+               or (f"--set {tiles[0]} pins a tile of the portable kernel; the Hopper kernel ranks its "
+                   "configurations whole" if tiles else None))
         if why and backend == "hopper":
             raise NapkinError(why, field="--backend", hint="use --backend triton")
         if why is None:

@@ -37,7 +37,9 @@ from dataclasses import dataclass
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.common.errors import NapkinError
 from analyzer.config.by_size import INSTANCES, LENGTHS, nearest
+from analyzer.config.kernels import Configured
 from analyzer.config.overlap import Stage, bound
+from analyzer.diagram.interface import Attention
 from analyzer.hardware import Profile
 
 PRODUCER_REGISTERS = 24       # setmaxnreg's minimum (PTX): the producer only issues TMA copies
@@ -173,16 +175,25 @@ def _body(profile: Profile, c: HopperConfig, head_dim: int, dtype: str) -> tuple
             Stage("O (contraction)", "tensor", contraction))
 
 
-def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, *, seq_q: int, seq_k: int,
-                   instances: int, causal: bool = False, overhead: float = OVERHEAD) -> float:
-    """Seconds for `instances` (batch x query heads) of attention at these lengths (module docstring)."""
+def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str,
+                overhead: float = OVERHEAD) -> dict[str, float]:
+    """Seconds a block spends on one chunk, by what may bound it: `tensor` (the contractions at Section
+    6's period, tensor cores saturated), `threads` (the period, set by the softmax and its overhead) and
+    `loads` (the chunk's K and V from LOADS_FROM, shared by the SMs); the chunk takes the largest."""
     body = _body(profile, c, head_dim, dtype)
     strategy = "intra" if c.intra else "inter"
     period = bound(body, groups=c.warpgroups, strategy=strategy, overhead=overhead)   # clk per row
+    busy = c.warpgroups * sum(s.clocks for s in body if s.lane == "tensor")
     t_k = period * c.rows / profile.clocks.tensor_hz          # every group's rows, sharing the lanes
     loaded = 2 * c.chunk * head_dim * bytes_per_value(dtype)     # a chunk of K and one of V
     t_h = loaded * profile.sm_count / profile.level(LOADS_FROM).bandwidth_bytes_per_s
-    chunk_s = max(t_k, t_h)
+    return {"tensor" if period <= busy * (1 + 1e-9) else "threads": t_k, "loads": t_h}
+
+
+def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, *, seq_q: int, seq_k: int,
+                   instances: int, causal: bool = False, overhead: float = OVERHEAD) -> float:
+    """Seconds for `instances` (batch x query heads) of attention at these lengths (module docstring)."""
+    chunk_s = max(chunk_times(profile, c, head_dim, dtype, overhead).values())
     blocks_q = math.ceil(seq_q / c.block_rows)
     chunks = math.ceil(seq_k / c.chunk)
     if causal:      # a block sees the chunks up to its diagonal: on average half, plus the diagonal's
@@ -277,5 +288,28 @@ def hopper_tables(profile: Profile, head_dims: tuple[int, ...], dtype: str, *, c
                         {n: registers_per_consumer(profile, n) for n in used})
 
 
-__all__ = ["HopperConfig", "HopperTable", "HopperTables", "candidates", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "predicted_time", "ranked",
+def realisable(c: Configured) -> str | None:
+    """None if the Hopper kernel realises `c`, else why not (one line): attention with one fused,
+    streamed kernel, S = Q K^T over the head dim, optionally causally masked, then softmax_dot with V over
+    the keys, and one head dim for q, k and v."""
+    r = c.roles
+    if not isinstance(r, Attention):
+        return f"{c.source_file} is not attention-shaped (the Hopper kernel realises streamed attention)"
+    if r.value_dim != r.head_dim:
+        return f"{c.source_file} has a value head dim of its own ({r.value_dim}); the Hopper kernel takes one"
+    if len(c.kernels) != 1:
+        return f"{c.source_file} has {len(c.kernels)} kernels; the Hopper kernel fuses attention into one"
+    p = c.kernels[0].plan
+    ops = [c.diagram.op(n) for n in p.schedule.kernel.ops]
+    names = [o.primitive.name for o in ops]
+    if names not in (["dot", "softmax_dot"], ["dot", "causal_mask", "softmax_dot"]) or p.stream is None:
+        return (f"{c.source_file}'s kernel is {' -> '.join(names)}; the Hopper kernel realises "
+                "dot -> [causal_mask ->] softmax_dot, streamed over the keys")
+    first, last = ops[0], ops[-1]
+    if first.applied.over != r.head_dim or last.applied.over != r.seq_k or p.stream.axes != (r.seq_k,):
+        return f"{c.source_file} contracts other axes than q k^T over the head dim and p v over the keys"
+    return None
+
+
+__all__ = ["HopperConfig", "HopperTable", "HopperTables", "candidates", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "predicted_time", "ranked", "realisable",
            "register_cap", "registers_per_consumer"]

@@ -7,20 +7,32 @@ predicted time at one problem size, fastest first.
     pipeline, N_g, chunks) -> predicted time (analyzer.model.predict; calibrated when the profile is)
     -> ranked as the kernel generator ranks them
 
-The first row is the configuration `napkin kernel` would choose at these sizes. Sizes are the weaved
+The first row is the configuration `napkin kernel` would choose at these sizes. For streamed softmax
+attention on a Hopper GPU that is the Hopper kernel's (analyzer.config.hopper: warpgroups, chunk,
+stages, overlap, schedule, ranked by Section 6's model); `backend="triton"` ranks the portable module's. Sizes are the weaved
 diagram's: batch, heads and the diagram's own (q, x, d, ...); legality is judged as the generator
 judges it, at the diagram's default sizes with the head dim of these.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
 from analyzer import hardware
 from analyzer.common.errors import NapkinError
 from analyzer.common.expr import at
+from analyzer.config.by_size import instance_axes
 from analyzer.config.choose import Choice, legal, rank_at
+from analyzer.config.hopper import (
+    HopperConfig,
+    chunk_times,
+    hopper_capable,
+    ranked,
+    realisable,
+)
+from analyzer.config.kernels import Configured, configure_kernels
 from analyzer.diagram.interface import Attention, interface
 from analyzer.diagram.weave import compile_woven, outer_tiles, source_data
 from analyzer.model.analysis import TermModel, load, resolve_sizes
@@ -57,6 +69,30 @@ class Row:
 
 
 @dataclass(frozen=True)
+class HopperRow:
+    """One legal configuration of the Hopper kernel (analyzer.config.hopper) and its predicted time."""
+
+    kernel: str
+    config: HopperConfig
+    time_s: float
+    tensor_flops: float
+    bound: str                         # tensor, threads (the softmax) or loads
+
+    @property
+    def label(self) -> str:
+        return self.config.label()
+
+    @property
+    def throughput_flops_per_s(self) -> float:
+        return self.tensor_flops / self.time_s if self.time_s else 0.0
+
+    def as_dict(self) -> dict:
+        return {"kernel": self.kernel, "configuration": self.config.entry(), "time_s": self.time_s,
+                "tensor_flops": self.tensor_flops, "throughput_flops_per_s": self.throughput_flops_per_s,
+                "bound": self.bound}
+
+
+@dataclass(frozen=True)
 class Sweep:
     diagram: str
     gpu: str
@@ -64,21 +100,34 @@ class Sweep:
     dtype: str
     kernel: str
     sizes: dict[str, int]
-    rows: list[Row]                    # fastest first
+    rows: list[Row] | list[HopperRow]  # the first is napkin kernel's choice
     seconds: float                     # how long ranking took
+    backend: str = "triton"            # whose configurations: the Triton module's or the Hopper kernel's
 
     def as_dict(self) -> dict:
         return {"diagram": self.diagram, "gpu": self.gpu, "calibrated": self.calibrated,
-                "dtype": self.dtype, "kernel": self.kernel, "sizes": self.sizes,
+                "dtype": self.dtype, "kernel": self.kernel, "backend": self.backend, "sizes": self.sizes,
                 "seconds": self.seconds, "rows": [r.as_dict() for r in self.rows]}
 
 
 def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None = None,
-          kernel: str | None = None) -> list[Sweep]:
+          kernel: str | None = None, backend: str | None = None) -> list[Sweep]:
     """One ranking per kernel of `diagram` (or of `kernel` alone) at the sizes `sets` gives (weaved
-    size symbols; tile symbols pin a tile)."""
+    size symbols; tile symbols pin a tile). `backend`: whose configurations, as napkin kernel chooses
+    it (default: the Hopper kernel's where the GPU and the diagram allow it, else the Triton module's)."""
     began = time.perf_counter()
     profile = hardware.load(gpu)
+    if backend not in (None, "hopper", "triton"):
+        raise NapkinError(f"--backend {backend!r}: napkin sweep ranks the hopper or the triton backend's "
+                          "configurations")
+    if backend == "hopper" or (backend is None and hopper_capable(profile)):
+        configured = configure_kernels(diagram, profile, dtype=dtype, sized=False)
+        why = realisable(configured) or (None if hopper_capable(profile) else
+                                         f"{profile.name} has no warpgroup MMA and TMA (a Hopper GPU has)")
+        if why is None:
+            return [_hopper_sweep(configured, profile, dtype, sets or {}, kernel, began)]
+        if backend == "hopper":
+            raise NapkinError(why, field="--backend", hint="use --backend triton")
     profile.check_dtype(dtype)
     base = load(diagram, dtype=dtype)
     roles = interface(base)
@@ -117,8 +166,44 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
     return [Sweep(**{**s.__dict__, "seconds": elapsed}) for s in out]
 
 
+def _hopper_sweep(c: Configured, profile, dtype: str, sets: dict[str, int], kernel: str | None,
+                  began: float) -> Sweep:
+    """The Hopper kernel's legal configurations at the sizes `sets` gives, the model's choice first."""
+    woven, r = c.diagram, c.roles
+    (k,) = c.kernels
+    if kernel is not None and kernel != k.plan.name:
+        raise NapkinError(f"--kernel {kernel}: {woven.name} has no such kernel", hint=f"its kernel: {k.plan.name}")
+    size_names = {s.name for s in woven.size_symbols}
+    tile_names = {s.name for k in woven.kernels for p in k.partitions.values() for s in p.symbols}
+    for name in sorted(set(sets) - size_names):
+        if name in tile_names:
+            raise NapkinError(f"--set {name}: the Hopper kernel's configurations are ranked whole, not pinned "
+                              "by a tile", hint="pass --backend triton to pin a tile")
+        raise NapkinError(f"--set {name}: {woven.name} has no size or tile size {name!r}",
+                          hint=f"sizes: {', '.join(sorted(size_names))}")
+    sizes, _ = resolve_sizes(woven, sets)
+    shown = {s.name: int(v) for s, v in sizes.items()}
+
+    def size(axis: str) -> int:
+        return int(at(woven.size(axis), sizes))
+
+    head_dim, seq_q, seq_k = size(r.head_dim), size(r.seq_q), size(r.seq_k)
+    instances = math.prod(size(a) for a in instance_axes(r))
+    flops = 4 * instances * seq_q * seq_k * head_dim / (2 if r.causal else 1)
+    rows = []
+    for t, config in ranked(profile, head_dim, dtype, seq_q=seq_q, seq_k=seq_k, instances=instances,
+                            causal=r.causal):
+        parts = chunk_times(profile, config, head_dim, dtype)
+        rows.append(HopperRow(k.plan.name, config, t, flops, max(parts, key=parts.get)))
+    if not rows:
+        raise NapkinError(f"no configuration of the Hopper kernel fits head dim {head_dim} on {profile.name}",
+                          hint="use --backend triton")
+    return Sweep(woven.name, profile.name, False, dtype, k.plan.name, shown, rows,
+                 time.perf_counter() - began, "hopper")
+
+
 def _row(c: Choice, time_s: float, flops: float, ones: dict[str, int], bound: str) -> Row:
     return Row(c.kernel, dict(c.tiles), ones, c.num_warps, c.num_stages, time_s, flops, bound)
 
 
-__all__ = ["sweep", "Sweep", "Row"]
+__all__ = ["sweep", "Sweep", "Row", "HopperRow"]

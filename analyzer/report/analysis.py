@@ -178,10 +178,31 @@ def latex(a: Analysis) -> str:
     return "\n".join(lines)
 
 
+def _hopper_sweep_text(s, top: int) -> list:
+    """The Hopper kernel's configurations (analyzer.config.hopper), the model's choice first."""
+    sizes = ", ".join(f"{k}={v}" for k, v in s.sizes.items())
+    rows = s.rows[:top] if top else s.rows
+    table = _table(f"{len(s.rows)} legal configurations of the Hopper kernel, the model's choice first"
+                   + (f" (the first {len(rows)})" if len(rows) < len(s.rows) else ""),
+                   "rank", "warpgroups", "s_x", "stages", "overlap", "schedule", "predicted", "throughput",
+                   "bound")
+    for i, r in enumerate(rows, 1):
+        c = r.config
+        row(table, str(i), str(c.warpgroups), str(c.chunk), str(c.stages), c.overlap, c.schedule,
+            seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
+    return [Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} (Hopper kernel, the paper's model at Section 6.3's "
+                 f"66 % overhead, not calibrated), {s.dtype}; {sizes}", style="bold"), table,
+            Text(f"ranked in {s.seconds:.2f} s; predictions within 5 % are alike and the tie rule orders them "
+                 "(docs/kernels.md); the first is what napkin kernel launches at these sizes\n")]
+
+
 def sweep_text(sweeps, top: int = 0) -> Group:
     """napkin sweep: one table per kernel, fastest first (analyzer.config.sweep.Sweep)."""
     parts: list = []
     for s in sweeps:
+        if s.backend == "hopper":
+            parts += _hopper_sweep_text(s, top)
+            continue
         sizes = ", ".join(f"{k}={v}" for k, v in s.sizes.items())
         model = "calibrated model" if s.calibrated else "datasheet model"
         parts.append(Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} ({model}), {s.dtype}; {sizes}",

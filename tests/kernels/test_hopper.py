@@ -146,3 +146,35 @@ def test_wrapper_refuses_before_launch(generated):
                                          "SCHEDULE": "tiles"})
     with pytest.raises(ValueError, match="runs on a CUDA GPU|runs on a Hopper GPU"):
         module.attention(q, q, q)
+
+
+@pytest.mark.parametrize("diagram, sets, head_dim, length, instances", [
+    ("mha", {"q": 4096, "x": 4096, "h": 16, "batch": 1}, 128, 4096, 16),
+    ("causal_attention", {"q": 1024, "batch": 4, "heads": 8, "d": 64}, 64, 1024, 32)])
+def test_sweep_ranks_what_the_kernel_launches(diagram, sets, head_dim, length, instances):
+    """napkin sweep and napkin kernel agree: at a point of the by-size grid the sweep's first
+    configuration is the one the generated module launches there."""
+    from analyzer.config.sweep import sweep
+    (s,) = sweep(diagram, "h100", sets=sets)
+    assert s.backend == "hopper" and len(s.rows) > 1
+    assert s.rows[0].config == generate(diagram, "h100").hopper.tables[head_dim].at(length, instances)
+    fastest = min(r.time_s for r in s.rows)
+    assert s.rows[0].time_s <= fastest * (1 + hopper.ALIKE)       # the choice is among the fastest
+
+
+def test_sweep_backend_hopper_refused_where_it_cannot_be_realised():
+    from analyzer.config.sweep import sweep
+    with pytest.raises(NapkinError, match="dot -> scale -> sigmoid -> dot"):
+        sweep("sigmoid_attention", "h100", backend="hopper")
+    (s,) = sweep("sigmoid_attention", "h100")
+    assert s.backend == "triton"
+
+
+def test_a_tile_or_named_configuration_keeps_the_portable_kernel():
+    """A tile (--set g_q=128) or a named configuration (--config) is the portable kernel's: asked for
+    without a backend they get it; with --backend hopper they are refused, not silently dropped."""
+    assert generate("attention", "h100", sets={"g_q": 128}).backend == "triton"
+    assert generate("attention", "h100", config="fa3_fp16_intra").backend == "triton"
+    assert generate("attention", "h100", sets={"d": 64}).backend == "hopper"      # a size, not a tile
+    with pytest.raises(NapkinError, match="--set s_x pins a tile"):
+        generate("attention", "h100", backend="hopper", sets={"s_x": 64})

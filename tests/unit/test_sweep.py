@@ -49,7 +49,7 @@ def test_terms_agree_with_analyze_at_every_legal_configuration(diagram, sets, gp
 
 def test_sweep_ranks_every_legal_configuration_fastest_first():
     sets = {"batch": 4, "heads": 16, "q": 4096, "x": 4096, "d": 128}
-    s = sweep("attention", "h200-calibrated", sets=sets)[0]
+    s = sweep("attention", "h200-calibrated", sets=sets, backend="triton")[0]
     profile = hardware.load("h200-calibrated")
     assert len(s.rows) == len(legal(load("attention"), profile, "flash", {"d": 128}, "fp16"))
     times = np.array([r.time_s for r in s.rows])
@@ -61,8 +61,8 @@ def test_the_bound_column_names_the_power_bound_only_where_a_profile_has_one():
     """The calibrated H200 profile's power bound sets the time of some head-dim-128 configurations
     (the tensor cores' work at a lowered clock); the datasheet profile has none, so no row says power."""
     sets = {"batch": 4, "heads": 16, "q": 4096, "x": 4096, "d": 128}
-    calibrated = {r.bound for r in sweep("attention", "h200-calibrated", sets=sets)[0].rows}
-    datasheet = {r.bound for r in sweep("attention", "h200", sets=sets)[0].rows}
+    calibrated = {r.bound for r in sweep("attention", "h200-calibrated", sets=sets, backend="triton")[0].rows}
+    datasheet = {r.bound for r in sweep("attention", "h200", sets=sets, backend="triton")[0].rows}
     assert "power" in calibrated and calibrated <= {"power", "compute", "transfers"}
     assert "power" not in datasheet and datasheet <= {"compute", "transfers"}
 
@@ -71,7 +71,7 @@ def test_first_of_the_sweep_is_what_the_generator_chooses():
     g = generate("attention", "h200", backend="triton")
     default = {"batch": 1, "heads": 1, "q": 16384, "x": 16384}
     for hdim in (64, 128):
-        top = sweep("attention", "h200", sets={**default, "d": hdim})[0].rows[0]
+        top = sweep("attention", "h200", sets={**default, "d": hdim}, backend="triton")[0].rows[0]
         chosen = g.kernels[0].choices[hdim]
         assert (top.tiles, top.num_warps, top.num_stages) == (chosen.tiles, chosen.num_warps,
                                                                chosen.num_stages)

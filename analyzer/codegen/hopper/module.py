@@ -3,10 +3,7 @@
 (analyzer.config.hopper), the launcher that builds the TMA descriptors, and the torch wrapper
 (analyzer.codegen.pymodule), the same as the portable Triton module's.
 
-`realisable` says which configured diagrams this backend realises: attention with one fused, streamed
-kernel, S = Q K^T over the head dim, optionally causally masked, then softmax_dot with V over the keys,
-and one head dim for q, k and v. Anything else keeps the portable backend (`napkin kernel` falls back
-to it by default and says why when --backend hopper is asked for).
+Which configured diagrams it realises is analyzer.config.hopper.realisable's to say.
 """
 
 from __future__ import annotations
@@ -24,33 +21,10 @@ from analyzer.codegen.pymodule import (
     wrapper,
 )
 from analyzer.config.hopper import OVERLAPS, SCHEDULES, HopperConfig, HopperTable
-from analyzer.config.kernels import Configured
-from analyzer.diagram.interface import Attention
 
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
            "CONSUMER_REGISTERS", "CAUSAL", "_tma_ready", "_descriptor", "_sm_count")
-
-
-def realisable(c: Configured) -> str | None:
-    """None if this backend realises `c`, else why not (one line)."""
-    r = c.roles
-    if not isinstance(r, Attention):
-        return f"{c.source_file} is not attention-shaped (the Hopper kernel realises streamed attention)"
-    if r.value_dim != r.head_dim:
-        return f"{c.source_file} has a value head dim of its own ({r.value_dim}); the Hopper kernel takes one"
-    if len(c.kernels) != 1:
-        return f"{c.source_file} has {len(c.kernels)} kernels; the Hopper kernel fuses attention into one"
-    p = c.kernels[0].plan
-    ops = [c.diagram.op(n) for n in p.schedule.kernel.ops]
-    names = [o.primitive.name for o in ops]
-    if names not in (["dot", "softmax_dot"], ["dot", "causal_mask", "softmax_dot"]) or p.stream is None:
-        return (f"{c.source_file}'s kernel is {' -> '.join(names)}; the Hopper kernel realises "
-                "dot -> [causal_mask ->] softmax_dot, streamed over the keys")
-    first, last = ops[0], ops[-1]
-    if first.applied.over != r.head_dim or last.applied.over != r.seq_k or p.stream.axes != (r.seq_k,):
-        return f"{c.source_file} contracts other axes than q k^T over the head dim and p v over the keys"
-    return None
 
 
 def hopper_module(g) -> str:
@@ -197,4 +171,4 @@ def {ids.launch[p.name]}(t, size, stride, scale, cfg=None):
     return [*body.splitlines(), "", ""]
 
 
-__all__ = ["hopper_module", "realisable"]
+__all__ = ["hopper_module"]
