@@ -82,7 +82,7 @@ def test_each_cell_is_the_sweeps_first_at_its_grid_point():
     for (i, seqlen), (j, n) in itertools.islice(
             itertools.product(enumerate(LENGTHS), enumerate(INSTANCES)), 0, None, 7):
         sizes = call_sizes(g.diagram, g.roles, seqlen, n, {"d": 128})
-        (s,) = sweep("attention", "h200", sets=sizes)
+        (s,) = sweep("attention", "h200", sets=sizes, backend="triton")
         cell = table.configs[table.cells[i][j]]
         row = next(r for r in s.rows if (r.tiles, r.num_warps, r.num_stages) ==
                    (cell.tiles, cell.num_warps, cell.num_stages))
@@ -108,7 +108,7 @@ def test_weaved_sizes_choose_as_the_sweep_ranks():
     from analyzer.codegen import generate
     sets = {"batch": 8, "heads": 16, "q": 2048, "x": 2048, "d": 128}
     (k,) = generate("attention", "h200-calibrated", backend="triton", sets=sets).kernels
-    (s,) = sweep("attention", "h200-calibrated", sets=sets)
+    (s,) = sweep("attention", "h200-calibrated", sets=sets, backend="triton")
     first = s.rows[0]
     assert (k.choices[128].tiles, k.choices[128].num_warps, k.choices[128].num_stages) == \
         (first.tiles, first.num_warps, first.num_stages)
@@ -140,7 +140,7 @@ def test_predict_times_the_launched_configuration_as_the_sweep_does(diagram, hdi
     gpu = "h200-calibrated"
     p = predict(diagram, gpu, batch=batch, heads=heads, seqlen_q=seqlen, head_dim=hdim)
     (c,) = generate(diagram, gpu, backend="triton").launched(p.sizes)
-    (s,) = sweep(diagram, gpu, sets=p.sizes)
+    (s,) = sweep(diagram, gpu, sets=p.sizes, backend="triton")
     row = next(r for r in s.rows if (r.tiles, r.num_warps, r.num_stages) ==
                (c.tiles, c.num_warps, c.num_stages))
     assert p.time_s == pytest.approx(row.time_s, rel=1e-9) and p.bound == row.bound

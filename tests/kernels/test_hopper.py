@@ -18,15 +18,22 @@ GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 H100 = hardware.load("h100")
 
 
-@pytest.mark.parametrize("diagram, backend", [
-    ("attention", "hopper"), ("mha", "hopper"), ("gqa", "hopper"), ("causal_attention", "hopper"),
-    ("sigmoid_attention", "triton"), ("mla_attention", "triton"), ("attention_unfused", "triton"),
-    ("matmul", "triton"), ("linear_attention", "triton")])
-def test_default_backend_on_hopper(diagram, backend):
-    """Hopper profiles get the warp-specialised kernel where the diagram is streamed softmax attention
-    with one head dim, the portable Triton module elsewhere."""
-    assert generate(diagram, "h100").backend == backend
-    assert generate(diagram, "a100").backend == "triton"
+@pytest.mark.parametrize("diagram, realised", [
+    ("attention", True), ("mha", True), ("gqa", True), ("causal_attention", True),
+    ("sigmoid_attention", False), ("mla_attention", False), ("attention_unfused", False),
+    ("matmul", False), ("linear_attention", False)])
+def test_which_diagrams_the_hopper_kernel_realises(diagram, realised):
+    """Streamed softmax attention with one head dim, and nothing else."""
+    from analyzer.config.kernels import configure_kernels
+    assert (hopper.realisable(configure_kernels(diagram, H100, sized=False)) is None) == realised
+
+
+def test_default_backend_on_hopper():
+    """Hopper profiles get the warp-specialised kernel where it realises the diagram, the portable
+    Triton module elsewhere; other GPUs the Triton module."""
+    assert generate("mha", "h200").backend == "hopper"
+    assert generate("sigmoid_attention", "h100").backend == "triton"
+    assert generate("mha", "a100").backend == "triton"
 
 
 @pytest.mark.parametrize("diagram, gpu, message", [
