@@ -7,9 +7,10 @@
        configurations, module) or CUDA C++ and its loader (analyzer.codegen.cuda)
 
 Without a backend named, a GPU with warpgroup MMA and TMA (a Hopper profile) gets the Hopper kernel
-where the diagram is one it realises (analyzer.config.hopper.realisable) and no tile or named
-configuration of the portable kernel is asked for (--set g_q=..., --config NAME); every other call the
-portable Triton module.
+where the diagram is one it realises (analyzer.config.hopper.realisable) and no tile of the portable
+kernel is pinned (--set g_q=...); a configuration the diagram names (--config NAME) is realised as the
+Hopper kernel runs it where it can be (analyzer.config.hopper.named: fragment strategy, fp16 or bf16),
+by the portable module otherwise; every other call gets the portable Triton module.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from analyzer import hardware
@@ -34,6 +35,8 @@ from analyzer.config.hopper import (
     HopperTables,
     hopper_capable,
     hopper_tables,
+    named,
+    one_config_tables,
     predicted_time,
     realisable,
 )
@@ -91,7 +94,7 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
         raise NapkinError(f"{backend!r}: expected {' or '.join(BACKENDS)}", field="--backend")
     profile = hardware.load(gpu)
     chosen = backend or "triton"
-    configured = None
+    configured = chosen_config = None
     if backend == "hopper" or (backend is None and hopper_capable(profile)):
         configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False)
         sizes = {s.name for s in configured.diagram.size_symbols}
@@ -99,10 +102,11 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
         why = (realisable(configured)
                or (None if hopper_capable(profile) else
                    f"{profile.name} has no warpgroup MMA and TMA (a Hopper GPU has)")
-               or (f"--config {config} names a configuration of the portable kernel; the Hopper kernel ranks "
-                   "its own (analyzer.config.hopper)" if config else None)
                or (f"--set {tiles[0]} pins a tile of the portable kernel; the Hopper kernel ranks its "
                    "configurations whole" if tiles else None))
+        chosen_config = named(profile, configured, config) if config and why is None else None
+        if isinstance(chosen_config, str):
+            why = chosen_config
         if why and backend == "hopper":
             raise NapkinError(why, field="--backend", hint="use --backend triton")
         if why is None:
@@ -112,7 +116,18 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
     if configured is None:
         configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets,
                                        sized=chosen in SIZED)
-    tables = _hopper_tables(configured, profile) if chosen == "hopper" else None
+    tables = None
+    if chosen == "hopper":
+        if config:     # the named configuration's head dim alone: the wrapper refuses the others
+            head_dim, one = chosen_config
+            (k,) = configured.kernels
+            if head_dim not in k.choices:
+                raise NapkinError(f"--config {config} is for head dim {head_dim}, which {diagram} does not "
+                                  "configure", field="--config", hint="use --backend triton")
+            configured = replace(configured, kernels=(replace(k, choices={head_dim: k.choices[head_dim]}),))
+            tables = one_config_tables(profile, head_dim, one)
+        else:
+            tables = _hopper_tables(configured, profile)
     prediction, prediction_at = _prediction(configured, profile, tables)
     file = KernelFile(**_fields(configured), backend=chosen,
                       command=_command(diagram, profile.name, chosen, configured.dtype, config, sets or {}),

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.common.errors import NapkinError
 from analyzer.config.by_size import INSTANCES, LENGTHS, nearest
+from analyzer.config.configure import configurations, names_of, schedule_of
 from analyzer.config.kernels import Configured
 from analyzer.config.overlap import Stage, bound
 from analyzer.diagram.interface import Attention
@@ -271,6 +272,44 @@ def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool) -
     return HopperTable(LENGTHS, INSTANCES, tuple(configs), tuple(cells))
 
 
+def named(profile: Profile, c: Configured, name: str) -> tuple[int, HopperConfig] | str:
+    """The Hopper configuration that the diagram's configuration `name` (napkin configure --config)
+    describes, with the head dim it is for, or why the kernel cannot realise it: N = warpgroups x w /
+    wgmma's m (a consumer owns m rows), its chunk, stages and overlap."""
+    base, specs = configurations(c.source_file, dtype=c.dtype)     # the file's own (the weave drops them)
+    spec = next((s for s in specs if s.name == name), None)
+    if spec is None:
+        return f"--config {name}: {c.source_file} names no such configuration"
+    if spec.strategy != "fragment":
+        return f"--config {name} uses the {spec.strategy} strategy; the Hopper kernel realises the fragment one"
+    if any(t not in ("fp16", "bf16", "fp32") for t in spec.dtypes.values()):
+        return f"--config {name} computes in {', '.join(sorted(set(spec.dtypes.values())))}; the Hopper kernel " \
+               "takes fp16 and bf16"
+    names = names_of(schedule_of(base, c.kernels[0].plan.name))
+    m = profile.divisors.mma[c.dtype].m
+    rows = spec.sizes.get(names.w, m)
+    chunk = spec.sizes.get(names.s or "", 128)
+    if rows % m or chunk not in CHUNKS:
+        return (f"--config {name} has {names.w}={rows} and {names.s}={chunk}; the Hopper kernel takes rows in "
+                f"multiples of {m} and a chunk of {', '.join(map(str, CHUNKS))}")
+    head_dim = spec.sizes.get(str(base.size(c.roles.head_dim)))
+    if head_dim is None:       # the configuration leaves it open: the diagram's default
+        head_dim = int(base.size(c.roles.head_dim).subs(base.defaults))
+    config = configuration(profile, head_dim, c.dtype, warpgroups=(spec.warpgroups or 1) * rows // m, chunk=chunk,
+                           stages=spec.stages, overlap=spec.overlap)
+    if not legal(profile, config):
+        return (f"--config {name} as the Hopper kernel runs it ({config.label()}) does not fit {profile.name}: "
+                f"{config.smem_bytes} bytes of SMEM, {config.registers_needed} registers a consumer thread")
+    return head_dim, config
+
+
+def one_config_tables(profile: Profile, head_dim: int, config: HopperConfig) -> HopperTables:
+    """Tables that launch `config` at every size (a named configuration)."""
+    table = HopperTable(LENGTHS, INSTANCES, (config,), tuple(tuple(0 for _ in INSTANCES) for _ in LENGTHS))
+    n = config.warpgroups
+    return HopperTables({head_dim: table}, {n: register_cap(profile, n)}, {n: registers_per_consumer(profile, n)})
+
+
 @dataclass(frozen=True)
 class HopperTables:
     """What the generated Hopper module carries: per head dim its by-size table, and per number of
@@ -311,5 +350,5 @@ def realisable(c: Configured) -> str | None:
     return None
 
 
-__all__ = ["HopperConfig", "HopperTable", "HopperTables", "candidates", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "predicted_time", "ranked", "realisable",
+__all__ = ["HopperConfig", "HopperTable", "HopperTables", "candidates", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable",
            "register_cap", "registers_per_consumer"]

@@ -50,7 +50,7 @@
 #      32768     B     B     B     B     B     B     B     B     B     B     B
 #     A: N=1 consumer warpgroup of 64 rows, s_x=64, 2 stages, overlap intra, tiles
 #     B: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, tiles
-#   from the Hopper configurations ranked by the paper's model (h100-sxm5; analyzer.config.hopper)
+#   from the Hopper configurations ranked by the paper's model (h100-sxm5; analyzer.config.hopper), or the configuration the command names
 # Predicted (analyzer.config.hopper, h100-sxm5, batch=1, h=16, q=4096, x=4096, d=128): 147.7 us, 930 TFLOP/s (N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles); the paper's idealised model, not calibrated for this kernel
 # Accumulators are fp32 (the tensor cores' accumulate type).
 

@@ -60,7 +60,7 @@ def test_bad_options(backend, dtype, message):
 
 
 def test_named_configuration_sets_the_tiles():
-    g = generate("attention", "h100", config="fa3_fp16_intra")
+    g = generate("attention", "h100", backend="triton", config="fa3_fp16_intra")
     (k,) = g.kernels
     choice = k.choices[128]
     assert choice.tiles["g_q"] == 128 and choice.tiles["s_x"] == 128

@@ -177,11 +177,22 @@ def test_sweep_backend_hopper_refused_where_it_cannot_be_realised():
     assert s.backend == "triton"
 
 
-def test_a_tile_or_named_configuration_keeps_the_portable_kernel():
-    """A tile (--set g_q=128) or a named configuration (--config) is the portable kernel's: asked for
-    without a backend they get it; with --backend hopper they are refused, not silently dropped."""
+def test_a_tile_keeps_the_portable_kernel_and_a_named_configuration_runs_as_it_can():
+    """A tile (--set g_q=128) is the portable kernel's: asked for without a backend it gets it, and with
+    --backend hopper it is refused, not silently dropped. A configuration the diagram names runs on the
+    Hopper kernel where it can: FlashAttention-3's fp16 one (one warpgroup of 128 rows, s_x 128, intra)
+    as two consumers of wgmma's 64 rows; the paper's staged FP8 one only on the portable kernel."""
     assert generate("attention", "h100", sets={"g_q": 128}).backend == "triton"
-    assert generate("attention", "h100", config="fa3_fp16_intra").backend == "triton"
     assert generate("attention", "h100", sets={"d": 64}).backend == "hopper"      # a size, not a tile
     with pytest.raises(NapkinError, match="--set s_x pins a tile"):
         generate("attention", "h100", backend="hopper", sets={"s_x": 64})
+    g = generate("attention", "h100", config="fa3_fp16_intra")
+    assert g.backend == "hopper" and list(g.hopper.tables) == [128]
+    (c,) = g.hopper.tables[128].configs
+    assert (c.warpgroups, c.rows, c.chunk, c.stages, c.overlap) == (2, 64, 128, 2, "intra")
+    assert "HEAD_DIMS = (128,)" in g.source and "--config fa3_fp16_intra" in g.source
+    assert generate("attention", "h100", config="napkin_hopper").backend == "triton"
+    with pytest.raises(NapkinError, match="staged strategy"):
+        generate("attention", "h100", config="napkin_hopper", backend="hopper")
+    with pytest.raises(NapkinError, match="fp8"):
+        generate("attention", "h100", config="fa3_fp8_intra", backend="hopper")

@@ -62,7 +62,8 @@ def _configuration_lines(g, tables: dict[int, HopperTable]) -> list[str]:
         lines += [f"    {n:>6}" + "".join(f"{chr(65 + i):>6}" for i in row) for n, row in zip(t.lengths, t.cells,
                                                                                          strict=True)]
         lines += [f"    {chr(65 + i)}: {c.label()}" for i, c in enumerate(t.configs)]
-    lines.append(f"  from the Hopper configurations ranked by the paper's model ({g.gpu}; analyzer.config.hopper)")
+    lines.append(f"  from the Hopper configurations ranked by the paper's model ({g.gpu}; analyzer.config.hopper), "
+                 "or the configuration the command names")
     return lines
 
 
