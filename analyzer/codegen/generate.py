@@ -38,7 +38,7 @@ from analyzer.config.hopper import (
     named,
     one_config_tables,
     predicted_time,
-    realisable,
+    refusal,
 )
 from analyzer.config.kernels import Configured, KernelConfigs, configure_kernels
 from analyzer.config.predict import predict_configured
@@ -97,13 +97,7 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
     configured = chosen_config = None
     if backend == "hopper" or (backend is None and hopper_capable(profile)):
         configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False)
-        sizes = {s.name for s in configured.diagram.size_symbols}
-        tiles = sorted(set(sets or {}) - sizes)
-        why = (realisable(configured)
-               or (None if hopper_capable(profile) else
-                   f"{profile.name} has no warpgroup MMA and TMA (a Hopper GPU has)")
-               or (f"--set {tiles[0]} pins a tile of the portable kernel; the Hopper kernel ranks its "
-                   "configurations whole" if tiles else None))
+        why = refusal(profile, configured, sets)
         chosen_config = named(profile, configured, config) if config and why is None else None
         if isinstance(chosen_config, str):
             why = chosen_config

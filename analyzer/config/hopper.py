@@ -272,6 +272,25 @@ def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool) -
     return HopperTable(LENGTHS, INSTANCES, tuple(configs), tuple(cells))
 
 
+def refusal(profile: Profile, c: Configured, sets: dict[str, int] | None = None) -> str | None:
+    """Why the Hopper kernel does not take configured diagram `c` on `profile` with these --set pins, or
+    None: napkin kernel and napkin sweep ask the same question, and fall back to the portable kernel
+    alike."""
+    why = realisable(c)
+    if why:
+        return why
+    if not hopper_capable(profile):
+        return f"{profile.name} has no warpgroup MMA and TMA (a Hopper GPU has)"
+    sizes = {s.name for s in c.diagram.size_symbols}
+    tiles = {s.name for k in c.diagram.kernels for p in k.partitions.values() for s in p.symbols}
+    for name in sorted(set(sets or {}) - sizes):
+        if name in tiles:
+            return (f"--set {name} pins a tile of the portable kernel; the Hopper kernel ranks its "
+                    "configurations whole")
+        return f"--set {name}: {c.diagram.name} has no size {name!r}"
+    return None
+
+
 def named(profile: Profile, c: Configured, name: str) -> tuple[int, HopperConfig] | str:
     """The Hopper configuration that the diagram's configuration `name` (napkin configure --config)
     describes, with the head dim it is for, or why the kernel cannot realise it: N = warpgroups x w /
@@ -350,5 +369,5 @@ def realisable(c: Configured) -> str | None:
     return None
 
 
-__all__ = ["HopperConfig", "HopperTable", "HopperTables", "candidates", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable",
+__all__ = ["HopperConfig", "HopperTable", "HopperTables", "candidates", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "refusal",
            "register_cap", "registers_per_consumer"]

@@ -30,7 +30,7 @@ from analyzer.config.hopper import (
     chunk_times,
     hopper_capable,
     ranked,
-    realisable,
+    refusal,
 )
 from analyzer.config.kernels import Configured, configure_kernels
 from analyzer.diagram.interface import Attention, interface
@@ -122,8 +122,7 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
                           "configurations")
     if backend == "hopper" or (backend is None and hopper_capable(profile)):
         configured = configure_kernels(diagram, profile, dtype=dtype, sized=False)
-        why = realisable(configured) or (None if hopper_capable(profile) else
-                                         f"{profile.name} has no warpgroup MMA and TMA (a Hopper GPU has)")
+        why = refusal(profile, configured, sets)
         if why is None:
             return [_hopper_sweep(configured, profile, dtype, sets or {}, kernel, began)]
         if backend == "hopper":
@@ -168,20 +167,13 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
 
 def _hopper_sweep(c: Configured, profile, dtype: str, sets: dict[str, int], kernel: str | None,
                   began: float) -> Sweep:
-    """The Hopper kernel's legal configurations at the sizes `sets` gives, the model's choice first."""
+    """The Hopper kernel's legal configurations at the sizes `sets` gives (sizes only), the model's
+    choice first."""
     woven, r = c.diagram, c.roles
     (k,) = c.kernels
     if kernel is not None and kernel != k.plan.name:
         raise NapkinError(f"--kernel {kernel}: {woven.name} has no such kernel", hint=f"its kernel: {k.plan.name}")
-    size_names = {s.name for s in woven.size_symbols}
-    tile_names = {s.name for k in woven.kernels for p in k.partitions.values() for s in p.symbols}
-    for name in sorted(set(sets) - size_names):
-        if name in tile_names:
-            raise NapkinError(f"--set {name}: the Hopper kernel's configurations are ranked whole, not pinned "
-                              "by a tile", hint="pass --backend triton to pin a tile")
-        raise NapkinError(f"--set {name}: {woven.name} has no size or tile size {name!r}",
-                          hint=f"sizes: {', '.join(sorted(size_names))}")
-    sizes, _ = resolve_sizes(woven, sets)
+    sizes, _ = resolve_sizes(woven, sets)      # sizes alone: refusal() sent any other name elsewhere
     shown = {s.name: int(v) for s, v in sizes.items()}
 
     def size(axis: str) -> int:

@@ -196,3 +196,36 @@ def test_a_tile_keeps_the_portable_kernel_and_a_named_configuration_runs_as_it_c
         generate("attention", "h100", config="napkin_hopper", backend="hopper")
     with pytest.raises(NapkinError, match="fp8"):
         generate("attention", "h100", config="fa3_fp8_intra", backend="hopper")
+
+
+def test_any_array_kernel_and_text_names_stay_data(tmp_path):
+    """The Hopper module whatever the diagram names things: arrays named like the module's own globals
+    and the kernel's helpers, a kernel named like its launcher, a title that would run code. The names
+    reach the module only as string keys, the text only through the escapers; the module imports
+    without running the text, and its kernel still compiles for sm_90a."""
+    import yaml
+    names = {"Q": "torch", "K": "gl", "V": "tma", "S": "CONFIGS", "O": "q"}
+    run = "__import__('builtins').__setattr__('NAPKIN_CANARY', 1)"
+    text = (Path(__file__).resolve().parents[2] / "diagrams" / "mha.yaml").read_text()
+    data = yaml.safe_load(text)
+    data.update(title=f'"""\n{run}\n#', doc=f"\n{run}\n")
+    data["inputs"] = {names[k]: v for k, v in data["inputs"].items()}
+    for op in data["ops"]:
+        op["name"] = names[op["name"]]
+        op["inputs"] = [names[i] for i in op["inputs"]]
+    data["outputs"] = [names[o] for o in data["outputs"]]
+    data["kernels"][0]["name"] = "launch"
+    source = tmp_path / "adversarial.yaml"
+    source.write_text(yaml.safe_dump(data, sort_keys=False))
+    g = generate(str(source), "h100", sets={"d": 128})
+    assert g.backend == "hopper"
+    (path,) = g.write(tmp_path / "adversarial_hopper.py")
+    from tests.kernels.helpers_kernel import written
+    module = written(g, tmp_path)
+    import builtins
+    assert not hasattr(builtins, "NAPKIN_CANARY")
+    assert "t['torch'], t['gl'], t['tma'], t['q']" in g.source and "scale['q']" in g.source
+    entry = next(c.entry() for c in g.hopper.tables[128].configs if c.warpgroups == 2)
+    (result,) = compiled(path, [{"entry": entry, "head_dim": 128, "dtype": "fp16"}])
+    assert result["instructions"] == list(INSTRUCTIONS) and result["spills"] == 0
+    assert callable(module.attention)
