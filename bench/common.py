@@ -147,6 +147,10 @@ class Compile:
     family: str
     head_dim: int | None = None
     causal: bool = False
+    # attention's (batch, query heads, key heads, query length, key length) to compile at: Triton
+    # specialises integer arguments (equal to 1, divisible by 16), so a configuration compiled at one
+    # shape may compile again at another
+    shape: tuple[int, int, int, int, int] = (1, 2, 2, 512, 512)
 
 
 def warm(job: Compile) -> dict[str, Any]:
@@ -157,8 +161,10 @@ def warm(job: Compile) -> dict[str, Any]:
     config = {job.kernel: job.config}
     try:
         if job.family == "attention":
-            q, k, v = (torch.randn(1, 2, 512, job.head_dim, device="cuda", dtype=torch.float16)
-                       for _ in range(3))
+            batch, heads_q, heads_kv, seq_q, seq_k = job.shape
+            q = torch.randn(batch, heads_q, seq_q, job.head_dim, device="cuda", dtype=torch.float16)
+            k, v = (torch.randn(batch, heads_kv, seq_k, job.head_dim, device="cuda", dtype=torch.float16)
+                    for _ in range(2))
             module.attention(q, k, v, causal=job.causal, config=config)
         else:
             a = torch.randn(512, 512, device="cuda", dtype=torch.float16)
@@ -212,16 +218,17 @@ def resources(compiled: dict[int, dict[str, Any]], index: int) -> dict[str, Any]
 
 # --------------------------------------------------------------------------------------- timer
 
-def timed(triton: Any, fn: Callable[[], Any], graph: bool = False, sampler: Sampler | None = None
-          ) -> dict[str, float]:
+def timed(triton: Any, fn: Callable[[], Any], graph: bool = False, sampler: Sampler | None = None,
+          rep_ms: float = REP_MS) -> dict[str, float]:
     """Median, 20th and 80th percentile seconds. graph: time replays of a captured CUDA graph, so
     that a kernel shorter than its Python launch is timed, not the launch. sampler: also the means of
-    the SM clock, power and temperature sampled while it ran."""
+    the SM clock, power and temperature sampled while it ran. rep_ms: the time each repetition runs
+    (do_bench_cudagraph replays its graph ten times)."""
     t0 = time.monotonic()
     if graph:
-        median, p20, p80 = triton.testing.do_bench_cudagraph(fn, rep=REP_MS, quantiles=[0.5, 0.2, 0.8])
+        median, p20, p80 = triton.testing.do_bench_cudagraph(fn, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
     else:
-        median, p20, p80 = triton.testing.do_bench(fn, warmup=WARMUP_MS, rep=REP_MS,
+        median, p20, p80 = triton.testing.do_bench(fn, warmup=WARMUP_MS, rep=rep_ms,
                                                    quantiles=[0.5, 0.2, 0.8])
     state = sampler.window(t0, time.monotonic()) if sampler else {}
     return {"time_s": median * 1e-3, "time_s_p20": p20 * 1e-3, "time_s_p80": p80 * 1e-3, **state}

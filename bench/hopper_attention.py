@@ -265,7 +265,7 @@ def section6(run: Run) -> None:
                     continue
                 c = model.configuration(profile, d, "fp16", warpgroups=entry["WARPGROUPS"], chunk=entry["BLOCK_X"],
                                         stages=entry["STAGES"], overlap=entry["OVERLAP"],
-                                        schedule=entry["SCHEDULE"])
+                                        schedule=entry["SCHEDULE"], causal=causal)
                 predicted = {o: tflops(batch, heads, seq, d, causal, model.predicted_time(
                     profile, c, d, "fp16", seq_q=seq, seq_k=seq, instances=batch * heads, causal=causal,
                     overhead=o)) for o in (0.0, model.OVERHEAD)}

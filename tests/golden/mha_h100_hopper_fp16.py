@@ -534,6 +534,9 @@ def _launch_flash(t, size, stride, scale, cfg=None):
     if cfg is None:
         cfg = _sized(CONFIGS['flash'][size['d']], size)
     groups = cfg['WARPGROUPS']
+    if groups not in REGISTER_CAP:
+        raise ValueError(f"config WARPGROUPS={groups}: the register file holds {min(REGISTER_CAP)} to "
+                         f"{max(REGISTER_CAP)} consumer warpgroups and a producer")
     batch, heads, size_q, head_dim = q.shape
     q, k, v = _tma_ready(q), _tma_ready(k), _tma_ready(v)
     o = _tma_ready(out)

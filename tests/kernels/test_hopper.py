@@ -136,6 +136,13 @@ def test_every_configuration_compiles_for_sm90a(generated):
     the causal (masks, block skipping) and grouped-query modules at head dim 128, the latter in bf16."""
     jobs = {name: [(d, e, dtype) for d, e in _configs(generated[name][0]) if name == "mha" or d == 128]
             for name, dtype in (("mha", "fp16"), ("causal_attention", "fp16"), ("gqa", "bf16"))}
+    # config= may launch any legal configuration: the kernel has a branch, and the module registers, for
+    # every warpgroup count one has (the causal kernel's mask needs registers: 4 consumers are not legal)
+    for name, causal in (("mha", False), ("causal_attention", True)):
+        g = generated[name][0]
+        legal = {c.warpgroups for d in (64, 128, 256) for c in hopper.candidates(H100, d, "fp16", causal=causal)}
+        assert set(g.hopper.register_cap) == legal == ({1, 2, 3} if causal else {1, 2, 3, 4})
+        assert all(f"GROUPS == {n}:" in g.source for n in legal)
     for name, todo in jobs.items():
         results = compiled(generated[name][1], [{"entry": e, "head_dim": d, "dtype": t} for d, e, t in todo])
         for (d, e, t), result in zip(todo, results, strict=True):
