@@ -286,8 +286,22 @@ def calibrate(
         "--registers", help="A compile recording (bench/results/compiled_h200.json): fit the "
                             "compiler's register count into the profile, and report it against "
                             "Tables 1 and 2.")] = None,
+    kernel: Annotated[str, typer.Option(
+        "--kernel", help="portable: the Triton kernels' model (a recording of bench/sweep_h200.py); hopper: "
+                         "the Hopper kernel's (bench/hopper_sweep.py).")] = "portable",
+    across: Annotated[Optional[str], typer.Option(
+        "--across", help="With --kernel hopper: another GPU's recording and profile, RECORDING:GPU, to "
+                         "carry the fit across GPUs in the report.")] = None,
 ) -> None:
     """Fit the model's stated assumptions to measured times; write a calibrated profile and a report."""
+    if kernel not in ("portable", "hopper"):
+        raise NapkinError(f"--kernel {kernel}: expected portable or hopper")
+    if kernel == "hopper":
+        for option, value in (("--plot", plot), ("--held-out", held_out), ("--registers", registers)):
+            if value:
+                raise NapkinError(f"{option} is for --kernel portable", hint="leave it out with --kernel hopper")
+        _calibrate_hopper(recording, gpu, output, report, across)
+        return
     from analyzer.calibrate.calibrate import calibrate as run
     from analyzer.report.calibration import write
     if plot:
@@ -319,6 +333,29 @@ def calibrate(
     cal = result.calibrated.calibration
     for name, value in cal.as_params().items():
         typer.echo(f"  {name} = {value:.4g}")
+
+
+def _calibrate_hopper(recording: str, gpu: str, output: str | None, report: str | None, across: str | None) -> None:
+    from analyzer.calibrate.hopper import calibrate as run
+    from analyzer.report.hopper_calibration import write
+    for option, path in (("--output", output), ("--report", report)):
+        if path:
+            check_target(path, option)
+    other, other_gpu = None, None
+    if across:
+        other, _, other_gpu = across.rpartition(":")
+        if not other or not other_gpu:
+            raise NapkinError(f"--across {across!r}: expected RECORDING:GPU, e.g. "
+                              "bench/results/hopper_sweep_h200.json:h200")
+    result = run(recording, gpu, other=other, other_gpu=other_gpu)
+    words = ["napkin", "calibrate", recording, "--gpu", gpu, "--kernel", "hopper"]
+    for flag, value in (("-o", output), ("--report", report), ("--across", across)):
+        if value:
+            words += [flag, value]
+    for path in write(result, " ".join(words), output, report):
+        _wrote(path)
+    for name, value in result.fitted.uncertainty.items():
+        typer.echo(f"  {name} = {getattr(result.fitted.params, name):.4g} ± {value:.2g}")
 
 
 @app.command()

@@ -32,6 +32,7 @@ from analyzer.common.units import seconds, si
 from analyzer.config.by_size import instance_axes
 from analyzer.config.element_type import GENERATED
 from analyzer.config.hopper import (
+    HopperParams,
     HopperTables,
     hopper_capable,
     hopper_tables,
@@ -155,11 +156,13 @@ def _prediction(c: Configured, profile: Profile, hopper: HopperTables | None) ->
         table = hopper.tables.get(head_dim) or next(iter(hopper.tables.values()))
         instances = math.prod(size(a) for a in instance_axes(r))
         chosen = table.at(math.sqrt(seq_q * seq_k), instances)
+        params = HopperParams.of(profile)
         time = predicted_time(profile, chosen, head_dim, c.dtype, seq_q=seq_q, seq_k=seq_k,
-                              instances=instances, causal=r.causal)
+                              instances=instances, causal=r.causal, params=params)
         flops = 4 * instances * seq_q * seq_k * head_dim / (2 if r.causal else 1)
-        return (f"{seconds(time)}, {si(flops / time, 'FLOP/s')} ({chosen.label()}); the paper's idealised "
-                "model, not calibrated for this kernel",
+        model = (f"the Hopper kernel's model {params.source}" if params.calibrated else
+                 "the paper's idealised model: no one measured this kernel on this GPU")
+        return (f"{seconds(time)}, {si(flops / time, 'FLOP/s')} ({chosen.label()}); {model}",
                 f"analyzer.config.hopper, {profile.name}, {shown}")
     p = predict_configured(c, profile, sizes)
     return (f"{seconds(p.time_s)}, {si(p.flops / p.time_s, 'FLOP/s')}, {p.bound}-bound",

@@ -32,7 +32,7 @@ default: its measured times spread too far (RANKED_SCHEDULES).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.common.errors import NapkinError
@@ -41,7 +41,7 @@ from analyzer.config.configure import configurations, names_of, schedule_of
 from analyzer.config.kernels import Configured
 from analyzer.config.overlap import Stage, bound
 from analyzer.diagram.interface import Attention
-from analyzer.hardware import Profile
+from analyzer.hardware import Profile, hopper_fit
 
 PRODUCER_REGISTERS = 24       # setmaxnreg's minimum (PTX): the producer only issues TMA copies
 REGISTER_RESERVE = 24         # per consumer thread beyond the tiles (see the module docstring)
@@ -70,6 +70,37 @@ PREFERRED = {"tensor": ("intra", "none", "inter+intra", "inter"),
              "threads": ("inter+intra", "intra", "inter", "none")}
 OVERHEAD = 0.66               # o: Section 6.3's hypothesis, the threads' work Table 3 leaves out
 LOADS_FROM = "l2"             # the blocks of one head read the same chunks: all but the first from L2
+
+
+@dataclass(frozen=True)
+class HopperParams:
+    """The stated assumptions of the model below, each a parameter a sweep of the kernel fits
+    (napkin calibrate --kernel hopper; hardware.HopperFit says what each means). The defaults are the
+    paper's idealised model."""
+
+    tensor_efficiency: float = 1.0
+    softmax_overhead: float = OVERHEAD
+    l2_efficiency: float = 1.0
+    chunk_overhead_s: float = 0.0
+    prologue_chunks: float = 1.0
+    tile_overhead_s: float = 0.0
+    launch_overhead_s: float = 0.0
+    source: str = "the paper's idealised model"     # where the values come from, for headers and reports
+
+    @classmethod
+    def of(cls, profile: Profile) -> HopperParams:
+        """The profile's fitted parameters (its own, or its GPU's shipped calibration), else the defaults."""
+        found = hopper_fit(profile)
+        if found is None:
+            return cls()
+        fit, name = found
+        given = {f.name: getattr(fit, f.name).value for f in fields(cls)
+                 if f.name != "source" and getattr(fit, f.name) is not None}
+        return cls(**given, source=f"calibrated on {name}")
+
+    @property
+    def calibrated(self) -> bool:
+        return self.source != HopperParams.source
 
 
 @dataclass(frozen=True)
@@ -169,76 +200,91 @@ def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False
     return out
 
 
-def _body(profile: Profile, c: HopperConfig, head_dim: int, dtype: str) -> tuple[Stage, ...]:
-    """Table 3's loop body per row of one chunk: QK^T and PV on the tensor cores (2 d s_x each), the
-    chunk's exponentials and the rescale's on the special function units (s_x + 1)."""
+def _body(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, efficiency: float = 1.0
+          ) -> tuple[Stage, ...]:
+    """Table 3's loop body per row of one chunk: QK^T and PV on the tensor cores (2 d s_x each, at
+    `efficiency` of the datasheet rate), the chunk's exponentials and the rescale's on the special
+    function units (s_x + 1)."""
     clock = profile.clocks.tensor_hz * profile.sm_count
-    tensor = profile.tensor_flops_per_s[dtype] / clock
+    tensor = profile.tensor_flops_per_s[dtype] / clock * efficiency
     contraction = 2 * head_dim * c.chunk / tensor
     sfu = (c.chunk + 1) / profile.per_sm_per_clock.sfu_ops
     return (Stage("S (dot)", "tensor", contraction), Stage("softmax (exp)", "sfu", sfu),
             Stage("O (contraction)", "tensor", contraction))
 
 
-def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str,
-                overhead: float = OVERHEAD) -> dict[str, float]:
+def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, overhead: float | None = None,
+                params: HopperParams | None = None) -> dict[str, float]:
     """Seconds a block spends on one chunk, by what may bound it: `tensor` (the contractions at Section
     6's period, tensor cores saturated), `threads` (the period, set by the softmax and its overhead) and
-    `loads` (the chunk's K and V from LOADS_FROM, shared by the SMs); the chunk takes the largest."""
-    body = _body(profile, c, head_dim, dtype)
+    `loads` (the chunk's K and V from LOADS_FROM, shared by the SMs); the chunk takes the largest.
+    `overhead` replaces the parameters' softmax overhead (Section 6's experiment varies it)."""
+    params = params or HopperParams.of(profile)
+    o = params.softmax_overhead if overhead is None else overhead
+    body = _body(profile, c, head_dim, dtype, params.tensor_efficiency)
     strategy = "intra" if c.intra else "inter"
-    period = bound(body, groups=c.warpgroups, strategy=strategy, overhead=overhead)   # clk per row
+    period = bound(body, groups=c.warpgroups, strategy=strategy, overhead=o)   # clk per row
     busy = c.warpgroups * sum(s.clocks for s in body if s.lane == "tensor")
     t_k = period * c.rows / profile.clocks.tensor_hz          # every group's rows, sharing the lanes
     loaded = 2 * c.chunk * head_dim * bytes_per_value(dtype)     # a chunk of K and one of V
-    t_h = loaded * profile.sm_count / profile.level(LOADS_FROM).bandwidth_bytes_per_s
+    bandwidth = profile.level(LOADS_FROM).bandwidth_bytes_per_s * params.l2_efficiency
+    t_h = loaded * profile.sm_count / bandwidth
     return {"tensor" if period <= busy * (1 + 1e-9) else "threads": t_k, "loads": t_h}
 
 
 def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, *, seq_q: int, seq_k: int,
-                   instances: int, causal: bool = False, overhead: float = OVERHEAD) -> float:
-    """Seconds for `instances` (batch x query heads) of attention at these lengths (module docstring)."""
-    chunk_s = max(chunk_times(profile, c, head_dim, dtype, overhead).values())
+                   instances: int, causal: bool = False, overhead: float | None = None,
+                   params: HopperParams | None = None) -> float:
+    """Seconds for `instances` (batch x query heads) of attention at these lengths (module docstring),
+    with the profile's fitted parameters unless `params` are given."""
+    params = params or HopperParams.of(profile)
+    chunk_s = max(chunk_times(profile, c, head_dim, dtype, overhead, params).values()) + params.chunk_overhead_s
     blocks_q = math.ceil(seq_q / c.block_rows)
     chunks = math.ceil(seq_k / c.chunk)
     if causal:      # a block sees the chunks up to its diagonal: on average half, plus the diagonal's
         chunks = (chunks + 1) / 2 + c.block_rows / (2 * c.chunk)
     chunks = min(chunks, math.ceil(seq_k / c.chunk))
     waves = math.ceil(instances * blocks_q / profile.sm_count)
+    tile_s = chunks * chunk_s + params.tile_overhead_s
+    prologue_s = params.prologue_chunks * chunk_s
     if c.schedule == "persistent":     # the next tile's loads run under this one's end: one prologue an SM
-        return (waves * chunks + 1) * chunk_s
-    return waves * (chunks + 1) * chunk_s
+        return params.launch_overhead_s + waves * tile_s + prologue_s
+    return params.launch_overhead_s + waves * (tile_s + prologue_s)
 
 
 def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: int, instances: int,
-           causal: bool = False) -> list[tuple[float, HopperConfig]]:
+           causal: bool = False, params: HopperParams | None = None) -> list[tuple[float, HopperConfig]]:
     """The legal configurations with their predicted seconds, the model's choice first: predictions
     within ALIKE of the fastest are ones the model cannot tell apart, and among them the tie rule
     (`_tie`) decides; the rest follow, fastest first."""
+    params = params or HopperParams.of(profile)
     scored = [(predicted_time(profile, c, head_dim, dtype, seq_q=seq_q, seq_k=seq_k, instances=instances,
-                              causal=causal), c) for c in candidates(profile, head_dim, dtype, causal)]
+                              causal=causal, params=params), c)
+              for c in candidates(profile, head_dim, dtype, causal)]
     if not scored:
         return []
     fastest = min(t for t, _ in scored)
     return sorted(scored, key=lambda tc: (tc[0] > fastest * (1 + ALIKE),
-                                          *_tie(profile, tc[1], head_dim, dtype), tc[0]))
+                                          *_tie(profile, tc[1], head_dim, dtype, params), tc[0]))
 
 
-def threads_bound(profile: Profile, c: HopperConfig, head_dim: int, dtype: str,
-                  overhead: float = OVERHEAD) -> bool:
+def threads_bound(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, overhead: float | None = None,
+                  params: HopperParams | None = None) -> bool:
     """Whether a row's softmax (with the overhead) outlasts its two contractions: Section 6's lanes, the
     threads' the longer."""
-    body = _body(profile, c, head_dim, dtype)
+    params = params or HopperParams.of(profile)
+    o = params.softmax_overhead if overhead is None else overhead
+    body = _body(profile, c, head_dim, dtype, params.tensor_efficiency)
     tensor = sum(s.clocks for s in body if s.lane == "tensor")
-    return sum(s.clocks for s in body if s.lane != "tensor") * (1 + overhead) >= tensor
+    return sum(s.clocks for s in body if s.lane != "tensor") * (1 + o) >= tensor
 
 
-def _tie(profile: Profile, c: HopperConfig, head_dim: int, dtype: str) -> tuple:
+def _tie(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, params: HopperParams) -> tuple:
     """Among configurations the model predicts alike: a block a tile (the hardware balances what the
     model does not see), larger chunks (fewer iterations, each with its barrier waits, which the model
     leaves out), fewer stages (less SMEM), more warpgroups, then the overlap PREFERRED for the lane that
     bounds the period."""
-    preferred = PREFERRED["threads" if threads_bound(profile, c, head_dim, dtype) else "tensor"]
+    preferred = PREFERRED["threads" if threads_bound(profile, c, head_dim, dtype, params=params) else "tensor"]
     return (SCHEDULES.index(c.schedule), -c.chunk, c.stages, -c.warpgroups, preferred.index(c.overlap))
 
 
@@ -255,15 +301,17 @@ class HopperTable:
         return self.configs[self.cells[nearest(self.lengths, length)][nearest(self.instances, instances)]]
 
 
-def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool) -> HopperTable:
+def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool,
+                 params: HopperParams | None = None) -> HopperTable:
     """The first of `ranked` at every grid point (queries = keys = the length)."""
+    params = params or HopperParams.of(profile)
     configs: list[HopperConfig] = []
     cells = []
     for length in LENGTHS:
         row = []
         for instances in INSTANCES:
             ranking = ranked(profile, head_dim, dtype, seq_q=length, seq_k=length, instances=instances,
-                             causal=causal)
+                             causal=causal, params=params)
             if not ranking:
                 raise NapkinError(f"no configuration of the Hopper kernel fits head dim {head_dim} on "
                                   f"{profile.name}", file=profile.source, field="levels.smem",
@@ -344,7 +392,8 @@ class HopperTables:
 
 
 def hopper_tables(profile: Profile, head_dims: tuple[int, ...], dtype: str, *, causal: bool) -> HopperTables:
-    tables = {d: hopper_table(profile, d, dtype, causal=causal) for d in head_dims}
+    params = HopperParams.of(profile)
+    tables = {d: hopper_table(profile, d, dtype, causal=causal, params=params) for d in head_dims}
     # every warpgroup count a legal configuration has, not only the tables': config= may launch any
     used = sorted({c.warpgroups for d in head_dims for c in candidates(profile, d, dtype, causal)})
     return HopperTables(tables, {n: register_cap(profile, n) for n in used},
@@ -374,5 +423,5 @@ def realisable(c: Configured) -> str | None:
     return None
 
 
-__all__ = ["HopperConfig", "HopperTable", "HopperTables", "candidates", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "refusal",
+__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "candidates", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "refusal",
            "register_cap", "registers_per_consumer"]

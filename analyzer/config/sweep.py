@@ -27,6 +27,7 @@ from analyzer.config.by_size import instance_axes
 from analyzer.config.choose import Choice, legal, rank_at
 from analyzer.config.hopper import (
     HopperConfig,
+    HopperParams,
     chunk_times,
     hopper_capable,
     ranked,
@@ -103,9 +104,10 @@ class Sweep:
     rows: list[Row] | list[HopperRow]  # the first is napkin kernel's choice
     seconds: float                     # how long ranking took
     backend: str = "triton"            # whose configurations: the Triton module's or the Hopper kernel's
+    model: str = ""                    # the Hopper kernel's: where its parameters come from
 
     def as_dict(self) -> dict:
-        return {"diagram": self.diagram, "gpu": self.gpu, "calibrated": self.calibrated,
+        return {"diagram": self.diagram, "gpu": self.gpu, "calibrated": self.calibrated, "model": self.model,
                 "dtype": self.dtype, "kernel": self.kernel, "backend": self.backend, "sizes": self.sizes,
                 "seconds": self.seconds, "rows": [r.as_dict() for r in self.rows]}
 
@@ -183,15 +185,16 @@ def _hopper_sweep(c: Configured, profile, dtype: str, sets: dict[str, int], kern
     instances = math.prod(size(a) for a in instance_axes(r))
     flops = 4 * instances * seq_q * seq_k * head_dim / (2 if r.causal else 1)
     rows = []
+    params = HopperParams.of(profile)
     for t, config in ranked(profile, head_dim, dtype, seq_q=seq_q, seq_k=seq_k, instances=instances,
-                            causal=r.causal):
-        parts = chunk_times(profile, config, head_dim, dtype)
+                            causal=r.causal, params=params):
+        parts = chunk_times(profile, config, head_dim, dtype, params=params)
         rows.append(HopperRow(k.plan.name, config, t, flops, max(parts, key=parts.get)))
     if not rows:
         raise NapkinError(f"no configuration of the Hopper kernel fits head dim {head_dim} on {profile.name}",
                           hint="use --backend triton")
-    return Sweep(woven.name, profile.name, False, dtype, k.plan.name, shown, rows,
-                 time.perf_counter() - began, "hopper")
+    return Sweep(woven.name, profile.name, params.calibrated, dtype, k.plan.name, shown, rows,
+                 time.perf_counter() - began, "hopper", params.source)
 
 
 def _row(c: Choice, time_s: float, flops: float, ones: dict[str, int], bound: str) -> Row:

@@ -3,6 +3,7 @@ way to load one, `load(name_or_path)` (load)."""
 
 from analyzer.hardware.files import (
                                        aliases,
+                                       hopper_fit,
                                        load,
                                        load_profile_file,
                                        profile_path,
@@ -12,10 +13,11 @@ from analyzer.hardware.profile import (
                                        SCALARS,
                                        Calibration,
                                        Estimate,
+                                       HopperFit,
                                        LevelProfile,
                                        Profile,
                                        RegisterRelation,
 )
 
-__all__ = ["SCALARS", "Calibration", "Estimate", "LevelProfile", "Profile", "RegisterRelation", "aliases",
+__all__ = ["SCALARS", "Calibration", "Estimate", "HopperFit", "LevelProfile", "Profile", "RegisterRelation", "aliases", "hopper_fit",
            "load", "load_profile_file", "profile_path", "shipped_profiles"]

@@ -15,7 +15,7 @@ from analyzer.common import resources
 from analyzer.common.errors import NapkinError
 from analyzer.common.validation import from_validation_error
 from analyzer.common.yamlio import load_file
-from analyzer.hardware.profile import DOCS_HINT, Profile
+from analyzer.hardware.profile import DOCS_HINT, HopperFit, Profile
 
 
 def load(gpu: str | Path | Profile, *, field: str | None = "--gpu") -> Profile:
@@ -90,3 +90,41 @@ def profile_path(name_or_path: str, *, field: str | None = "--gpu") -> Path:
 
 def shipped_profiles() -> dict[str, Profile]:
     return {stem: load_profile_file(p) for stem, p in resources.shipped("hardware").items()}
+
+
+@cache
+def _calibrated_siblings() -> dict[str, Path]:
+    """Shipped profile name -> the shipped profile file that extends it with a calibration."""
+    out: dict[str, Path] = {}
+    for path in resources.shipped("hardware").values():
+        data = load_file(path)
+        if isinstance(data, dict) and isinstance(data.get("extends"), str) and "calibration" in data:
+            out.setdefault(data["extends"], path)
+    return out
+
+
+def hopper_fit(profile: Profile) -> tuple[HopperFit, str] | None:
+    """The Hopper kernel's fitted model for `profile`, with the name of the profile that carries it: the
+    profile's own, or, for a shipped datasheet profile, that of the shipped calibrated profile that
+    extends it (h100-calibrated for h100-sxm5), since the fit describes the GPU, not the file. None
+    where no one measured the kernel on this GPU."""
+    own = profile.calibration.hopper if profile.calibration else None
+    if own is not None:
+        return own, profile.name
+    sibling = _calibrated_siblings().get(profile.name)
+    if sibling is None or profile.calibration is not None or not _is_shipped(profile):
+        return None
+    calibrated = load_profile_file(sibling)
+    fit = calibrated.calibration.hopper if calibrated.calibration else None
+    return (fit, calibrated.name) if fit is not None else None
+
+
+def _is_shipped(profile: Profile) -> bool:
+    """Whether `profile` is the shipped profile of its name (a user's file may reuse the name)."""
+    path = resources.shipped("hardware").get(profile.name)
+    return path is not None and _shipped(path).model_dump() == profile.model_dump()
+
+
+@cache
+def _shipped(path: Path) -> Profile:
+    return load_profile_file(path)

@@ -157,6 +157,31 @@ class RegisterRelation(Exact):
         return self.offset.value + self.table_scale.value * table1 + self.tile_scale.value * tile
 
 
+class HopperFit(Exact):
+    """The Hopper kernel's model (analyzer.config.hopper) fitted to a sweep of that kernel's configurations
+    (napkin calibrate --kernel hopper; docs/validation.md). Absent parameters keep the paper's idealised
+    model: efficiencies 1, Section 6.3's 66 % overhead, one chunk of prologue a tile, no fixed costs."""
+
+    source: str = Field(description="The recording the fit came from, and the command.")
+    tensor_efficiency: Estimate | None = Field(
+        None, description="Achieved fraction of the tensor cores' datasheet rate inside wgmma.")
+    softmax_overhead: Estimate | None = Field(
+        None, description="o of Section 6.3: the threads' work beyond Table 3's, per clock of it.")
+    l2_efficiency: Estimate | None = Field(None, description="Achieved fraction of the L2 bandwidth.")
+    chunk_overhead_s: Estimate | None = Field(
+        None, description="Seconds a block spends per streamed chunk beyond its period and loads "
+                          "(barrier waits, issue).")
+    prologue_chunks: Estimate | None = Field(
+        None, description="Chunk times a tile adds for its prologue and epilogue (the first QK^T and the "
+                          "last PV alone).")
+    tile_overhead_s: Estimate | None = Field(
+        None, description="Seconds a tile adds beyond its chunks (its query load, output store, "
+                          "barrier set-up).")
+    launch_overhead_s: Estimate | None = Field(None, description="Seconds per kernel launch.")
+    fit: dict[str, float | int | str] = Field(default_factory=dict,
+                                              description="How well the fit did (informative).")
+
+
 class Calibration(Exact):
     """The model's stated assumptions, fitted to measurements (napkin calibrate; docs/validation.md).
 
@@ -201,6 +226,9 @@ class Calibration(Exact):
                                           "lowers its clock under load).")
     registers: RegisterRelation | None = Field(
         None, description="The compiler's register count (absent: Table 1's share plus a reserve).")
+    hopper: HopperFit | None = Field(
+        None, description="The Hopper kernel's model fitted to a sweep of it (absent: the paper's "
+                          "idealised model ranks its configurations).")
     fit: dict[str, float | int | str] = Field(default_factory=dict,
                                               description="How well the fit did (informative).")
 

@@ -190,8 +190,9 @@ def _hopper_sweep_text(s, top: int) -> list:
         c = r.config
         row(table, str(i), str(c.warpgroups), str(c.chunk), str(c.stages), c.overlap, c.schedule,
             seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
-    return [Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} (Hopper kernel, the paper's model at Section 6.3's "
-                 f"66 % overhead, not calibrated), {s.dtype}; {sizes}", style="bold"), table,
+    model = f"its model {s.model}" if s.calibrated else "the paper's idealised model: not measured on this GPU"
+    return [Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} (Hopper kernel, {model}), {s.dtype}; {sizes}",
+                 style="bold"), table,
             Text(f"ranked in {s.seconds:.2f} s; predictions within 5 % are alike and the tie rule orders them "
                  "(docs/kernels.md); the first is what napkin kernel launches at these sizes\n")]
 

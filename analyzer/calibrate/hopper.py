@@ -1,0 +1,286 @@
+"""napkin calibrate --kernel hopper: the Hopper kernel's model (analyzer.config.hopper) fitted to a sweep
+of that kernel's configurations (bench/hopper_sweep.py), and held against what it did not see.
+
+    recording -> measured records (configuration, shape, seconds) -> held-out split: one sequence length
+    of the grid and every shape beyond it -> robust fit of HopperParams' parameters on the rest
+    (scipy.optimize.least_squares, Huber loss on log errors, each parameter bounded to its meaning),
+    uncertainties from the fit's Jacobian -> errors per split and shape class, the model's choice per
+    shape against the best measured, and (given a second GPU's recording) the fit carried across GPUs
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from scipy.optimize import least_squares
+
+from analyzer import hardware
+from analyzer.calibrate.record import MAX_SIZE, Seconds, read_json
+from analyzer.common.errors import NapkinError
+from analyzer.config.hopper import (
+    CHUNKS,
+    OVERLAPS,
+    SCHEDULES,
+    STAGES,
+    HopperConfig,
+    HopperParams,
+    configuration,
+    legal,
+    predicted_time,
+    ranked,
+)
+from analyzer.hardware import Estimate, HopperFit, Profile
+
+HELD_OUT_SEQLEN = 4096       # the grid's sequence length left out of the fit
+HUBER_SCALE = 0.05           # log errors beyond 5 % count linearly: a few odd timings cannot pull the fit
+# name -> (start, lower, upper, scale): each parameter's range is where it means what HopperFit says
+PARAMETERS = {
+    "tensor_efficiency": (1.0, 0.2, 1.2, 1.0),       # up to the boost clock over the tensor clock
+    "softmax_overhead": (0.66, 0.0, 4.0, 1.0),       # Section 6.3's 0.66 to start
+    "l2_efficiency": (1.0, 0.1, 1.5, 1.0),
+    "chunk_overhead_s": (0.0, 0.0, 1e-5, 1e-7),      # below a chunk's own time
+    "prologue_chunks": (1.0, 0.0, 8.0, 1.0),
+    "tile_overhead_s": (0.0, 0.0, 1e-4, 1e-6),
+    "launch_overhead_s": (0.0, 0.0, 1e-5, 1e-6),     # a launch from a CUDA graph: microseconds
+}
+
+
+
+class HopperConfigEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    WARPGROUPS: int = Field(ge=1, le=8)
+    BLOCK_X: Literal[CHUNKS]
+    STAGES: Literal[STAGES]
+    OVERLAP: Literal[OVERLAPS]
+    SCHEDULE: Literal[SCHEDULES]
+
+
+class HopperRecord(BaseModel):
+    """One configuration at one shape, as bench/hopper_sweep.py records it."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    kind: str = Field(description="grid, or the validation's shape class")
+    diagram: str
+    dtype: Literal["fp16", "bf16"]
+    head_dim: int = Field(ge=1, le=MAX_SIZE)
+    causal: bool
+    batch: int = Field(ge=1, le=MAX_SIZE)
+    heads_q: int = Field(ge=1, le=MAX_SIZE)
+    heads_kv: int = Field(ge=1, le=MAX_SIZE)
+    seq_q: int = Field(ge=1, le=MAX_SIZE)
+    seq_k: int = Field(ge=1, le=MAX_SIZE)
+    config: HopperConfigEntry
+    status: Literal["ok", "error"]
+    time_s: Seconds | None = None
+
+    @property
+    def shape(self) -> tuple:
+        return (self.kind, self.diagram, self.head_dim, self.batch, self.heads_q, self.heads_kv, self.seq_q,
+                self.seq_k)
+
+    def label(self) -> str:
+        return f"{self.diagram} d={self.head_dim} b={self.batch} h={self.heads_q} {self.seq_q}x{self.seq_k}"
+
+
+class HopperRecording(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    meta: dict
+    records: list[HopperRecord]
+
+
+def load(path: str) -> tuple[HopperRecording, list[HopperRecord]]:
+    """The recording and its measured records (tiles schedule: the one the model ranks)."""
+    rec = read_json(Path(path), HopperRecording, missing=f"no such recording: {path}", field="RECORDING",
+                    hint="pass a recording bench/hopper_sweep.py wrote, such as "
+                         "bench/results/hopper_sweep_h100.json")
+    measured = [r for r in rec.records if r.status == "ok" and r.time_s and r.config.SCHEDULE == "tiles"]
+    if not measured:
+        raise NapkinError(f"{path} has no measured records of the Hopper kernel", file=path, field="records")
+    return rec, measured
+
+
+def config_of(profile: Profile, r: HopperRecord) -> HopperConfig:
+    c = r.config
+    return configuration(profile, r.head_dim, r.dtype, warpgroups=c.WARPGROUPS, chunk=c.BLOCK_X, stages=c.STAGES,
+                         overlap=c.OVERLAP, schedule=c.SCHEDULE, causal=r.causal)
+
+
+def predict(profile: Profile, records: list[HopperRecord], params: HopperParams) -> np.ndarray:
+    return np.array([predicted_time(profile, config_of(profile, r), r.head_dim, r.dtype, seq_q=r.seq_q,
+                                    seq_k=r.seq_k, instances=r.batch * r.heads_q, causal=r.causal, params=params)
+                     for r in records])
+
+
+def _params(x: np.ndarray, source: str = HopperParams.source) -> HopperParams:
+    return HopperParams(**dict(zip(PARAMETERS, map(float, x), strict=True)), source=source)
+
+
+@dataclass(frozen=True)
+class Fitted:
+    params: HopperParams
+    uncertainty: dict[str, float]     # one standard error per parameter (the Jacobian's)
+    rms_log_error: float
+    training: int
+
+
+def fit(profile: Profile, records: list[HopperRecord], source: str) -> Fitted:
+    """Least squares on log(predicted / measured), Huber loss, bounded parameters."""
+    measured = np.array([r.time_s for r in records])
+    start, low, high, scale = (np.array(v) for v in zip(*PARAMETERS.values(), strict=True))
+    if len(records) < 3 * len(PARAMETERS):
+        raise NapkinError(f"{source}: {len(records)} training records are too few to fit {len(PARAMETERS)} "
+                          "parameters", hint="record more configurations (python bench/hopper_sweep.py)")
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        return np.log(predict(profile, records, _params(x)) / measured)
+
+    found = least_squares(residuals, start, bounds=(low, high), loss="huber", f_scale=HUBER_SCALE,
+                          x_scale=scale, diff_step=1e-3)
+    r = residuals(found.x)
+    dof = max(len(r) - len(start), 1)
+    try:     # the Gauss-Newton covariance, (J^T J)^-1 times the residual variance, in units of each
+        jac = found.jac * scale      # parameter's scale: seconds and shares differ by 10^7
+        cov = np.linalg.pinv(jac.T @ jac) * float(r @ r) / dof
+        error = np.sqrt(np.clip(np.diag(cov), 0, None)) * scale
+    except np.linalg.LinAlgError:
+        error = np.full(len(start), np.nan)
+    return Fitted(_params(found.x, f"calibrated on {profile.name}"),
+                  {n: float(e) for n, e in zip(PARAMETERS, error, strict=True)},
+                  float(np.sqrt(np.mean(r ** 2))), len(records))
+
+
+@dataclass(frozen=True)
+class Errors:
+    """|predicted / measured - 1| of a set of records."""
+
+    count: int
+    median: float
+    p90: float
+    worst: float
+
+    @classmethod
+    def of(cls, predicted: np.ndarray, measured: np.ndarray) -> Errors:
+        e = np.abs(predicted / measured - 1)
+        if not len(e):
+            return cls(0, math.nan, math.nan, math.nan)
+        return cls(len(e), float(np.median(e)), float(np.percentile(e, 90)), float(e.max()))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """At one shape: the model's first choice among the measured configurations, and the best measured."""
+
+    shape: tuple
+    label: str
+    chosen: dict
+    best: dict
+    regret: float        # measured time of the choice / the best's, less 1
+
+
+def choices(profile: Profile, records: list[HopperRecord], params: HopperParams) -> list[Choice]:
+    """Per shape, `ranked`'s order (its ties included) restricted to the configurations measured there."""
+    by_shape: dict[tuple, list[HopperRecord]] = {}
+    for r in records:
+        by_shape.setdefault(r.shape, []).append(r)
+    out = []
+    for shape, recs in by_shape.items():
+        r0 = recs[0]
+        order = [c.entry() for _, c in ranked(profile, r0.head_dim, r0.dtype, seq_q=r0.seq_q, seq_k=r0.seq_k,
+                                              instances=r0.batch * r0.heads_q, causal=r0.causal, params=params)]
+        measured = {tuple(r.config.model_dump().items()): r for r in recs}
+        chosen = next((measured[tuple(e.items())] for e in order if tuple(e.items()) in measured), None)
+        if chosen is None:
+            continue
+        best = min(recs, key=lambda r: r.time_s)
+        out.append(Choice(shape, f"{r0.kind}: {r0.label()}", chosen.config.model_dump(), best.config.model_dump(),
+                          chosen.time_s / best.time_s - 1))
+    return out
+
+
+@dataclass(frozen=True)
+class Result:
+    source: str
+    recording: HopperRecording
+    records: list[HopperRecord]
+    base: Profile
+    fitted: Fitted
+    split: list[str]                       # per record: train, held-out size, beyond
+    errors: dict[str, dict[str, Errors]]   # model (idealised, calibrated) -> split or shape class -> errors
+    choices: dict[str, list[Choice]]       # model -> per shape
+    across: dict[str, Errors] | None       # this fit on the other GPU's records: split -> errors
+    other: str | None                      # the other GPU's recording
+    refused: int                           # records of configurations the legality rule now refuses
+
+
+def split_of(r: HopperRecord, held_out: int) -> str:
+    if r.kind != "grid":
+        return "beyond"
+    return "held-out size" if held_out in (r.seq_q, r.seq_k) else "train"
+
+
+def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SEQLEN, other: str | None = None,
+              other_gpu: str | Profile | None = None) -> Result:
+    rec, records = load(recording)
+    base = hardware.load(gpu)
+    base = base.model_copy(update={"calibration": None})
+    # what the legality rule refuses today (a register reserve learnt after the sweep) the model never ranks
+    refused = sum(not legal(base, config_of(base, r)) for r in records)
+    records = [r for r in records if legal(base, config_of(base, r))]
+    if not records:
+        raise NapkinError(f"{recording}: no record is a legal configuration on {base.name}", file=recording,
+                          field="records", hint="calibrate against the profile the recording was swept on")
+    split = [split_of(r, held_out) for r in records]
+    train = [r for r, s in zip(records, split, strict=True) if s == "train"]
+    fitted = fit(base, train, recording)
+    models = {"idealised": HopperParams(), "calibrated": fitted.params}
+    measured = np.array([r.time_s for r in records])
+    errors, picked = {}, {}
+    for name, params in models.items():
+        predicted = predict(base, records, params)
+        groups: dict[str, list[int]] = {}
+        for i, (r, s) in enumerate(zip(records, split, strict=True)):
+            groups.setdefault(s, []).append(i)
+            groups.setdefault(f"{'grid' if r.kind == 'grid' else r.kind}", []).append(i)
+        errors[name] = {g: Errors.of(predicted[ix], measured[ix]) for g, ix in groups.items()}
+        picked[name] = choices(base, records, params)
+    across = None
+    if other is not None:
+        _, theirs = load(other)
+        them = hardware.load(other_gpu or gpu).model_copy(update={"calibration": None})
+        theirs = [r for r in theirs if legal(them, config_of(them, r))]
+        predicted = predict(them, theirs, replace(fitted.params, source=f"calibrated on {base.name}"))
+        t = np.array([r.time_s for r in theirs])
+        across = {"all": Errors.of(predicted, t),
+                  **{s: Errors.of(predicted[ix], t[ix]) for s in ("train", "held-out size", "beyond")
+                     if (ix := [i for i, r in enumerate(theirs) if split_of(r, held_out) == s])}}
+    return Result(recording, rec, records, base, fitted, split, errors, picked, across, other, refused)
+
+
+def hopper_fit(r: Result, command: str) -> HopperFit:
+    """The fit as a profile carries it."""
+    f = r.fitted
+    meta = r.recording.meta
+    values = {fld.name: Estimate(value=float(f"{getattr(f.params, fld.name):.4g}"),
+                                 uncertainty=float(f"{f.uncertainty[fld.name]:.2g}")
+                                 if math.isfinite(f.uncertainty[fld.name]) else None)
+              for fld in fields(HopperParams) if fld.name in PARAMETERS}
+    held = r.errors["calibrated"]
+    return HopperFit(
+        source=(f"{r.source}: {meta.get('command', '?')} on one {meta.get('gpu', 'GPU')}, {meta.get('date', '?')}; "
+                f"{f.training} training configurations, least squares with Huber loss ({command})"),
+        **values,
+        fit={"training_records": f.training, "rms_log_error": float(f"{f.rms_log_error:.3g}"),
+             "held_out_median_error": float(f"{held['held-out size'].median:.3g}"),
+             "beyond_median_error": float(f"{held['beyond'].median:.3g}")})
+
+
+__all__ = ["HopperRecord", "HopperRecording", "Result", "calibrate", "choices", "fit", "hopper_fit", "load",
+           "predict"]
