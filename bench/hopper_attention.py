@@ -54,6 +54,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=Path("bench/results"))
     ap.add_argument("--budget-s", type=float, default=540.0, help="stop timing after this many seconds")
     ap.add_argument("--quick", action="store_true", help="seqlens 1k, 4k, 16k only")
+    ap.add_argument("--timer", choices=("do_bench", "graph"), default="do_bench",
+                    help="do_bench (a Python launch per call, L2 cleared between) or graph (CUDA graph replays)")
     ap.add_argument("--parts", default="checks,grid,schedules,section6",
                     help="which parts to run, comma-separated (the checks always run first)")
     return ap.parse_args(argv)
@@ -72,9 +74,10 @@ class Run:
         self.tmp = Path("/tmp/napkin_hopper_bench")
         self.tmp.mkdir(parents=True, exist_ok=True)
         self.name = f"hopper_{args.gpu}"
+        timer = (f"triton.testing.do_bench_cudagraph(rep={REP_MS})" if args.timer == "graph"
+                 else f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS})")
         self.doc = {"command": command("hopper_attention.py", argv), "environment": environment(),
-                    "profile": args.gpu, "timer": f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}), "
-                    "median", "checks": [], "grid": [], "schedules": [], "section6": [], "skipped": []}
+                    "profile": args.gpu, "timer": f"{timer}, median", "checks": [], "grid": [], "schedules": [], "section6": [], "skipped": []}
         self.hopper, self.triton, self.generated = {}, {}, {}
         for diagram in ("mha", "causal_attention", "gqa"):
             g = generate(diagram, args.gpu)
@@ -171,7 +174,12 @@ def tflops(batch, heads, seq, d, causal, seconds):
     return 4 * batch * heads * seq * seq * d / seconds / 1e12 / (2 if causal else 1)
 
 
+GRAPH = {"on": False}      # --timer graph: CUDA graph replays (the kernel without its Python launch)
+
+
 def bench(triton, fn):
+    if GRAPH["on"]:
+        return triton.testing.do_bench_cudagraph(fn, rep=REP_MS) * 1e-3
     return triton.testing.do_bench(fn, warmup=WARMUP_MS, rep=REP_MS) * 1e-3
 
 
@@ -337,6 +345,7 @@ def markdown(doc) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    GRAPH["on"] = args.timer == "graph"
     run = Run(args, argv)
     log(f"{run.doc['environment']['gpu']}: generated and imported in {time.monotonic() - run.start:.0f} s")
     if not checks(run):
