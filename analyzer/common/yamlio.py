@@ -13,6 +13,7 @@ silently keep the last one); files larger than MAX_BYTES.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from pathlib import Path
@@ -125,7 +126,22 @@ for _kind in ("null", "bool", "int", "float"):
     _CoreLoader.add_constructor(CORE + _kind, getattr(_CoreLoader, f"construct_core_{_kind}"))
 
 
+_PARSED: dict[tuple[str, str], Any] = {}   # (text, source) -> its data: one command reads a file many times
+_PARSED_MAX = 16
+
+
 def load_text(text: str, *, source: str) -> Any:
+    """The data of YAML `text`, a fresh copy on every call (callers may change what they are given);
+    `source` names the file in errors. A text already read in this process is not parsed again."""
+    key = (text, source)
+    if key not in _PARSED:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = _parse(text, source)
+    return copy.deepcopy(_PARSED[key])
+
+
+def _parse(text: str, source: str) -> Any:
     try:
         return yaml.load(text, Loader=_CoreLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:

@@ -40,7 +40,23 @@ def load_diagram(path: Path) -> Diagram:
     return compile_data(data, source=str(path))
 
 
+_COMPILED: dict[tuple[str, str], Diagram] = {}   # (repr of the data, source) -> its diagram
+_COMPILED_MAX = 16
+
+
 def compile_data(data: object, *, source: str) -> Diagram:
+    """The compiled diagram of document `data`. The same document compiles to the same (immutable)
+    Diagram object once per process: one command compiles a file several times, and the configuration
+    search caches its legal candidates by diagram (analyzer.config.choose.legal)."""
+    key = (repr(data), source)          # plain data (YAML's core types): its repr is its content
+    if key not in _COMPILED:
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.pop(next(iter(_COMPILED)))
+        _COMPILED[key] = _compile(data, source)
+    return _COMPILED[key]
+
+
+def _compile(data: object, source: str) -> Diagram:
     try:
         spec = DiagramSpec.model_validate(data)
     except ValidationError as exc:

@@ -70,13 +70,19 @@ def utilization(groups, sm_count: int, ramp=1.0, resident=1.0):
 
 @dataclass(frozen=True)
 class Parts:
-    """The model's seconds, elementwise."""
+    """The model's seconds, elementwise: each term that can set a kernel's time, apart."""
 
     pipes: dict[str, np.ndarray]       # per pipeline, efficiency and wave quantization included
-    cycles: np.ndarray                 # slowest pipeline or load latency, plus calibrated overheads
+    latency: np.ndarray                # loads in flight (5.6): (lambda C + transfers) / ((stages - 1) k)
+    added: np.ndarray                  # calibrated overheads added to the slowest: sigma k^-beta, t_step C / k
     power: np.ndarray                  # the power bound (0: none)
     transfer: np.ndarray               # sum over levels
     exposed: np.ndarray                # prologue/epilogue transfers and launch, outside the overlap
+
+    @property
+    def cycles(self) -> np.ndarray:
+        """The slowest pipeline, or the loads in flight, plus the overheads added to it."""
+        return reduce(np.maximum, [self.latency, *self.pipes.values()]) + self.added
 
     @property
     def compute(self) -> np.ndarray:
@@ -92,9 +98,11 @@ class Parts:
         return (self.power > 0) & (self.power >= self.cycles)
 
     def bound(self, i: int) -> str:
-        """What sets configuration i's time: transfers, compute, or power (the clock its activity
-        allows sets the compute time)."""
-        if self.compute[i] < self.transfer[i]:
+        """What sets configuration i's time: transfers (also where the loads in flight take as long
+        as the transfers themselves: stages - 1 = 1 with no latency), compute, or power (the clock its
+        activity allows sets the compute time)."""
+        slowest_pipe = max((float(t[i]) for t in self.pipes.values()), default=0.0)
+        if self.compute[i] <= self.transfer[i] or (self.latency[i] > slowest_pipe and not self.power_bound[i]):
             return "transfers"
         return "power" if self.power_bound[i] else "compute"
 
@@ -121,16 +129,15 @@ def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray]
     transfer = overlapped([np.asarray(t, dtype=np.float64) / get(f"bandwidth_efficiency.{lv}")
                            for lv, t in transfers.items()], get("level_overlap"), zero)
     in_flight = np.maximum(np.asarray(stages, dtype=np.float64) - 1, 1) * resident
-    latency = (get("load_latency_s") * chunks + transfer) / in_flight    # never above `transfer` at lambda 0
-    slowest = np.max(np.stack([zero + latency, *(zero + t for t in per_pipe.values())]), axis=0)
+    latency = zero + (get("load_latency_s") * chunks + transfer) / in_flight   # never above `transfer` at lambda 0
     other = sum((t for p, t in per_pipe.items() if p != "tensor"), zero)
     exposed_share = get("softmax_overhead") * resident ** -get("softmax_overlap")
-    cycles = slowest + exposed_share * other + get("step_overhead_s") * chunks / resident
+    added = exposed_share * other + get("step_overhead_s") * chunks / resident
     power = power_bound({**pipes, **transfers}, params, zero)
     alone = np.asarray(waves, dtype=np.float64) * (resident < 2)      # blocks that start and end alone
     exposed = (get("edge_exposed") * np.asarray(edge, dtype=np.float64) + get("block_overhead_s") * alone
                + get("launch_overhead_s") + zero)
-    return Parts(per_pipe, cycles, power, transfer, exposed)
+    return Parts({p: zero + t for p, t in per_pipe.items()}, latency, added, power, transfer, exposed)
 
 
 def power_bound(work: Mapping[str, np.ndarray], params: Mapping[str, float], zero=0.0):
@@ -196,18 +203,27 @@ def kernel_time(values: Mapping[str, np.ndarray], levels: Mapping[str, float], p
 
 @dataclass(frozen=True)
 class Prediction:
+    """One configuration's time, term by term: every term that can set it is here, so what a report
+    shows adds up to `time_s` (max(compute, power, transfers) + exposed)."""
+
     compute_s: dict[str, float]        # per pipeline
     transfer_s: dict[str, float]       # per level
     utilization: float
     paths: dict[str, str]              # level -> "source->level", to name a transfer bound
-    overhead_s: float = 0.0            # calibrated: exposed non-tensor time, per-chunk overhead, latency
+    latency_s: float = 0.0             # loads in flight (5.6): at most the transfers with no load latency
+    added_s: float = 0.0               # calibrated: exposed non-tensor time and per-chunk overhead
     exposed_s: float = 0.0             # calibrated: prologue/epilogue transfers and launch
     level_overlap: float = 0.0         # calibrated: omega, the share of the shorter levels hidden
     power_s: float = 0.0               # calibrated: the least time at the clock the work's activity allows
 
     @property
+    def cycles_s(self) -> float:
+        """The slowest pipeline or the loads in flight, with the overheads added to it."""
+        return max(self.latency_s, *self.compute_s.values(), 0.0) + self.added_s
+
+    @property
     def compute_time_s(self) -> float:
-        return max(self.compute_s.values(), default=0.0) + self.overhead_s
+        return max(self.cycles_s, self.power_s)
 
     @property
     def transfer_time_s(self) -> float:
@@ -219,13 +235,20 @@ class Prediction:
 
     @property
     def bound(self) -> str:
-        if self.compute_time_s >= self.transfer_time_s:
-            pipe = max(self.compute_s, key=self.compute_s.get)
-            if self.power_s > 0 and self.power_s >= self.compute_time_s * (1 - 1e-9):
-                return f"power ({pipe}, clock lowered)"
-            return f"compute ({pipe})"
-        level = max(self.transfer_s, key=self.transfer_s.get)
-        return f"transfers ({self.paths.get(level, level)})"
+        """The term that sets the time: the transfers (ties included: with no load latency the loads
+        in flight take exactly the transfers' time), the loads' latency, the power bound, or the
+        slowest pipeline."""
+        slowest = max(self.compute_s.values(), default=0.0)
+        level = max(self.transfer_s, key=self.transfer_s.get) if self.transfer_s else ""
+        path = self.paths.get(level, level)
+        if self.transfer_time_s >= self.compute_time_s * (1 - 1e-9):
+            return f"transfers ({path})"
+        pipe = max(self.compute_s, key=self.compute_s.get) if self.compute_s else "tensor"
+        if self.power_s > 0 and self.power_s >= self.cycles_s * (1 - 1e-9):
+            return f"power ({pipe}, clock lowered)"
+        if self.latency_s > slowest:
+            return f"load latency ({path}, loads in flight)"
+        return f"compute ({pipe})"
 
 
 def predict(flops: dict[str, float], transfer_bytes: dict[str, float], weights: dict[str, float],
@@ -239,7 +262,7 @@ def predict(flops: dict[str, float], transfer_bytes: dict[str, float], weights: 
     params = params_of(profile)
     transfers = {lv: float(transfer_bytes[lv] * weights[lv] / params.get(f"bandwidth_efficiency.{lv}", 1.0))
                  for lv in transfer_bytes}
-    per_pipe = {p: float(t) for p, t in parts.pipes.items()}
-    overhead = float(parts.compute) - max(per_pipe.values(), default=0.0)
-    return Prediction(per_pipe, transfers, float(utilization(groups, profile.sm_count, ramp)), paths or {},
-                      overhead, float(parts.exposed), params.get("level_overlap", 0.0), float(parts.power))
+    return Prediction({p: float(t) for p, t in parts.pipes.items()}, transfers,
+                      float(utilization(groups, profile.sm_count, ramp)), paths or {},
+                      float(parts.latency), float(parts.added), float(parts.exposed),
+                      params.get("level_overlap", 0.0), float(parts.power))

@@ -24,6 +24,23 @@ MEANING = {
 REGENERATE = "#   "            # the header's lines that say how the file was made
 
 
+def kept_fit(existing: Path | None, base: str) -> tuple[dict, list[str]] | None:
+    """The Hopper fit an existing calibrated profile of `base` holds, with the header lines that say how
+    it was made; None where there is no such file or fit. The portable kernels' calibrate keeps it, as
+    this one keeps theirs: each command replaces its own part of the profile."""
+    if existing is None or not existing.is_file():
+        return None
+    data = load_file(existing)
+    if not isinstance(data, dict) or data.get("extends") != base:
+        return None
+    fit = (data.get("calibration") or {}).get("hopper")
+    if not isinstance(fit, dict):
+        return None
+    lines = [line for line in existing.read_text().splitlines()
+             if line.startswith(REGENERATE) and "--kernel hopper" in line]
+    return fit, lines
+
+
 def profile_yaml(r: Result, command: str, existing: Path | None) -> str:
     """The calibrated profile: `existing` (a calibrated profile of the same GPU) with its Hopper fit
     replaced, or a new one that extends the datasheet profile with the fit alone."""

@@ -279,7 +279,7 @@ def test_committed_profile_and_report_are_what_calibrate_writes(recorded):
     the parameters fixed nothing is left to a fit, so no tolerance is needed; the fit itself is
     checked against them in test_the_fit_of_the_recording_lands_on_the_committed_parameters."""
     result, command = recorded
-    assert profile_yaml(result, command) == PROFILE.read_text()
+    assert profile_yaml(result, command, PROFILE) == PROFILE.read_text()
     plot = "images/validation-scatter.png"
     timing = re.compile(r"took at most [0-9.]+ s")      # the one wall-clock number in the report
     assert timing.sub("", report_markdown(result, command, plot)) == timing.sub("", REPORT.read_text())
