@@ -10,6 +10,7 @@ import json
 import os
 import re
 import sys
+from contextlib import contextmanager
 from typing import Annotated, Optional
 
 import typer
@@ -37,6 +38,37 @@ GpusOpt = Annotated[Optional[list[str]], typer.Option(
 SetOpt = Annotated[Optional[list[str]], typer.Option(
     "--set", "-s", help="Override a size (q=16384) or pin a tile size (g_q=128); repeatable.")]
 OutputOpt = Annotated[str, typer.Option("--output", "-o", help="Output file: .png, .svg or .pdf.")]
+
+
+@contextmanager
+def _progress(title: str):
+    """A progress bar on stderr for long work: yields the callback (analyzer.common.progress) that the
+    work reports its stages through; gone when the work ends, so stdout stays the result alone. Drawn
+    only where stderr is a terminal: a log or a pipe gets no bar."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda what, done, total: None
+        return
+    bars = Progress(TextColumn(f"{title}: {{task.description}}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=True)
+    tasks: dict[str, int] = {}
+
+    def report(what: str, done: int, total: int) -> None:
+        if what not in tasks:
+            tasks[what] = bars.add_task(what, total=total)
+        bars.update(tasks[what], completed=done, total=total)
+
+    with bars:
+        yield report
 
 
 def _console():
@@ -84,7 +116,11 @@ def analyze(
     _check_dtypes([dtype] if dtype else [])
     if cluster is not None and cluster < 2:
         raise NapkinError(f"--cluster {cluster}: a cluster has at least 2 members")
-    result = run(diagram, gpu, sets=_parse_sets(set_ or []), dtype=dtype, cluster=cluster)
+    from analyzer import hardware
+    sets = _parse_sets(set_ or [])
+    profile = hardware.load(gpu)
+    result = run(diagram, profile, sets=sets, dtype=dtype, cluster=cluster)
+    result = _with_expected(result, diagram, profile, sets, dtype)
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
     elif as_latex:
@@ -93,6 +129,16 @@ def analyze(
     else:
         from analyzer.report.analysis import render
         _console().print(render(result))
+
+
+def _with_expected(result, diagram: str, gpu, sets: dict, dtype: str | None):
+    """The analysis (or configuration) with what the generated kernel is expected to take
+    (analyzer.config.launch), or why napkin kernel generates none for it."""
+    from analyzer.config.launch import expect
+    try:
+        return result.model_copy(update={"expected": expect(diagram, gpu, dtype=dtype, sets=sets)})
+    except NapkinError as exc:
+        return result.model_copy(update={"expected_absent": exc.message})
 
 
 def _check_dtypes(dtypes: list[str]) -> list[str]:
@@ -152,8 +198,12 @@ def configure(
         from analyzer.report.configure import render_list
         _console().print(render_list(configurations(diagram, dtype=dtype)))
         return
-    result = run(diagram, gpu, config=config, sets=_parse_sets(set_ or []), dtype=dtype,
+    from analyzer import hardware
+    sets = _parse_sets(set_ or [])
+    profile = hardware.load(gpu)
+    result = run(diagram, profile, config=config, sets=sets, dtype=dtype,
                  overhead=overhead, strategy=strategy, overlap=overlap)
+    result = _with_expected(result, diagram, profile, sets, dtype)
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
     else:
@@ -259,7 +309,9 @@ def sweep(
     from analyzer.report.analysis import sweep_text
     if dtype not in ("fp16", "bf16"):
         raise NapkinError(f"--dtype {dtype!r}: generated kernels take fp16 or bf16")
-    result = run(diagram, gpu, dtype=dtype, sets=_parse_sets(set_ or []), kernel=kernel, backend=backend)
+    with _progress("sweep") as progress:
+        result = run(diagram, gpu, dtype=dtype, sets=_parse_sets(set_ or []), kernel=kernel, backend=backend,
+                     progress=progress)
     if as_json:
         typer.echo(json.dumps([s.as_dict() for s in result], indent=2))
         return
@@ -318,7 +370,9 @@ def calibrate(
             if not family or not size.isdigit():
                 raise NapkinError(f"--held-out {item!r}: expected FAMILY=SIZE, e.g. attention=8192")
             sizes[family] = int(size)
-    result = run(recording, gpu, held_out_size=sizes, samples=samples, registers=registers)
+    with _progress("calibrate") as progress:
+        result = run(recording, gpu, held_out_size=sizes, samples=samples, registers=registers,
+                     progress=progress)
     words = ["napkin", "calibrate", recording, "--gpu", gpu]
     for flag, value in (("-o", output), ("--report", report), ("--plot", plot)):
         if value:
@@ -347,7 +401,8 @@ def _calibrate_hopper(recording: str, gpu: str, output: str | None, report: str 
         if not other or not other_gpu:
             raise NapkinError(f"--across {across!r}: expected RECORDING:GPU, e.g. "
                               "bench/results/hopper_sweep_h200.json:h200")
-    result = run(recording, gpu, other=other, other_gpu=other_gpu)
+    with _progress("calibrate") as progress:
+        result = run(recording, gpu, other=other, other_gpu=other_gpu, progress=progress)
     words = ["napkin", "calibrate", recording, "--gpu", gpu, "--kernel", "hopper"]
     for flag, value in (("-o", output), ("--report", report), ("--across", across)):
         if value:

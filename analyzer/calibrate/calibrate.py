@@ -38,6 +38,7 @@ from analyzer.calibrate.validate import (
     validate,
 )
 from analyzer.common.errors import NapkinError
+from analyzer.common.progress import Progress, silent
 from analyzer.config.kernels import configure_kernels
 from analyzer.config.sweep import sweep
 from analyzer.hardware import SCALARS, Calibration, Estimate, Profile, RegisterRelation
@@ -63,11 +64,12 @@ class Result:
 
 def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, int] | None = None,
               samples: int = 40, name: str | None = None, registers: str | None = None,
-              fitted: Fit | None = None) -> Result:
+              fitted: Fit | None = None, progress: Progress = silent) -> Result:
     """`registers`: a compile recording; the compiler's register count is fitted first, and resident
     blocks and legality follow it in the time fit and in the calibrated profile. `fitted`: parameters
     (with their uncertainties) to validate instead of fitting them, such as a calibrated profile's;
-    their RMS log error is taken on the training records."""
+    their RMS log error is taken on the training records. `progress` hears of each stage and each
+    bootstrap refit."""
     rec = load_recording(recording)
     records = measured(rec)
     base = hardware.load(gpu)
@@ -87,18 +89,22 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
         raise NapkinError(f"{recording}: {len(train)} training records are too few to fit "
                           f"{len(FITTED)} parameters", hint="record more configurations")
     if fitted is None:
+        progress("fit", 0, 1)
         found = fit(c.take(train))
+        progress("fit", 1, 1)
         check_ranges(found.values, efficiency_max=base.clocks.boost_hz / base.clocks.tensor_hz,
                      longest_s=float(c.measured.max()), source=recording)
-        best = bootstrap(c.take(train), found, samples=samples)
+        best = bootstrap(c.take(train), found, samples=samples, progress=progress)
     else:
         best = replace(fitted, rms_log_error=rms_log_error(c.take(train), fitted.values))
     calibrated = calibrated_profile(base, best, rec, recording, name, len(train), relation)
     predictions = {"datasheet": c.time({}), "calibrated": c.time(best.values)}
     choices, slowest = {}, 0.0
-    for label, profile in (("datasheet", base), ("calibrated", calibrated)):
+    for i, (label, profile) in enumerate((("datasheet", base), ("calibrated", calibrated))):
+        progress("choices", i, 2)
         choices[label], seconds = first_choices(records, profile)
         slowest = max(slowest, seconds) if label == "calibrated" else slowest
+    progress("choices", 2, 2)
     v = validate(records, predictions, splits, choices)
     v.shapes[KERNEL] = by_shape(records, predictions["calibrated"], kernel_choices(records, calibrated))
     check = check_registers(reg_fit, records, predictions["calibrated"], v.shapes["calibrated"]) \

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from analyzer.common.progress import Progress, silent
 from analyzer.model.predict import Parts, datasheet, seconds
 
 HUBER = 0.1          # log residual beyond which a configuration counts linearly (about 10 % off)
@@ -203,11 +204,17 @@ def _lm(c: Components, names: tuple[str, ...], start: dict[str, float], weights,
                iterations=iterations)
 
 
-def bootstrap(c: Components, best: Fit, *, samples: int = 40, seed: int = 0) -> Fit:
+def bootstrap(c: Components, best: Fit, *, samples: int = 40, seed: int = 0,
+              progress: Progress = silent) -> Fit:
     """`best` with bootstrap standard errors: the fit repeated on records drawn with replacement."""
     rng = np.random.default_rng(seed)
-    draws = np.array([[fit(c.take(rng.integers(0, len(c), len(c))), best.names, start=best.values).values[n]
-                       for n in best.names] for _ in range(samples)])
+    rows = []
+    for i in range(samples):
+        progress("bootstrap", i, samples)
+        refit = fit(c.take(rng.integers(0, len(c), len(c))), best.names, start=best.values)
+        rows.append([refit.values[n] for n in best.names])
+    progress("bootstrap", samples, samples)
+    draws = np.array(rows)
     spread = np.std(draws, axis=0, ddof=1) if samples > 1 else np.full(len(best.names), np.nan)
     return Fit(best.names, best.values, {n: float(s) for n, s in zip(best.names, spread, strict=True)},
                best.rms_log_error, best.iterations, samples)

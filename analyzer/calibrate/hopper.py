@@ -22,6 +22,7 @@ from scipy.optimize import least_squares
 from analyzer import hardware
 from analyzer.calibrate.record import MAX_SIZE, Seconds, read_json
 from analyzer.common.errors import NapkinError
+from analyzer.common.progress import Progress, silent
 from analyzer.config.hopper import (
     CHUNKS,
     OVERLAPS,
@@ -227,7 +228,7 @@ def split_of(r: HopperRecord, held_out: int) -> str:
 
 
 def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SEQLEN, other: str | None = None,
-              other_gpu: str | Profile | None = None) -> Result:
+              other_gpu: str | Profile | None = None, progress: Progress = silent) -> Result:
     rec, records = load(recording)
     base = hardware.load(gpu)
     base = base.model_copy(update={"calibration": None})
@@ -239,11 +240,14 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SE
                           field="records", hint="calibrate against the profile the recording was swept on")
     split = [split_of(r, held_out) for r in records]
     train = [r for r, s in zip(records, split, strict=True) if s == "train"]
+    progress("fit", 0, 1)
     fitted = fit(base, train, recording)
+    progress("fit", 1, 1)
     models = {"idealised": HopperParams(), "calibrated": fitted.params}
     measured = np.array([r.time_s for r in records])
     errors, picked = {}, {}
-    for name, params in models.items():
+    for i, (name, params) in enumerate(models.items()):
+        progress("choices", i, len(models))
         predicted = predict(base, records, params)
         groups: dict[str, list[int]] = {}
         for i, (r, s) in enumerate(zip(records, split, strict=True)):
@@ -251,6 +255,7 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SE
             groups.setdefault(f"{'grid' if r.kind == 'grid' else r.kind}", []).append(i)
         errors[name] = {g: Errors.of(predicted[ix], measured[ix]) for g, ix in groups.items()}
         picked[name] = choices(base, records, params)
+    progress("choices", len(models), len(models))
     across = None
     if other is not None:
         _, theirs = load(other)

@@ -1,7 +1,9 @@
 """The pipeline of `napkin kernel`: diagram + GPU + configuration -> a standalone kernel file.
 
-    configured kernels (analyzer.config.kernels: weave, schedule, configuration per head dim, plan)
-    -> the model's prediction at the diagram's default sizes (analyzer.config.predict), for the header
+    the backend and its configured kernels (analyzer.config.launch; analyzer.config.kernels: weave,
+    schedule, configuration per head dim, plan)
+    -> the model's expectation at the diagram's default sizes (analyzer.config.launch.expected, what
+       napkin analyze leads with), for the header
     -> a backend renders the file: Gluon for Hopper (analyzer.codegen.hopper: the warp-specialised
        attention kernel, configured by analyzer.config.hopper), Triton (analyzer.codegen.triton: kernels,
        configurations, module) or CUDA C++ and its loader (analyzer.codegen.cuda)
@@ -15,10 +17,9 @@ by the portable module otherwise; every other call gets the portable Triton modu
 
 from __future__ import annotations
 
-import math
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from analyzer import hardware
@@ -29,20 +30,10 @@ from analyzer.codegen.hopper import hopper_module
 from analyzer.codegen.triton import triton_module
 from analyzer.common.errors import NapkinError
 from analyzer.common.units import seconds, si
-from analyzer.config.by_size import instance_axes
 from analyzer.config.element_type import GENERATED
-from analyzer.config.hopper import (
-    HopperParams,
-    HopperTables,
-    hopper_capable,
-    hopper_tables,
-    named,
-    one_config_tables,
-    predicted_time,
-    refusal,
-)
-from analyzer.config.kernels import Configured, KernelConfigs, configure_kernels
-from analyzer.config.predict import predict_configured
+from analyzer.config.hopper import HopperTables
+from analyzer.config.kernels import Configured, KernelConfigs
+from analyzer.config.launch import SIZED, Launch, expected, launch, sizes_of  # noqa: F401 - SIZED re-exported
 from analyzer.hardware import Profile
 
 DTYPES = GENERATED                 # the element types a generated kernel takes
@@ -82,7 +73,6 @@ RENDERERS: dict[str, Renderer] = {
     "cuda": cuda_files,
 }
 BACKENDS = tuple(RENDERERS)
-SIZED = {"triton"}      # backends whose wrapper chooses a configuration per call (analyzer.config.by_size)
 
 
 def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dtype: str | None = None,
@@ -94,36 +84,9 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
     if backend is not None and backend not in RENDERERS:
         raise NapkinError(f"{backend!r}: expected {' or '.join(BACKENDS)}", field="--backend")
     profile = hardware.load(gpu)
-    chosen = backend or "triton"
-    configured = chosen_config = None
-    if backend == "hopper" or (backend is None and hopper_capable(profile)):
-        configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False)
-        why = refusal(profile, configured, sets)
-        chosen_config = named(profile, configured, config) if config and why is None else None
-        if isinstance(chosen_config, str):
-            why = chosen_config
-        if why and backend == "hopper":
-            raise NapkinError(why, field="--backend", hint="use --backend triton")
-        if why is None:
-            chosen = "hopper"
-        else:
-            configured = None      # the portable module: configured again, with its tables by size
-    if configured is None:
-        configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets,
-                                       sized=chosen in SIZED)
-    tables = None
-    if chosen == "hopper":
-        if config:     # the named configuration's head dim alone: the wrapper refuses the others
-            head_dim, one = chosen_config
-            (k,) = configured.kernels
-            if head_dim not in k.choices:
-                raise NapkinError(f"--config {config} is for head dim {head_dim}, which {diagram} does not "
-                                  "configure", field="--config", hint="use --backend triton")
-            configured = replace(configured, kernels=(replace(k, choices={head_dim: k.choices[head_dim]}),))
-            tables = one_config_tables(profile, head_dim, one)
-        else:
-            tables = _hopper_tables(configured, profile)
-    prediction, prediction_at = _prediction(configured, profile, tables)
+    launched = launch(diagram, profile, backend=backend, dtype=dtype, config=config, sets=sets)
+    chosen, configured, tables = launched.backend, launched.configured, launched.hopper
+    prediction, prediction_at = _prediction(launched, profile)
     file = KernelFile(**_fields(configured), backend=chosen,
                       command=_command(diagram, profile.name, chosen, configured.dtype, config, sets or {}),
                       prediction=prediction, prediction_at=prediction_at,
@@ -132,41 +95,24 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
     return Generated(**_fields(file), source=source, extra=extra)
 
 
-def _hopper_tables(c: Configured, profile: Profile) -> HopperTables:
-    """The Hopper configurations for every head dim the configured kernel carries."""
-    return hopper_tables(profile, tuple(k for k in c.kernels[0].choices if k is not None), c.dtype,
-                         causal=c.roles.causal)
-
-
 def _fields(value) -> dict:
     """A dataclass's fields by name, shallow: to build the next stage's value from this one's."""
     return {f.name: getattr(value, f.name) for f in fields(value)}
 
 
-def _prediction(c: Configured, profile: Profile, hopper: HopperTables | None) -> tuple[str, str]:
-    """The header's prediction: the diagram's default sizes, one batch entry and head."""
-    sizes = {s.name: int(v) for s, v in c.diagram.defaults.items()}
-    shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
-    if hopper is not None:
-        r = c.roles
-        def size(axis: str) -> int:
-            return int(c.diagram.size(axis).subs(c.diagram.defaults))
-
-        head_dim, seq_q, seq_k = size(r.head_dim), size(r.seq_q), size(r.seq_k)
-        table = hopper.tables.get(head_dim) or next(iter(hopper.tables.values()))
-        instances = math.prod(size(a) for a in instance_axes(r))
-        chosen = table.at(math.sqrt(seq_q * seq_k), instances)
-        params = HopperParams.of(profile)
-        time = predicted_time(profile, chosen, head_dim, c.dtype, seq_q=seq_q, seq_k=seq_k,
-                              instances=instances, causal=r.causal, params=params)
-        flops = 4 * instances * seq_q * seq_k * head_dim / (2 if r.causal else 1)
-        model = (f"the Hopper kernel's model {params.source}" if params.calibrated else
-                 "the paper's idealised model: no one measured this kernel on this GPU")
-        return (f"{seconds(time)}, {si(flops / time, 'FLOP/s')} ({chosen.label()}); {model}",
-                f"analyzer.config.hopper, {profile.name}, {shown}")
-    p = predict_configured(c, profile, sizes)
-    return (f"{seconds(p.time_s)}, {si(p.flops / p.time_s, 'FLOP/s')}, {p.bound}-bound",
-            f"napkin sweep's model, {profile.name}, {shown}")
+def _prediction(launched: Launch, profile: Profile) -> tuple[str, str]:
+    """The header's prediction: the diagram's default sizes, one batch entry and head, as napkin analyze
+    states it (analyzer.config.launch)."""
+    c = launched.configured
+    sizes = sizes_of(c, None)
+    if launched.hopper is not None and len(launched.hopper.tables) == 1:   # --config NAME: its head dim alone
+        (head_dim,) = launched.hopper.tables
+        size = c.diagram.size(c.roles.head_dim)
+        sizes.update({s.name: head_dim for s in size.free_symbols} if size.is_Symbol else {})
+    e = expected(launched, profile, sizes)
+    shown = ", ".join(f"{k}={v}" for k, v in e.sizes.items())
+    return (f"{seconds(e.time_s)}, {si(e.throughput_flops_per_s, 'FLOP/s')} ({e.configuration}), "
+            f"{e.bound}-bound; {e.model}", f"{profile.name}, {shown}")
 
 
 def _command(diagram, gpu, backend, dtype, config, sets) -> str:

@@ -83,7 +83,7 @@ class Configured:
     def launched(self, sizes: dict[str, int]) -> list[Choice]:
         """Each kernel's configuration the wrapper launches at `sizes` (size symbols of the weaved
         diagram; its defaults fill the rest): the by-size table's where the kernel has one."""
-        at = self._axis_sizes(sizes)
+        at = self.axis_sizes(sizes)
         lengths = [at(a) for a in length_axes(self.diagram, self.roles)]
         length = math.prod(lengths) ** (1 / len(lengths)) if lengths else 1
         instances = math.prod(map(at, instance_axes(self.roles)))
@@ -91,9 +91,9 @@ class Configured:
 
     def key_at(self, sizes: dict[str, int]) -> int | None:
         """The head dim at `sizes`: what the kernels' configurations are keyed by (None: not attention)."""
-        return self._axis_sizes(sizes)(self.roles.head_dim) if isinstance(self.roles, Attention) else None
+        return self.axis_sizes(sizes)(self.roles.head_dim) if isinstance(self.roles, Attention) else None
 
-    def _axis_sizes(self, sizes: dict[str, int]):
+    def axis_sizes(self, sizes: dict[str, int]):
         """axis -> its size at `sizes` (size symbols; the diagram's defaults fill the rest)."""
         d = self.diagram
         values = {**{s.name: int(v) for s, v in d.defaults.items()}, **sizes}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from analyzer.model.result import Out
+from analyzer.model.result import ExpectedOut, Out
 
 SCHEMA_VERSION = 1
 
@@ -146,3 +146,8 @@ class ConfigurationReport(Out):
     fits: bool
     problems: list[str] = Field(description="Why it does not fit, naming the variables.")
     notes: list[str]
+    expected: ExpectedOut | None = Field(
+        None, description="What napkin kernel launches at these sizes and its expected time (the same as "
+                          "napkin analyze, sweep and the kernel's header); the tables are Section 5's "
+                          "analysis of `configuration`, their throughput the paper's idealised bound.")
+    expected_absent: str | None = Field(None, description="Why there is no expected time, where there is none.")

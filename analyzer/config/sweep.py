@@ -7,7 +7,9 @@ predicted time at one problem size, fastest first.
     pipeline, N_g, chunks) -> predicted time (analyzer.model.predict; calibrated when the profile is)
     -> ranked as the kernel generator ranks them
 
-The first row is the configuration `napkin kernel` would choose at these sizes. For streamed softmax
+The first row is the model's choice at exactly these sizes; `launched` marks the row the generated
+module launches there (its by-size table's nearest grid point, analyzer.config.launch), whose time
+napkin analyze and the kernel's header state. For streamed softmax
 attention on a Hopper GPU that is the Hopper kernel's (analyzer.config.hopper: warpgroups, chunk,
 stages, overlap, schedule, ranked by Section 6's model); `backend="triton"` ranks the portable module's. Sizes are the weaved
 diagram's: batch, heads and the diagram's own (q, x, d, ...); legality is judged as the generator
@@ -23,8 +25,9 @@ from dataclasses import dataclass
 from analyzer import hardware
 from analyzer.common.errors import NapkinError
 from analyzer.common.expr import at
+from analyzer.common.progress import Progress, silent
 from analyzer.config.by_size import instance_axes
-from analyzer.config.choose import Choice, legal, rank_at
+from analyzer.config.choose import Choice, legal, rank_at, same_config
 from analyzer.config.hopper import (
     HopperConfig,
     HopperParams,
@@ -33,7 +36,8 @@ from analyzer.config.hopper import (
     ranked,
     refusal,
 )
-from analyzer.config.kernels import Configured, configure_kernels
+from analyzer.config.kernels import configure_kernels
+from analyzer.config.launch import Expected, Launch, expected, launch
 from analyzer.diagram.interface import Attention, interface
 from analyzer.diagram.weave import compile_woven, outer_tiles, source_data
 from analyzer.model.analysis import TermModel, load, resolve_sizes
@@ -101,23 +105,29 @@ class Sweep:
     dtype: str
     kernel: str
     sizes: dict[str, int]
-    rows: list[Row] | list[HopperRow]  # the first is napkin kernel's choice
+    rows: list[Row] | list[HopperRow]  # fastest first (ties: the kernel's tie rule)
     seconds: float                     # how long ranking took
     backend: str = "triton"            # whose configurations: the Triton module's or the Hopper kernel's
-    model: str = ""                    # the Hopper kernel's: where its parameters come from
+    model: str = ""                    # which model timed the rows, and where its parameters come from
+    launched: int | None = None        # the row napkin kernel's module launches at these sizes (None: none)
+    expected: Expected | None = None   # that configuration's time, as napkin analyze and kernel state it
 
     def as_dict(self) -> dict:
         return {"diagram": self.diagram, "gpu": self.gpu, "calibrated": self.calibrated, "model": self.model,
                 "dtype": self.dtype, "kernel": self.kernel, "backend": self.backend, "sizes": self.sizes,
-                "seconds": self.seconds, "rows": [r.as_dict() for r in self.rows]}
+                "seconds": self.seconds, "launched": self.launched,
+                "expected": self.expected.as_dict() if self.expected else None,
+                "rows": [r.as_dict() for r in self.rows]}
 
 
 def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None = None,
-          kernel: str | None = None, backend: str | None = None) -> list[Sweep]:
+          kernel: str | None = None, backend: str | None = None, progress: Progress = silent) -> list[Sweep]:
     """One ranking per kernel of `diagram` (or of `kernel` alone) at the sizes `sets` gives (weaved
     size symbols; tile symbols pin a tile). `backend`: whose configurations, as napkin kernel chooses
-    it (default: the Hopper kernel's where the GPU and the diagram allow it, else the Triton module's)."""
+    it (default: the Hopper kernel's where the GPU and the diagram allow it, else the Triton module's).
+    `progress` hears of each kernel ranked."""
     began = time.perf_counter()
+    progress("configure", 0, 1)
     profile = hardware.load(gpu)
     if backend not in (None, "hopper", "triton"):
         raise NapkinError(f"--backend {backend!r}: napkin sweep ranks the hopper or the triton backend's "
@@ -126,7 +136,9 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
         configured = configure_kernels(diagram, profile, dtype=dtype, sized=False)
         why = refusal(profile, configured, sets)
         if why is None:
-            return [_hopper_sweep(configured, profile, dtype, sets or {}, kernel, began)]
+            launched = launch(diagram, profile, backend="hopper", dtype=dtype, sets=sets)
+            progress("configure", 1, 1)
+            return [_hopper_sweep(launched, profile, dtype, sets or {}, kernel, began)]
         if backend == "hopper":
             raise NapkinError(why, field="--backend", hint="use --backend triton")
     profile.check_dtype(dtype)
@@ -153,24 +165,33 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
     if kernel is not None and kernel not in names:
         raise NapkinError(f"--kernel {kernel}: {woven.name} has no such kernel",
                           hint=f"its kernels: {', '.join(names)}")
+    launched = launch(diagram, profile, backend="triton", dtype=dtype, sets=sets)
+    e = expected(launched, profile, shown)
+    chosen = dict(zip(names, launched.configured.launched(shown), strict=True))
+    progress("configure", 1, 1)
     out = []
-    for name in [kernel] if kernel else names:
+    ranking = [kernel] if kernel else names
+    for i, name in enumerate(ranking):
+        progress("rank", i, len(ranking))
         choices = legal(base, profile, name, pins, dtype)
         ones = outer_tiles(woven, roles.outer)
         ranked, terms = rank_at(TermModel(woven, profile, name), profile, shown, choices, ones)
         parts = kernel_parts(terms.values, terms.weights, profile, dtype)
         index = {id(c): i for i, c in enumerate(choices)}
         rows = [_row(c, t, f, ones, parts.bound(index[id(c)])) for c, t, f in ranked]
+        at_row = next((i for i, (c, _, _) in enumerate(ranked) if same_config(c, chosen[name])), None)
         out.append(Sweep(woven.name, profile.name, profile.calibration is not None, dtype, name, shown,
-                         rows, 0.0))
+                         rows, 0.0, "triton", e.model, at_row, e))
+    progress("rank", len(ranking), len(ranking))
     elapsed = time.perf_counter() - began
     return [Sweep(**{**s.__dict__, "seconds": elapsed}) for s in out]
 
 
-def _hopper_sweep(c: Configured, profile, dtype: str, sets: dict[str, int], kernel: str | None,
+def _hopper_sweep(launched: Launch, profile, dtype: str, sets: dict[str, int], kernel: str | None,
                   began: float) -> Sweep:
     """The Hopper kernel's legal configurations at the sizes `sets` gives (sizes only), the model's
     choice first."""
+    c = launched.configured
     woven, r = c.diagram, c.roles
     (k,) = c.kernels
     if kernel is not None and kernel != k.plan.name:
@@ -193,8 +214,10 @@ def _hopper_sweep(c: Configured, profile, dtype: str, sets: dict[str, int], kern
     if not rows:
         raise NapkinError(f"no configuration of the Hopper kernel fits head dim {head_dim} on {profile.name}",
                           hint="use --backend triton")
+    e = expected(launched, profile, shown)
+    at_row = next((i for i, row in enumerate(rows) if row.config == e.hopper), None)
     return Sweep(woven.name, profile.name, params.calibrated, dtype, k.plan.name, shown, rows,
-                 time.perf_counter() - began, "hopper", params.source)
+                 time.perf_counter() - began, "hopper", e.model, at_row, e)
 
 
 def _row(c: Choice, time_s: float, flops: float, ones: dict[str, int], bound: str) -> Row:

@@ -3,6 +3,7 @@ way to load one, `load(name_or_path)` (load)."""
 
 from analyzer.hardware.files import (
                                        aliases,
+                                       calibrated_sibling,
                                        hopper_fit,
                                        load,
                                        load_profile_file,
@@ -19,5 +20,5 @@ from analyzer.hardware.profile import (
                                        RegisterRelation,
 )
 
-__all__ = ["SCALARS", "Calibration", "Estimate", "HopperFit", "LevelProfile", "Profile", "RegisterRelation", "aliases", "hopper_fit",
+__all__ = ["SCALARS", "Calibration", "Estimate", "HopperFit", "LevelProfile", "Profile", "RegisterRelation", "aliases", "calibrated_sibling", "hopper_fit",
            "load", "load_profile_file", "profile_path", "shipped_profiles"]

@@ -111,18 +111,24 @@ def hopper_fit(profile: Profile) -> tuple[HopperFit, str] | None:
     own = profile.calibration.hopper if profile.calibration else None
     if own is not None:
         return own, profile.name
-    sibling = _calibrated_siblings().get(profile.name)
-    if sibling is None or profile.calibration is not None or not _is_shipped(profile):
-        return None
-    calibrated = load_profile_file(sibling)
-    fit = calibrated.calibration.hopper if calibrated.calibration else None
+    calibrated = calibrated_sibling(profile)
+    fit = calibrated.calibration.hopper if calibrated is not None and calibrated.calibration else None
     return (fit, calibrated.name) if fit is not None else None
 
 
+def calibrated_sibling(profile: Profile) -> Profile | None:
+    """For a shipped datasheet profile, the shipped calibrated profile that extends it (h100-calibrated
+    for h100-sxm5); None for any other profile."""
+    sibling = _calibrated_siblings().get(profile.name)
+    if sibling is None or profile.calibration is not None or not _is_shipped(profile):
+        return None
+    return _shipped(sibling)
+
+
 def _is_shipped(profile: Profile) -> bool:
-    """Whether `profile` is the shipped profile of its name (a user's file may reuse the name)."""
+    """Whether `profile` was read from the shipped file of its name (a user's file may reuse the name)."""
     path = resources.shipped("hardware").get(profile.name)
-    return path is not None and _shipped(path).model_dump() == profile.model_dump()
+    return path is not None and profile.source == resources.display("hardware", path)
 
 
 @cache

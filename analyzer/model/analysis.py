@@ -330,7 +330,9 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
             flops={p: to_text(v) for p, v in lowest.cost.flops.items()},
             flops_value={p: float(at(v, subs)) for p, v in lowest.cost.flops.items()},
             compute_time_s=pred.compute_s, utilization=pred.utilization,
-            transfer_time_s=pred.transfer_time_s, predicted_time_s=pred.time_s, bound=pred.bound,
+            transfer_time_s=pred.transfer_time_s, latency_time_s=pred.latency_s, overhead_time_s=pred.added_s,
+            power_time_s=pred.power_s, exposed_time_s=pred.exposed_s, predicted_time_s=pred.time_s,
+            bound=pred.bound,
             cluster_trade_off_s=_cluster_trade_off(models, profile, sizes) if cluster else None,
             classic_rule=_classic_out(rule, models, transfer_bytes, weights, paths, profile, d.dtype)))
     compute = sum(max(k.compute_time_s.values(), default=0.0) for k in kernel_out)

@@ -136,8 +136,18 @@ class KernelOut(Out):
     utilization: float = Field(description="N_g / (N_SM ceil(N_g / N_SM)), over the imbalance of "
                                            "unequal blocks under block skipping.")
     transfer_time_s: float = Field(description="Weighted transfers, Equation 2.")
-    predicted_time_s: float
-    bound: str
+    latency_time_s: float = Field(0.0, description="The loads in flight (5.6): (lambda C + transfers) / "
+                                                   "((stages - 1) k); the transfers' time with no load "
+                                                   "latency (lambda 0).")
+    overhead_time_s: float = Field(0.0, description="Calibrated overheads added to the slowest pipeline: "
+                                                    "sigma k^-beta (sfu + vector) + t_step C / k.")
+    power_time_s: float = Field(0.0, description="Calibrated power bound: the least time at the clock "
+                                                 "the work's activity allows (0: none).")
+    exposed_time_s: float = Field(0.0, description="Calibrated prologue/epilogue transfers, block start "
+                                                   "and launch, outside every overlap.")
+    predicted_time_s: float = Field(description="max(max(slowest pipeline, loads in flight) + overheads, "
+                                                "power, transfers) + exposed.")
+    bound: str = Field(description="The term that sets predicted_time_s.")
     cluster_trade_off_s: dict[str, float] | None = Field(
         None, description="With --cluster: Delta H*(N) of Appendix A.2.3 in seconds per measured "
                           "cluster size N (positive: clusters of N save that much transfer time).")
@@ -173,6 +183,20 @@ class DiagramOut(Out):
     levels: list[str]
 
 
+class ExpectedOut(Out):
+    """What the kernel napkin kernel generates is expected to take at these sizes (analyzer.config.launch):
+    the same configuration and time napkin sweep marks and the kernel's header states."""
+
+    backend: str = Field(description="hopper (the Gluon kernel for Hopper) or triton (the portable module).")
+    configuration: str = Field(description="The configuration its wrapper launches at these sizes.")
+    time_s: float
+    throughput_flops_per_s: float = Field(description="Tensor FLOPs (block skipping included) over time_s.")
+    bound: str
+    model: str = Field(description="Which model timed it and where its parameters come from.")
+    calibrated: bool = Field(description="False: the idealised model; nobody measured this kernel on this GPU.")
+    sizes: dict[str, int] = Field(description="The weaved diagram's sizes (one batch entry and head unless set).")
+
+
 class Analysis(Out):
     """Everything `napkin analyze` derives for one diagram on one GPU."""
 
@@ -187,3 +211,7 @@ class Analysis(Out):
     kernels: list[KernelOut]
     totals: TotalsOut
     assumptions: list[str]
+    expected: ExpectedOut | None = Field(
+        None, description="The generated kernel's expected time (napkin analyze leads with it); totals is "
+                          "the paper's idealised bound beside it.")
+    expected_absent: str | None = Field(None, description="Why there is no expected time, where there is none.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -29,7 +31,8 @@ def render(a: Analysis) -> Group:
     sizes = ", ".join(f"{s.axis}={s.value}" + (f" (= {s.expression})" if s.expression != s.axis else "")
                       for s in a.sizes)
     cluster = f", clusters of {a.cluster}" if a.cluster else ""
-    parts.append(Text(f"GPU {a.gpu.name} ({a.gpu.description}), {a.dtype}{cluster}; {sizes}\n"))
+    parts.append(Text(f"GPU {a.gpu.name} ({a.gpu.description}), {a.dtype}{cluster}; {sizes}"))
+    parts += [*_headline(a), Text("")]
 
     ops = _table("Diagram", "col", "op", "primitive", "inputs", "output", "over", "weave", "copied",
                  "kernel")
@@ -48,6 +51,32 @@ def render(a: Analysis) -> Group:
                       si(t.throughput_flops_per_s, "FLOP/s"), t.bound)
         parts.append(total)
     return Group(*parts)
+
+
+def _analysis_model(a: Analysis) -> str:
+    """What napkin analyze's own time is: the paper's idealised bound, or its terms with a calibrated
+    profile's parameters."""
+    if a.gpu.calibration:
+        return f"napkin analyze's model with {a.gpu.name}'s fitted parameters, at the tiles below"
+    return ("the paper's idealised bound at the tiles below (datasheet rates, transfers and pipelines "
+            "perfectly overlapped)")
+
+
+def _headline(a: Analysis) -> list[Text]:
+    """The expected time of the kernel napkin kernel generates first, the analysis' own time beside it."""
+    t = a.totals
+    rate = f", {si(t.throughput_flops_per_s, 'FLOP/s')}" if t.throughput_flops_per_s else ""
+    bound = Text(f"{seconds(t.predicted_time_s)}{rate}: {_analysis_model(a)}")
+    e = a.expected
+    if e is None:
+        why = f" ({a.expected_absent})" if a.expected_absent else ""
+        return [Text(f"expected: no generated kernel to time{why}", style="bold"), bound]
+    kernel = "Hopper kernel" if e.backend == "hopper" else f"portable {e.backend} module"
+    share = f"; the expected time is {e.time_s / t.predicted_time_s:.2f}x this" if t.predicted_time_s else ""
+    return [Text(f"expected {seconds(e.time_s)}, {si(e.throughput_flops_per_s, 'FLOP/s')}: the {kernel} "
+                 f"napkin kernel generates, launching {e.configuration}; {e.bound}-bound; {e.model}",
+                 style="bold"),
+            Text(f"beside it {bound.plain}{share}")]
 
 
 def _kernel(a: Analysis, k: KernelOut) -> list:
@@ -124,12 +153,23 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
                  ", ".join(f"{s} >= {v:.4g}" for s, v in b.min_sizes_at_memory.items()) or "-")
         parts.append(table)
 
-    time = _table("FLOPs and predicted time", "pipeline", "FLOPs (symbolic)", "FLOPs", "time")
+    time = _table("FLOPs and predicted time", "term", "FLOPs (symbolic)", "FLOPs", "time")
     for pipe, expr in k.flops.items():
         row(time, pipe, expr, si(k.flops_value[pipe]), seconds(k.compute_time_s[pipe]))
+    if _latency_shown(k):
+        row(time, "loads in flight", "(lambda C + transfers) / ((stages - 1) k), 5.6", "",
+            seconds(k.latency_time_s))
+    if k.overhead_time_s:
+        row(time, "+ overheads", "sigma k^-beta (sfu + vector) + t_step C / k (calibrated)", "",
+            "+" + seconds(k.overhead_time_s))
     omega = (a.gpu.calibration or {}).get("level_overlap", 0.0)
     rule = f"Equation 2, levels overlapping (omega {omega:.2f})" if omega else "Equation 2: sum over levels"
     row(time, "transfers", rule, "", seconds(k.transfer_time_s))
+    if k.power_time_s:
+        row(time, "power", "sum a_p T_p: the clock the work allows (calibrated)", "", seconds(k.power_time_s))
+    if k.exposed_time_s:
+        row(time, "+ exposed", "prologue/epilogue transfers, block start, launch (calibrated)", "",
+            "+" + seconds(k.exposed_time_s))
     parts.append(time)
     if k.cluster_trade_off_s:
         gains = ", ".join(f"N={n}: {seconds(v) if v >= 0 else '-' + seconds(-v)}"
@@ -138,10 +178,40 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
                           f"time): {gains}"))
     tensor = k.flops_value.get("tensor", 0.0)
     rate = f", {si(tensor / k.predicted_time_s, 'FLOP/s')}" if tensor and k.predicted_time_s else ""
-    parts.append(Text(f"predicted {seconds(k.predicted_time_s)}: {k.bound}-bound{rate} "
-                      f"(SM utilisation {k.utilization:.0%} from {k.levels[-1].groups_value:.0f} "
-                      f"groups)\n", style="bold"))
+    what = "analysis" if a.gpu.calibration else "idealised bound"
+    parts.append(Text(f"{what}: {_sum(k)}: {k.bound}-bound{rate} (SM utilisation {k.utilization:.0%} "
+                      f"from {k.levels[-1].groups_value:.0f} groups)", style="bold"))
+    if a.expected is not None and len(a.kernels) == 1:
+        e = a.expected
+        parts.append(Text(f"expected: {seconds(e.time_s)}, {e.bound}-bound, the generated kernel "
+                          f"({e.configuration}; {e.model})", style="bold"))
+    parts.append(Text(""))
     return parts
+
+
+def _latency_shown(k: KernelOut) -> bool:
+    """Whether the loads in flight get a row: where they outlast every pipeline, and are not just the
+    transfers again (one load in flight with no load latency takes the transfers' time)."""
+    return k.latency_time_s > max(k.compute_time_s.values(), default=0.0) and \
+        not math.isclose(k.latency_time_s, k.transfer_time_s, rel_tol=1e-9)
+
+
+def shown_compute_s(k: KernelOut) -> float:
+    """The compute term as the rows show it: the slowest pipeline, or the loads in flight where they
+    have a row (or carry overheads), plus the overheads."""
+    latency = k.latency_time_s if _latency_shown(k) or k.overhead_time_s else 0.0
+    return max(max(k.compute_time_s.values(), default=0.0), latency) + k.overhead_time_s
+
+
+def _sum(k: KernelOut) -> str:
+    """How the rows above make the predicted time: the largest of compute, power and transfers, plus
+    what is exposed."""
+    compute = shown_compute_s(k)
+    terms = [f"compute {seconds(compute)}", f"transfers {seconds(k.transfer_time_s)}"]
+    if k.power_time_s:
+        terms.insert(1, f"power {seconds(k.power_time_s)}")
+    exposed = f" + exposed {seconds(k.exposed_time_s)}" if k.exposed_time_s else ""
+    return f"predicted {seconds(k.predicted_time_s)} = max({', '.join(terms)}){exposed}"
 
 
 def _classic(r: ClassicRuleOut, chosen_s: float) -> list[Text]:
@@ -188,13 +258,27 @@ def _hopper_sweep_text(s, top: int) -> list:
                    "bound")
     for i, r in enumerate(rows, 1):
         c = r.config
-        row(table, str(i), str(c.warpgroups), str(c.chunk), str(c.stages), c.overlap, c.schedule,
+        row(table, _rank(s, i), str(c.warpgroups), str(c.chunk), str(c.stages), c.overlap, c.schedule,
             seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
-    model = f"its model {s.model}" if s.calibrated else "the paper's idealised model: not measured on this GPU"
-    return [Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} (Hopper kernel, {model}), {s.dtype}; {sizes}",
+    return [Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} (Hopper kernel, {s.model}), {s.dtype}; {sizes}",
                  style="bold"), table,
             Text(f"ranked in {s.seconds:.2f} s; predictions within 5 % are alike and the tie rule orders them "
-                 "(docs/kernels.md); the first is what napkin kernel launches at these sizes\n")]
+                 f"(docs/kernels.md); {_launched(s)}\n")]
+
+
+def _rank(s, i: int) -> str:
+    return f"{i} *" if s.launched == i - 1 else str(i)
+
+
+def _launched(s) -> str:
+    """Which row napkin kernel's module launches at these sizes, and its expected time."""
+    e = s.expected
+    if e is None:
+        return "the first is the model's choice at these sizes"
+    where = (f"* marks it: rank {s.launched + 1}" if s.launched is not None else
+             "not among these rows")
+    return (f"napkin kernel's module launches {e.configuration} at these sizes (its by-size table's nearest "
+            f"grid point; {where}): expected {seconds(e.time_s)}")
 
 
 def sweep_text(sweeps, top: int = 0) -> Group:
@@ -205,7 +289,7 @@ def sweep_text(sweeps, top: int = 0) -> Group:
             parts += _hopper_sweep_text(s, top)
             continue
         sizes = ", ".join(f"{k}={v}" for k, v in s.sizes.items())
-        model = "calibrated model" if s.calibrated else "datasheet model"
+        model = s.model or ("calibrated model" if s.calibrated else "datasheet model")
         parts.append(Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} ({model}), {s.dtype}; {sizes}",
                           style="bold"))
         rows = s.rows[:top] if top else s.rows
@@ -213,8 +297,7 @@ def sweep_text(sweeps, top: int = 0) -> Group:
                        + (f" (the first {len(rows)})" if len(rows) < len(s.rows) else ""),
                        "rank", *s.rows[0].tiles, "warps", "stages", "predicted", "throughput", "bound")
         for i, r in enumerate(rows, 1):
-            row(table, str(i), *(str(v) for v in r.tiles.values()), str(r.num_warps), str(r.num_stages),
-                seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
-        parts += [table, Text(f"ranked in {s.seconds:.2f} s; the first is what napkin kernel "
-                              "chooses at these sizes\n")]
+            row(table, _rank(s, i), *(str(v) for v in r.tiles.values()), str(r.num_warps),
+                str(r.num_stages), seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
+        parts += [table, Text(f"ranked in {s.seconds:.2f} s; {_launched(s)}\n")]
     return Group(*parts)

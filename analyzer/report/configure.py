@@ -108,7 +108,20 @@ def render(r: ConfigurationReport) -> Group:
         parts.append(Text(f"  not in the table (the paper's overhead): {over} ops / row"))
     parts += [Text(), t4, Text(), t5, Text(), verdict]
     parts += [Text(f"note: {n}") for n in r.notes]
+    parts.append(_expected(r))
     return Group(*parts)
+
+
+def _expected(r: ConfigurationReport) -> Text:
+    """What napkin kernel launches, as napkin analyze and sweep state it, beside this configuration."""
+    e = r.expected
+    if e is None:
+        why = f" ({r.expected_absent})" if r.expected_absent else ""
+        return Text(f"expected: no generated kernel to time{why}", style="bold")
+    return Text(f"expected: napkin kernel launches {e.configuration} at these sizes, {seconds(e.time_s)}, "
+                f"{si(e.throughput_flops_per_s, 'FLOP/s')}, {e.bound}-bound ({e.model}); the tables "
+                f"above analyse configuration {r.configuration.name} by Section 5, their throughput is "
+                "the paper's idealised bound", style="bold")
 
 
 def _accommodation(value: float | None) -> str:

@@ -48,7 +48,7 @@
 #     B: g_q=128, s_x=32, 8 warps, 3 stages
 #     at the diagram's default sizes: g_q=128, s_x=32, 8 warps, 3 stages
 #   from the fastest of 44 legal configurations by predicted time (napkin sweep, h200) at each size
-# Predicted (napkin sweep's model, h200, batch=1, heads=1, q=16384, x=16384, d=128): 143.3 us, 959 TFLOP/s, compute-bound
+# Predicted (h200, batch=1, heads=1, q=16384, x=16384, d=128): 143.3 us, 959 TFLOP/s (g_q=128 s_x=128 warps=8 stages=3), compute-bound; the paper's idealised model with napkin sweep's terms: h200-calibrated holds the portable kernel's fit (--gpu h200-calibrated)
 # Accumulators are fp32 (the tensor cores' accumulate type).
 
 import math

@@ -42,7 +42,7 @@
 #     D: g_d3=128, g_q3=256, s_x3=64, 16 warps, 3 stages
 #     at the diagram's default sizes: g_d3=128, g_q3=256, s_x3=64, 16 warps, 3 stages
 #   from the fastest of 47 legal configurations by predicted time (napkin sweep, h200) at each size
-# Predicted (napkin sweep's model, h200, batch=1, heads=1, q=16384, x=16384, d=128): 785.7 us, 175 TFLOP/s, mixed: scores transfers, softmax compute (sfu), values transfers-bound
+# Predicted (h200, batch=1, heads=1, q=16384, x=16384, d=128): 785.7 us, 175 TFLOP/s (g_q1=256 g_x1=128 s_d1=64 warps=16 stages=3; g_q2=1 warps=4 stages=1; g_d3=128 g_q3=256 s_x3=64 warps=16 stages=3), mixed: scores transfers, softmax transfers (gmem->l2), values transfers-bound; the paper's idealised model with napkin sweep's terms: h200-calibrated holds the portable kernel's fit (--gpu h200-calibrated)
 # Accumulators are fp32 (the tensor cores' accumulate type).
 
 import math

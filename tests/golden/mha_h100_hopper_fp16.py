@@ -46,7 +46,7 @@
 #     A: N=1 consumer warpgroup of 64 rows, s_x=64, 2 stages, overlap intra, tiles
 #     B: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, tiles
 #   from the Hopper configurations ranked by the paper's model (h100-sxm5; analyzer.config.hopper), or the configuration the command names
-# Predicted (analyzer.config.hopper, h100-sxm5, batch=1, h=16, q=4096, x=4096, d=128): 245.7 us, 559 TFLOP/s (N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles); the Hopper kernel's model calibrated on h100-calibrated
+# Predicted (h100-sxm5, batch=1, h=16, q=4096, x=4096, d=128): 245.7 us, 559 TFLOP/s (N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles), tensor-bound; the Hopper kernel's model calibrated on h100-calibrated
 # Accumulators are fp32 (the tensor cores' accumulate type).
 
 import math

@@ -63,7 +63,7 @@
 #     C: g_q=256, s_x=32, 16 warps, 3 stages
 #     at the diagram's default sizes: g_q=128, s_x=64, 8 warps, 3 stages
 #   from the fastest of 36 legal configurations by predicted time (napkin sweep, h200) at each size
-# Predicted (napkin sweep's model, h200, batch=1, heads=1, q=16384, x=16384, d=192, e=128): 179.1 us, 959 TFLOP/s, compute-bound
+# Predicted (h200, batch=1, heads=1, q=16384, x=16384, d=192, e=128): 179.1 us, 959 TFLOP/s (g_q=128 s_x=64 warps=8 stages=3), compute-bound; the paper's idealised model with napkin sweep's terms: h200-calibrated holds the portable kernel's fit (--gpu h200-calibrated)
 # Accumulators are fp32 (the tensor cores' accumulate type).
 
 import math

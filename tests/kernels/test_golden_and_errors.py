@@ -40,7 +40,7 @@ def test_header_names_diagram_and_configuration():
     assert "napkin kernel causal_attention --gpu h200 --backend triton --dtype fp16" in head
     assert "d=128: by problem size" in head and "warps" in head and "stages" in head
     assert "at the diagram's default sizes: g_q=" in head
-    assert "Predicted (napkin sweep's model, h200" in head
+    assert "Predicted (h200, batch=1, heads=1" in head and "the paper's idealised model" in head
     pinned = generate("causal_attention", "h200", backend="triton", sets={"q": 4096}).source   # one size: no table
     head = pinned[:pinned.index("import math")]
     assert "d=128: g_q=" in head and "by problem size" not in head and "'by_size'" not in pinned

@@ -141,7 +141,7 @@ def test_the_power_bound_is_the_work_at_the_clock_its_activity_allows():
     assert more.compute.tolist() == pytest.approx([2.025, 2.15, 2.275])
     assert power_bound({**pipes, **transfers}, {}) == 0.0
     assert seconds(pipes, transfers, {"pipeline_efficiency.tensor": 0.5}).compute.tolist() == [2.0, 2.0, 2.0]
-    assert Prediction({"tensor": 2.0}, {"smem": 1.0}, 1.0, {}, overhead_s=0.4, power_s=2.4).bound \
+    assert Prediction({"tensor": 2.0}, {"smem": 1.0}, 1.0, {}, added_s=0.4, power_s=2.4).bound \
         == "power (tensor, clock lowered)"
     assert Prediction({"tensor": 2.0}, {"smem": 1.0}, 1.0, {}, power_s=1.5).bound == "compute (tensor)"
 

@@ -283,7 +283,7 @@ def test_json_follows_the_printed_schema(napkin, schema, args):
     report = ConfigurationReport.model_validate_json(text)
     assert set(doc) == {"schema_version", "napkin_version", "diagram", "source", "gpu", "gpu_source",
                         "configuration", "values", "divisors", "variables", "capacity", "compute",
-                        "throughput", "overlap", "fits", "problems", "notes"}
+                        "throughput", "overlap", "fits", "problems", "notes", "expected", "expected_absent"}
     assert report.schema_version == 1 and report.fits and report.problems == []
     assert [c.storage for c in report.capacity] == ["smem", "registers"]
     assert report.throughput.throughput_flops_per_s > 0 and report.overlap.period_clocks_per_row > 0

@@ -36,7 +36,9 @@ def reads(monkeypatch, tmp_path):
 def test_a_command_reads_its_profile_once(reads, tmp_path, args):
     result = runner.invoke(app, [a.format(tmp=tmp_path) for a in args])
     assert result.exit_code == 0, result.output
-    assert len(reads) == 1, reads
+    assert reads and reads[0] == str(hardware.profile_path(args[args.index("--gpu") + 1])), reads
+    others = reads[1:]     # a datasheet profile's shipped calibrated sibling (its fits), read once at most
+    assert len(set(others)) == len(others) and all(p.endswith("-calibrated.yaml") for p in others), reads
 
 
 def test_a_profile_passes_through_load_and_keeps_its_file():

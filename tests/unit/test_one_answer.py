@@ -1,0 +1,86 @@
+"""One diagram, one GPU, one size: napkin analyze, configure, sweep and kernel state the same launched
+configuration and the same expected time (analyzer.config.launch)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from analyzer.cli import app
+from analyzer.codegen.generate import generate
+from analyzer.common.units import seconds
+from analyzer.config.sweep import sweep
+
+CASES = [
+    ("attention", "h100", {}),                                 # the Hopper kernel, calibrated sibling fit
+    ("causal_attention", "h200", {"q": 4096}),                 # causal, another size
+    ("gqa", "h100-calibrated", {}),
+    ("attention", "a100", {}),                                 # the portable module, no calibration
+    ("softmax_contraction", "h200-calibrated", {"g_q": 128}),  # a pinned tile: the portable module, calibrated
+    ("matmul", "t4", {}),
+]
+
+
+def cli_json(*args: str) -> dict:
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def set_args(sets: dict[str, int]) -> list[str]:
+    return [w for k, v in sets.items() for w in ("--set", f"{k}={v}")]
+
+
+@pytest.mark.parametrize("diagram, gpu, sets", CASES)
+def test_the_four_commands_agree(diagram, gpu, sets):
+    analysis = cli_json("analyze", diagram, "--gpu", gpu, *set_args(sets))
+    e = analysis["expected"]
+    assert e is not None, analysis["expected_absent"]
+    configured = cli_json("configure", diagram, "--gpu", gpu, *set_args(sets))
+    assert configured["expected"] == e
+
+    (s,) = sweep(diagram, gpu, sets=sets)
+    mine = s.expected.as_dict()
+    assert s.launched is not None and {k: mine[k] for k in e} == e
+    launched = s.rows[s.launched]
+    assert launched.label.replace(",", "").split() == e["configuration"].replace(",", "").split()
+    assert launched.time_s == pytest.approx(e["time_s"], rel=1e-9)
+    assert s.model == e["model"] and s.calibrated == e["calibrated"]
+
+    if not {k for k in sets if k not in {"g_q"}}:          # the header predicts at the default sizes
+        header = generate(diagram, gpu, sets=sets).prediction
+        assert header.startswith(seconds(e["time_s"])) and e["configuration"] in header and e["model"] in header
+
+
+def test_an_unmeasured_gpu_says_so_on_screen_and_in_json():
+    analysis = cli_json("analyze", "attention", "--gpu", "a100")
+    assert analysis["expected"]["calibrated"] is False
+    assert "nobody measured" in analysis["expected"]["model"]
+    screen = CliRunner().invoke(app, ["analyze", "attention", "--gpu", "a100"], env={"COLUMNS": "300"}).output
+    assert "nobody measured the portable kernel on a100" in screen
+    assert "the paper's idealised bound" in screen
+
+
+def test_the_alias_reaches_the_calibrated_model_and_leads_with_it():
+    screen = CliRunner().invoke(app, ["analyze", "attention", "--gpu", "h100"], env={"COLUMNS": "300"}).output
+    first = screen.splitlines()[2]
+    assert first.startswith("expected ") and "calibrated on h100-calibrated" in first
+    assert "idealised bound" in screen.splitlines()[3]
+
+
+def test_a_diagram_no_kernel_realises_says_why():
+    analysis = cli_json("analyze", "attention", "--gpu", "h100", "--dtype", "fp8")
+    assert analysis["expected"] is None and analysis["expected_absent"]
+
+
+@pytest.mark.parametrize("diagram, gpu", [("attention", "h100"), ("mlp2", "a100")])
+def test_sweep_reports_its_progress_to_the_end(diagram, gpu):
+    heard: list[tuple[str, int, int]] = []
+    sweep(diagram, gpu, progress=lambda what, done, total: heard.append((what, done, total)))
+    stages = dict.fromkeys(what for what, _, _ in heard)
+    assert "configure" in stages
+    for what in stages:
+        steps = [(done, total) for w, done, total in heard if w == what]
+        assert steps[-1][0] == steps[-1][1] and [d for d, _ in steps] == sorted(d for d, _ in steps)
