@@ -48,6 +48,7 @@ PARAMETERS = {
     "prologue_chunks": (1.0, 0.0, 8.0, 1.0),
     "tile_overhead_s": (0.0, 0.0, 1e-4, 1e-6),
     "launch_overhead_s": (0.0, 0.0, 1e-5, 1e-6),     # a launch from a CUDA graph: microseconds
+    "lone_overlap": (0.0, 0.0, 1.0, 1.0),            # between no overlap and intra
 }
 
 

@@ -85,6 +85,7 @@ class HopperParams:
     prologue_chunks: float = 1.0
     tile_overhead_s: float = 0.0
     launch_overhead_s: float = 0.0
+    lone_overlap: float = 0.0      # share of the way from no overlap to intra a lone warpgroup goes unasked
     source: str = "the paper's idealised model"     # where the values come from, for headers and reports
 
     @classmethod
@@ -224,6 +225,11 @@ def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, ov
     body = _body(profile, c, head_dim, dtype, params.tensor_efficiency)
     strategy = "intra" if c.intra else "inter"
     period = bound(body, groups=c.warpgroups, strategy=strategy, overhead=o)   # clk per row
+    if c.warpgroups == 1 and not c.intra and params.lone_overlap:
+        # measured: one consumer warpgroup with no overlap scheduled runs well ahead of a serial
+        # period (bench/results/hopper_sweep_h100.json: 20 % on average); lone_overlap places it between
+        # the serial period and the intra-warpgroup one
+        period -= params.lone_overlap * (period - bound(body, groups=1, strategy="intra", overhead=o))
     busy = c.warpgroups * sum(s.clocks for s in body if s.lane == "tensor")
     t_k = period * c.rows / profile.clocks.tensor_hz          # every group's rows, sharing the lanes
     loaded = 2 * c.chunk * head_dim * bytes_per_value(dtype)     # a chunk of K and one of V

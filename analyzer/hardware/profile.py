@@ -178,6 +178,9 @@ class HopperFit(Exact):
         None, description="Seconds a tile adds beyond its chunks (its query load, output store, "
                           "barrier set-up).")
     launch_overhead_s: Estimate | None = Field(None, description="Seconds per kernel launch.")
+    lone_overlap: Estimate | None = Field(
+        None, description="Where a lone consumer warpgroup with no overlap scheduled runs, from the serial "
+                          "period (0) to the intra-warpgroup one (1).")
     fit: dict[str, float | int | str] = Field(default_factory=dict,
                                               description="How well the fit did (informative).")
 

@@ -74,15 +74,21 @@ class Parts:
 
     pipes: dict[str, np.ndarray]       # per pipeline, efficiency and wave quantization included
     latency: np.ndarray                # loads in flight (5.6): (lambda C + transfers) / ((stages - 1) k)
-    added: np.ndarray                  # calibrated overheads added to the slowest: sigma k^-beta, t_step C / k
+    softmax: np.ndarray                # calibrated, added to the slowest: sigma k^-beta (sfu + vector)
+    steps: np.ndarray                  # calibrated, added to the slowest: t_step C / k
     power: np.ndarray                  # the power bound (0: none)
     transfer: np.ndarray               # sum over levels
     exposed: np.ndarray                # prologue/epilogue transfers and launch, outside the overlap
 
     @property
+    def added(self) -> np.ndarray:
+        """The calibrated overheads added to the slowest pipeline or the loads in flight."""
+        return self.softmax + self.steps
+
+    @property
     def cycles(self) -> np.ndarray:
         """The slowest pipeline, or the loads in flight, plus the overheads added to it."""
-        return reduce(np.maximum, [self.latency, *self.pipes.values()]) + self.added
+        return reduce(np.maximum, [self.latency, *self.pipes.values()]) + self.softmax + self.steps
 
     @property
     def compute(self) -> np.ndarray:
@@ -132,12 +138,13 @@ def seconds(pipes: Mapping[str, np.ndarray], transfers: Mapping[str, np.ndarray]
     latency = zero + (get("load_latency_s") * chunks + transfer) / in_flight   # never above `transfer` at lambda 0
     other = sum((t for p, t in per_pipe.items() if p != "tensor"), zero)
     exposed_share = get("softmax_overhead") * resident ** -get("softmax_overlap")
-    added = exposed_share * other + get("step_overhead_s") * chunks / resident
+    softmax = exposed_share * other
+    steps = get("step_overhead_s") * chunks / resident
     power = power_bound({**pipes, **transfers}, params, zero)
     alone = np.asarray(waves, dtype=np.float64) * (resident < 2)      # blocks that start and end alone
     exposed = (get("edge_exposed") * np.asarray(edge, dtype=np.float64) + get("block_overhead_s") * alone
                + get("launch_overhead_s") + zero)
-    return Parts({p: zero + t for p, t in per_pipe.items()}, latency, added, power, transfer, exposed)
+    return Parts({p: zero + t for p, t in per_pipe.items()}, latency, softmax, steps, power, transfer, exposed)
 
 
 def power_bound(work: Mapping[str, np.ndarray], params: Mapping[str, float], zero=0.0):

@@ -20,6 +20,7 @@ MEANING = {
     "prologue_chunks": "chunk times a tile adds for its first QK^T and last PV, which run alone (paper: 1)",
     "tile_overhead_s": "seconds a tile adds beyond its chunks (query load, output store, barrier set-up)",
     "launch_overhead_s": "seconds per kernel launch",
+    "lone_overlap": "where one consumer warpgroup with no overlap scheduled runs: serial (0) to intra (1)",
 }
 REGENERATE = "#   "            # the header's lines that say how the file was made
 

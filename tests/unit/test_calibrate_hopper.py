@@ -21,7 +21,8 @@ from analyzer.config.hopper import HopperParams
 ROOT = Path(__file__).resolve().parents[2]
 H100_SWEEP = ROOT / "bench" / "results" / "hopper_sweep_h100.json"
 TRUTH = HopperParams(tensor_efficiency=0.8, softmax_overhead=0.5, l2_efficiency=0.9, chunk_overhead_s=1e-7,
-                     prologue_chunks=1.5, tile_overhead_s=3e-6, launch_overhead_s=4e-6)
+                     prologue_chunks=1.5, tile_overhead_s=3e-6, launch_overhead_s=4e-6,
+                     lone_overlap=0.6)
 
 
 def _synthetic(tmp_path: Path, noise: float, seed: int = 0) -> Path:
@@ -31,7 +32,7 @@ def _synthetic(tmp_path: Path, noise: float, seed: int = 0) -> Path:
     profile = hardware.load("h100").model_copy(update={"calibration": None})
     rows = [r for r in doc["records"] if r["status"] == "ok"]
     records = [cal.HopperRecord.model_validate(r) for r in rows]
-    # every third legal configuration: enough to tell the seven parameters apart, a third of the time
+    # every third legal configuration: enough to tell the eight parameters apart, a third of the time
     keep = [i for i, r in enumerate(records) if cal.legal(profile, cal.config_of(profile, r))][::3]
     rng = np.random.default_rng(seed)
     times = cal.predict(profile, [records[i] for i in keep], TRUTH) * np.exp(rng.normal(0, noise, len(keep)))
