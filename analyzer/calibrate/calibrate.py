@@ -25,7 +25,7 @@ from analyzer.calibrate.fit import (
     near_best_weights,
     rms_log_error,
 )
-from analyzer.calibrate.ranges import check_ranges
+from analyzer.calibrate.ranges import check_ranges, parameter_range
 from analyzer.calibrate.record import Record, Recording, load_recording
 from analyzer.calibrate.registers import RegisterCheck, check_registers, fit_registers
 from analyzer.calibrate.validate import (
@@ -89,12 +89,12 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
         raise NapkinError(f"{recording}: {len(train)} training records are too few to fit "
                           f"{len(FITTED)} parameters", hint="record more configurations")
     if fitted is None:
+        bounds = fit_bounds(base, c)
         progress("fit", 0, 1)
-        found = fit(c.take(train))
+        found = fit(c.take(train), bounds=bounds)
         progress("fit", 1, 1)
-        check_ranges(found.values, efficiency_max=base.clocks.boost_hz / base.clocks.tensor_hz,
-                     longest_s=float(c.measured.max()), source=recording)
-        best = bootstrap(c.take(train), found, samples=samples, progress=progress)
+        check_ranges(found.values, **range_limits(base, c), source=recording)
+        best = bootstrap(c.take(train), found, samples=samples, bounds=bounds, progress=progress)
     else:
         best = replace(fitted, rms_log_error=rms_log_error(c.take(train), fitted.values))
     calibrated = calibrated_profile(base, best, rec, recording, name, len(train), relation)
@@ -116,6 +116,17 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
 
 
 KERNEL = "napkin kernel"      # the shapes' view of what the generated kernel launches (calibrated)
+
+
+def range_limits(base: Profile, c: Components) -> dict[str, float]:
+    """What the parameters' ranges depend on (analyzer.calibrate.ranges): the boost over the tensor
+    clock, and the longest measured time."""
+    return {"efficiency_max": base.clocks.boost_hz / base.clocks.tensor_hz, "longest_s": float(c.measured.max())}
+
+
+def fit_bounds(base: Profile, c: Components) -> dict[str, tuple[float, float]]:
+    """Each fitted parameter's range, as the fit's bounds."""
+    return {n: parameter_range(n, **range_limits(base, c)) for n in FITTED}
 
 
 def check_records(rec: Recording, source: str, profile: Profile) -> None:

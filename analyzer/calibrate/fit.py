@@ -3,9 +3,12 @@
 The formula is the model's own (analyzer.model.predict.seconds); the parameters it names
 (the tensor cores' efficiency, the overlap of levels, the softmax overhead, the per-chunk overhead,
 the load latency, the exposed prologue and epilogue, the start and end of a block alone on its SM,
-the launch overhead) are fitted by
-Levenberg-Marquardt on log(model / measured), so each configuration counts by its relative error,
-reweighted (Huber) so that a few configurations the model cannot describe do not pull the rest.
+the launch overhead) are fitted by scipy.optimize.least_squares on log(model / measured), so each
+configuration counts by its relative error, with a Huber loss so that a few configurations the model
+cannot describe do not pull the rest, and each parameter bounded to the range in which it means what
+docs/model.md says (analyzer.calibrate.ranges). It replaced a hand-written Levenberg-Marquardt with
+reweighting, which had no bounds and whose finite-difference steps let a change in the last bit of one
+term move the fitted overlap of levels from 0.54 to 1.49 (outside its range).
 A configuration also counts by how near it runs to the best measured at its size (near_best_weights):
 the model exists to choose among the fast ones, and a configuration three times slower than the best
 says little about them. Each parameter is fitted in log space, which keeps it positive.
@@ -23,12 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import least_squares
 
 from analyzer.common.progress import Progress, silent
 from analyzer.model.predict import Parts, datasheet, seconds
 
 HUBER = 0.1          # log residual beyond which a configuration counts linearly (about 10 % off)
-IRLS = 6             # reweighting rounds
 NEAR_BEST = 0.5      # weight exp(-(t / t_best - 1) / NEAR_BEST): 1 at the best, 0.37 at 1.5 x the best
 FLOOR = 0.05         # ... plus this, so that slow configurations still count
 CHOICE = 1.0         # weight of a size's choice regret against one record's squared log error
@@ -133,85 +136,70 @@ def rms_log_error(c: Components, values: dict[str, float]) -> float:
     return float(np.sqrt(np.mean(r * r)))
 
 
-def _residual(c: Components, names, theta, weights=None) -> np.ndarray:
-    r = np.log(c.time(dict(zip(names, np.exp(theta), strict=True)))) - np.log(c.measured)
-    return r if weights is None else r * weights
+def huber_residuals(r: np.ndarray, scale: float | None) -> np.ndarray:
+    """Residuals whose squares are twice Huber's loss of `r` at `scale`: r itself within it, beyond it
+    sign(r) sqrt(scale (2 |r| - scale)), so a log error counts linearly past `scale` (None: r)."""
+    if scale is None:
+        return r
+    a = np.abs(r)
+    return np.where(a <= scale, r, np.sign(r) * np.sqrt(scale * np.maximum(2 * a - scale, 0.0)))
 
 
-def _objective(c: Components, names, theta, weights) -> np.ndarray:
-    """What Levenberg-Marquardt minimises the square of: the weighted log errors, and per size the
-    square root of CHOICE times its choice regret."""
-    r = _residual(c, names, theta, weights)
-    regret = choice_regret(c, c.time(dict(zip(names, np.exp(theta), strict=True))))
+def _objective(c: Components, values: dict[str, float], weights, scale: float | None = HUBER) -> np.ndarray:
+    """What the fit minimises the square of: the log errors under Huber's loss, each times its weight,
+    and per size the square root of CHOICE times its choice regret (squared as it is: the loss is
+    the log errors', the choice term is not an outlier to discount)."""
+    t = c.time(values)
+    r = huber_residuals(np.log(t) - np.log(c.measured), scale) * weights
+    regret = choice_regret(c, t)
     return np.concatenate([r, np.sqrt(CHOICE * np.maximum(regret, 0.0))])
 
 
 LATENCY_STARTS = (1e-7, 5e-7, 1e-6, 2e-6)   # the latency bound is flat until it binds: several starts
+Bounds = dict[str, tuple[float, float]]     # name -> the closed range it means what it says in (ranges.py)
 
 
 def fit(c: Components, names=FITTED, *, start: dict[str, float] | None = None, huber: float | None = HUBER,
-        max_iterations: int = 100) -> Fit:
-    """The parameters `names` that best explain `c.measured` (robust least squares in log space): the
-    best of fits started at several load latencies, or at `start` alone."""
+        bounds: Bounds | None = None, max_evaluations: int = 400) -> Fit:
+    """The parameters `names` that best explain `c.measured` (robust least squares on log errors, each
+    parameter within `bounds`): the best of fits started at several load latencies, or at `start` alone."""
     if start is not None or "load_latency_s" not in names:
-        return _fit(c, tuple(names), start or {}, huber, max_iterations)
-    fits = [_fit(c, tuple(names), {"load_latency_s": s}, huber, max_iterations) for s in LATENCY_STARTS]
+        return _fit(c, tuple(names), start or {}, huber, bounds or {}, max_evaluations)
+    fits = [_fit(c, tuple(names), {"load_latency_s": s}, huber, bounds or {}, max_evaluations)
+            for s in LATENCY_STARTS]
     return min(fits, key=lambda f: f.rms_log_error)
 
 
-def _fit(c: Components, names: tuple[str, ...], start: dict[str, float], huber: float | None,
-         max_iterations: int) -> Fit:
-    values = {n: start.get(n, START.get(n, datasheet(n) or 1e-3)) for n in names}
-    base = np.sqrt(c.weights())
-    weights, result = base, None
-    for _ in range(IRLS if huber else 1):
-        result = _lm(c, names, values, weights, max_iterations)
-        values = result.values
-        r = _residual(c, names, np.log([values[n] for n in names]))
-        if huber:
-            weights = base * np.sqrt(np.minimum(1.0, huber / np.maximum(np.abs(r), 1e-12)))
-    assert result is not None
-    r = _residual(c, names, np.log([values[n] for n in names]))
-    return Fit(names, values, {}, float(np.sqrt(np.mean(r * r))), result.iterations)
+def _fit(c: Components, names: tuple[str, ...], start: dict[str, float], huber_scale: float | None,
+         bounds: Bounds, max_evaluations: int) -> Fit:
+    """scipy.optimize.least_squares (trust region reflective) with each parameter bounded to its range
+    (default: non-negative), in units of its starting value so that seconds and shares step alike;
+    Huber's loss on the log errors (huber_residuals: least_squares' own loss= would discount the choice
+    term too). Parameters stay linear: in log space one that drifts towards 0 loses its gradient."""
+    first = np.array([start.get(n, START.get(n, datasheet(n) or 1e-3)) for n in names])
+    unit = np.where(first > 0, first, 1e-3)
+    low = np.array([bounds.get(n, (0.0, np.inf))[0] for n in names]) / unit
+    high = np.array([bounds.get(n, (0.0, np.inf))[1] for n in names]) / unit
+    inside = 1e-9 * np.maximum(1.0, np.where(np.isfinite(high), high - low, 1.0))
+    x0 = np.clip(first / unit, low + inside, np.where(np.isfinite(high), high - inside, np.inf))
+    weights = np.sqrt(c.weights())
+    as_values = (lambda x: dict(zip(names, (float(v) for v in x * unit), strict=True)))
+    result = least_squares(lambda x: _objective(c, as_values(x), weights, huber_scale), x0, bounds=(low, high),
+                           max_nfev=max_evaluations)
+    values = as_values(result.x)
+    return Fit(names, values, {}, rms_log_error(c, values), int(result.nfev))
 
 
-def _lm(c: Components, names: tuple[str, ...], start: dict[str, float], weights, max_iterations: int) -> Fit:
-    theta = np.log([start[n] for n in names])
-    r = _objective(c, names, theta, weights)
-    cost, lam, iterations = float(r @ r), 1e-3, 0
-    for _ in range(max_iterations):
-        iterations += 1
-        jac = np.empty((len(r), len(names)))
-        for j in range(len(names)):
-            step = np.zeros(len(names))
-            step[j] = 1e-6
-            jac[:, j] = (_objective(c, names, theta + step, weights) - r) / 1e-6
-        jtj, jtr = jac.T @ jac, jac.T @ r
-        gain = 0.0
-        while lam < 1e12:
-            a = jtj + lam * np.diag(np.maximum(np.diag(jtj), 1e-12))
-            trial = theta + np.clip(np.linalg.lstsq(a, -jtr, rcond=None)[0], -5, 5)
-            r_trial = _objective(c, names, trial, weights)
-            cost_trial = float(r_trial @ r_trial)
-            if np.isfinite(cost_trial) and cost_trial < cost:
-                gain = cost - cost_trial
-                theta, r, cost, lam = trial, r_trial, cost_trial, max(lam / 10, 1e-9)
-                break
-            lam *= 10
-        if gain <= 1e-10 * max(cost, 1e-30):
-            break
-    return Fit(names, dict(zip(names, (float(v) for v in np.exp(theta)), strict=True)),
-               iterations=iterations)
-
-
-def bootstrap(c: Components, best: Fit, *, samples: int = 40, seed: int = 0,
+def bootstrap(c: Components, best: Fit, *, samples: int = 40, seed: int = 0, bounds: Bounds | None = None,
               progress: Progress = silent) -> Fit:
-    """`best` with bootstrap standard errors: the fit repeated on records drawn with replacement."""
+    """`best` with bootstrap standard errors: the fit repeated, from its own starts, on records drawn with
+    replacement (started at `best` instead, a refit stays in best's basin: the data leave the tensor
+    cores' efficiency and the power bound to trade, and the spread would be understated tenfold)."""
     rng = np.random.default_rng(seed)
     rows = []
     for i in range(samples):
         progress("bootstrap", i, samples)
-        refit = fit(c.take(rng.integers(0, len(c), len(c))), best.names, start=best.values)
+        refit = fit(c.take(rng.integers(0, len(c), len(c))), best.names, bounds=bounds)
         rows.append([refit.values[n] for n in best.names])
     progress("bootstrap", samples, samples)
     draws = np.array(rows)
