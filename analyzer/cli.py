@@ -112,15 +112,26 @@ def analyze(
     as_latex: Annotated[bool, typer.Option("--latex", help="Print the symbolic model as LaTeX.")] = False,
 ) -> None:
     """Derive transfers, memory and FLOPs per level, pick tile sizes for a GPU, predict the time."""
-    from analyzer.model.analysis import analyze as run
+    from analyzer.common import cache
+    from analyzer.model.result import Analysis
     _check_dtypes([dtype] if dtype else [])
     if cluster is not None and cluster < 2:
         raise NapkinError(f"--cluster {cluster}: a cluster has at least 2 members")
-    from analyzer import hardware
     sets = _parse_sets(set_ or [])
-    profile = hardware.load(gpu)
-    result = run(diagram, profile, sets=sets, dtype=dtype, cluster=cluster)
-    result = _with_expected(result, diagram, profile, sets, dtype)
+    entry = _analysis_entry(diagram, gpu, {"sets": sets, "dtype": dtype, "cluster": cluster})
+    text = cache.load("analyze", entry) if entry else None
+    try:
+        result = Analysis.model_validate_json(text) if text else None
+    except ValueError:       # a damaged entry: a miss
+        result = None
+    if result is None:
+        from analyzer import hardware
+        from analyzer.model.analysis import analyze as run
+        profile = hardware.load(gpu)
+        result = run(diagram, profile, sets=sets, dtype=dtype, cluster=cluster)
+        result = _with_expected(result, diagram, profile, sets, dtype)
+        if entry:
+            cache.store("analyze", entry, result.model_dump_json())
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
     elif as_latex:
@@ -129,6 +140,28 @@ def analyze(
     else:
         from analyzer.report.analysis import render
         _console().print(render(result))
+
+
+def _analysis_entry(diagram: str, gpu: str, options: dict) -> str | None:
+    """The cache entry of napkin analyze with these arguments (analyzer.common.cache): the diagram
+    file's bytes, every shipped profile's (a shipped profile extends and is calibrated by others) and
+    the options. None where the answer may depend on more (a profile file of the user's, which may
+    extend files of the user's) or an argument is not a file napkin finds: the command then computes,
+    and says what is wrong."""
+    from analyzer import hardware
+    from analyzer.common import cache, resources
+    if not cache.enabled():
+        return None
+    try:
+        diagram_path = resources.resolve("diagrams", diagram, what="diagram")
+        profile_path = hardware.profile_path(gpu)
+        shipped = resources.shipped("hardware")
+        if profile_path.resolve() not in {p.resolve() for p in shipped.values()}:
+            return None
+        where = {"gpu": profile_path.stem, "diagram": str(diagram_path.resolve())}   # the report names both
+        return cache.key("analyze", [diagram_path, *shipped.values()], {**options, **where})
+    except (NapkinError, OSError):
+        return None
 
 
 def _with_expected(result, diagram: str, gpu, sets: dict, dtype: str | None):

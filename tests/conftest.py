@@ -7,3 +7,8 @@ import os
 # read these when they load: pytest and its plugins import neither numpy nor torch before this file.
 for _threads in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_threads] = "1"
+
+# napkin analyze keeps its results on disk (analyzer.common.cache): off for the suite, so that a test
+# computes what it checks and writes nothing outside its own folders; tests/unit/test_cache.py turns
+# it on in a folder of its own
+os.environ["NAPKIN_CACHE"] = "off"

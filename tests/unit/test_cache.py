@@ -1,0 +1,77 @@
+"""napkin analyze's results on disk (analyzer.common.cache): a repeated command reads its answer, any
+change to what the answer depends on computes it again, and the cache never changes an answer."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import analyzer.model.analysis as analysis
+from analyzer.cli import app
+from analyzer.common import resources
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def computed(monkeypatch, tmp_path):
+    """The cache on, in a folder of this test's; the list of analyses computed (not read)."""
+    monkeypatch.setenv("NAPKIN_CACHE", "on")
+    monkeypatch.setenv("NAPKIN_CACHE_DIR", str(tmp_path / "cache"))
+    calls: list[str] = []
+    real = analysis.analyze
+
+    def counted(diagram, *args, **kwargs):
+        calls.append(str(diagram))
+        return real(diagram, *args, **kwargs)
+    monkeypatch.setattr(analysis, "analyze", counted)
+    return calls
+
+
+def analyze(*args: str) -> str:
+    result = runner.invoke(app, ["analyze", *args], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_a_repeated_command_reads_its_answer(computed, tmp_path):
+    first = analyze("attention", "--gpu", "h100", "--json")
+    assert analyze("attention", "--gpu", "h100", "--json") == first and len(computed) == 1
+    assert analyze("attention", "--gpu", "h100") and len(computed) == 1      # the table from the same entry
+    analyze("attention", "--gpu", "h100", "--set", "q=4096")                  # other options: computed
+    analyze("attention", "--gpu", "h200")                                     # another GPU: computed
+    assert len(computed) == 3 and len(list((tmp_path / "cache" / "analyze").glob("*.json"))) == 3
+
+
+def test_an_edited_diagram_is_computed_again(computed, tmp_path):
+    path = tmp_path / "mine.yaml"
+    shutil.copy(resources.shipped("diagrams")["attention"], path)
+    first = analyze(str(path), "--gpu", "h100", "--json")
+    path.write_text(path.read_text().replace("16384", "8192"))
+    second = analyze(str(path), "--gpu", "h100", "--json")
+    assert len(computed) == 2 and first != second
+
+
+def test_a_damaged_entry_is_a_miss(computed, tmp_path):
+    first = analyze("matmul", "--gpu", "a100", "--json")
+    (entry,) = (tmp_path / "cache" / "analyze").glob("*.json")
+    entry.write_text(entry.read_text()[:100])
+    assert analyze("matmul", "--gpu", "a100", "--json") == first and len(computed) == 2
+
+
+def test_a_profile_of_the_users_is_not_cached(computed, tmp_path):
+    path = tmp_path / "gpu.yaml"
+    shutil.copy(resources.shipped("hardware")["a100"], path)
+    analyze("matmul", "--gpu", str(path))
+    analyze("matmul", "--gpu", str(path))
+    assert len(computed) == 2 and not (tmp_path / "cache").exists()
+
+
+def test_off_writes_nothing(monkeypatch, tmp_path):
+    monkeypatch.setenv("NAPKIN_CACHE", "off")
+    monkeypatch.setenv("NAPKIN_CACHE_DIR", str(tmp_path / "cache"))
+    analyze("matmul", "--gpu", "a100")
+    assert not Path(tmp_path / "cache").exists()
