@@ -11,6 +11,7 @@ of that kernel's configurations (bench/hopper_sweep.py), and held against what i
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Literal
@@ -21,6 +22,7 @@ from scipy.optimize import least_squares
 
 from analyzer import hardware
 from analyzer.calibrate.record import MAX_SIZE, Seconds, read_json
+from analyzer.calibrate.validate import HELD_OUT_SHARE
 from analyzer.common.errors import NapkinError
 from analyzer.common.progress import Progress, silent
 from analyzer.config.hopper import (
@@ -152,6 +154,9 @@ def fit(profile: Profile, records: list[HopperRecord], source: str) -> Fitted:
         jac = found.jac * scale      # parameter's scale: seconds and shares differ by 10^7
         cov = np.linalg.pinv(jac.T @ jac) * float(r @ r) / dof
         error = np.sqrt(np.clip(np.diag(cov), 0, None)) * scale
+        # a parameter no training record moves (no configuration it describes) is undetermined, not exact
+        unmoved = np.linalg.norm(jac, axis=0) <= 1e-9 * max(float(np.abs(jac).max()), 1e-300)
+        error = np.where(unmoved, np.inf, error)
     except np.linalg.LinAlgError:
         error = np.full(len(start), np.nan)
     return Fitted(_params(found.x, f"calibrated on {profile.name}"),
@@ -214,7 +219,7 @@ class Result:
     records: list[HopperRecord]
     base: Profile
     fitted: Fitted
-    split: list[str]                       # per record: train, held-out size, beyond
+    split: list[str]                       # per record: train, held-out configs, held-out size, beyond
     errors: dict[str, dict[str, Errors]]   # model (idealised, calibrated) -> split or shape class -> errors
     choices: dict[str, list[Choice]]       # model -> per shape
     across: dict[str, Errors] | None       # this fit on the other GPU's records: split -> errors
@@ -223,9 +228,16 @@ class Result:
 
 
 def split_of(r: HopperRecord, held_out: int) -> str:
+    """beyond (every shape outside the grid), held-out size (the grid's `held_out` rows), held-out configs
+    (one configuration in HELD_OUT_SHARE, by a hash of it, at every other size: as the portable
+    kernels' validation holds them out), or train."""
     if r.kind != "grid":
         return "beyond"
-    return "held-out size" if held_out in (r.seq_q, r.seq_k) else "train"
+    if held_out in (r.seq_q, r.seq_k):
+        return "held-out size"
+    c = r.config
+    key = f"{c.WARPGROUPS} {c.BLOCK_X} {c.STAGES} {c.OVERLAP} {c.SCHEDULE}"
+    return "held-out configs" if zlib.crc32(key.encode()) % HELD_OUT_SHARE == 0 else "train"
 
 
 def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SEQLEN, other: str | None = None,
@@ -265,7 +277,8 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SE
         predicted = predict(them, theirs, replace(fitted.params, source=f"calibrated on {base.name}"))
         t = np.array([r.time_s for r in theirs])
         across = {"all": Errors.of(predicted, t),
-                  **{s: Errors.of(predicted[ix], t[ix]) for s in ("train", "held-out size", "beyond")
+                  **{s: Errors.of(predicted[ix], t[ix]) for s in ("train", "held-out configs", "held-out size",
+                                                                     "beyond")
                      if (ix := [i for i, r in enumerate(theirs) if split_of(r, held_out) == s])}}
     return Result(recording, rec, records, base, fitted, split, errors, picked, across, other, refused)
 

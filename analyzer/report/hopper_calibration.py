@@ -3,11 +3,13 @@ profile, or an existing one of the same GPU with its `hopper` entry replaced) an
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import yaml
 
 from analyzer.calibrate.hopper import Result, hopper_fit
+from analyzer.calibrate.validate import HELD_OUT_SHARE
 from analyzer.common.atomic import write_files
 from analyzer.common.errors import NapkinError
 from analyzer.common.yamlio import load_file
@@ -84,11 +86,14 @@ def report_markdown(r: Result, command: str) -> str:
               if r.refused else "") + ".",
            "The fit: least squares on log(predicted / measured) with a Huber loss (scipy.optimize.least_squares), "
            "each parameter bounded to its meaning; uncertainties are one standard error from the fit's Jacobian. "
-           "Trained on the FlashAttention-3 grid less one sequence length; held out: that length and every "
-           "shape beyond the grid.", "",
+           "Trained on the FlashAttention-3 grid less one sequence length and one configuration in "
+           f"{HELD_OUT_SHARE} (by a hash of it); held out: those configurations at every other length, that "
+           "length, and every shape beyond the grid.", "",
            "| parameter | fitted | ± | meaning |", "|---|---|---|---|"]
     for name, meaning in MEANING.items():
-        out.append(f"| {name} | {getattr(f.params, name):.4g} | {f.uncertainty[name]:.2g} | {meaning} |")
+        error = f.uncertainty[name]
+        shown = f"{error:.2g}" if math.isfinite(error) else "undetermined (no record moves it)"
+        out.append(f"| {name} | {getattr(f.params, name):.4g} | {shown} | {meaning} |")
     out += ["", "## Errors |predicted / measured - 1|", "",
             "| records | model | count | median | 90th percentile | worst |", "|---|---|---|---|---|---|"]
     for model, groups in r.errors.items():
