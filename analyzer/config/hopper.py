@@ -316,18 +316,26 @@ def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool,
     for length in LENGTHS:
         row = []
         for instances in INSTANCES:
-            ranking = ranked(profile, head_dim, dtype, seq_q=length, seq_k=length, instances=instances,
-                             causal=causal, params=params)
-            if not ranking:
-                raise NapkinError(f"no configuration of the Hopper kernel fits head dim {head_dim} on "
-                                  f"{profile.name}", file=profile.source, field="levels.smem",
-                                  hint="use --backend triton")
-            first = ranking[0][1]
+            first = chosen_at(profile, head_dim, dtype, causal=causal, length=length, instances=instances,
+                              params=params)
             if first not in configs:
                 configs.append(first)
             row.append(configs.index(first))
         cells.append(tuple(row))
     return HopperTable(LENGTHS, INSTANCES, tuple(configs), tuple(cells))
+
+
+def chosen_at(profile: Profile, head_dim: int, dtype: str, *, causal: bool, length: float, instances: float,
+              params: HopperParams | None = None) -> HopperConfig:
+    """The configuration hopper_table's cell nearest (`length`, `instances`) holds, computed alone: the
+    first of `ranked` at that grid point."""
+    ranking = ranked(profile, head_dim, dtype, seq_q=LENGTHS[nearest(LENGTHS, length)],
+                     seq_k=LENGTHS[nearest(LENGTHS, length)], instances=INSTANCES[nearest(INSTANCES, instances)],
+                     causal=causal, params=params)
+    if not ranking:
+        raise NapkinError(f"no configuration of the Hopper kernel fits head dim {head_dim} on {profile.name}",
+                          file=profile.source, field="levels.smem", hint="use --backend triton")
+    return ranking[0][1]
 
 
 def refusal(profile: Profile, c: Configured, sets: dict[str, int] | None = None) -> str | None:
@@ -429,5 +437,5 @@ def realisable(c: Configured) -> str | None:
     return None
 
 
-__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "candidates", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "refusal",
+__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "candidates", "chosen_at", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "refusal",
            "register_cap", "registers_per_consumer"]

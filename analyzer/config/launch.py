@@ -29,6 +29,7 @@ from analyzer.config.hopper import (
     HopperConfig,
     HopperParams,
     HopperTables,
+    chosen_at,
     chunk_times,
     hopper_capable,
     hopper_tables,
@@ -58,9 +59,10 @@ class Launch:
 
 
 def launch(diagram: str, gpu: str | Profile, *, backend: str | None = None, dtype: str | None = None,
-           config: str | None = None, sets: dict[str, int] | None = None) -> Launch:
+           config: str | None = None, sets: dict[str, int] | None = None, tables: bool = True) -> Launch:
     """The backend (`backend`, or the default above) and its configured kernels; a named `config` the
-    Hopper kernel runs keeps its head dim alone (the wrapper refuses the others)."""
+    Hopper kernel runs keeps its head dim alone (the wrapper refuses the others). `tables`: the Hopper
+    kernel's by-size tables too (a module needs them; one expected time needs one cell of them)."""
     profile = hardware.load(gpu)
     chosen, why = backend or "triton", None
     if backend == "hopper" or (backend is None and hopper_capable(profile)):
@@ -72,6 +74,8 @@ def launch(diagram: str, gpu: str | Profile, *, backend: str | None = None, dtyp
         if why and backend == "hopper":
             raise NapkinError(why, field="--backend", hint="use --backend triton")
         if why is None:
+            if not tables and one is None:
+                return Launch("hopper", configured)
             return Launch("hopper", *_hopper(diagram, configured, profile, config, one))
     configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets,
                                    sized=chosen in SIZED)
@@ -128,7 +132,7 @@ def expected(launched: Launch, profile: Profile, sizes: dict[str, int]) -> Expec
     """What the launched kernel takes at `sizes` (size symbols of the weaved diagram), by the model
     of its backend."""
     c = launched.configured
-    if launched.hopper is not None:
+    if launched.backend == "hopper":
         return _hopper_expected(c, launched.hopper, profile, sizes)
     p = predict_configured(c, profile, sizes)
     launched_choices = c.launched(sizes)
@@ -149,17 +153,22 @@ def _portable_label(c) -> str:
     return f"{tiles} warps={c.num_warps} stages={c.num_stages}"
 
 
-def _hopper_expected(c: Configured, tables: HopperTables, profile: Profile, sizes: dict[str, int]) -> Expected:
+def _hopper_expected(c: Configured, tables: HopperTables | None, profile: Profile,
+                     sizes: dict[str, int]) -> Expected:
+    """`tables` None: the one cell of them these sizes read, computed alone (hopper.chosen_at)."""
     r = c.roles
     at = c.axis_sizes(sizes)
     head_dim, seq_q, seq_k = at(r.head_dim), at(r.seq_q), at(r.seq_k)
-    table = tables.tables.get(head_dim)
-    if table is None:
+    instances = math.prod(at(a) for a in instance_axes(r))
+    params = HopperParams.of(profile)
+    if tables is None:
+        chosen = chosen_at(profile, head_dim, c.dtype, causal=r.causal, length=math.sqrt(seq_q * seq_k),
+                           instances=instances, params=params)
+    elif head_dim in tables.tables:
+        chosen = tables.tables[head_dim].at(math.sqrt(seq_q * seq_k), instances)
+    else:
         raise NapkinError(f"the Hopper kernel is configured for head dim {', '.join(map(str, tables.tables))}, "
                           f"not {head_dim}", field="--set", hint="use --backend triton")
-    instances = math.prod(at(a) for a in instance_axes(r))
-    chosen = table.at(math.sqrt(seq_q * seq_k), instances)
-    params = HopperParams.of(profile)
     time_s = predicted_time(profile, chosen, head_dim, c.dtype, seq_q=seq_q, seq_k=seq_k,
                             instances=instances, causal=r.causal, params=params)
     flops = 4 * instances * seq_q * seq_k * head_dim / (2 if r.causal else 1)
@@ -196,7 +205,7 @@ def expect(diagram: str, gpu: str | Profile, *, dtype: str | None = None,
     names = {s.name for s in base.size_symbols} | {s.name for k in base.kernels for p in k.partitions.values()
                                                    for s in p.symbols}
     sets = {k: v for k, v in (sets or {}).items() if k in names}
-    launched = launch(diagram, profile, dtype=dtype, sets=_head_dim_pinned(diagram, dtype, sets))
+    launched = launch(diagram, profile, dtype=dtype, sets=_head_dim_pinned(diagram, dtype, sets), tables=False)
     e = expected(launched, profile, sizes_of(launched.configured, sets))
     return ExpectedOut(backend=e.backend, configuration=e.configuration, time_s=e.time_s,
                        throughput_flops_per_s=e.throughput_flops_per_s, bound=e.bound, model=e.model,

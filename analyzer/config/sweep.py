@@ -136,7 +136,7 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
         configured = configure_kernels(diagram, profile, dtype=dtype, sized=False)
         why = refusal(profile, configured, sets)
         if why is None:
-            launched = launch(diagram, profile, backend="hopper", dtype=dtype, sets=sets)
+            launched = launch(diagram, profile, backend="hopper", dtype=dtype, sets=sets, tables=False)
             progress("configure", 1, 1)
             return [_hopper_sweep(launched, profile, dtype, sets or {}, kernel, began)]
         if backend == "hopper":
