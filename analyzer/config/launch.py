@@ -106,7 +106,7 @@ class Expected:
     tensor_flops: float          # the useful tensor-core FLOPs (block skipping included)
     bound: str
     model: str                   # which model, and where its parameters come from
-    calibrated: bool             # False: the idealised model, nobody measured this kernel on this GPU
+    calibrated: bool             # False: the idealised model, no one fitted this kernel's model on this GPU
     sizes: dict[str, int]        # the weaved diagram's size symbols it was predicted at
     hopper: HopperConfig | None = None
 
@@ -144,7 +144,7 @@ def expected(launched: Launch, profile: Profile, sizes: dict[str, int]) -> Expec
         fitted = sibling is not None and sibling.calibration is not None and sibling.calibration.as_params()
         model, calibrated = ("the paper's idealised model with napkin sweep's terms: " + (
             f"{sibling.name} holds the portable kernel's fit (--gpu {sibling.name})" if fitted else
-            f"nobody measured the portable kernel on {profile.name}")), False
+            f"no one has fitted the portable kernel's model on {profile.name}")), False
     return Expected(launched.backend, label, p.time_s, p.flops, p.bound, model, calibrated, dict(p.sizes))
 
 

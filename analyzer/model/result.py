@@ -193,7 +193,7 @@ class ExpectedOut(Out):
     throughput_flops_per_s: float = Field(description="Tensor FLOPs (block skipping included) over time_s.")
     bound: str
     model: str = Field(description="Which model timed it and where its parameters come from.")
-    calibrated: bool = Field(description="False: the idealised model; nobody measured this kernel on this GPU.")
+    calibrated: bool = Field(description="False: the idealised model; no one fitted this kernel's model on this GPU.")
     sizes: dict[str, int] = Field(description="The weaved diagram's sizes (one batch entry and head unless set).")
 
 

@@ -57,9 +57,9 @@ def test_the_four_commands_agree(diagram, gpu, sets):
 def test_an_unmeasured_gpu_says_so_on_screen_and_in_json():
     analysis = cli_json("analyze", "attention", "--gpu", "a100")
     assert analysis["expected"]["calibrated"] is False
-    assert "nobody measured" in analysis["expected"]["model"]
+    assert "no one has fitted" in analysis["expected"]["model"]
     screen = CliRunner().invoke(app, ["analyze", "attention", "--gpu", "a100"], env={"COLUMNS": "300"}).output
-    assert "nobody measured the portable kernel on a100" in screen
+    assert "no one has fitted the portable kernel's model on a100" in screen
     assert "the paper's idealised bound" in screen
 
 
