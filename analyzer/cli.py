@@ -71,9 +71,18 @@ def _progress(title: str):
         yield report
 
 
+PIPE_WIDTH = 1000      # columns when stdout is not a terminal: a pipe or a file gets whole lines
+
+
 def _console():
+    """stdout's console: a terminal's width, or, piped or redirected (no COLUMNS set), lines as long as
+    their text, so that `napkin hardware list | cat` shows the names one types and no verdict wraps
+    mid-sentence (rich would cut to 80 columns)."""
     from rich.console import Console
-    return Console(highlight=False, soft_wrap=False)
+    console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console = Console(highlight=False, soft_wrap=False, width=PIPE_WIDTH)
+    return console
 
 
 def _parse_sets(items: list[str]) -> dict[str, int]:
