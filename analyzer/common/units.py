@@ -20,7 +20,12 @@ def binary(nbytes: float) -> str:
 
 
 def seconds(t: float) -> str:
+    """`t` seconds in the unit that keeps 1 to 999 of it; a negative time (a cross level's term in
+    Equation 2, Theorem 3, where its weight is negative) keeps its sign before the same unit."""
+    if t < 0:
+        return "-" + seconds(-t)
     for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if t >= scale:
-            return f"{t / scale:.4g} {name}"
+        shown = f"{t / scale:.4g}"
+        if float(shown) >= 1:           # after rounding: 0.99999 s is 1 s, not 1000 ms
+            return f"{shown} {name}"
     return f"{t * 1e9:.4g} ns"

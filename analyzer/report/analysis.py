@@ -172,7 +172,7 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
             "+" + seconds(k.exposed_time_s))
     parts.append(time)
     if k.cluster_trade_off_s:
-        gains = ", ".join(f"N={n}: {seconds(v) if v >= 0 else '-' + seconds(-v)}"
+        gains = ", ".join(f"N={n}: {seconds(v)}"
                           for n, v in k.cluster_trade_off_s.items())
         parts.append(Text(f"cluster-size trade-off Delta H*(N) (Appendix A.2.3; positive saves "
                           f"time): {gains}"))

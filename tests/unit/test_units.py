@@ -1,0 +1,35 @@
+"""Times as the reports print them (analyzer.common.units.seconds)."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from analyzer.common.units import seconds
+from analyzer.model.analysis import analyze
+from analyzer.report.analysis import render
+
+FORMAT = re.compile(r"-?[0-9.]+(e[+-]?[0-9]+)? (s|ms|us|ns)")
+
+
+@given(st.floats(min_value=1e-12, max_value=1e4, allow_nan=False))
+def test_a_negative_time_keeps_its_unit_and_sign(t):
+    assert seconds(-t) == "-" + seconds(t)
+    assert FORMAT.fullmatch(seconds(t))
+
+
+@given(st.floats(min_value=1e-9, max_value=999.0))
+def test_the_unit_keeps_one_to_999_of_it(t):
+    value = float(seconds(t).split()[0])
+    assert 1 <= value < 1000 or t < 1e-9
+
+
+def test_a_cluster_level_prints_its_negative_term_in_microseconds():
+    """regression: --cluster 2 printed the dsmem level's time as -3.733e+04 ns."""
+    from rich.console import Console
+    console = Console(width=300, record=True)
+    console.print(render(analyze("attention", "h100", cluster=2)))
+    text = console.export_text()
+    assert "e+04 ns" not in text and re.search(r"dsmem .*│ -[0-9.]+ us", text)
