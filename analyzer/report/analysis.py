@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from analyzer.common.units import binary, seconds, si
+from analyzer.config.choose import TIE
 from analyzer.model.result import Analysis, ClassicRuleOut, KernelOut
 
 
@@ -293,7 +294,8 @@ def sweep_text(sweeps, top: int = 0) -> Group:
         parts.append(Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} ({model}), {s.dtype}; {sizes}",
                           style="bold"))
         rows = s.rows[:top] if top else s.rows
-        table = _table(f"{len(s.rows)} legal configurations, fastest first"
+        table = _table(f"{len(s.rows)} legal configurations, fastest first; within {TIE:.1%} a tie, ordered by "
+                       "more stages, more rows, the larger chunk, more warps"
                        + (f" (the first {len(rows)})" if len(rows) < len(s.rows) else ""),
                        "rank", *s.rows[0].tiles, "warps", "stages", "predicted", "throughput", "bound")
         for i, r in enumerate(rows, 1):
