@@ -10,7 +10,6 @@ import json
 import os
 import re
 import sys
-from contextlib import contextmanager
 from typing import Annotated, Optional
 
 import typer
@@ -40,49 +39,14 @@ SetOpt = Annotated[Optional[list[str]], typer.Option(
 OutputOpt = Annotated[str, typer.Option("--output", "-o", help="Output file: .png, .svg or .pdf.")]
 
 
-@contextmanager
 def _progress(title: str):
-    """A progress bar on stderr for long work: yields the callback (analyzer.common.progress) that the
-    work reports its stages through; gone when the work ends, so stdout stays the result alone. Drawn
-    only where stderr is a terminal: a log or a pipe gets no bar."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield lambda what, done, total: None
-        return
-    bars = Progress(TextColumn(f"{title}: {{task.description}}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=True)
-    tasks: dict[str, int] = {}
-
-    def report(what: str, done: int, total: int) -> None:
-        if what not in tasks:
-            tasks[what] = bars.add_task(what, total=total)
-        bars.update(tasks[what], completed=done, total=total)
-
-    with bars:
-        yield report
-
-
-PIPE_WIDTH = 1000      # columns when stdout is not a terminal: a pipe or a file gets whole lines
+    from analyzer.report.terminal import progress
+    return progress(title)
 
 
 def _console():
-    """stdout's console: a terminal's width, or, piped or redirected (no COLUMNS set), lines as long as
-    their text, so that `napkin hardware list | cat` shows the names one types and no verdict wraps
-    mid-sentence (rich would cut to 80 columns)."""
-    from rich.console import Console
-    console = Console(highlight=False, soft_wrap=False)
-    if not console.is_terminal and not os.environ.get("COLUMNS"):
-        console = Console(highlight=False, soft_wrap=False, width=PIPE_WIDTH)
-    return console
+    from analyzer.report.terminal import console
+    return console()
 
 
 def _parse_sets(items: list[str]) -> dict[str, int]:
@@ -123,6 +87,9 @@ def analyze(
     """Derive transfers, memory and FLOPs per level, pick tile sizes for a GPU, predict the time."""
     from analyzer.common import cache
     from analyzer.model.result import Analysis
+    if as_json and as_latex:
+        raise NapkinError("--json and --latex: each prints the whole analysis in its own form; pass one",
+                          field="--latex")
     _check_dtypes([dtype] if dtype else [])
     if cluster is not None and cluster < 2:
         raise NapkinError(f"--cluster {cluster}: a cluster has at least 2 members")
@@ -324,7 +291,9 @@ def kernel(
     from analyzer.codegen import generate
     from analyzer.codegen.files import check_kernel_target
     check_kernel_target(output, backend or "triton")      # hopper and triton both write a .py module
-    g = generate(diagram, gpu, backend=backend, dtype=dtype, config=config, sets=_parse_sets(set_ or []))
+    with _progress("kernel") as progress:
+        g = generate(diagram, gpu, backend=backend, dtype=dtype, config=config, sets=_parse_sets(set_ or []),
+                     progress=progress)
     if g.note:
         typer.echo(f"note: {g.note}", err=True)
     for path in g.write(output):

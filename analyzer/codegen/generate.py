@@ -29,6 +29,7 @@ from analyzer.codegen.files import write_kernel
 from analyzer.codegen.hopper import hopper_module
 from analyzer.codegen.triton import triton_module
 from analyzer.common.errors import NapkinError
+from analyzer.common.progress import Progress, silent
 from analyzer.common.units import seconds, si
 from analyzer.config.element_type import GENERATED
 from analyzer.config.hopper import HopperTables
@@ -76,7 +77,8 @@ BACKENDS = tuple(RENDERERS)
 
 
 def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dtype: str | None = None,
-             config: str | None = None, sets: dict[str, int] | None = None) -> Generated:
+             config: str | None = None, sets: dict[str, int] | None = None,
+             progress: Progress = silent) -> Generated:
     """The kernel file of `diagram` for `gpu`; `backend`: hopper, triton or cuda, default hopper where
     the GPU and the diagram allow it and triton elsewhere; `dtype`: fp16 or bf16, default the diagram's
     own (analyzer.config.element_type: a type the kernel cannot honour is refused; `note` says where it
@@ -84,14 +86,18 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
     if backend is not None and backend not in RENDERERS:
         raise NapkinError(f"{backend!r}: expected {' or '.join(BACKENDS)}", field="--backend")
     profile = hardware.load(gpu)
+    progress("generate", 0, 3)
     launched = launch(diagram, profile, backend=backend, dtype=dtype, config=config, sets=sets)
     chosen, configured, tables = launched.backend, launched.configured, launched.hopper
+    progress("generate", 1, 3)
     prediction, prediction_at = _prediction(launched, profile)
+    progress("generate", 2, 3)
     file = KernelFile(**_fields(configured), backend=chosen,
                       command=_command(diagram, profile.name, chosen, configured.dtype, config, sets or {}),
                       prediction=prediction, prediction_at=prediction_at,
                       cuda_limits=CudaLimits.of(profile) if chosen == "cuda" else None, hopper=tables)
     source, extra = RENDERERS[chosen](file)
+    progress("generate", 3, 3)
     return Generated(**_fields(file), source=source, extra=extra)
 
 

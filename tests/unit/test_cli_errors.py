@@ -179,3 +179,8 @@ def test_analyze_json_succeeds_from_any_directory(tmp_path):
     assert report["diagram"]["name"] == "attention"
     assert report["gpu"]["name"] == "h100-sxm5"
     assert report["totals"]["predicted_time_s"] > 0
+
+
+def test_json_and_latex_together_are_refused(tmp_path):
+    """regression: --json --latex printed the JSON alone, silently."""
+    assert_one_line_error(napkin(tmp_path, "analyze", "attention", "--json", "--latex"), "--json and --latex")

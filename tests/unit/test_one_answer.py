@@ -84,3 +84,10 @@ def test_sweep_reports_its_progress_to_the_end(diagram, gpu):
     for what in stages:
         steps = [(done, total) for w, done, total in heard if w == what]
         assert steps[-1][0] == steps[-1][1] and [d for d, _ in steps] == sorted(d for d, _ in steps)
+
+
+def test_kernel_reports_its_progress_to_the_end():
+    heard: list[tuple[str, int, int]] = []
+    generate("attention", "h100", progress=lambda what, done, total: heard.append((what, done, total)))
+    assert heard[0][1] == 0 and heard[-1][1] == heard[-1][2]
+    assert [d for _, d, _ in heard] == sorted(d for _, d, _ in heard)
