@@ -436,6 +436,9 @@ def draw(diagram: DiagramArg, output: OutputOpt,
     _wrote(save(figure(diagram, kernel=kernel), output))
 
 
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
 @app.command()
 def schema(kind: Annotated[str, typer.Argument(help="diagram, profile, report or configuration")]) -> None:
     """Print the JSON Schema of diagram files, profile files, the analysis or the configuration report."""
@@ -450,7 +453,8 @@ def schema(kind: Annotated[str, typer.Argument(help="diagram, profile, report or
     else:
         raise NapkinError(f"unknown schema {kind!r}", hint="choose diagram, profile, report or "
                                                            "configuration")
-    typer.echo(json.dumps(model.model_json_schema(), indent=2))
+    # pydantic writes JSON Schema draft 2020-12; saying so lets editors and validators pick the dialect
+    typer.echo(json.dumps({"$schema": JSON_SCHEMA_DIALECT, **model.model_json_schema()}, indent=2))
 
 
 @hardware_app.command("list")

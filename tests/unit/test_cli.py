@@ -76,9 +76,11 @@ def test_other_commands(args):
     assert run(*args).strip()
 
 
-@pytest.mark.parametrize("kind", ["diagram", "profile", "report"])
+@pytest.mark.parametrize("kind", ["diagram", "profile", "report", "configuration"])
 def test_schemas_are_json_schema(kind):
+    """Each names its dialect (regression: no $schema, so a validator had to guess it)."""
     schema = json.loads(run("schema", kind))
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert schema["type"] == "object" and schema["properties"]
 
 
