@@ -40,9 +40,10 @@ from analyzer.config.hopper import (
 )
 from analyzer.config.kernels import Configured, configure_kernels
 from analyzer.config.predict import predict_configured
+from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention, interface
 from analyzer.hardware import Profile
-from analyzer.model.analysis import load
+from analyzer.model.analysis import load, partition_symbols
 from analyzer.model.result import ExpectedOut
 
 SIZED = {"triton"}      # backends whose wrapper chooses a configuration per call (analyzer.config.by_size)
@@ -136,7 +137,7 @@ def expected(launched: Launch, profile: Profile, sizes: dict[str, int]) -> Expec
         return _hopper_expected(c, launched.hopper, profile, sizes)
     p = predict_configured(c, profile, sizes)
     launched_choices = c.launched(sizes)
-    label = "; ".join(_portable_label(choice) for choice in launched_choices)
+    label = "; ".join(portable_label(choice) for choice in launched_choices)
     if profile.calibration is not None:
         model, calibrated = f"the portable kernel's model calibrated on {profile.name}", True
     else:
@@ -148,7 +149,8 @@ def expected(launched: Launch, profile: Profile, sizes: dict[str, int]) -> Expec
     return Expected(launched.backend, label, p.time_s, p.flops, p.bound, model, calibrated, dict(p.sizes))
 
 
-def _portable_label(c) -> str:
+def portable_label(c) -> str:
+    """A portable configuration (a Choice, or napkin sweep's Row) as napkin sweep and analyze print it."""
     tiles = " ".join(f"{k}={v}" for k, v in c.tiles.items())
     return f"{tiles} warps={c.num_warps} stages={c.num_stages}"
 
@@ -182,10 +184,9 @@ def _hopper_expected(c: Configured, tables: HopperTables | None, profile: Profil
                     chosen)
 
 
-def _head_dim_pinned(diagram: str, dtype: str | None, sets: dict[str, int]) -> dict[str, int]:
+def _head_dim_pinned(base: Diagram, sets: dict[str, int]) -> dict[str, int]:
     """`sets` with attention's head dim pinned at its size there: the module configures every head dim
     it serves, one size needs the configurations of one (each head dim's are chosen alone)."""
-    base = load(diagram, dtype=dtype)
     roles = interface(base)
     if not isinstance(roles, Attention):
         return sets
@@ -202,14 +203,13 @@ def expect(diagram: str, gpu: str | Profile, *, dtype: str | None = None,
     configure), and its expected time."""
     profile = hardware.load(gpu)
     base = load(diagram, dtype=dtype)
-    names = {s.name for s in base.size_symbols} | {s.name for k in base.kernels for p in k.partitions.values()
-                                                   for s in p.symbols}
+    names = {s.name for s in base.size_symbols} | set(partition_symbols(base))
     sets = {k: v for k, v in (sets or {}).items() if k in names}
-    launched = launch(diagram, profile, dtype=dtype, sets=_head_dim_pinned(diagram, dtype, sets), tables=False)
+    launched = launch(diagram, profile, dtype=dtype, sets=_head_dim_pinned(base, sets), tables=False)
     e = expected(launched, profile, sizes_of(launched.configured, sets))
     return ExpectedOut(backend=e.backend, configuration=e.configuration, time_s=e.time_s,
                        throughput_flops_per_s=e.throughput_flops_per_s, bound=e.bound, model=e.model,
                        calibrated=e.calibrated, sizes=e.sizes)
 
 
-__all__ = ["expect", "SIZED", "Expected", "Launch", "expected", "launch", "sizes_of"]
+__all__ = ["expect", "portable_label", "SIZED", "Expected", "Launch", "expected", "launch", "sizes_of"]

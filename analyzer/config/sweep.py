@@ -37,7 +37,7 @@ from analyzer.config.hopper import (
     refusal,
 )
 from analyzer.config.kernels import configure_kernels
-from analyzer.config.launch import Expected, Launch, expected, launch
+from analyzer.config.launch import Expected, Launch, expected, launch, portable_label
 from analyzer.diagram.interface import Attention, interface
 from analyzer.diagram.weave import compile_woven, outer_tiles, source_data
 from analyzer.model.analysis import TermModel, load, resolve_sizes
@@ -59,8 +59,7 @@ class Row:
 
     @property
     def label(self) -> str:
-        tiles = " ".join(f"{k}={v}" for k, v in self.tiles.items())
-        return f"{tiles} warps={self.num_warps} stages={self.num_stages}"
+        return portable_label(self)
 
     @property
     def throughput_flops_per_s(self) -> float:
@@ -135,10 +134,9 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
     if backend == "hopper" or (backend is None and hopper_capable(profile)):
         configured = configure_kernels(diagram, profile, dtype=dtype, sized=False)
         why = refusal(profile, configured, sets)
-        if why is None:
-            launched = launch(diagram, profile, backend="hopper", dtype=dtype, sets=sets, tables=False)
+        if why is None:     # what launch() decides; one expected time needs no by-size tables
             progress("configure", 1, 1)
-            return [_hopper_sweep(launched, profile, dtype, sets or {}, kernel, began)]
+            return [_hopper_sweep(Launch("hopper", configured), profile, dtype, sets or {}, kernel, began)]
         if backend == "hopper":
             raise NapkinError(why, field="--backend", hint="use --backend triton")
     profile.check_dtype(dtype)
