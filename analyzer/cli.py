@@ -124,13 +124,13 @@ def _analysis_entry(diagram: str, gpu: str, options: dict) -> str | None:
     the options. None where the answer may depend on more (a profile file of the user's, which may
     extend files of the user's) or an argument is not a file napkin finds: the command then computes,
     and says what is wrong."""
-    from analyzer import hardware
     from analyzer.common import cache, resources
+    from analyzer.hardware.names import profile_path as path_of
     if not cache.enabled():
         return None
     try:
         diagram_path = resources.resolve("diagrams", diagram, what="diagram")
-        profile_path = hardware.profile_path(gpu)
+        profile_path = path_of(gpu)
         shipped = resources.shipped("hardware")
         if profile_path.resolve() not in {p.resolve() for p in shipped.values()}:
             return None

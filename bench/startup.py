@@ -3,10 +3,11 @@ dependencies: ratios in one run, on the CPU (no GPU needed).
 
     python bench/startup.py [--runs 7] [--out DIR]
 
-Each command runs `--runs` times in a fresh process, interleaved with the others so that a slow moment
-of the machine falls on all of them alike, with napkin's result cache (analyzer.common.cache) in a new
-empty folder: the first run of each is cold (napkin analyze computes and stores its answer), the median
-of the others warm (napkin analyze reads it). Each is reported with its ratio to the median import
+Each command runs `--runs` times cold and `--runs` times warm, each in a fresh process, interleaved with
+the others so that a slow moment of the machine falls on all of them alike. Cold runs find napkin's result
+cache (analyzer.common.cache) empty, a new folder each time, as a first-time user does (napkin analyze
+computes and stores its answer); warm runs share one folder that the first of them filled (napkin
+analyze reads its answer). Each is reported as the median of its runs. Each is reported with its ratio to the median import
 time. Targets (the issue "One model, one answer"): napkin analyze attention --gpu h100
 within 1.5x the import time, napkin kernel attention --gpu h100 within 3 s.
 """
@@ -52,29 +53,35 @@ def cpu() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7, help="runs of each command (at least 2)")
+    parser.add_argument("--runs", type=int, default=7, help="cold and warm runs of each command")
     parser.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
     args = parser.parse_args()
-    if args.runs < 2:
-        parser.error("--runs: at least 2 (one cold, one warm)")
+    if args.runs < 1:
+        parser.error("--runs: at least 1")
     napkin = shutil.which("napkin")
     if napkin is None:
         print("error: napkin is not installed in this environment (pip install .)", file=sys.stderr)
         return 1
+    os.environ.pop("NAPKIN_CACHE", None)
     with tempfile.TemporaryDirectory() as tmp:
-        os.environ["NAPKIN_CACHE_DIR"] = str(Path(tmp) / "cache")
-        os.environ.pop("NAPKIN_CACHE", None)
         runs = commands(napkin, Path(tmp))
-        times: dict[str, list[float]] = {name: [] for name in runs}
-        for _ in range(args.runs):
+        times: dict[str, dict[str, list[float]]] = {name: {"cold": [], "warm": []} for name in runs}
+        for i in range(args.runs + 1):          # round 0 fills the warm cache and is not counted
             for name, argv in runs.items():
-                began = time.perf_counter()
-                subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                times[name].append(time.perf_counter() - began)
-    base = statistics.median(times["import dependencies"])
-    rows = [{"command": name, "cold_s": t[0], "warm_median_s": statistics.median(t[1:]), "warm_min_s": min(t[1:]),
-             "warm_max_s": max(t[1:]), "cold_ratio": t[0] / base, "warm_ratio": statistics.median(t[1:]) / base}
-            for name, t in times.items()]
+                for state in ("cold", "warm"):
+                    folder = Path(tmp) / (f"cold-{i}-{len(times[name]['cold'])}" if state == "cold" else "warm")
+                    env = {**os.environ, "NAPKIN_CACHE_DIR": str(folder)}
+                    began = time.perf_counter()
+                    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                    if i > 0:
+                        times[name][state].append(time.perf_counter() - began)
+    base = statistics.median(times["import dependencies"]["warm"] + times["import dependencies"]["cold"])
+    rows = []
+    for name, t in times.items():
+        cold, warm = statistics.median(t["cold"]), statistics.median(t["warm"])
+        rows.append({"command": name, "cold_s": cold, "cold_min_s": min(t["cold"]), "cold_max_s": max(t["cold"]),
+                     "warm_median_s": warm, "warm_min_s": min(t["warm"]), "warm_max_s": max(t["warm"]),
+                     "cold_ratio": cold / base, "warm_ratio": warm / base})
     meta = {"machine": cpu(), "python": platform.python_version(), "date": date.today().isoformat(),
             "command": f"python bench/startup.py --runs {args.runs}", "runs": args.runs}
     out = Path(args.out)
@@ -82,11 +89,13 @@ def main() -> int:
     (out / "startup.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     lines = ["# napkin's commands against importing its dependencies", "",
              f"`{meta['command']}` on {meta['machine']}, Python {meta['python']}, {meta['date']}: "
-             f"{args.runs} fresh processes each, interleaved; cold is the first (an empty result cache), "
-             "warm the median of the others.", "",
-             "| command | cold | x import | warm | x import | warm min-max |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    lines += [f"| `{r['command']}` | {r['cold_s']:.2f} s | {r['cold_ratio']:.2f} | {r['warm_median_s']:.2f} s | "
+             f"the median of {args.runs} fresh processes each, interleaved; cold with an empty result cache "
+             "(a first run), warm with a filled one (a repeated run); x import is the ratio to the median "
+             "import time.", "",
+             "| command | cold | x import | cold min-max | warm | x import | warm min-max |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines += [f"| `{r['command']}` | {r['cold_s']:.2f} s | {r['cold_ratio']:.2f} | "
+              f"{r['cold_min_s']:.2f}-{r['cold_max_s']:.2f} s | {r['warm_median_s']:.2f} s | "
               f"{r['warm_ratio']:.2f} | {r['warm_min_s']:.2f}-{r['warm_max_s']:.2f} s |" for r in rows]
     (out / "startup.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -27,8 +27,9 @@ from analyzer.common.errors import NapkinError
 from analyzer.common.expr import at
 from analyzer.common.progress import Progress, silent
 from analyzer.config.by_size import instance_axes
-from analyzer.config.choose import Choice, legal, rank_at, same_config
+from analyzer.config.choose import TIE, Choice, legal, rank_at, same_config
 from analyzer.config.hopper import (
+    ALIKE,
     HopperConfig,
     HopperParams,
     chunk_times,
@@ -110,11 +111,12 @@ class Sweep:
     model: str = ""                    # which model timed the rows, and where its parameters come from
     launched: int | None = None        # the row napkin kernel's module launches at these sizes (None: none)
     expected: Expected | None = None   # that configuration's time, as napkin analyze and kernel state it
+    tie: float = TIE                   # rows within this relative time tie, ordered by the kernel's tie rule
 
     def as_dict(self) -> dict:
         return {"diagram": self.diagram, "gpu": self.gpu, "calibrated": self.calibrated, "model": self.model,
                 "dtype": self.dtype, "kernel": self.kernel, "backend": self.backend, "sizes": self.sizes,
-                "seconds": self.seconds, "launched": self.launched,
+                "seconds": self.seconds, "launched": self.launched, "tie": self.tie,
                 "expected": self.expected.as_dict() if self.expected else None,
                 "rows": [r.as_dict() for r in self.rows]}
 
@@ -215,7 +217,7 @@ def _hopper_sweep(launched: Launch, profile, dtype: str, sets: dict[str, int], k
     e = expected(launched, profile, shown)
     at_row = next((i for i, row in enumerate(rows) if row.config == e.hopper), None)
     return Sweep(woven.name, profile.name, params.calibrated, dtype, k.plan.name, shown, rows,
-                 time.perf_counter() - began, "hopper", e.model, at_row, e)
+                 time.perf_counter() - began, "hopper", e.model, at_row, e, tie=ALIKE)
 
 
 def _row(c: Choice, time_s: float, flops: float, ones: dict[str, int], bound: str) -> Row:

@@ -1,24 +1,28 @@
-"""GPU profiles (hardware/*.yaml): the schema of the numbers a prediction takes (profile), and the one
-way to load one, `load(name_or_path)` (load)."""
+"""GPU profiles (hardware/*.yaml): the schema of the numbers a prediction takes (profile), the one
+way to load one, `load(name_or_path)` (files), and which file a name or alias names (names).
 
-from analyzer.hardware.files import (
-                                       aliases,
-                                       calibrated_sibling,
-                                       hopper_fit,
-                                       load,
-                                       load_profile_file,
-                                       profile_path,
-                                       shipped_profiles,
-)
-from analyzer.hardware.profile import (
-                                       SCALARS,
-                                       Calibration,
-                                       Estimate,
-                                       HopperFit,
-                                       LevelProfile,
-                                       Profile,
-                                       RegisterRelation,
-)
+The names below are imported on first use (PEP 562), so that `analyzer.hardware.names` can be used
+without importing the profile schema and sympy with it.
+"""
 
-__all__ = ["SCALARS", "Calibration", "Estimate", "HopperFit", "LevelProfile", "Profile", "RegisterRelation", "aliases", "calibrated_sibling", "hopper_fit",
-           "load", "load_profile_file", "profile_path", "shipped_profiles"]
+from __future__ import annotations
+
+import importlib
+
+_HOME = {
+    "aliases": "names", "profile_path": "names",
+    "calibrated_sibling": "files", "hopper_fit": "files", "load": "files", "load_profile_file": "files",
+    "shipped_profiles": "files",
+    "SCALARS": "profile", "Calibration": "profile", "Estimate": "profile", "HopperFit": "profile",
+    "LevelProfile": "profile", "Profile": "profile", "RegisterRelation": "profile",
+}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value

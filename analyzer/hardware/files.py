@@ -15,6 +15,7 @@ from analyzer.common import resources
 from analyzer.common.errors import NapkinError
 from analyzer.common.validation import from_validation_error
 from analyzer.common.yamlio import load_file
+from analyzer.hardware.names import profile_path
 from analyzer.hardware.profile import DOCS_HINT, HopperFit, Profile
 
 
@@ -71,21 +72,6 @@ def _extended(data, path: Path, seen: tuple[Path, ...]):
         raise NapkinError(f"extends: {base_name} is not a profile", file=str(path), field="extends")
     own = {k: v for k, v in data.items() if k != "extends"}
     return {**{k: v for k, v in base.items() if k != "aliases"}, **own}
-
-
-@cache
-def aliases() -> dict[str, str]:
-    table: dict[str, str] = {}
-    for stem, path in resources.shipped("hardware").items():
-        profile = load_profile_file(path)
-        for alias in profile.aliases:
-            table[alias.lower()] = stem
-    return table
-
-
-def profile_path(name_or_path: str, *, field: str | None = "--gpu") -> Path:
-    """The file of a shipped profile by name or alias (h100 -> h100-sxm5), or a given profile file."""
-    return resources.resolve("hardware", name_or_path, what="GPU", aliases=aliases(), field=field)
 
 
 def shipped_profiles() -> dict[str, Profile]:

@@ -25,6 +25,7 @@ import sympy
 
 from analyzer.common.errors import NapkinError
 from analyzer.common.expr import MEMORY, at
+from analyzer.common.numpy_code import numpy_function
 from analyzer.model.cost import LevelCost
 
 
@@ -295,4 +296,4 @@ def _compiled(expr: sympy.Expr, counts: tuple) -> tuple[list[sympy.Symbol], Call
     its sizes and tile sizes: compiled once, evaluated at every problem size and configuration."""
     full = expr.subs({placeholder: sympy.ceiling(count) for placeholder, count in counts})
     used = sorted(full.free_symbols, key=str)
-    return used, sympy.lambdify(used, full, modules="numpy")
+    return used, numpy_function(used, full)

@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 
 from analyzer.common.errors import NapkinError
 from analyzer.common.expr import MEMORY, at
+from analyzer.common.numpy_code import numpy_function
 from analyzer.common.units import binary
 from analyzer.diagram.compiled import Diagram, Kernel
 from analyzer.hardware import Profile
@@ -115,7 +116,7 @@ def _draw(ax: Axes, panel: Panel, dtypes: list[str], gpus: list[str]) -> None:
     curves = {}
     for dt in dtypes:   # one curve per element type
         h_star = at(panel.optima[dt][1].h_star, panel.sizes)
-        curves[dt] = np.broadcast_to(np.asarray(sympy.lambdify(MEMORY, h_star, "numpy")(memory), float),
+        curves[dt] = np.broadcast_to(np.asarray(numpy_function([MEMORY], h_star)(memory), float),
                                      memory.shape)
         ax.plot(memory, curves[dt], color=style.dtype_color(dt), linestyle=style.dtype_linestyle(dt),
                 linewidth=2, label=f"H*(M), {dt}: {style.math(standard_form(panel.optima[dt][1]))}",

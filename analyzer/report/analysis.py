@@ -9,7 +9,6 @@ from rich.table import Table
 from rich.text import Text
 
 from analyzer.common.units import binary, seconds, si
-from analyzer.config.choose import TIE
 from analyzer.model.result import Analysis, ClassicRuleOut, KernelOut
 
 
@@ -263,7 +262,7 @@ def _hopper_sweep_text(s, top: int) -> list:
             seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
     return [Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} (Hopper kernel, {s.model}), {s.dtype}; {sizes}",
                  style="bold"), table,
-            Text(f"ranked in {s.seconds:.2f} s; predictions within 5 % are alike and the tie rule orders them "
+            Text(f"ranked in {s.seconds:.2f} s; predictions within {s.tie:.0%} are alike and the tie rule orders them "
                  f"(docs/kernels.md); {_launched(s)}\n")]
 
 
@@ -294,7 +293,7 @@ def sweep_text(sweeps, top: int = 0) -> Group:
         parts.append(Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} ({model}), {s.dtype}; {sizes}",
                           style="bold"))
         rows = s.rows[:top] if top else s.rows
-        table = _table(f"{len(s.rows)} legal configurations, fastest first; within {TIE:.1%} a tie, ordered by "
+        table = _table(f"{len(s.rows)} legal configurations, fastest first; within {s.tie:.1%} a tie, ordered by "
                        "more stages, more rows, the larger chunk, more warps"
                        + (f" (the first {len(rows)})" if len(rows) < len(s.rows) else ""),
                        "rank", *s.rows[0].tiles, "warps", "stages", "predicted", "throughput", "bound")

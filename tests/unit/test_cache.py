@@ -3,7 +3,10 @@ change to what the answer depends on computes it again, and the cache never chan
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,3 +78,16 @@ def test_off_writes_nothing(monkeypatch, tmp_path):
     monkeypatch.setenv("NAPKIN_CACHE_DIR", str(tmp_path / "cache"))
     analyze("matmul", "--gpu", "a100")
     assert not Path(tmp_path / "cache").exists()
+
+
+def test_a_repeated_command_imports_no_model(tmp_path):
+    """The point of the cache is speed: a repeated napkin analyze reads its answer and shows it without
+    importing sympy or networkx (a stray import in the alias lookup or the report made it 3x slower)."""
+    env = {**os.environ, "NAPKIN_CACHE": "on", "NAPKIN_CACHE_DIR": str(tmp_path / "cache")}
+    argv = [sys.executable, "-X", "importtime", "-m", "analyzer", "analyze", "attention", "--gpu", "h100"]
+    first = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+    second = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in second.stderr.splitlines() if "|" in line}
+    assert second.stdout == first.stdout
+    assert "sympy" in {line.rsplit("|", 1)[-1].strip() for line in first.stderr.splitlines() if "|" in line}
+    assert not {"sympy", "networkx", "matplotlib"} & imported
