@@ -11,6 +11,8 @@ ridge, and the algorithm at the tiles napkin analyze chooses: x = tensor FLOPs /
 that level, y = tensor FLOPs / predicted time (Equation 2's levels and the compute time; the predicted
 time is at least every level's transfer time and the compute time, so each point lies under its roof).
 Kernels run one after another, so a diagram with several kernels gives one point for their sum.
+GPUs whose points coincide nest their markers (each in its GPU's shape, the first drawn largest), and
+ridge labels that would overlap are stacked.
 """
 
 from __future__ import annotations
@@ -19,9 +21,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.text import Annotation
+from matplotlib.ticker import LogLocator
+from matplotlib.transforms import Bbox
 
 from analyzer.common.errors import NapkinError
 from analyzer.common.units import si
@@ -31,6 +37,7 @@ from analyzer.model.result import Analysis
 from analyzer.plot import style
 
 POINTS = 200
+MANY_DECADES = 3.0  # a throughput axis spanning fewer decades labels 1, 2 and 5 of each
 MARGIN = 8.0        # the intensity range extends this factor past the ridges and points
 
 
@@ -59,14 +66,24 @@ def figure(diagram: str, gpus: list[str], *, dtype: str | None, sets: dict[str, 
     ax.set_xlim(low, high)
     ax.set_ylim(min(min(r.throughput for r in rooflines), min(peaks)) / 30, max(peaks) * 2.5)
     intensity = np.geomspace(low, high, POINTS)
-    for r in rooflines:
-        _draw(ax, r, intensity)
+    # GPUs whose points coincide (same tiles, both compute bound at one peak) nest their markers
+    filled = style.nested_sizes([(r.intensity, r.throughput) for r in rooflines], 8)
+    lower = [(x, r.throughput) for r in rooflines for x in r.intensities()[1:]]
+    hollow = iter(style.nested_sizes(lower, 7))   # in the same order: GPU by GPU, level by level
+    handles: list[Artist] = []
+    ridges: list[Annotation] = []
+    for r, size in zip(rooflines, filled, strict=True):
+        ours, ridge = _draw(ax, r, intensity, size, [next(hollow) for _ in r.traffic[1:]])
+        handles += ours
+        ridges.append(ridge)
     _point_labels(ax, rooflines)
     style.si_axis(ax.yaxis)
+    bottom, top = ax.get_ylim()
+    if math.log10(top / bottom) < MANY_DECADES:     # two decade labels are too few to read a point by
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.set_xlabel(f"arithmetic intensity: tensor FLOPs per byte moved from {rooflines[0].source} "
                   "(FLOP/B)", fontsize=style.FONT_SIZE + 1)
     ax.set_ylabel(f"attainable tensor throughput ({d.dtype}, FLOP/s)", fontsize=style.FONT_SIZE + 1)
-    handles, _ = ax.get_legend_handles_labels()
     kinds = [Line2D([], [], linestyle="none", marker="o", markerfacecolor="#444444",
                     markeredgecolor="black", label=f"chosen tiles, intensity over {rooflines[0].source} "
                                                    "transfers"),
@@ -81,6 +98,8 @@ def figure(diagram: str, gpus: list[str], *, dtype: str | None, sets: dict[str, 
                  fontsize=style.FONT_SIZE + 2)
     if lacking:
         style.footnote(fig, [f"skipped {', '.join(lacking)}: no {d.dtype} tensor cores"])
+    fig.draw_without_rendering()   # lay the figure out, to measure the ridge labels
+    _lift_apart(ridges)
     return fig
 
 
@@ -152,26 +171,48 @@ def roofline(analysis: Analysis, profile: Profile) -> Roofline:
                     analysis.totals.throughput_flops_per_s, traffic, tiles, analysis.totals.bound)
 
 
-def _draw(ax: Axes, r: Roofline, intensity: np.ndarray) -> None:
+def _draw(ax: Axes, r: Roofline, intensity: np.ndarray, size: float,
+          lower_sizes: list[float]) -> tuple[list[Artist], Annotation]:
+    """One GPU's roofs, ridge and points (`size`, `lower_sizes`: their markers' sizes); its legend
+    entries (the roof with the GPU's marker, then the lower levels' ceilings) and its ridge label."""
     color, marker = style.gpu_color(r.gpu), style.gpu_marker(r.gpu)
     top, *lower = r.traffic
     label = f"{r.gpu}: peak {si(r.peak, 'FLOP/s')}, {top.source} {si(top.bandwidth_bytes_per_s, 'B/s')}"
     ax.plot(intensity, r.roof(intensity), color=color, linewidth=2.2, gid=f"roof:{r.gpu}", label=label)
+    handles: list[Artist] = [Line2D([], [], color=color, linewidth=2.2, marker=marker, markersize=7,
+                                    markerfacecolor=color, markeredgecolor="black", markeredgewidth=0.9,
+                                    label=label)]
     ax.plot([r.ridge], [r.peak], linestyle="none", marker="|", markersize=12, markeredgewidth=2,
             color=color, gid=f"ridge:{r.gpu}")
-    ax.annotate(f"{r.ridge:.0f}", xy=(r.ridge, r.peak), xytext=(0, 7), textcoords="offset points",
-                ha="center", va="bottom", fontsize=style.FONT_SIZE - 2, color=color)
+    ridge = ax.annotate(f"{r.ridge:.0f}", xy=(r.ridge, r.peak), xytext=(0, 7), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=style.FONT_SIZE - 2, color=color,
+                        gid=f"ridge-label:{r.gpu}")
     for t in lower:   # thinner ceilings: the lower levels of the hierarchy
-        ax.plot(intensity, r.roof(intensity, t.bandwidth_bytes_per_s), color=color, linewidth=0.9,
-                linestyle=(0, (3, 2)), gid=f"ceiling:{r.gpu}:{t.level}",
-                label=f"{r.gpu}: {t.source}\u2192{t.level} {si(t.bandwidth_bytes_per_s, 'B/s')}")
-    ax.plot([r.intensity], [r.throughput], linestyle="none", marker=marker, markersize=8,
+        handles += ax.plot(intensity, r.roof(intensity, t.bandwidth_bytes_per_s), color=color,
+                           linewidth=0.9, linestyle=(0, (3, 2)), gid=f"ceiling:{r.gpu}:{t.level}",
+                           label=f"{r.gpu}: {t.source}\u2192{t.level} {si(t.bandwidth_bytes_per_s, 'B/s')}")
+    ax.plot([r.intensity], [r.throughput], linestyle="none", marker=marker, markersize=size,
             markerfacecolor=color, markeredgecolor="black", markeredgewidth=0.9, zorder=5,
             gid=f"point:{r.gpu}")
-    for t, x in zip(lower, r.intensities()[1:], strict=True):   # the same point, hollow, per level
-        ax.plot([x], [r.throughput], linestyle="none", marker=marker, markersize=7,
+    # the same point, hollow, per level
+    for t, x, s in zip(lower, r.intensities()[1:], lower_sizes, strict=True):
+        ax.plot([x], [r.throughput], linestyle="none", marker=marker, markersize=s,
                 markerfacecolor="white", markeredgecolor=color, markeredgewidth=1.4, zorder=5,
                 gid=f"point:{r.gpu}:{t.level}")
+    return handles, ridge
+
+
+def _lift_apart(labels: list[Annotation]) -> None:
+    """Raise each ridge label a line at a time until it overlaps none drawn before it (GPUs whose
+    ridges are near, or equal, on one peak). The figure must be laid out."""
+    placed: list[Bbox] = []
+    for label in labels:
+        box = label.get_window_extent()
+        while any(box.overlaps(other) for other in placed):
+            x, y = label.xyann
+            label.xyann = (x, y + label.get_fontsize() + 1)
+            box = label.get_window_extent()
+        placed.append(box)
 
 
 def _point_labels(ax: Axes, rooflines: list[Roofline]) -> None:

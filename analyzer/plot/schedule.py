@@ -2,15 +2,18 @@
 
 The SM's pipelines are lanes (tensor cores, special function unit, FMA lanes); every block of the loop
 body is a bar on its lane, as wide as its clock cycles per row from the compute analysis (Table 3),
-coloured by warpgroup and labelled with its stage and chunk; the assumed overhead of a non-tensor block
-is the hatched part after it. The x axis is the paper's ruler: clock cycles per active row (thread).
+coloured by warpgroup and labelled with its stage and chunk (centred on the part of the bar the window
+shows, where the label fits whole); the assumed overhead of a non-tensor block is the hatched part
+after it. The x axis is the paper's ruler: clock cycles per active row (thread).
 The title gives the strategy, the number of warpgroups, the overhead and the tensor cores' busy share.
 """
 
 from __future__ import annotations
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.text import Text
 
 from analyzer.config.configure import configure
 
@@ -32,6 +35,7 @@ def figure(diagram: str, gpu: str, *, config: str | None = None, sets: dict[str,
     end = start + SHOWN_PERIODS * o.period_clocks_per_row
     fig = Figure(figsize=(10, 1.2 + 0.7 * len(lanes)))
     ax = fig.add_subplot()
+    labels: list[tuple[Text, float, float]] = []   # a block's label, and its bar's part in the window
     for b in o.blocks:
         if b.start + b.work + b.overhead <= start or b.start >= end:
             continue
@@ -43,10 +47,12 @@ def figure(diagram: str, gpu: str, *, config: str | None = None, sets: dict[str,
             ax.broken_barh([(b.start + b.work, b.overhead)], (y - 0.35, 0.7), facecolors="white",
                            edgecolors=color, hatch="///", linewidth=0.6,
                            label=f"overhead [{unit} {b.group}, chunk {b.iteration}]")
-        centre = b.start + b.work / 2
-        if start <= centre <= end and b.work >= 0.025 * (end - start):   # room for a label
-            ax.text(centre, y, f"{_short(b.stage)}{b.iteration}", ha="center", va="center",
-                    fontsize=7, color="white", clip_on=True)
+        left, right = max(b.start, start), min(b.start + b.work, end)
+        if right > left:
+            text = ax.text((left + right) / 2, y, f"{_short(b.stage)}{b.iteration}", ha="center",
+                           va="center", fontsize=7, color="white", clip_on=True,
+                           gid=f"block:{b.group}:{b.iteration}:{b.stage}")
+            labels.append((text, left, right))
     ax.set_xlim(start, end)
     ax.set_ylim(-0.6, len(lanes) - 0.4)
     ax.set_yticks([row[lane] for lane in lanes], [LANE_NAMES[lane] for lane in lanes])
@@ -62,7 +68,19 @@ def figure(diagram: str, gpu: str, *, config: str | None = None, sets: dict[str,
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label="overhead"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
+    _fit_labels(ax, labels)
     return fig
+
+
+def _fit_labels(ax: Axes, labels: list[tuple[Text, float, float]]) -> None:
+    """Keep a block's label only where it fits, whole, inside the part of its bar in the window (a
+    bar cut by the window's edge is labelled at the middle of what is shown, or not at all)."""
+    pad = 1.5 * ax.figure.dpi / 72   # 1.5 pt between a label and its bar's edges, in pixels
+    for text, left, right in labels:
+        (x0, _), (x1, _) = ax.transData.transform([(left, 0.0), (right, 0.0)])
+        extent = text.get_window_extent()
+        if extent.width + 2 * pad > x1 - x0:
+            text.remove()
 
 
 def _short(stage: str) -> str:

@@ -131,6 +131,17 @@ def spread(values: Iterable[float], gap: float) -> list[float]:
     return out
 
 
+def nested_sizes(points: Sequence[tuple[float, float]], size: float, step: float = 6.0) -> list[float]:
+    """Marker sizes (points) for markers drawn in this order at `points` (x, y) on log-log axes.
+
+    Where several sit at one place (equal to three decimals of log10), each is `step` larger than the
+    next one drawn there, the last keeps `size`: each shows as a rim, in its own shape and colour,
+    around the next, and none hides another (GPUs that reach the same point).
+    """
+    keys = [(round(float(np.log10(x)), 3), round(float(np.log10(y)), 3)) for x, y in points]
+    return [size + step * keys[i + 1:].count(key) for i, key in enumerate(keys)]
+
+
 def footnote(figure: Figure, lines: Sequence[str]) -> None:
     """Notes under the axes (e.g. what was skipped and why)."""
     if lines:

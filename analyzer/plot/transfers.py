@@ -6,8 +6,9 @@ axes each term is a straight line of slope -beta_t; the curve follows the steepe
 flattens to the floor (beta = 0: loading the inputs and saving the outputs once) at large M. With q
 bytes per value the terms scale by q^(1 + beta_t) (Equation 3), so each element type has its own curve.
 
-Over the curves: each GPU's memory limit M_l for that level (a vertical line), and the tiles napkin
-analyze chooses for each GPU and element type (a marker at their memory and transfers). The chosen
+Over the curves: each GPU's memory limit M_l for that level (a vertical line in the GPU's colour),
+and the tiles napkin analyze chooses for each GPU and element type (a marker at their memory and
+transfers, in the GPU's shape and colour, edged in the element type's colour). The chosen
 tiles minimise the predicted time, not the transfers, so they need not sit at the limit; they lie on or
 above the curve, which is the continuous optimum for the leading memory term.
 
@@ -24,6 +25,7 @@ import numpy as np
 import sympy
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from analyzer.common.errors import NapkinError
 from analyzer.common.expr import MEMORY, at
@@ -39,6 +41,8 @@ from analyzer.plot import style
 
 POINTS = 400       # samples of each curve
 MARGIN = 8.0       # the M range extends this factor past the limits, markers and crossovers
+MARKER = 9.0       # points: a chosen configuration's marker (larger where markers nest)
+LIMIT_DASHES = (4, 2)   # points: dash and gap of a memory limit line
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,13 @@ def _draw(ax: Axes, panel: Panel, dtypes: list[str], gpus: list[str]) -> None:
     ax.set_xlabel(f"M: {panel.level} memory per group (bytes)", fontsize=style.FONT_SIZE + 1)
     ax.set_ylabel(f"H*(M): transfers into {panel.level} (bytes)", fontsize=style.FONT_SIZE + 1)
     ax.set_title(f"kernel {panel.kernel}", fontsize=style.FONT_SIZE + 1, loc="left")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=style.FONT_SIZE - 1, frameon=False)
+    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=style.FONT_SIZE - 1,
+                       frameon=False)
+    for handle in legend.legend_handles:   # in the legend: markers unnested, limits' dashes unshared
+        if isinstance(handle, Line2D):
+            handle.set_markersize(MARKER)
+            if handle.get_label().startswith("limit M:"):
+                handle.set_linestyle((0, LIMIT_DASHES))
 
 
 def standard_form(optimum: ClosedForm) -> sympy.Expr:
@@ -202,7 +212,8 @@ def _slope_labels(ax: Axes, panel: Panel, dtype: str, memory: np.ndarray, curve:
 
 
 def _limits(ax: Axes, panel: Panel, gpus: list[str], memory: np.ndarray, curves: list[np.ndarray]) -> None:
-    """A vertical line per distinct memory limit M_l, naming every GPU that has it.
+    """A vertical line per GPU at its memory limit M_l, in its colour: GPUs that share a limit take
+    turns along one line, dash by dash, and one label names every GPU that has it.
 
     Its label goes to the top or the bottom of the axes, whichever is farther from the curves and the
     markers at that memory.
@@ -212,9 +223,14 @@ def _limits(ax: Axes, panel: Panel, gpus: list[str], memory: np.ndarray, curves:
         by_limit.setdefault(panel.limits[gpu], []).append(gpu)
     for limit, names in sorted(by_limit.items()):
         text = f"{', '.join(names)} {panel.level} {binary(limit)}"
-        color = style.gpu_color(names[0])
-        ax.axvline(limit, color=color, linewidth=1.2, linestyle=(0, (4, 2)), label=f"limit M: {text}",
-                   gid=f"limit:{panel.kernel}:{','.join(names)}")
+        color = style.gpu_color(names[0]) if len(names) == 1 else "#444444"
+        dash, gap = LIMIT_DASHES   # GPUs that share the limit take turns, each dash in its colour
+        period = (dash + gap) * len(names)
+        for i, gpu in enumerate(names):
+            ax.axvline(limit, color=style.gpu_color(gpu), linewidth=1.2,
+                       linestyle=((dash + gap) * i, (dash, period - dash)),
+                       label=f"limit M: {gpu} {panel.level} {binary(limit)}",
+                       gid=f"limit:{panel.kernel}:{gpu}")
         near = [float(np.exp(np.interp(np.log(limit), np.log(memory), np.log(c)))) for c in curves]
         near += [c.transfers_bytes_value for c in panel.chosen.values()
                  if abs(math.log(c.memory_bytes_value / limit)) < 0.7]
@@ -226,18 +242,22 @@ def _limits(ax: Axes, panel: Panel, gpus: list[str], memory: np.ndarray, curves:
 
 
 def _markers(ax: Axes, panel: Panel, keys: list[tuple[str, str]]) -> None:
-    """A marker per GPU and element type at the chosen tiles' (memory, transfers).
+    """A marker per GPU and element type at the chosen tiles' (memory, transfers): the GPU's shape,
+    filled in its colour (that of its memory limit line), edged in the element type's (its curve's);
+    markers at one place nest, the first drawn largest.
 
     Markers at one place with the same tiles share a label; labels sit in a column right of the
     markers, spread apart vertically, with a leader line to their marker.
     """
     groups: dict[tuple, list[tuple[str, str]]] = {}
-    for gpu, dt in keys:
+    places = [(panel.chosen[key].memory_bytes_value, panel.chosen[key].transfers_bytes_value) for key in keys]
+    sizes = style.nested_sizes(places, MARKER)   # GPUs that chose the same tiles nest their markers
+    for (gpu, dt), size in zip(keys, sizes, strict=True):
         c = panel.chosen[gpu, dt]
         tiles = style.tiles_label(c.chosen)
         ax.plot([c.memory_bytes_value], [c.transfers_bytes_value], linestyle="none",
-                marker=style.gpu_marker(gpu), markersize=8, markerfacecolor=style.dtype_color(dt),
-                markeredgecolor="black", markeredgewidth=0.8, zorder=5,
+                marker=style.gpu_marker(gpu), markersize=size, markerfacecolor=style.gpu_color(gpu),
+                markeredgecolor=style.dtype_color(dt), markeredgewidth=2.0, zorder=5,
                 label=f"chosen, {gpu} {dt}: {tiles}", gid=f"chosen:{panel.kernel}:{gpu}:{dt}")
         where = (round(math.log2(c.memory_bytes_value), 2), round(math.log2(c.transfers_bytes_value), 2))
         groups.setdefault((*where, dt, tiles), []).append((gpu, dt))

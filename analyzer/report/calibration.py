@@ -17,6 +17,7 @@ from analyzer.plot.output import render
 from analyzer.plot.style import new_figure
 from analyzer.report.hopper_calibration import kept_fit
 
+BAND = 0.1   # the scatter's dotted band: predicted within this fraction of the measured time
 MEANING = {
     "pipeline_efficiency.tensor": ("eta_T", "achieved fraction of the tensor cores' dense peak"),
     "bandwidth_efficiency.smem": ("eta_smem", "achieved fraction of the L2 -> SMEM bandwidth"),
@@ -214,9 +215,12 @@ def scatter(r: Result):
                 ax.scatter(measured[m] * 1e3, pred[m] * 1e3, s=9, marker=marker, alpha=0.6,
                            color=colors.get(fam, "#555"), label=f"{fam}, {label}", linewidths=0.8)
         low, high = measured.min() * 1e3 * 0.7, measured.max() * 1e3 * 1.4
-        ax.plot([low, high], [low, high], color="k", lw=0.8)
-        for band in (0.9, 1.1):
-            ax.plot([low, high], [low * band, high * band], color="k", lw=0.5, ls=":")
+        ax.plot([low, high], [low, high], color="k", lw=0.8, label="predicted = measured", gid="diagonal")
+        # the tolerance band: both edges in one line, so that the legend names it once
+        ax.plot([low, high, np.nan, low, high],
+                [low * (1 - BAND), high * (1 - BAND), np.nan, low * (1 + BAND), high * (1 + BAND)],
+                color="k", lw=0.5, ls=":", label=f"predicted within \u00b1{100 * BAND:.0f} % of measured",
+                gid="band")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(low, high)

@@ -118,6 +118,62 @@ def test_gpus_with_the_same_point_share_one_label():
     assert found["label:h100-sxm5,h200"].get_text().startswith("h100-sxm5, h200: ")
 
 
+def visible_y_tick_labels(ax):
+    low, high = ax.get_ylim()
+    return [t for minor in (False, True) for t in ax.get_yticklabels(minor=minor)
+            if t.get_visible() and t.get_text() and low <= t.get_position()[1] <= high]
+
+
+@pytest.mark.parametrize("gpus", [["h100", "h200"], ["h100", "a100", "t4", "h200"]])
+def test_y_tick_labels_do_not_overlap(gpus):
+    """Enough labels to read a point by (regression: H100 beside H200 spans under two decades, and only
+    100 T and 1 P were labelled), each once, and no two labels touch."""
+    fig = roofline.figure("attention", gpus, dtype=None, sets={})
+    fig.canvas.draw()
+    labels = visible_y_tick_labels(fig.axes[0])
+    texts = [t.get_text() for t in labels]
+    assert len(texts) >= 3 and len(set(texts)) == len(texts), texts
+    boxes = [t.get_window_extent() for t in labels]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:]), texts
+
+
+@pytest.mark.parametrize("gpus", [["h100", "h200"], ["h100", "h100-calibrated", "h200"]])
+def test_coincident_points_of_different_gpus_stay_distinguishable(gpus):
+    """H100 and H200 choose the same tiles and are both compute bound at one peak, so their points
+    (and their hollow SMEM points) fall on one place. Each GPU keeps its marker shape and colour, and
+    at a shared place the marker drawn first is the larger, so it shows as a rim around the next; the
+    legend shows each GPU's shape on its roof."""
+    fig = roofline.figure("attention", gpus, dtype="fp8", sets={})
+    ax = fig.axes[0]
+    points = [line for line in ax.lines if (line.get_gid() or "").startswith("point:")]
+    shared = 0
+    for i, a in enumerate(points):
+        for b in points[i + 1:]:   # a is drawn before b (same zorder)
+            if np.allclose([a.get_xdata()[0], a.get_ydata()[0]], [b.get_xdata()[0], b.get_ydata()[0]],
+                           rtol=1e-9):
+                shared += 1
+                assert a.get_zorder() == b.get_zorder()
+                look = [(m.get_marker(), m.get_markerfacecolor(), m.get_markeredgecolor()) for m in (a, b)]
+                assert look[0] != look[1]
+                assert a.get_markersize() >= b.get_markersize() + 4, (a.get_gid(), b.get_gid())
+    assert shared >= 2   # the GMEM points and the SMEM points
+    handles = {h.get_label(): h for h in ax.get_legend().legend_handles}
+    for gpu in {p.get_gid().split(":")[1] for p in points}:
+        (roof,) = [h for label, h in handles.items() if label.startswith(f"{gpu}: peak")]
+        assert roof.get_marker() == artists(fig)[f"point:{gpu}"].get_marker()
+
+
+def test_ridge_labels_do_not_overlap():
+    """Ridges near or equal on one peak (a profile and its calibrated copy share theirs): the labels
+    are lifted apart, none overlaps another."""
+    fig = roofline.figure("attention", ["h100", "h100-calibrated", "h200"], dtype="fp8", sets={})
+    fig.canvas.draw()
+    labels = [t for t in fig.axes[0].texts if t.get_text().isdigit()]   # peak / bandwidth in FLOP/B
+    assert [t.get_text() for t in labels] == ["591", "591", "412"]
+    boxes = [t.get_window_extent() for t in labels]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
 def test_dtype_picks_the_peak_and_skips_gpus_without_it():
     fig = roofline.figure("attention", ["h100", "a100"], dtype="fp8", sets={})
     found = artists(fig)

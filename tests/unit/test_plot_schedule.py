@@ -61,6 +61,32 @@ def test_bars_on_one_lane_do_not_overlap():
     assert legend == ["warpgroup 0", "warpgroup 1", "warpgroup 2", "overhead"]
 
 
+@pytest.mark.parametrize(("config", "overhead"), [(None, 0.0), ("fa3_fp8_inter", 0.66),
+                                                  ("fa3_fp16_intra", 0.66), ("napkin_hopper", 0.5)])
+def test_block_labels_lie_whole_inside_their_bars_in_the_window(config, overhead):
+    """No label is cut: each lies inside the axes and inside the shown part of a bar on its lane.
+    The FP8 window starts inside warpgroup 1's softmax of chunk 0, whose label, centred on the whole
+    bar, was clipped at the axes' left edge to 'p0'; it is now centred on what the window shows."""
+    fig = figure("attention", "h100", config=config, overhead=overhead)
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    box = ax.get_window_extent()
+    shown = []   # every solid bar's part in the window, in display coordinates
+    for lane, x, width, hatched in bars(fig):
+        if not hatched:
+            (x0, y0), (x1, y1) = ax.transData.transform([(x, lane - 0.35), (x + width, lane + 0.35)])
+            shown.append((max(x0, box.x0), y0, min(x1, box.x1), y1))
+    assert ax.texts
+    for text in ax.texts:
+        e = text.get_window_extent()
+        assert box.x0 <= e.x0 and e.x1 <= box.x1, text.get_text()
+        assert any(x0 <= e.x0 and e.x1 <= x1 and y0 <= e.y0 and e.y1 <= y1 for x0, y0, x1, y1 in shown), \
+            text.get_text()
+    if config == "fa3_fp8_inter":   # both softmax blocks the window's edges cut keep a whole label
+        sfu = sorted((t.get_position()[0], t.get_text()) for t in ax.texts if t.get_text().startswith("exp"))
+        assert sfu[0][1] == "exp0" and sfu[-1][1] == "exp3"
+
+
 def test_no_overhead_no_hatching():
     fig = figure("attention", "h100", config="fa3_fp8_inter")
     assert not any(hatched for *_, hatched in bars(fig))

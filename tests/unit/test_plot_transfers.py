@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 from matplotlib.lines import Line2D
 from typer.testing import CliRunner
 
@@ -119,6 +120,27 @@ def test_chosen_markers_sit_where_analyze_puts_them_on_or_above_the_curve(fig, c
         assert y >= h_star_bytes(dt, np.array([x]))[0] * (1 - 1e-9)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert any(t.startswith("h100-sxm5 fp16: g_q=") for t in texts)
+
+
+def test_each_gpus_marker_has_its_limit_lines_colour():
+    """A GPU's markers are filled in the colour of its memory limit line (the A100's were the fp16
+    curve's blue beside a green line), edged in their element type's curve colour; H100 and H200
+    share a limit, and each has its own line on it in its own colour."""
+    gpus = ["h100-sxm5", "a100", "t4", "h200"]
+    fig = transfers.figure("attention", gpus, dtypes=["fp16", "fp8"], sets={})
+    limits = {gid.split(":")[2]: line for gid, line in by_gid(fig, "limit:").items()
+              if isinstance(line, Line2D)}
+    curves = {gid.split(":")[2]: line for gid, line in by_gid(fig, "curve:").items()}
+    markers = by_gid(fig, "chosen:")
+    a100 = markers["chosen:flash:a100:fp16"]   # the reported one
+    assert to_hex(a100.get_markerfacecolor()) == to_hex(limits["a100"].get_color())
+    assert sorted(limits) == sorted(gpus)
+    assert len({to_hex(line.get_color()) for line in limits.values()}) == len(gpus)
+    assert {gid.split(":")[2] for gid in markers} == set(gpus)
+    for gid, marker in markers.items():
+        gpu, dt = gid.split(":")[2:]
+        assert to_hex(marker.get_markerfacecolor()) == to_hex(limits[gpu].get_color()), gid
+        assert to_hex(marker.get_markeredgecolor()) == to_hex(curves[dt].get_color()), gid
 
 
 def test_gpu_without_the_dtype_is_skipped_with_a_note(fig):
