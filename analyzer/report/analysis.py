@@ -32,7 +32,7 @@ def render(a: Analysis) -> Group:
                       for s in a.sizes)
     cluster = f", clusters of {a.cluster}" if a.cluster else ""
     parts.append(Text(f"GPU {a.gpu.name} ({a.gpu.description}), {a.dtype}{cluster}; {sizes}"))
-    parts += [*_headline(a), Text("")]
+    parts += [*headline(a), Text("")]
 
     ops = _table("Diagram", "col", "op", "primitive", "inputs", "output", "over", "weave", "copied",
                  "kernel")
@@ -62,7 +62,7 @@ def _analysis_model(a: Analysis) -> str:
             "perfectly overlapped)")
 
 
-def _headline(a: Analysis) -> list[Text]:
+def headline(a: Analysis) -> list[Text]:
     """The expected time of the kernel napkin kernel generates first, the analysis' own time beside it."""
     t = a.totals
     rate = f", {si(t.throughput_flops_per_s, 'FLOP/s')}" if t.throughput_flops_per_s else ""

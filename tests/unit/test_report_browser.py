@@ -1,0 +1,76 @@
+"""`napkin report`'s page in a real browser: headless Chromium (Debian's chromium and chromium-driver)
+opens the written file, logs no error, lays out every figure and formula with a size, and screenshots it;
+the adversarial page runs nothing. Skipped where Chromium is missing, except under CI (CI set), which
+installs it: there a missing browser fails."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from helpers_report import SAMPLE, adversarial, browser, browser_missing
+
+try:
+    from selenium.common.exceptions import NoAlertPresentException
+except ImportError:          # the tests skip (or fail under CI) below
+    NoAlertPresentException = Exception
+
+from typer.testing import CliRunner
+
+from analyzer.cli import app
+from analyzer.common.atomic import write_text
+from analyzer.report.page import SECTIONS, page
+
+# Every inline figure and formula, with its laid-out size
+BOXES = """return [...document.querySelectorAll('svg.figure, math')].map(e => {
+    const r = e.getBoundingClientRect(); return [e.tagName.toLowerCase(), r.width, r.height]; });"""
+
+
+@pytest.fixture(scope="module")
+def missing() -> None:
+    why = browser_missing()
+    if why and os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(f"CI has no headless browser: {why}")
+    if why:
+        pytest.skip(why)
+
+
+def test_the_page_renders_in_chromium(missing, tmp_path):
+    """The page `napkin report attention --gpu h100 --gpu h200 -o report.html` writes, end to end."""
+    path = tmp_path / "report.html"
+    diagram, gpus = SAMPLE
+    result = CliRunner().invoke(app, ["report", diagram, *(w for g in gpus for w in ("--gpu", g)), "-o", str(path)])
+    assert result.exit_code == 0 and path.is_file(), result.output
+    shot = tmp_path / "report.png"
+    with browser(tmp_path / "chromium") as driver:
+        driver.get(path.resolve().as_uri())
+        assert driver.title == "napkin report: attention on h100-sxm5, h200"
+        headings = driver.execute_script(
+            "return [...document.querySelectorAll('h1, h2')].map(h => h.textContent)")
+        assert headings == ["napkin report: attention", *(title for _, title in SECTIONS)]
+        boxes = driver.execute_script(BOXES)
+        assert [tag for tag, *_ in boxes].count("svg") == 5 and [tag for tag, *_ in boxes].count("math") == 12
+        flat = [(tag, w, h) for tag, w, h in boxes if not (w > 0 and h > 0)]
+        assert not flat, flat
+        # MathML Core lays a fraction out as one: taller than a line of its text
+        assert max(h for tag, _, h in boxes if tag == "math") > 25
+        assert driver.execute_script("return document.querySelectorAll('script').length") == 0
+        driver.save_screenshot(str(shot))
+        severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+
+
+def test_the_adversarial_page_runs_nothing(missing, tmp_path):
+    diagram, gpu = adversarial(tmp_path / "inputs")
+    path = write_text(tmp_path / "report.html", page(str(diagram), [str(gpu)]), "--output")
+    with browser(tmp_path / "chromium") as driver:
+        driver.get(path.resolve().as_uri())
+        assert driver.execute_script("return document.querySelectorAll('script, img, b').length") == 0
+        assert driver.execute_script("return getComputedStyle(document.body).display") == "block"
+        title = driver.execute_script("return document.querySelector('.subtitle').textContent")
+        assert title.startswith("<script>alert(1)</script>")
+        with pytest.raises(NoAlertPresentException):      # alert(...) never ran
+            driver.switch_to.alert
+        severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
