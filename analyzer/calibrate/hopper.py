@@ -103,8 +103,9 @@ class HopperRecording(BaseModel):
 def load(path: str) -> tuple[HopperRecording, list[HopperRecord]]:
     """The recording and its measured records (tiles schedule: the one the model ranks)."""
     rec = read_json(Path(path), HopperRecording, missing=f"no such recording: {path}", field="RECORDING",
-                    hint="pass a recording bench/hopper_sweep.py wrote, such as "
-                         "bench/results/hopper_sweep_h100.json")
+                    hint="give a recording's path, or record one with python bench/hopper_sweep.py on "
+                         "an H100 or H200; napkin ships bench/results/hopper_sweep_h100.json and "
+                         "hopper_sweep_h200.json")
     measured = [r for r in rec.records if r.status == "ok" and r.time_s and r.config.SCHEDULE == "tiles"]
     if not measured:
         raise NapkinError(f"{path} has no measured records of the Hopper kernel", file=path, field="records")

@@ -14,6 +14,7 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
+from analyzer.common import resources
 from analyzer.common.errors import NapkinError
 from analyzer.common.validation import from_validation_error
 
@@ -68,15 +69,17 @@ class Recording(BaseModel):
 def load_recording(path: str | Path) -> Recording:
     path = Path(path)
     recording = read_json(path, Recording, missing=f"no such recording: {path}", field="RECORDING",
-                          hint="run python bench/sweep_h200.py on an H200, or pass "
-                               "bench/results/sweep_h200.json")
+                          hint="give a recording's path, or record one with python bench/sweep_h200.py "
+                               "on a GPU; napkin ships bench/results/sweep_h200.json")
     if not any(r.status == "ok" for r in recording.records):
         raise NapkinError(f"{path} has no measured records", file=str(path), field="records")
     return recording
 
 
 def read_json(path: Path, model: type[M], *, missing: str, field: str, hint: str) -> M:
-    """A JSON file validated by `model`, or a one-line error naming the file and the field."""
+    """A JSON file validated by `model`, or a one-line error naming the file and the field. A shipped
+    recording is found by its checkout path from any folder (analyzer.common.resources.recording)."""
+    path = resources.recording(path)
     try:
         found = path.is_file()
         if path.is_dir():

@@ -63,8 +63,9 @@ class CompiledRecording(BaseModel):
 def load_compiled(path: str | Path) -> CompiledRecording:
     path = Path(path)
     rec = read_json(path, CompiledRecording, missing=f"no such compile recording: {path}",
-                    field="--registers", hint="run python bench/sweep_h200.py --compile-only on the GPU, "
-                                              "or pass bench/results/compiled_h200.json")
+                    field="--registers", hint="give a compile recording's path, or record one with "
+                                              "python bench/sweep_h200.py --compile-only on a GPU; napkin "
+                                              "ships bench/results/compiled_h200.json")
     if not any(c.registers for c in rec.records):
         raise NapkinError(f"{path} records no registers", file=str(path), field="records",
                           hint="record it with python bench/sweep_h200.py --compile-only")

@@ -17,12 +17,24 @@ import sympy
 from sympy.printing.numpy import NumPyPrinter
 
 
+class _Printer(NumPyPrinter):
+    """sympy's NumPy printer, printing each argument symbol by its position (x0, x1, ...)."""
+
+    def __init__(self, names: dict[sympy.Symbol, str]) -> None:
+        super().__init__({"fully_qualified_modules": True, "inline": True, "strict": True})
+        self._names = names
+
+    def _print_Symbol(self, expr: sympy.Symbol) -> str:
+        if expr not in self._names:
+            raise ValueError(f"{expr} is not an argument")
+        return self._names[expr]
+
+
 def numpy_function(args: Sequence[sympy.Symbol], expr: sympy.Expr) -> Callable:
     """f(*values) = `expr` with `args` set to `values` (numbers or numpy arrays, broadcast)."""
     names = [f"x{i}" for i in range(len(args))]
-    renamed = expr.xreplace({s: sympy.Symbol(n, **s.assumptions0) for s, n in zip(args, names, strict=True)})
-    printer = NumPyPrinter({"fully_qualified_modules": True, "inline": True, "strict": True})
-    body = printer.doprint(renamed)
+    printer = _Printer(dict(zip(args, names, strict=True)))
+    body = printer.doprint(expr)
     namespace = {module.split(".")[0]: importlib.import_module(module.split(".")[0])
                  for module in printer.module_imports}
     source = f"def f({', '.join(names)}):\n    return {body}\n"

@@ -1,7 +1,8 @@
-"""Where the shipped data lives: diagrams/ and hardware/.
+"""Where the shipped data lives: diagrams/, hardware/ and the recordings the calibrated profiles were
+fitted to (bench/results/).
 
 In an installed wheel they are inside the package (analyzer/_data/, see pyproject.toml); in a
-checkout they are at the top of the repository. Never relative to the current directory.
+checkout they are in the repository. Never relative to the current directory.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from analyzer.common.errors import NapkinError
 _PACKAGE = Path(__file__).resolve().parent.parent      # analyzer/
 
 
+_CHECKOUT = {"diagrams": "diagrams", "hardware": "hardware", "recordings": "bench/results"}
+
+
 def data_dir(kind: str) -> Path:
-    """The folder holding the shipped `diagrams` or `hardware` files."""
-    for candidate in (_PACKAGE / "_data" / kind, _PACKAGE.parent / kind):
+    """The folder holding the shipped `diagrams`, `hardware` or `recordings` files."""
+    for candidate in (_PACKAGE / "_data" / kind, _PACKAGE.parent / _CHECKOUT[kind]):
         if candidate.is_dir():
             return candidate
     raise NapkinError(f"the shipped {kind}/ folder is missing from this installation",
@@ -26,6 +30,22 @@ def data_dir(kind: str) -> Path:
 def shipped(kind: str) -> dict[str, Path]:
     """Shipped files of a kind by name (file stem), sorted."""
     return {p.stem: p for p in sorted(data_dir(kind).glob("*.yaml"))}
+
+
+def recording(path: Path) -> Path:
+    """`path`, or where it does not exist and names a shipped recording as README's commands do
+    (bench/results/sweep_h200.json, or its bare file name), the shipped copy: the commands work from
+    any folder, installed or not."""
+    try:
+        if path.exists() or path.is_absolute() or path.parts[:-1] not in ((), ("bench", "results")):
+            return path
+    except OSError:               # a name too long to look up: the caller says so
+        return path
+    try:
+        shipped_copy = data_dir("recordings") / path.name
+    except NapkinError:
+        return path
+    return shipped_copy if shipped_copy.is_file() else path
 
 
 def display(kind: str, path: Path) -> str:

@@ -26,6 +26,7 @@ from analyzer import hardware
 from analyzer.common.errors import NapkinError
 from analyzer.common.expr import at
 from analyzer.common.progress import Progress, silent
+from analyzer.common.version import __version__
 from analyzer.config.by_size import instance_axes
 from analyzer.config.choose import TIE, Choice, legal, rank_at, same_config
 from analyzer.config.hopper import (
@@ -39,6 +40,7 @@ from analyzer.config.hopper import (
 )
 from analyzer.config.kernels import configure_kernels
 from analyzer.config.launch import Expected, Launch, expected, launch, portable_label
+from analyzer.config.sweep_result import SweepOut, SweepReport
 from analyzer.diagram.interface import Attention, interface
 from analyzer.diagram.weave import compile_woven, outer_tiles, source_data
 from analyzer.model.analysis import TermModel, load, resolve_sizes
@@ -117,8 +119,14 @@ class Sweep:
         return {"diagram": self.diagram, "gpu": self.gpu, "calibrated": self.calibrated, "model": self.model,
                 "dtype": self.dtype, "kernel": self.kernel, "backend": self.backend, "sizes": self.sizes,
                 "seconds": self.seconds, "launched": self.launched, "tie": self.tie,
-                "expected": self.expected.as_dict() if self.expected else None,
+                "expected": {k: v for k, v in self.expected.as_dict().items() if k != "tensor_flops"}
+                if self.expected else None,
                 "rows": [r.as_dict() for r in self.rows]}
+
+
+def report(sweeps: list[Sweep]) -> SweepReport:
+    """napkin sweep --json: the rankings in their documented schema (napkin schema sweep)."""
+    return SweepReport(napkin_version=__version__, sweeps=[SweepOut.model_validate(s.as_dict()) for s in sweeps])
 
 
 def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None = None,

@@ -215,3 +215,14 @@ class Analysis(Out):
         None, description="The generated kernel's expected time (napkin analyze leads with it); totals is "
                           "the paper's idealised bound beside it.")
     expected_absent: str | None = Field(None, description="Why there is no expected time, where there is none.")
+
+
+class Comparison(Out):
+    """`napkin analyze` with several --gpu or a size range (--set q=1024..32768): one analysis per GPU
+    and size, GPUs outer, sizes in the order given (the paper's Section 4: which GPU, for which
+    algorithm and memory)."""
+
+    schema_version: int = SCHEMA_VERSION
+    napkin_version: str
+    varied: list[str] = Field(description="The sizes given as a range, in the order they vary.")
+    analyses: list[Analysis]

@@ -112,7 +112,7 @@ def test_cli_writes_profile_and_report_and_refuses_portable_options(tmp_path):
     assert "| softmax_overhead |" in report.read_text() and "within 5 % of the best" in report.read_text()
     refused = subprocess.run([sys.executable, "-m", "analyzer", "calibrate", str(H100_SWEEP), "--kernel", "hopper",
                               "--plot", str(tmp_path / "p.png")], capture_output=True, text=True)
-    assert refused.returncode == 1 and "--plot is for --kernel portable" in refused.stderr
+    assert refused.returncode == 2 and "--plot is for --kernel portable" in refused.stderr   # a usage error
     assert not (tmp_path / "p.png").exists()
     # the portable kernels' recording is not the Hopper kernel's: one line naming the file and field
     portable = subprocess.run([sys.executable, "-m", "analyzer", "calibrate",

@@ -25,10 +25,12 @@ def napkin(cwd: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=TIMEOUT)
 
 
-def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
+def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str, code: int = 1) -> str:
+    """One line on stderr, starting `error: `, holding each fragment, and exit `code`: 1 where an input
+    or the model refuses, 2 where the command line is wrong (analyzer.cli.app, docs/cli.md)."""
     where = f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     assert "Traceback" not in proc.stdout and "Traceback" not in proc.stderr, where
-    assert proc.returncode == 1, where
+    assert proc.returncode == code, where
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, where
     assert proc.stderr.endswith("\n"), where
@@ -58,26 +60,39 @@ outputs: [S]
 """
 
 
-@pytest.mark.parametrize("args, fragments", [
-    (["analyze", "attention", "--gpu", "h10"], ["unknown GPU 'h10'", "did you mean h100?"]),
-    (["analyze", "attn", "--gpu", "h100"], ["unknown diagram 'attn'", "attention"]),
-    (["analyze", "attention", "--set", "q"], ["--set", "NAME=NUMBER"]),
-    (["analyze", "attention", "--set", "q=abc"], ["--set", "q=abc"]),
-    (["analyze", "attention", "--set", "q=-1"], ["--set", "q=-1"]),
-    (["analyze", "attention", "--set", "q=0"], ["--set q=0", "positive"]),
-    (["analyze", "attention", "--set", "q=99999999999999999999"], ["--set", "out of range"]),
-    pytest.param(["analyze", "attention", "--set", "q=" + "9" * 5000], ["--set", "out of range"],
+@pytest.mark.parametrize("args, fragments, code", [
+    (["analyze", "attention", "--gpu", "h10"], ["unknown GPU 'h10'", "did you mean h100?"], 1),
+    (["analyze", "attn", "--gpu", "h100"], ["unknown diagram 'attn'", "attention"], 1),
+    (["analyze", "attention", "--set", "q"], ["--set", "NAME=NUMBER"], 2),
+    (["analyze", "attention", "--set", "q=abc"], ["--set", "q=abc"], 2),
+    (["analyze", "attention", "--set", "q=-1"], ["--set", "q=-1"], 2),
+    (["analyze", "attention", "--set", "q=0"], ["--set q=0", "positive"], 1),
+    (["analyze", "attention", "--set", "q=99999999999999999999"], ["--set", "out of range"], 2),
+    pytest.param(["analyze", "attention", "--set", "q=" + "9" * 5000], ["--set", "out of range"], 2,
                  id="analyze attention --set q=<5000 digits>"),
-    (["analyze", "causal_attention", "--set", "x=64"], ["--set x", "set q instead"]),
-    (["analyze", "attention", "--dtype", "fp64"], ["--dtype", "fp64"]),
-    (["analyze", "attention", "--gpu", "a100", "--dtype", "fp8"], ["a100", "fp8"]),
-    (["analyze", "missing.yaml"], ["no such file", "missing.yaml"]),
-    (["analyze", "no/such/dir/diagram.yaml"], ["no such file", "no/such/dir/diagram.yaml"]),
-    (["hardware", "show", "h10"], ["unknown GPU 'h10'", "h100"]),
+    (["analyze", "causal_attention", "--set", "x=64"], ["--set x", "set q instead"], 1),
+    (["analyze", "attention", "--dtype", "fp64"], ["--dtype", "fp64"], 2),
+    (["analyze", "attention", "--gpu", "a100", "--dtype", "fp8"], ["a100", "fp8"], 1),
+    (["analyze", "missing.yaml"], ["no such file", "missing.yaml"], 1),
+    (["analyze", "no/such/dir/diagram.yaml"], ["no such file", "no/such/dir/diagram.yaml"], 1),
+    (["hardware", "show", "h10"], ["unknown GPU 'h10'", "h100"], 1),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) and v and v[0] in ("analyze", "diagrams",
                                                                         "hardware") else None)
-def test_bad_request_is_one_error_line(tmp_path, args, fragments):
-    assert_one_line_error(napkin(tmp_path, *args), *fragments)
+def test_bad_request_is_one_error_line(tmp_path, args, fragments, code):
+    assert_one_line_error(napkin(tmp_path, *args), *fragments, code=code)
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["configure", "attention", "--gpu", "h100", "--gpu", "a100"], ["--gpu given twice", "side by side"]),
+    (["kernel", "attention", "-o", "k.py", "--backend", "triton", "--backend", "cuda"], ["--backend given twice"]),
+    (["sweep", "attention", "--dtype", "fp16", "--dtype", "bf16"], ["--dtype given twice"]),
+    (["configure", "attention", "--strategy", "sideways"], ["--strategy", "'fragment', 'staged'"]),
+    (["schema", "sweeps"], ["KIND", "'sweep'"]),
+], ids=["gpu", "backend", "dtype", "choice", "schema"])
+def test_the_command_line_itself_is_wrong_exit_2(tmp_path, args, fragments):
+    """regression: a single-valued option given twice kept the last silently; values outside an
+    option's choices exited 1 like a refused diagram, so a script could not tell them apart."""
+    assert_one_line_error(napkin(tmp_path, *args), *fragments, code=2)
 
 
 @pytest.mark.parametrize("text, fragments", [
@@ -168,7 +183,7 @@ def test_directory_instead_of_a_file(tmp_path, args, fragments):
 @pytest.mark.parametrize("args", [["analyze", "attention", "--cluster", "abc"],
                                   ["analyze", "attention", "--bogus"]], ids=["bad-int", "unknown-option"])
 def test_usage_error_is_one_error_line(tmp_path, args):
-    assert_one_line_error(napkin(tmp_path, *args))
+    assert_one_line_error(napkin(tmp_path, *args), code=2)
 
 
 def test_analyze_json_succeeds_from_any_directory(tmp_path):
@@ -183,4 +198,5 @@ def test_analyze_json_succeeds_from_any_directory(tmp_path):
 
 def test_json_and_latex_together_are_refused(tmp_path):
     """regression: --json --latex printed the JSON alone, silently."""
-    assert_one_line_error(napkin(tmp_path, "analyze", "attention", "--json", "--latex"), "--json and --latex")
+    assert_one_line_error(napkin(tmp_path, "analyze", "attention", "--json", "--latex"), "--json and --latex",
+                          code=2)

@@ -58,10 +58,11 @@ def ok(r: Run) -> str:
     return r.out
 
 
-def one_line_error(r: Run, *fragments: str) -> str:
+def one_line_error(r: Run, *fragments: str, code: int = 1) -> str:
+    """One error line; exit 1 where the input or the model refuses, 2 where the command line is wrong."""
     where = f"exit {r.code}\nstdout:\n{r.out}\nstderr:\n{r.err}"
     assert "Traceback" not in r.out + r.err, where
-    assert r.code == 1 and not r.out, where
+    assert r.code == code and not r.out, where
     lines = r.err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), where
     for fragment in fragments:
@@ -353,9 +354,6 @@ BAD_REQUESTS = [
                                                       "a100 takes: fp16, bf16"]),
     (["--gpu", "t4", "--dtype", "fp8"], ["t4 has no fp8 tensor cores", "t4 takes: fp16"]),
     (["--overhead", "-1"], ["--overhead -1.0", "expected a fraction from 0 to 10"]),
-    (["--strategy", "sideways"], ["--strategy 'sideways'", "fragment or staged"]),
-    (["--overlap", "sideways"], ["--overlap 'sideways'", "inter or intra"]),
-    (["--dtype", "fp64"], ["--dtype 'fp64'"]),
     (["--gpu", "h10"], ["unknown GPU 'h10'", "did you mean h100?"]),
     (["--set", "s_x=0"], ["s_x=0", "positive"]),
 ]
@@ -364,6 +362,18 @@ BAD_REQUESTS = [
 @pytest.mark.parametrize(("args", "fragments"), BAD_REQUESTS, ids=[" ".join(a) for a, _ in BAD_REQUESTS])
 def test_bad_configure_request(napkin, args, fragments):
     one_line_error(napkin("configure", "attention", *args), *fragments)
+
+
+USAGE_REQUESTS = [   # the command line itself is wrong: exit 2, and the allowed values named
+    (["--strategy", "sideways"], ["--strategy", "'sideways' is not one of 'fragment', 'staged'"]),
+    (["--overlap", "sideways"], ["--overlap", "'sideways' is not one of 'inter', 'intra'"]),
+    (["--dtype", "fp64"], ["--dtype", "'fp64' is not one of 'fp16', 'bf16', 'fp8', 'fp32'"]),
+]
+
+
+@pytest.mark.parametrize(("args", "fragments"), USAGE_REQUESTS, ids=[" ".join(a) for a, _ in USAGE_REQUESTS])
+def test_bad_configure_option_value_is_a_usage_error(napkin, args, fragments):
+    one_line_error(napkin("configure", "attention", *args), *fragments, code=2)
 
 
 # regression: u_x, c_x, c_d, e_d and stages = 0 divided by zero (a traceback); N, rows and w_q = 0
@@ -433,7 +443,7 @@ def test_strict_fails_a_configuration_that_does_not_fit(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "analyzer", "configure", "attention", "--gpu", "h100",
                            "--config", "fa3_fp16_intra", "--strict"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1 and proc.stderr == "", proc.stderr
+    assert proc.returncode == 3 and proc.stderr == "", proc.stderr    # 3: the check failed (not 1 or 2)
     verdict = proc.stdout[proc.stdout.index("does not fit:"):].splitlines()
     assert verdict[1] == ("  - registers: each thread needs 1036 B, 16 B more than its 255 registers "
                           "hold: expect spills to local memory (largest: S 65536 B, Q 32768 B, "
@@ -448,7 +458,7 @@ def test_strict_passes_a_configuration_that_fits(napkin):
 
 def test_strict_json_still_prints_the_report(napkin):
     r = napkin("configure", "attention", "--config", "fa3_fp16_intra", "--strict", "--json")
-    assert r.code == 1 and r.err == ""
+    assert r.code == 3 and r.err == ""
     doc = json.loads(r.out)
     assert doc["fits"] is False and doc["problems"][0].startswith("registers: each thread needs")
 
@@ -456,7 +466,7 @@ def test_strict_json_still_prints_the_report(napkin):
 def test_one_warpgroup_too_many_names_smem_and_the_largest_variables(napkin, monkeypatch):
     monkeypatch.setattr(overlap_module, "accommodation", lambda body, **_: 0.0)
     r = napkin("configure", "attention", "--config", "napkin_hopper", "--set", "N=4", "--strict")
-    assert r.code == 1
+    assert r.code == 3
     problems = r.out[r.out.index("does not fit:"):].splitlines()[1:]
     assert problems[0].startswith("  - smem: 4 x 49152 B per warpgroup + 49152 B per block exceeds")
     assert "(largest: V 32768 B, Q 16384 B, K 16384 B); at most N = 3 fit" in problems[0]

@@ -20,7 +20,7 @@ PACKAGE = ROOT / "analyzer"
 CONTRACTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
 LONG = 600                     # lines; a longer module says why at its top
 LONG_REASON = "Why one module:"  # the docstring paragraph that says why
-DEFERRED = {"analyzer.cli"}    # imports a command's pipeline when it runs: `napkin --help` stays fast
+DEFERRED = "analyzer.cli"      # its modules import a command's pipeline when it runs: `napkin --help` stays fast
 
 
 def _module(path: Path) -> str:
@@ -106,7 +106,7 @@ def test_the_walk_sees_an_upward_import():
 
 def test_no_import_inside_a_function():
     """A deferred import hides a cycle or a layer break from a reader; only the CLI defers, for speed."""
-    deferred = [f"{a} (line {n}) imports {b}" for a, b, inside, n in IMPORTS if inside and a not in DEFERRED]
+    deferred = [f"{a} (line {n}) imports {b}" for a, b, inside, n in IMPORTS if inside and a != DEFERRED and not a.startswith(DEFERRED + ".")]
     assert not deferred, deferred
 
 

@@ -1,0 +1,15 @@
+"""The `napkin` command: parse arguments, call the library, print. Nothing else lives here.
+
+    app          the Typer application, the options commands share, and main() (exit codes)
+    analysis     analyze, expand, configure, sweep
+    outputs      kernel, draw, plot, report
+    calibration  calibrate
+    catalogue    schema, hardware, diagrams
+
+Each command imports its pipeline when it runs, so that `napkin --help` starts fast.
+"""
+
+from analyzer.cli import analysis, calibration, catalogue, outputs  # noqa: F401 - they register the commands
+from analyzer.cli.app import app, main
+
+__all__ = ["app", "main"]

@@ -1,0 +1,260 @@
+"""napkin analyze, expand, configure and sweep: the model's answers for a diagram and a GPU."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional
+
+import typer
+
+from analyzer.cli.app import (
+    CHECK_FAILED,
+    MAX_POINTS,
+    DiagramArg,
+    Dtype,
+    GpuOpt,
+    KernelDtype,
+    OneValue,
+    Overlap,
+    Strategy,
+    UsageError,
+    app,
+    check_dtypes,
+    console,
+    parse_sets,
+    parse_size_ranges,
+    progress_bar,
+    shipped_gpus,
+)
+from analyzer.common.atomic import check_target
+from analyzer.common.errors import NapkinError
+
+
+@app.command(cls=OneValue)
+def analyze(
+    diagram: DiagramArg,
+    gpu: Annotated[Optional[list[str]], typer.Option(
+        "--gpu", "-g", metavar="GPU", autocompletion=shipped_gpus,
+        help="GPU profile name or alias (napkin hardware list), or a profile "
+                                           ".yaml file; several compare the GPUs side by side.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", "-s", metavar="NAME=VALUE", help="Override a size (q=16384) or pin a tile size (g_q=128); a "
+                                                  "range (q=1024..32768, doubling) or a list (q=1000,3000) "
+                                                  "compares sizes; repeatable.")] = None,
+    dtype: Annotated[Optional[Dtype], typer.Option(help="Element type of arrays without their own.")] = None,
+    cluster: Annotated[Optional[int], typer.Option(help="Model thread block clusters of this size "
+                                                        "(a cross-transfer level, Theorem 3).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the analysis as JSON (napkin schema report; "
+                                                         "a comparison: napkin schema comparison).")] = False,
+    as_latex: Annotated[bool, typer.Option("--latex", help="Print the symbolic model as LaTeX.")] = False,
+    plot: Annotated[Optional[str], typer.Option(
+        metavar="FILE", help="With a size range: draw the predicted time per size (.png, .svg or .pdf).")] = None,
+) -> None:
+    """Derive transfers, memory and FLOPs per level, pick tile sizes for a GPU, predict the time."""
+    if as_json and as_latex:
+        raise UsageError("--json and --latex: each prints the whole analysis in its own form; pass one",
+                          field="--latex")
+    if cluster is not None and cluster < 2:
+        raise UsageError(f"--cluster {cluster}: a cluster has at least 2 members")
+    gpus = list(dict.fromkeys(gpu or ["h100"]))
+    sets, ranged = parse_size_ranges(set_ or [])
+    options = {"dtype": dtype, "cluster": cluster}
+    if len(gpus) == 1 and not ranged:
+        if plot:
+            raise UsageError("--plot draws a size range", field="--plot", hint="add --set NAME=A..B")
+        _show(_analysis(diagram, gpus[0], sets, **options), as_json, as_latex)
+        return
+    _compare(diagram, gpus, sets, ranged, options, as_json=as_json, as_latex=as_latex, plot=plot)
+
+
+def _analysis(diagram: str, gpu: str, sets: dict[str, int], *, dtype: str | None, cluster: int | None):
+    """napkin analyze's answer: from the result cache where it holds one, else computed (and stored)."""
+    from analyzer.common import cache
+    from analyzer.model.result import Analysis
+    entry = _analysis_entry(diagram, gpu, {"sets": sets, "dtype": dtype, "cluster": cluster})
+    text = cache.load("analyze", entry) if entry else None
+    try:
+        result = Analysis.model_validate_json(text) if text else None
+    except ValueError:       # a damaged entry: a miss
+        result = None
+    if result is None:
+        from analyzer import hardware
+        from analyzer.model.analysis import analyze as run
+        profile = hardware.load(gpu)
+        result = run(diagram, profile, sets=sets, dtype=dtype, cluster=cluster)
+        result = _with_expected(result, diagram, profile, sets, dtype)
+        if entry:
+            cache.store("analyze", entry, result.model_dump_json())
+    return result
+
+
+def _show(result, as_json: bool, as_latex: bool) -> None:
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+    elif as_latex:
+        from analyzer.report.analysis import latex
+        typer.echo(latex(result))
+    else:
+        from analyzer.report.analysis import render
+        console().print(render(result))
+
+
+def _compare(diagram: str, gpus: list[str], sets: dict[str, int], ranged: dict[str, list[int]], options: dict,
+             *, as_json: bool, as_latex: bool, plot: str | None) -> None:
+    """Several GPUs or sizes: one analysis each, as one table (and a plot of time per size)."""
+    import itertools
+
+    from analyzer.common.version import __version__
+    from analyzer.model.result import Comparison
+    if as_latex:
+        raise UsageError("--latex prints one analysis", field="--latex",
+                         hint="give one --gpu and single sizes, or use --json")
+    if plot:
+        from analyzer.plot.output import output_format
+        output_format(plot)
+        check_target(plot, "--plot")
+        if len(ranged) != 1:
+            raise UsageError("--plot draws time against one size", field="--plot",
+                             hint="give one --set NAME=A..B")
+    points = [dict(zip(ranged, values, strict=True)) for values in itertools.product(*ranged.values())]
+    if len(points) * len(gpus) > MAX_POINTS:
+        raise UsageError(f"{len(gpus)} GPU(s) x {len(points)} sizes: at most {MAX_POINTS} analyses at once",
+                         field="--set", hint="narrow the range")
+    with progress_bar("analyze") as progress:
+        analyses = []
+        for i, (g, point) in enumerate(itertools.product(gpus, points)):
+            progress("analyze", i, len(gpus) * len(points))
+            analyses.append(_analysis(diagram, g, {**sets, **point}, **options))
+    result = Comparison(napkin_version=__version__, varied=list(ranged), analyses=analyses)
+    if plot:
+        from analyzer.plot.output import save
+        from analyzer.plot.sizes import figure
+        saved = save(figure(result), plot, "--plot")
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+    else:
+        from analyzer.report.comparison import comparison_text
+        console().print(comparison_text(result))
+    if plot:
+        typer.echo(f"wrote {saved}", err=as_json)
+
+
+def _analysis_entry(diagram: str, gpu: str, options: dict) -> str | None:
+    """The cache entry of napkin analyze with these arguments (analyzer.common.cache): the diagram
+    file's bytes, every shipped profile's (a shipped profile extends and is calibrated by others) and
+    the options. None where the answer may depend on more (a profile file of the user's, which may
+    extend files of the user's) or an argument is not a file napkin finds: the command then computes,
+    and says what is wrong."""
+    from analyzer.common import cache, resources
+    from analyzer.hardware.names import profile_path as path_of
+    if not cache.enabled():
+        return None
+    try:
+        diagram_path = resources.resolve("diagrams", diagram, what="diagram")
+        profile_path = path_of(gpu)
+        shipped = resources.shipped("hardware")
+        if profile_path.resolve() not in {p.resolve() for p in shipped.values()}:
+            return None
+        where = {"gpu": profile_path.stem, "diagram": str(diagram_path.resolve())}   # the report names both
+        return cache.key("analyze", [diagram_path, *shipped.values()], {**options, **where})
+    except (NapkinError, OSError):
+        return None
+
+
+def _with_expected(result, diagram: str, gpu, sets: dict, dtype: str | None):
+    """The analysis (or configuration) with what the generated kernel is expected to take
+    (analyzer.config.launch), or why napkin kernel generates none for it."""
+    from analyzer.config.launch import expect
+    try:
+        return result.model_copy(update={"expected": expect(diagram, gpu, dtype=dtype, sets=sets)})
+    except NapkinError as exc:
+        return result.model_copy(update={"expected_absent": exc.message})
+
+
+
+@app.command(cls=OneValue)
+def expand(
+    diagram: DiagramArg,
+    kernel: Annotated[Optional[str], typer.Option(metavar="NAME", help="Kernel name (default: every kernel).")] = None,
+    level: Annotated[Optional[str], typer.Option(metavar="LEVEL", help="Level whose relabelling to expand (default: "
+                                                      "the diagram's lowest).")] = None,
+) -> None:
+    """Print a diagram's kernels as loop pseudocode: head, body per chunk, tail (Sections 5.1-5.2)."""
+    from analyzer.config.expand import expand as run
+    from analyzer.config.expand import render
+    from analyzer.model.analysis import load
+    typer.echo(render(run(load(diagram), kernel=kernel, level=level)))
+
+
+@app.command(cls=OneValue)
+def configure(
+    diagram: DiagramArg,
+    gpu: GpuOpt = "h100",
+    config: Annotated[Optional[str], typer.Option(
+        "--config", "-c", metavar="NAME", help="A configuration named in the diagram file (napkin configure DIAGRAM "
+                               "--list); default: derived from the tiles napkin analyze chooses.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", "-s", metavar="NAME=VALUE", help="Set a size (q=16384) or a configuration variable (w_q=128, s_x=64, "
+                            "N=3, stages=2, g_q=384); repeatable.")] = None,
+    dtype: Annotated[Optional[Dtype], typer.Option(help="Element type of arrays without their own.")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the diagram's named configurations.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the tables as JSON "
+                                                         "(napkin schema configuration).")] = False,
+    overhead: Annotated[float, typer.Option(help="Assumed overhead of non-tensor operations for the "
+                                                 "overlap analysis, e.g. 0.66 for 66%.")] = 0.0,
+    strategy: Annotated[Optional[Strategy], typer.Option(help="Where the softmax rescales (Section 5.5; overrides the "
+                                                         "configuration's).")] = None,
+    overlap: Annotated[Optional[Overlap], typer.Option(help="How warpgroups overlap (Section 5.7; overrides the "
+                                                        "configuration's).")] = None,
+    strict: Annotated[bool, typer.Option(help="Exit with code 3 if the configuration does not "
+                                              "fit (negative excess).")] = False,
+) -> None:
+    """Configuration, memory, compute and throughput tables for a GPU (Section 5, Appendix B)."""
+    from analyzer.config.configure import configurations
+    from analyzer.config.configure import configure as run
+    check_dtypes([dtype] if dtype else [])
+    if list_:
+        from analyzer.report.configure import render_list
+        console().print(render_list(configurations(diagram, dtype=dtype)))
+        return
+    from analyzer import hardware
+    sets = parse_sets(set_ or [])
+    profile = hardware.load(gpu)
+    result = run(diagram, profile, config=config, sets=sets, dtype=dtype,
+                 overhead=overhead, strategy=strategy, overlap=overlap)
+    result = _with_expected(result, diagram, profile, sets, dtype)
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+    else:
+        from analyzer.report.configure import render
+        console().print(render(result))
+    if strict and not result.fits:
+        raise typer.Exit(CHECK_FAILED)
+
+
+@app.command(cls=OneValue)
+def sweep(
+    diagram: DiagramArg,
+    gpu: GpuOpt = "h100",
+    dtype: Annotated[KernelDtype, typer.Option(help="The generated kernels' element type.")] = "fp16",
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", "-s", metavar="NAME=VALUE", help="A size of the weaved diagram (batch=4, heads=16, q=4096, d=128) or a "
+                            "pinned tile (g_q=128); repeatable.")] = None,
+    kernel: Annotated[Optional[str], typer.Option(metavar="NAME", help="Rank this kernel only.")] = None,
+    backend: Annotated[Optional[Literal["hopper", "triton"]], typer.Option(
+        help="Whose configurations to rank; default: as napkin kernel chooses.")] = None,
+    top: Annotated[int, typer.Option(help="Show the fastest N (0: all).", min=0)] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the ranking as JSON.")] = False,
+) -> None:
+    """Every legal configuration (tiles, warps, stages) with its predicted time, fastest first."""
+    from analyzer.config.sweep import report
+    from analyzer.config.sweep import sweep as run
+    from analyzer.report.analysis import sweep_text
+    with progress_bar("sweep") as progress:
+        result = run(diagram, gpu, dtype=dtype, sets=parse_sets(set_ or []), kernel=kernel, backend=backend,
+                     progress=progress)
+    if as_json:
+        typer.echo(report(result).model_dump_json(indent=2))
+        return
+    console().print(sweep_text(result, top))
+
+

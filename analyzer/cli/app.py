@@ -1,0 +1,206 @@
+"""The Typer application, the options its commands share, and main(): how napkin ends.
+
+Exit codes (docs/cli.md, "Exit codes"): 0 done; 1 an input or the model refused (a diagram or profile
+file, a recording, a configuration that does not fit: NapkinError); 2 the command line is wrong
+(click's usage errors, and UsageError: a malformed --set, options that conflict, an option given
+twice that takes one value); 3 a check asked for failed (`napkin configure --strict`). Every error is
+one line on stderr; set NAPKIN_DEBUG=1 to see a traceback instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Annotated, Literal, Optional
+
+import typer
+
+from analyzer.common.errors import NapkinError
+from analyzer.common.version import __version__
+
+# rich_markup_mode=None: click's plain help, which shows choices ([fp16|bf16]) and no type for a flag
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  help="FlashAttention on a Napkin: diagrams in, GPU performance models out.")
+hardware_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="GPU profiles (hardware/*.yaml).")
+diagrams_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Shipped diagrams (diagrams/*.yaml).")
+plot_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                       help="Plots; the output's extension picks PNG, SVG or PDF.")
+app.add_typer(hardware_app, name="hardware")
+app.add_typer(diagrams_app, name="diagrams")
+app.add_typer(plot_app, name="plot")
+
+USAGE = 2                  # the command line is wrong (click's convention)
+CHECK_FAILED = 3           # a check the command was asked for failed (--strict)
+
+SET = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)=([0-9]+)$")
+RANGE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)=([0-9]{1,15})\.\.([0-9]{1,15})$")   # q=1024..32768: doubling
+LIST = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)=([0-9]{1,15}(?:,[0-9]{1,15})+)$")     # q=1000,3000,5000
+MAX_POINTS = 64            # sizes x GPUs of one comparison: each is a whole analysis
+DTYPES = ("fp16", "bf16", "fp8", "fp32")
+Dtype = Literal["fp16", "bf16", "fp8", "fp32"]       # arrays' element types (analyzer.common.dtypes)
+KernelDtype = Literal["fp16", "bf16"]                # what the generated kernels take
+Backend = Literal["hopper", "triton", "cuda"]
+Strategy = Literal["fragment", "staged"]             # Section 5.5: where the softmax's rescale runs
+Overlap = Literal["inter", "intra"]                  # Section 5.7: how warpgroups overlap
+
+def shipped_diagrams(incomplete: str) -> list[str]:
+    """Shell completion of a diagram argument: the shipped diagrams' names."""
+    from analyzer.common import resources
+    return sorted(n for n in resources.shipped("diagrams") if n.startswith(incomplete))
+
+
+def shipped_gpus(incomplete: str) -> list[str]:
+    """Shell completion of --gpu: the shipped profiles' names and their aliases."""
+    from analyzer.common import resources
+    from analyzer.hardware.names import aliases
+    return sorted(n for n in {*resources.shipped("hardware"), *aliases()} if n.startswith(incomplete))
+
+
+DiagramArg = Annotated[str, typer.Argument(metavar="DIAGRAM", autocompletion=shipped_diagrams, help="A shipped diagram name (napkin diagrams "
+                                                                   "list) or a .yaml file.")]
+GpuOpt = Annotated[str, typer.Option("--gpu", "-g", metavar="GPU", autocompletion=shipped_gpus, help="GPU profile name or alias "
+                                                                        "(napkin hardware list), or a "
+                                                                        "profile .yaml file.")]
+GpusOpt = Annotated[Optional[list[str]], typer.Option(
+    "--gpu", "-g", metavar="GPU", autocompletion=shipped_gpus,
+    help="GPU profile name or alias, or a profile .yaml file; repeatable.")]
+SetOpt = Annotated[Optional[list[str]], typer.Option(
+    "--set", "-s", metavar="NAME=VALUE", help="Override a size (q=16384) or pin a tile size (g_q=128); "
+                                              "repeatable.")]
+OutputOpt = Annotated[str, typer.Option("--output", "-o", metavar="FILE", help="Output file: .png, .svg or .pdf.")]
+
+
+class UsageError(NapkinError):
+    """The command line is wrong (exit code 2), as click's own usage errors are."""
+
+
+class OneValue(typer.core.TyperCommand):
+    """A command whose single-valued options refuse to be given twice: click keeps the last of
+    `--gpu h100 --gpu a100` silently, and the user meant one of them (or a command that compares)."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:  # noqa: ANN001 - click's signature
+        if not ctx.resilient_parsing:          # completion parses partial lines: let it
+            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            seen: set[str] = set()
+            for param in order:
+                if isinstance(param, typer.core.TyperOption) and not param.multiple and not param.is_flag:
+                    if param.name in seen:
+                        raise UsageError(f"{param.opts[0]} given twice: it takes one value",
+                                         hint="pass it once" + ("; napkin analyze compares GPUs side by side"
+                                                                if param.opts[0] == "--gpu" else ""))
+                    seen.add(param.name)
+        return super().parse_args(ctx, args)
+
+    def format_options(self, ctx, formatter) -> None:  # noqa: ANN001 - click's signature
+        """As typer's, less the `<str>` it prints after an argument's name (its help says what it is)."""
+        records = {"argument": [], "option": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None and param.param_type_name in records:
+                name, text = record
+                records[param.param_type_name].append(
+                    (name.removesuffix(" <str>") if param.param_type_name == "argument" else name, text))
+        for title, kind in (("Arguments", "argument"), ("Options", "option")):
+            if records[kind]:
+                with formatter.section(title):
+                    formatter.write_dl(records[kind])
+
+
+def progress_bar(title: str):
+    from analyzer.report.terminal import progress
+    return progress(title)
+
+
+def console():
+    from analyzer.report.terminal import console
+    return console()
+
+
+def parse_sets(items: list[str]) -> dict[str, int]:
+    sets: dict[str, int] = {}
+    for item in items:
+        match = SET.match(item.strip())
+        if not match:
+            raise UsageError(f"--set {item!r}: expected NAME=NUMBER, e.g. --set q=4096 (napkin analyze also "
+                             "takes a range, q=1024..32768, or a list, q=1000,3000)")
+        if len(match[2]) > 15:   # beyond any size napkin accepts (2**40), and cheap to refuse
+            raise UsageError(f"--set {match[1]}=...: size is out of range (at most 2**40)")
+        sets[match[1]] = int(match[2])
+    return sets
+
+
+def parse_size_ranges(items: list[str]) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """--set values: single ones (q=4096), and ranges: q=1024..32768 (doubling from the first while
+    at most the last) or q=1000,3000,5000 (as listed)."""
+    single, ranged = [], {}
+    for item in items:
+        text = item.strip()
+        if m := RANGE.match(text):
+            first, last = int(m[2]), int(m[3])
+            if first < 1 or last < first:
+                raise UsageError(f"--set {text!r}: a range runs from a positive size up to a larger one")
+            ranged[m[1]] = [first << k for k in range((last // first).bit_length()) if first << k <= last]
+        elif m := LIST.match(text):
+            ranged[m[1]] = [int(v) for v in m[2].split(",")]
+        else:
+            single.append(item)
+    return parse_sets(single), ranged
+
+
+@app.callback(invoke_without_command=True)
+def _root(version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False) -> None:
+    if version:
+        typer.echo(f"napkin {__version__}")
+        raise typer.Exit()
+
+
+def check_dtypes(dtypes: list[str]) -> list[str]:
+    for dtype in dtypes:
+        if dtype not in DTYPES:
+            raise UsageError(f"--dtype {dtype!r}: expected {', '.join(DTYPES)}")
+    return dtypes
+
+
+def wrote(path) -> None:
+    typer.echo(f"wrote {path}")
+
+
+def _usage_errors() -> tuple[type[Exception], ...]:
+    """Usage-error classes: recent typer vendors click; older typer uses click itself."""
+    classes: list[type[Exception]] = []
+    try:
+        from typer.exceptions import TyperException
+        classes.append(TyperException)
+    except ImportError:
+        pass
+    try:
+        from click.exceptions import ClickException
+        classes.append(ClickException)
+    except ImportError:
+        pass
+    return tuple(classes)
+
+
+def main() -> None:
+    try:
+        code = app(standalone_mode=False)
+    except NapkinError as exc:
+        if os.environ.get("NAPKIN_DEBUG"):
+            raise
+        _fail(exc.one_line(), USAGE if isinstance(exc, UsageError) else 1)
+    except _usage_errors() as exc:   # typer's usage errors: unknown option, bad value
+        if type(exc).__name__ == "NoArgsIsHelpError":   # bare `napkin hardware`: show the help
+            print(exc.format_message())
+            sys.exit(0)
+        _fail(" ".join(exc.format_message().split()) + " (hint: see napkin --help)",
+              getattr(exc, "exit_code", USAGE))
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(line: str, code: int) -> None:
+    print(f"error: {line}", file=sys.stderr)
+    sys.exit(code)
+

@@ -1,0 +1,112 @@
+"""napkin calibrate: the model's stated assumptions fitted to measured times."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional
+
+import typer
+
+from analyzer.cli.app import (
+    OneValue,
+    UsageError,
+    app,
+    progress_bar,
+    shipped_gpus,
+    wrote,
+)
+from analyzer.common.atomic import check_target
+
+
+@app.command(cls=OneValue)
+def calibrate(
+    recording: Annotated[str, typer.Argument(metavar="RECORDING", help="A recording of measured configurations "
+                                                  "(bench/results/sweep_h200.json).")],
+    gpu: Annotated[str, typer.Option("--gpu", "-g", metavar="GPU", autocompletion=shipped_gpus,
+                                     help="The profile the recording was swept on.")] = "h200",
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", metavar="FILE", help="Write the calibrated profile here (hardware/h200-calibrated.yaml).")] = None,
+    report: Annotated[Optional[str], typer.Option(metavar="FILE", help="Write the validation report (markdown).")] = None,
+    plot: Annotated[Optional[str], typer.Option(metavar="FILE", help="Write the predicted-against-measured scatter here "
+                                                     "(.png, .svg or .pdf).")] = None,
+    held_out: Annotated[Optional[list[str]], typer.Option(
+        "--held-out", metavar="FAMILY=SIZE", help="FAMILY=SIZE held out of the fit (default attention=8192, matmul=6144); "
+                           "repeatable.")] = None,
+    samples: Annotated[int, typer.Option(help="Bootstrap refits for the uncertainties.", min=2,
+                                         max=1000)] = 40,
+    registers: Annotated[Optional[str], typer.Option(
+        "--registers", metavar="FILE", help="A compile recording (bench/results/compiled_h200.json): fit the "
+                            "compiler's register count into the profile, and report it against "
+                            "Tables 1 and 2.")] = None,
+    kernel: Annotated[Literal["portable", "hopper"], typer.Option(
+        "--kernel", help="portable: the Triton kernels' model (a recording of bench/sweep_h200.py); hopper: "
+                         "the Hopper kernel's (bench/hopper_sweep.py).")] = "portable",
+    across: Annotated[Optional[str], typer.Option(
+        "--across", metavar="RECORDING:GPU", help="With --kernel hopper: another GPU's recording and profile, RECORDING:GPU, to "
+                         "carry the fit across GPUs in the report.")] = None,
+) -> None:
+    """Fit the model's stated assumptions to measured times; write a calibrated profile and a report."""
+    if kernel == "hopper":
+        for option, value in (("--plot", plot), ("--held-out", held_out), ("--registers", registers)):
+            if value:
+                raise UsageError(f"{option} is for --kernel portable", hint="leave it out with --kernel hopper")
+        _calibrate_hopper(recording, gpu, output, report, across)
+        return
+    from analyzer.calibrate.calibrate import calibrate as run
+    from analyzer.report.calibration import write
+    if plot:
+        from analyzer.plot.output import output_format
+        output_format(plot)
+    for option, path in (("--output", output), ("--report", report), ("--plot", plot)):
+        if path:
+            check_target(path, option)
+    sizes = None
+    if held_out:
+        sizes = {}
+        for item in held_out:
+            family, _, size = item.partition("=")
+            if not family or not size.isdigit():
+                raise UsageError(f"--held-out {item!r}: expected FAMILY=SIZE, e.g. attention=8192")
+            sizes[family] = int(size)
+    with progress_bar("calibrate") as progress:
+        result = run(recording, gpu, held_out_size=sizes, samples=samples, registers=registers,
+                     progress=progress)
+    words = ["napkin", "calibrate", recording, "--gpu", gpu]
+    for flag, value in (("-o", output), ("--report", report), ("--plot", plot)):
+        if value:
+            words += [flag, value]
+    words += [f"--held-out={h}" for h in held_out or []]
+    if samples != 40:
+        words += ["--samples", str(samples)]
+    if registers:
+        words += ["--registers", registers]
+    for path in write(result, " ".join(words), output, report, plot):
+        wrote(path)
+    cal = result.calibrated.calibration
+    for name, value in cal.as_params().items():
+        typer.echo(f"  {name} = {value:.4g}")
+
+
+def _calibrate_hopper(recording: str, gpu: str, output: str | None, report: str | None, across: str | None) -> None:
+    from analyzer.calibrate.hopper import calibrate as run
+    from analyzer.report.hopper_calibration import write
+    for option, path in (("--output", output), ("--report", report)):
+        if path:
+            check_target(path, option)
+    other, other_gpu = None, None
+    if across:
+        other, _, other_gpu = across.rpartition(":")
+        if not other or not other_gpu:
+            raise UsageError(f"--across {across!r}: expected RECORDING:GPU, e.g. "
+                              "bench/results/hopper_sweep_h200.json:h200")
+    with progress_bar("calibrate") as progress:
+        result = run(recording, gpu, other=other, other_gpu=other_gpu, progress=progress)
+    words = ["napkin", "calibrate", recording, "--gpu", gpu, "--kernel", "hopper"]
+    for flag, value in (("-o", output), ("--report", report), ("--across", across)):
+        if value:
+            words += [flag, value]
+    for path in write(result, " ".join(words), output, report):
+        wrote(path)
+    for name, value in result.fitted.uncertainty.items():
+        typer.echo(f"  {name} = {getattr(result.fitted.params, name):.4g} ± {value:.2g}")
+
+

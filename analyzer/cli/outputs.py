@@ -1,0 +1,140 @@
+"""napkin kernel, draw, plot and report: the files napkin writes from a diagram."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from analyzer.cli.app import (
+    Backend,
+    DiagramArg,
+    Dtype,
+    GpuOpt,
+    GpusOpt,
+    KernelDtype,
+    OneValue,
+    OutputOpt,
+    Overlap,
+    SetOpt,
+    UsageError,
+    app,
+    check_dtypes,
+    parse_sets,
+    plot_app,
+    progress_bar,
+    wrote,
+)
+from analyzer.common.atomic import check_target
+
+
+@plot_app.command("transfers", cls=OneValue)
+def plot_transfers(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
+                   dtype: Annotated[Optional[list[str]], typer.Option(
+                       metavar="[fp16|bf16|fp8|fp32]",
+                       help="Element type; repeatable (default: the diagram's).")] = None,
+                   set_: SetOpt = None) -> None:
+    """H*(M) per GPU and element type, log-log, with memory limits and the chosen configuration."""
+    from analyzer.plot.output import output_format, save
+    output_format(output)
+    check_target(output, "--output")
+    from analyzer.plot.transfers import figure
+    wrote(save(figure(diagram, gpu or ["h100"], dtypes=check_dtypes(dtype or []),
+                       sets=parse_sets(set_ or [])), output))
+
+
+@plot_app.command("roofline", cls=OneValue)
+def plot_roofline(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
+                  dtype: Annotated[Optional[Dtype], typer.Option(help="Element type.")] = None,
+                  set_: SetOpt = None) -> None:
+    """Arithmetic intensity against attainable throughput, with the chosen configuration's point."""
+    from analyzer.plot.output import output_format, save
+    output_format(output)
+    check_target(output, "--output")
+    from analyzer.plot.roofline import figure
+    check_dtypes([dtype] if dtype else [])
+    wrote(save(figure(diagram, gpu or ["h100"], dtype=dtype, sets=parse_sets(set_ or [])), output))
+
+
+@plot_app.command("schedule", cls=OneValue)
+def plot_schedule(diagram: DiagramArg, output: OutputOpt,
+                  gpu: GpuOpt = "h100",
+                  config: Annotated[Optional[str], typer.Option("--config", "-c", metavar="NAME", help="A named "
+                                                                "configuration.")] = None,
+                  set_: SetOpt = None,
+                  overhead: Annotated[float, typer.Option(
+                      help="Assumed overhead of non-tensor operations, e.g. 0.66 for 66%.")] = 0.0,
+                  overlap: Annotated[Optional[Overlap], typer.Option(help="How warpgroups overlap (overrides "
+                                                                      "the configuration's).")] = None,
+                  ) -> None:
+    """The clock-cycle overlap of warpgroups (Figures 34-37): pipelines as lanes, overhead hatched."""
+    from analyzer.plot.output import output_format, save
+    output_format(output)
+    check_target(output, "--output")
+    from analyzer.plot.schedule import figure
+    wrote(save(figure(diagram, gpu, config=config, sets=parse_sets(set_ or []),
+                       overhead=overhead, overlap=overlap), output))
+
+
+@app.command(cls=OneValue)
+def kernel(
+    diagram: DiagramArg,
+    output: Annotated[str, typer.Option("--output", "-o", metavar="FILE", help="File to write: a .py module (hopper, triton) "
+                                                               "or a .cu file and its .py loader (cuda).")],
+    gpu: GpuOpt = "h100",
+    backend: Annotated[Optional[Backend], typer.Option(
+        help="hopper (warp-specialised Gluon for sm_90a: streamed softmax attention), triton (portable) or "
+             "cuda; default: hopper where the GPU and the diagram allow it, else triton.")] = None,
+    dtype: Annotated[Optional[KernelDtype], typer.Option(help="The element type the kernel is "
+                                                      "configured for (default: the diagram's).")] = None,
+    config: Annotated[Optional[str], typer.Option(
+        "--config", "-c", metavar="NAME", help="A configuration named in the diagram file; default: the best legal "
+                               "configuration napkin configure ranks.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", "-s", metavar="NAME=VALUE", help="Pin a size or tile (d=64, g_q=128, s_x=64, stages=3); repeatable.")] = None,
+) -> None:
+    """Generate a standalone kernel that realises the diagram's configuration on a GPU."""
+    from analyzer.codegen import generate
+    from analyzer.codegen.files import check_kernel_target
+    check_kernel_target(output, backend or "triton")      # hopper and triton both write a .py module
+    with progress_bar("kernel") as progress:
+        g = generate(diagram, gpu, backend=backend, dtype=dtype, config=config, sets=parse_sets(set_ or []),
+                     progress=progress)
+    if g.note:
+        typer.echo(f"note: {g.note}", err=True)
+    for path in g.write(output):
+        wrote(path)
+
+
+@app.command(cls=OneValue)
+def draw(diagram: DiagramArg, output: OutputOpt,
+         kernel: Annotated[Optional[str], typer.Option(metavar="NAME", help="Show this kernel's relabellings "
+                                                            "(default: the first).")] = None) -> None:
+    """Draw the diagram in the neural-circuit style (columns, wires, levels, relabellings)."""
+    from analyzer.plot.output import output_format, save
+    output_format(output)
+    check_target(output, "--output")
+    from analyzer.plot.draw import figure
+    wrote(save(figure(diagram, kernel=kernel), output))
+
+
+
+
+@app.command(cls=OneValue)
+def report(diagram: DiagramArg,
+           output: Annotated[str, typer.Option("--output", "-o", metavar="FILE",
+                                               help="The HTML file to write (report.html).")],
+           gpu: GpusOpt = None, set_: SetOpt = None,
+           dtype: Annotated[Optional[Dtype], typer.Option(help="Element type of arrays without their own.")] = None,
+           ) -> None:
+    """One self-contained HTML page to share: prediction, drawing, symbolic model, Section 5, plots, kernel."""
+    if not output.lower().endswith((".html", ".htm")):
+        raise UsageError(f"{output!r}: napkin report writes one HTML page", field="--output",
+                         hint="name it report.html")
+    check_target(output, "--output")
+    from analyzer.common.atomic import write_text
+    from analyzer.report.page import page
+    with progress_bar("report") as progress:
+        progress("analyse and draw", 0, 1)
+        html = page(diagram, list(dict.fromkeys(gpu or ["h100"])), sets=parse_sets(set_ or []), dtype=dtype)
+    wrote(write_text(output, html, "--output"))

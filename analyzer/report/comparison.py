@@ -1,0 +1,42 @@
+"""napkin analyze with several GPUs or a size range: one row per GPU and size, the expected time of the
+generated kernel first and the paper's idealised bound beside it (as the one-GPU headline has them)."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from analyzer.common.units import seconds, si
+from analyzer.model.result import Analysis, Comparison
+
+
+def size_of(a: Analysis, axis: str) -> int | None:
+    return next((s.value for s in a.sizes if s.axis == axis), None)
+
+
+def comparison_text(c: Comparison) -> Group:
+    first = c.analyses[0]
+    gpus = list(dict.fromkeys(a.gpu.name for a in c.analyses))
+    # a size tied to a varied one (causal attention's x = q) varies with it: a column too
+    varies = [s.axis for s in first.sizes if s.axis in c.varied
+              or len({size_of(a, s.axis) for a in c.analyses}) > 1]
+    fixed = ", ".join(f"{s.axis}={s.value}" for s in first.sizes if s.axis not in varies)
+    title = Text(f"{first.diagram.name}: {first.diagram.title}; {first.dtype}; {fixed}", style="bold")
+    table = Table(title=f"{len(gpus)} GPU(s) x {len(c.analyses) // max(1, len(gpus))} size(s): the generated "
+                        "kernel's expected time, and the idealised bound beside it",
+                  title_justify="left", title_style="bold", header_style="bold", show_edge=False, pad_edge=False)
+    for column in ("GPU", *varies, "expected", "throughput", "bound", "model", "idealised", "ideal bound"):
+        table.add_column(column, overflow="fold",
+                         justify="right" if column in (*varies, "expected", "throughput", "idealised") else "left")
+    for a in c.analyses:
+        e, t = a.expected, a.totals
+        table.add_row(*(Text(cell) for cell in (
+            a.gpu.name, *(str(size_of(a, axis)) for axis in varies),
+            seconds(e.time_s) if e else "-", si(e.throughput_flops_per_s, "FLOP/s") if e else "-",
+            e.bound if e else "-", ("calibrated" if e.calibrated else "idealised") if e else "no kernel",
+            seconds(t.predicted_time_s), t.bound)))
+    notes = sorted({f"{a.gpu.name}: {a.expected.model}" for a in c.analyses if a.expected}
+                   | {f"{a.gpu.name}: no generated kernel ({a.expected_absent})" for a in c.analyses
+                      if a.expected is None})
+    return Group(title, table, Text("models: " + "; ".join(notes)))
