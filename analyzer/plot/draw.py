@@ -30,6 +30,7 @@ from analyzer.common.errors import NapkinError
 from analyzer.common.expr import to_text
 from analyzer.diagram.compiled import Diagram, Kernel, Op
 from analyzer.model.analysis import load
+from analyzer.plot import style
 
 # Geometry in inches: the axes are drawn at one data unit per inch, y growing downwards.
 ROW = 0.26         # between the wires of one array
@@ -224,8 +225,8 @@ class _Drawing:
         ax.set_xlim(-0.1, self.right + 0.1)
         ax.set_ylim(self.bottom + 0.3, top - 0.1)   # y grows downwards
         ax.set_axis_off()
-        title = f"{self.d.name}: {self.d.title}" if self.d.title else self.d.name
-        ax.text(0, top + 0.05, title + (f"  [{self.d.paper}]" if self.d.paper else ""), fontsize=9.5,
+        title = f"{self.d.name}: {style.plain(self.d.title)}" if self.d.title else self.d.name
+        ax.text(0, top + 0.05, title + (f"  [{style.plain(self.d.paper)}]" if self.d.paper else ""), fontsize=9.5,
                 va="top", ha="left", weight="bold", gid="title")
         for kernel in self.d.kernels:
             self._kernel(ax, kernel)

@@ -94,7 +94,7 @@ def figure(diagram: str, gpus: list[str], *, dtype: str | None, sets: dict[str, 
     ax.legend(handles=handles + kinds, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               fontsize=style.FONT_SIZE - 1, frameon=False)
     sizes = ", ".join(f"{s}={v}" for s, v in resolve_sizes(d, sets)[0].items())
-    fig.suptitle(f"{d.name}: roofline, {d.dtype} (Appendix B.1)\n{d.title}; {sizes}",
+    fig.suptitle(f"{d.name}: roofline, {d.dtype} (Appendix B.1)\n{style.plain(d.title)}; {sizes}",
                  fontsize=style.FONT_SIZE + 2)
     if lacking:
         style.footnote(fig, [f"skipped {', '.join(lacking)}: no {d.dtype} tensor cores"])

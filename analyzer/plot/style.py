@@ -91,6 +91,12 @@ def si_axis(axis, unit: str = "") -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
+def plain(text: str) -> str:
+    """A diagram's free text (its title, its paper reference) as matplotlib shows it literally: a `$`
+    would otherwise start mathtext, which a title like `$\\frac{a}{$` makes fail to render."""
+    return text.replace("$", r"\$")
+
+
 def tiles_label(chosen: dict[str, int]) -> str:
     """{'g_q': 128, 's_x': 16} -> 'g_q=128, s_x=16'."""
     return ", ".join(f"{name}={value}" for name, value in chosen.items())

@@ -85,7 +85,7 @@ def figure(diagram: str, gpus: list[str], *, dtypes: list[str], sets: dict[str, 
         _draw(ax, panel, dtypes, [p.name for p in profiles])
     size_text = ", ".join(f"{s}={v}" for s, v in sizes.items())
     fig.suptitle(f"{base.name}: fewest transfers H*(M) into {level} (Section 4, Equation 1)\n"
-                 f"{base.title}; {size_text}", fontsize=style.FONT_SIZE + 2)
+                 f"{style.plain(base.title)}; {size_text}", fontsize=style.FONT_SIZE + 2)
     style.footnote(fig, skipped)
     return fig
 

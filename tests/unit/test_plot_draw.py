@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
@@ -21,8 +22,9 @@ from analyzer.common import resources
 from analyzer.common.errors import NapkinError
 from analyzer.common.expr import to_text
 from analyzer.model.analysis import load
+from analyzer.plot import roofline, transfers
 from analyzer.plot.draw import LEVEL_COLORS, figure
-from analyzer.plot.output import save
+from analyzer.plot.output import render, save
 
 SHIPPED = sorted(resources.shipped("diagrams"))
 BLACK, ORANGE = LEVEL_COLORS[0], LEVEL_COLORS[1]
@@ -234,3 +236,19 @@ def test_cli_draw_errors_are_one_line(tmp_path, monkeypatch, capsys, args, fragm
     for fragment in fragments:
         assert fragment in err
     assert not list(Path(tmp_path).iterdir())   # nothing written
+
+
+@pytest.mark.parametrize("plot", ["draw", "roofline", "transfers"])
+def test_a_dollar_in_the_title_is_shown_not_typeset(tmp_path, plot):
+    """regression: a title such as `$\\frac{a}{$` started matplotlib's mathtext, which failed with a
+    traceback; a diagram's free text is shown as written."""
+    data = yaml.safe_load(resources.shipped("diagrams")["attention"].read_text())
+    data.update(title=r"costs $\frac{a}{$ and $5", paper="Fig. $1")
+    path = tmp_path / "dollars.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    fig = {"draw": lambda: figure(str(path)),
+           "roofline": lambda: roofline.figure(str(path), ["h100"], dtype=None, sets={}),
+           "transfers": lambda: transfers.figure(str(path), ["h100"], dtypes=[], sets={})}[plot]()
+    assert render(fig, tmp_path / "out.png")[:8] == b"\x89PNG\r\n\x1a\n"
+    shown = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text"))]
+    assert any(r"\$\frac{a}{\$ and \$5" in t for t in shown)
