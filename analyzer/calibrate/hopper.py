@@ -51,6 +51,9 @@ PARAMETERS = {
     "tile_overhead_s": (0.0, 0.0, 1e-4, 1e-6),
     "launch_overhead_s": (0.0, 0.0, 1e-5, 1e-6),     # a launch from a CUDA graph: microseconds
     "lone_overlap": (0.0, 0.0, 1.0, 1.0),            # between no overlap and intra
+    # a causally masked step adds up to two chunks: the mask's compares and selects (about four integer
+    # operations a score) are no more thread work than the softmax's, which one chunk's period bounds
+    "mask_overhead": (0.0, 0.0, 2.0, 1.0),
 }
 
 

@@ -24,7 +24,11 @@ from L2: every block of a head reads the same chunks, as the paper's FlashAttent
 model with rows_per_load 999); a chunk costs the larger. Blocks run one an SM (the SMEM of one
 fills most of it) in waves; each adds one chunk for its prologue and epilogue (the first QK^T and the
 last PV run alone), unless the schedule is persistent: a block an SM takes the tiles in turn, and the
-next tile's loads run under this one's end, so only the first prologue shows. The model would pick
+next tile's loads run under this one's end, so only the first prologue shows. Causal tiles are counted
+as the kernel walks them (`causal_tiles`): block skipping streams a tile's chunks up to its diagonal,
+and the steps that run the causal mask (the first chunk, which the kernel always masks, and those on
+the diagonal) each add `mask_overhead` of a chunk: the mask's index compares and selects on every
+score, on the masked step's own code path. The model would pick
 persistent where tiles are short (a prologue is more than ALIKE of a tile), but it is not ranked by
 default: its measured times spread too far (RANKED_SCHEDULES).
 """
@@ -86,6 +90,7 @@ class HopperParams:
     tile_overhead_s: float = 0.0
     launch_overhead_s: float = 0.0
     lone_overlap: float = 0.0      # share of the way from no overlap to intra a lone warpgroup goes unasked
+    mask_overhead: float = 0.0     # chunk times a causally masked step adds (the paper counts no mask work)
     source: str = "the paper's idealised model"     # where the values come from, for headers and reports
 
     @classmethod
@@ -246,16 +251,31 @@ def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str,
     params = params or HopperParams.of(profile)
     chunk_s = max(chunk_times(profile, c, head_dim, dtype, overhead, params).values()) + params.chunk_overhead_s
     blocks_q = math.ceil(seq_q / c.block_rows)
-    chunks = math.ceil(seq_k / c.chunk)
-    if causal:      # a block sees the chunks up to its diagonal: on average half, plus the diagonal's
-        chunks = (chunks + 1) / 2 + c.block_rows / (2 * c.chunk)
-    chunks = min(chunks, math.ceil(seq_k / c.chunk))
+    chunks, masked = causal_tiles(c, seq_q, seq_k) if causal else (math.ceil(seq_k / c.chunk), 0.0)
     waves = math.ceil(instances * blocks_q / profile.sm_count)
-    tile_s = chunks * chunk_s + params.tile_overhead_s
+    tile_s = (chunks + params.mask_overhead * masked) * chunk_s + params.tile_overhead_s
     prologue_s = params.prologue_chunks * chunk_s
     if c.schedule == "persistent":     # the next tile's loads run under this one's end: one prologue an SM
         return params.launch_overhead_s + waves * tile_s + prologue_s
     return params.launch_overhead_s + waves * (tile_s + prologue_s)
+
+
+def causal_tiles(c: HopperConfig, seq_q: int, seq_k: int) -> tuple[float, float]:
+    """A causal tile's chunks and masked steps, on average over the query blocks, as the kernel walks them
+    (analyzer.codegen.hopper: _attn_tile, _attn_consumer): the block at rows row0.. streams the chunks up
+    to its diagonal, ceil((row0 + g_q) / s_x) of them (block skipping), of which the first
+    floor((row0 + 1) / s_x) need no mask; chunk 0 always runs the masked step (it is the prologue's), and
+    so do the chunks from there to the last. The last block's rows past seq_q are computed and clipped."""
+    whole = math.ceil(seq_k / c.chunk)
+    chunks = masked = 0
+    blocks = max(math.ceil(seq_q / c.block_rows), 1)
+    for b in range(blocks):
+        row0 = b * c.block_rows
+        n = min(whole, math.ceil((row0 + c.block_rows) / c.chunk))
+        unmasked = min(seq_k // c.chunk, (row0 + 1) // c.chunk)
+        chunks += n
+        masked += 1 + n - max(unmasked, 1)
+    return chunks / blocks, masked / blocks
 
 
 def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: int, instances: int,
@@ -437,5 +457,5 @@ def realisable(c: Configured) -> str | None:
     return None
 
 
-__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "candidates", "chosen_at", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "refusal",
+__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "refusal",
            "register_cap", "registers_per_consumer"]

@@ -160,7 +160,7 @@ class RegisterRelation(Exact):
 class HopperFit(Exact):
     """The Hopper kernel's model (analyzer.config.hopper) fitted to a sweep of that kernel's configurations
     (napkin calibrate --kernel hopper; docs/validation.md). Absent parameters keep the paper's idealised
-    model: efficiencies 1, Section 6.3's 66 % overhead, one chunk of prologue a tile, no fixed costs."""
+    model: efficiencies 1, Section 6.3's 66 % overhead, one chunk of prologue a tile, no fixed costs, no mask work."""
 
     source: str = Field(description="The recording the fit came from, and the command.")
     tensor_efficiency: Estimate | None = Field(
@@ -181,6 +181,9 @@ class HopperFit(Exact):
     lone_overlap: Estimate | None = Field(
         None, description="Where a lone consumer warpgroup with no overlap scheduled runs, from the serial "
                           "period (0) to the intra-warpgroup one (1).")
+    mask_overhead: Estimate | None = Field(
+        None, description="Chunk times a causal tile's masked step adds beyond its chunk (the first chunk and "
+                          "those on the diagonal: the mask's compares and selects).")
     fit: dict[str, float | int | str] = Field(default_factory=dict,
                                               description="How well the fit did (informative).")
 

@@ -23,6 +23,7 @@ MEANING = {
     "tile_overhead_s": "seconds a tile adds beyond its chunks (query load, output store, barrier set-up)",
     "launch_overhead_s": "seconds per kernel launch",
     "lone_overlap": "where one consumer warpgroup with no overlap scheduled runs: serial (0) to intra (1)",
+    "mask_overhead": "chunk times a causal tile's masked step adds (its first chunk and those on the diagonal)",
 }
 REGENERATE = "#   "            # the header's lines that say how the file was made
 

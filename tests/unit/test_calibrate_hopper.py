@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 H100_SWEEP = ROOT / "bench" / "results" / "hopper_sweep_h100.json"
 TRUTH = HopperParams(tensor_efficiency=0.8, softmax_overhead=0.5, l2_efficiency=0.9, chunk_overhead_s=1e-7,
                      prologue_chunks=1.5, tile_overhead_s=3e-6, launch_overhead_s=4e-6,
-                     lone_overlap=0.6)
+                     lone_overlap=0.6, mask_overhead=0.4)
 
 
 def _synthetic(tmp_path: Path, noise: float, seed: int = 0) -> Path:
@@ -33,7 +33,7 @@ def _synthetic(tmp_path: Path, noise: float, seed: int = 0) -> Path:
     rows = [r for r in doc["records"] if r["status"] == "ok"]
     records = [cal.HopperRecord.model_validate(r) for r in rows]
     # half the legal configurations, drawn at random (a stride would skip every configuration of a
-    # kind): enough to tell the eight parameters apart, a quarter held out besides, in half the time
+    # kind): enough to tell the nine parameters apart, a quarter held out besides, in half the time
     rng = np.random.default_rng(seed)
     keep = [i for i, r in enumerate(records) if cal.legal(profile, cal.config_of(profile, r)) and rng.random() < 0.5]
     times = cal.predict(profile, [records[i] for i in keep], TRUTH) * np.exp(rng.normal(0, noise, len(keep)))
