@@ -32,6 +32,9 @@ from analyzer.model.fusion import schedule
 HEAD_DIMS = (64, 128, 256)      # configured head dims besides the diagram's own ("256 where it fits")
 
 
+PLACEHOLDER_TILE = 64     # a tile size every partition takes, for a plan whose tiles are not used
+
+
 @dataclass(frozen=True)
 class KernelConfigs:
     """One kernel of the diagram, its plan, and its configuration per head dim (None: one for all)."""
@@ -111,11 +114,13 @@ class Configured:
 
 def configure_kernels(diagram: str, gpu: str | Profile, *, dtype: str | None = None,
                       config: str | None = None, sets: dict[str, int] | None = None,
-                      sized: bool = True) -> Configured:
+                      sized: bool = True, ranked: bool = True) -> Configured:
     """The kernels of `diagram` configured for `gpu`; `dtype`: fp16 or bf16, default the diagram's own
     (analyzer.config.element_type: a type the kernel cannot honour is refused; `note` says where it
     is another than the file declares). `sized`: each kernel also takes a table of configurations by
-    problem size, for a wrapper that chooses per call (analyzer.config.by_size)."""
+    problem size, for a wrapper that chooses per call (analyzer.config.by_size). `ranked` False: the
+    kernels' structure alone (plan, roles, sizes), each with a placeholder configuration, for a caller
+    that launches the Hopper kernel, whose configuration is its own (analyzer.config.launch)."""
     element = kernel_element_type(diagram, dtype)
     dtype = element.dtype
     profile = hardware.load(gpu)
@@ -125,8 +130,8 @@ def configure_kernels(diagram: str, gpu: str | Profile, *, dtype: str | None = N
     roles = interface(base)
     data, source = source_data(diagram, dtype)
     woven = compile_woven(data, source, roles.outer)
-    kernels = tuple(_configure(base, woven, k.name, profile, roles, config, sets, dtype, sized=sized)
-                    for k in woven.kernels)
+    kernels = tuple(_configure(base, woven, k.name, profile, roles, config, sets, dtype, sized=sized,
+                               ranked=ranked) for k in woven.kernels)
     return Configured(diagram=woven, source_file=source, gpu=profile.name, dtype=dtype, roles=roles,
                       kernels=kernels, sm_count=profile.sm_count, note=element.note,
                       value_dim=_value_dim(base, roles, sets))
@@ -143,7 +148,7 @@ def _value_dim(d: Diagram, roles, sets: dict[str, int]) -> int | None:
 
 
 def _configure(base: Diagram, woven: Diagram, kernel: str, profile: Profile, roles, config, sets,
-               dtype, *, sized: bool) -> KernelConfigs:
+               dtype, *, sized: bool, ranked: bool = True) -> KernelConfigs:
     s = schedule(woven, next(k for k in woven.kernels if k.name == kernel), woven.levels[-1])
     head = roles.head_dim if isinstance(roles, Attention) else None
     base_kernel = schedule(base, next(k for k in base.kernels if k.name == kernel), base.levels[-1])
@@ -166,6 +171,10 @@ def _configure(base: Diagram, woven: Diagram, kernel: str, profile: Profile, rol
         if key is not None:
             here.update(dict.fromkeys(key_symbols, key))
         here.update(_padded_wholes(base, whole, here))
+        if not ranked:        # the plan's structure needs tiles, not the fastest ones
+            choices[key] = Choice(kernel, dict.fromkeys(tiles, PLACEHOLDER_TILE), 4, 2,
+                                  "a placeholder: the portable kernel's configuration was not ranked")
+            continue
         try:
             choices[key], table = _choice(base, woven, roles, profile, kernel, tiles, config, here,
                                           {**sets, **here}, dtype,

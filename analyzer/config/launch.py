@@ -67,7 +67,9 @@ def launch(diagram: str, gpu: str | Profile, *, backend: str | None = None, dtyp
     profile = hardware.load(gpu)
     chosen, why = backend or "triton", None
     if backend == "hopper" or (backend is None and hopper_capable(profile)):
-        configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False)
+        # one expected time needs the kernels' structure, not the portable kernel's ranked configurations
+        configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False,
+                                       ranked=tables or config is not None)
         why = refusal(profile, configured, sets)
         one = named(profile, configured, config) if config and why is None else None
         if isinstance(one, str):
