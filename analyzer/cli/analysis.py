@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Annotated, Literal, Optional
 
 import typer
@@ -78,10 +79,11 @@ def _analysis(diagram: str, gpu: str, sets: dict[str, int], *, dtype: str | None
         result = None
     if result is None:
         from analyzer import hardware
+        from analyzer.config.launch import with_expected
         from analyzer.model.analysis import analyze as run
         profile = hardware.load(gpu)
         result = run(diagram, profile, sets=sets, dtype=dtype, cluster=cluster)
-        result = _with_expected(result, diagram, profile, sets, dtype)
+        result = with_expected(result, diagram, profile, dtype=dtype, sets=sets)
         if entry:
             cache.store("analyze", entry, result.model_dump_json())
     return result
@@ -101,8 +103,6 @@ def _show(result, as_json: bool, as_latex: bool) -> None:
 def _compare(diagram: str, gpus: list[str], sets: dict[str, int], ranged: dict[str, list[int]], options: dict,
              *, as_json: bool, as_latex: bool, plot: str | None) -> None:
     """Several GPUs or sizes: one analysis each, as one table (and a plot of time per size)."""
-    import itertools
-
     from analyzer.common.version import __version__
     from analyzer.model.result import Comparison
     if as_latex:
@@ -160,17 +160,6 @@ def _analysis_entry(diagram: str, gpu: str, options: dict) -> str | None:
         return None
 
 
-def _with_expected(result, diagram: str, gpu, sets: dict, dtype: str | None):
-    """The analysis (or configuration) with what the generated kernel is expected to take
-    (analyzer.config.launch), or why napkin kernel generates none for it."""
-    from analyzer.config.launch import expect
-    try:
-        return result.model_copy(update={"expected": expect(diagram, gpu, dtype=dtype, sets=sets)})
-    except NapkinError as exc:
-        return result.model_copy(update={"expected_absent": exc.message})
-
-
-
 @app.command(cls=OneValue)
 def expand(
     diagram: DiagramArg,
@@ -211,6 +200,7 @@ def configure(
     """Configuration, memory, compute and throughput tables for a GPU (Section 5, Appendix B)."""
     from analyzer.config.configure import configurations
     from analyzer.config.configure import configure as run
+    from analyzer.config.launch import with_expected
     check_dtypes([dtype] if dtype else [])
     if list_:
         from analyzer.report.configure import render_list
@@ -221,7 +211,7 @@ def configure(
     profile = hardware.load(gpu)
     result = run(diagram, profile, config=config, sets=sets, dtype=dtype,
                  overhead=overhead, strategy=strategy, overlap=overlap)
-    result = _with_expected(result, diagram, profile, sets, dtype)
+    result = with_expected(result, diagram, profile, dtype=dtype, sets=sets)
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
     else:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import sympy
 
@@ -44,7 +45,9 @@ from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention, interface
 from analyzer.hardware import Profile
 from analyzer.model.analysis import load, partition_symbols
-from analyzer.model.result import ExpectedOut
+from analyzer.model.result import ExpectedOut, Out
+
+R = TypeVar("R", bound=Out)      # a report that carries `expected` and `expected_absent`
 
 SIZED = {"triton"}      # backends whose wrapper chooses a configuration per call (analyzer.config.by_size)
 
@@ -214,4 +217,14 @@ def expect(diagram: str, gpu: str | Profile, *, dtype: str | None = None,
                        calibrated=e.calibrated, sizes=e.sizes)
 
 
-__all__ = ["expect", "portable_label", "SIZED", "Expected", "Launch", "expected", "launch", "sizes_of"]
+def with_expected(result: R, diagram: str, gpu: str | Profile, *, dtype: str | None = None,
+                  sets: dict[str, int] | None = None) -> R:
+    """An analysis or configuration report with what the generated kernel is expected to take (`expect`),
+    or why napkin kernel generates none for it: napkin analyze, configure and report lead with it."""
+    try:
+        return result.model_copy(update={"expected": expect(diagram, gpu, dtype=dtype, sets=sets)})
+    except NapkinError as exc:
+        return result.model_copy(update={"expected_absent": exc.message})
+
+
+__all__ = ["expect", "with_expected", "portable_label", "SIZED", "Expected", "Launch", "expected", "launch", "sizes_of"]

@@ -216,6 +216,10 @@ class Analysis(Out):
                           "the paper's idealised bound beside it.")
     expected_absent: str | None = Field(None, description="Why there is no expected time, where there is none.")
 
+    def size(self, axis: str) -> int | None:
+        """The size of `axis` (None: the diagram has no such axis)."""
+        return next((s.value for s in self.sizes if s.axis == axis), None)
+
 
 class Comparison(Out):
     """`napkin analyze` with several --gpu or a size range (--set q=1024..32768): one analysis per GPU

@@ -9,15 +9,11 @@ from matplotlib.lines import Line2D
 
 from analyzer.common.errors import NapkinError
 from analyzer.common.units import seconds
-from analyzer.model.result import Analysis, Comparison
+from analyzer.model.result import Comparison
 from analyzer.plot import style
 
 BOUND_MARKERS = {"tensor": "o", "compute": "o", "threads": "s", "sfu": "s", "loads": "^", "transfers": "^",
                  "power": "D"}
-
-
-def _size(a: Analysis, axis: str) -> int:
-    return next(s.value for s in a.sizes if s.axis == axis)
 
 
 def figure(c: Comparison) -> Figure:
@@ -32,7 +28,7 @@ def figure(c: Comparison) -> Figure:
     bounds: set[str] = set()
     for gpu in dict.fromkeys(a.gpu.name for a in c.analyses):
         mine = [a for a in c.analyses if a.gpu.name == gpu]
-        x = [_size(a, axis) for a in mine]
+        x = [a.size(axis) for a in mine]
         color = style.gpu_color(gpu)
         ax.plot(x, [a.totals.predicted_time_s for a in mine], linestyle="--", color=color, linewidth=1,
                 alpha=0.7)
@@ -47,7 +43,7 @@ def figure(c: Comparison) -> Figure:
     ax.set_xlabel(axis)
     ax.set_ylabel("predicted time")
     ax.yaxis.set_major_formatter(lambda v, _: seconds(v))
-    ax.set_xticks(sorted({_size(a, axis) for a in c.analyses}))
+    ax.set_xticks(sorted({a.size(axis) for a in c.analyses}))
     ax.xaxis.set_major_formatter(lambda v, _: f"{int(v)}")
     ax.tick_params(axis="x", labelrotation=45)
     handles = ax.get_legend_handles_labels()[0]

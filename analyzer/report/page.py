@@ -23,14 +23,13 @@ from dataclasses import dataclass
 
 import sympy
 
-from analyzer import hardware
 from analyzer.codegen import generate
 from analyzer.common.errors import NapkinError
 from analyzer.common.expr import MEMORY, at
 from analyzer.common.units import binary, seconds, si
 from analyzer.common.version import __version__
 from analyzer.config.configure import configure
-from analyzer.config.launch import expect
+from analyzer.config.launch import with_expected
 from analyzer.diagram.compiled import Diagram
 from analyzer.hardware import Profile
 from analyzer.model.analysis import (
@@ -42,7 +41,7 @@ from analyzer.model.analysis import (
 )
 from analyzer.model.hierarchy import model_levels
 from analyzer.model.result import Analysis
-from analyzer.plot import draw, roofline, schedule, transfers
+from analyzer.plot import draw, roofline, schedule, style, transfers
 from analyzer.report.analysis import headline
 from analyzer.report.analysis import render as analysis_text
 from analyzer.report.configure import render as configure_text
@@ -86,7 +85,7 @@ def page(diagram: str, gpus: list[str], *, sets: dict[str, int] | None = None,
     sets, gpus = dict(sets or {}), list(gpus or ["h100"])
     d = load(diagram, dtype=dtype)
     sizes, _ = resolve_sizes(d, sets)           # a bad --set is an error here, as in napkin analyze
-    found = [_gpu(d, diagram, p, sets, dtype) for p in _profiles(gpus)]
+    found = [_gpu(d, diagram, p, sets, dtype) for p in style.profiles(gpus)]   # each GPU once, each read once
     if all(g.error is not None for g in found):
         raise found[0].error                        # nothing to report
     analysed = [g for g in found if g.analysis is not None]
@@ -110,15 +109,6 @@ def page(diagram: str, gpus: list[str], *, sets: dict[str, int] | None = None,
     return document(title, join(parts, "\n"), generator=f"napkin {__version__}")
 
 
-def _profiles(gpus: list[str]) -> list[Profile]:
-    """Each GPU once (h100 and h100-sxm5 are one), each profile read once for the whole page."""
-    found: dict[str, Profile] = {}
-    for name in gpus:
-        profile = hardware.load(name)
-        found.setdefault(profile.name, profile)
-    return list(found.values())
-
-
 def _gpu(d: Diagram, diagram: str, profile: Profile, sets: dict, dtype: str | None) -> Gpu:
     """The analysis with its expected time (as napkin analyze leads with it), or why there is none."""
     try:
@@ -126,11 +116,7 @@ def _gpu(d: Diagram, diagram: str, profile: Profile, sets: dict, dtype: str | No
         models = tuple(tuple(level_models(d, k, model_levels(d, profile))) for k in d.kernels)
     except NapkinError as exc:
         return Gpu(profile, error=exc)
-    try:
-        a = a.model_copy(update={"expected": expect(diagram, profile, dtype=dtype, sets=sets)})
-    except NapkinError as exc:
-        a = a.model_copy(update={"expected_absent": exc.message})
-    return Gpu(profile, a, models)
+    return Gpu(profile, with_expected(a, diagram, profile, dtype=dtype, sets=sets), models)
 
 
 def _section(key: str, body: Markup) -> Markup:
