@@ -109,9 +109,11 @@ COMMANDS = {
                          ids=["max-axes", "max-ops"])
 def test_a_diagram_at_the_limits_is_answered_in_seconds(tmp_path, make, command):
     path = write(tmp_path, make())
-    start = time.perf_counter()
+    # the command's own work, in CPU seconds: on the 2-core CI machine the other test worker may be
+    # running nvcc at the same time, which stretched the wall clock of a 3.6 s command to 16 s
+    start = time.process_time()
     COMMANDS[command](path)
-    assert time.perf_counter() - start < BUDGET_S
+    assert time.process_time() - start < BUDGET_S
 
 
 def test_unused_axes_with_huge_defaults_do_not_overflow_the_kernel(tmp_path):
