@@ -116,13 +116,14 @@ def load_kernel(diagram: str, tmp: Path, gpu: str = GPU, dtype: str = DTYPE) -> 
 class Kernels:
     """The generated modules of one run, by diagram: each generated and imported once, into `tmp`."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, gpu: str = GPU) -> None:
         self.tmp = tmp
+        self.gpu = gpu
         self._loaded: dict[str, Loaded] = {}
 
     def __call__(self, diagram: str) -> Loaded:
         if diagram not in self._loaded:
-            self._loaded[diagram] = load_kernel(diagram, self.tmp)
+            self._loaded[diagram] = load_kernel(diagram, self.tmp, self.gpu)
         return self._loaded[diagram]
 
 
@@ -238,9 +239,9 @@ def timer_name(graph: bool) -> str:
     return "cudagraph" if graph else "do_bench"
 
 
-def timer_text(attention_graph: bool) -> str:
-    graph = f"triton.testing.do_bench_cudagraph(fn, rep={REP_MS})"
-    plain = f"triton.testing.do_bench(fn, warmup={WARMUP_MS}, rep={REP_MS})"
+def timer_text(attention_graph: bool, rep_ms: float = REP_MS) -> str:
+    graph = f"triton.testing.do_bench_cudagraph(fn, rep={rep_ms:g})"
+    plain = f"triton.testing.do_bench(fn, warmup={WARMUP_MS}, rep={rep_ms:g})"
     return (f"attention: {graph if attention_graph else plain}; matmul: {graph} (kernels shorter than "
             "their Python launch); median, 20th and 80th percentiles")
 

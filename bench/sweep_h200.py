@@ -17,15 +17,18 @@ are sampled (bench/common.py, Sampler) and recorded with it: the H200 holds its 
 lowering the clock, so time = cycles / clock, and the two can be told apart.
 Compilation runs in worker processes first (Triton's cache is shared), timing in this process.
 
-    python bench/sweep_h200.py [--out DIR] [--groups attention:128,matmul] [--budget-s S]
-        [--attention-timer cudagraph|do_bench]
-    python bench/sweep_h200.py --merge A.json B.json --out DIR     # join partial runs
-
+    python bench/sweep_h200.py [--gpu h100] [--out DIR] [--groups attention:128,matmul] [--budget-s S]
+        [--rep-ms MS] [--attention-timer cudagraph|do_bench]
+    python bench/sweep_h200.py [--gpu h100] --merge A/sweep_h100.json B/sweep_h100.json --out DIR
+                                                                    # join partial runs
     python bench/sweep_h200.py --compile-only                       # registers, spills, SMEM only
 
-Output: sweep_h200.json (meta, records) and sweep_h200.md (the best and the model's choice per shape),
-and compiled_h200.json: per configuration the registers per thread, spilled bytes and SMEM bytes the
-compiler allotted (napkin calibrate --registers fits them; --compile-only writes only this one).
+--gpu names the profile the kernels are generated and ranked with (default h200, the GPU the script
+was first written for; h100 on an H100 SXM5): its legal configurations are the ones timed.
+Output: sweep_<gpu>.json (meta, records) and sweep_<gpu>.md (the best and the model's choice per
+shape), and compiled_<gpu>.json: per configuration the registers per thread, spilled bytes and SMEM
+bytes the compiler allotted (napkin calibrate --registers fits them; --compile-only writes only this
+one). A merge joins the compiled_<gpu>.json beside each run's sweep file too.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from bench.common import (  # noqa: E402
     CAUSAL,
     DTYPE,
     GPU,
+    REP_MS,
     TOLERANCE,
     Compile,
     Kernels,
@@ -98,7 +102,7 @@ def attention_group(diagram: str, hdim: int, args, state) -> list[dict]:
         sizes = {"batch": batch, "heads": heads, "q": L, "d": hdim}
         if not causal:
             sizes["x"] = L
-        s = sweep(diagram, GPU, dtype=DTYPE, sets=sizes, backend="triton")[0]
+        s = sweep(diagram, args.gpu, dtype=DTYPE, sets=sizes, backend="triton")[0]
         ranked[L] = (sizes, s)
     rows = ranked[seqlens[0]][1].rows
     configs = [loaded.configuration("flash", r) for r in rows]
@@ -132,7 +136,8 @@ def attention_group(diagram: str, hdim: int, args, state) -> list[dict]:
                 rec["rel_err"] = rel_err(torch, call(), ref)
                 if not rec["rel_err"] < TOLERANCE:
                     raise RuntimeError(f"relative error {rec['rel_err']:.3g} against SDPA")
-                rec.update(timed(triton, call, graph=args.attention_graph, sampler=state["sampler"]))
+                rec.update(timed(triton, call, graph=args.attention_graph, sampler=state["sampler"],
+                                 rep_ms=args.rep_ms))
                 rec["tflops"] = flops / rec["time_s"] / 1e12
                 rec["status"] = "ok"
             except Exception as exc:  # noqa: BLE001 - a configuration that fails is data too
@@ -157,7 +162,8 @@ def matmul_group(args, state) -> list[dict]:
     loaded = state["kernels"]("matmul")
     module = loaded.module
     sizes_list = [n for n in MATMUL_SIZES if not args.matmul_sizes or n in args.matmul_sizes]
-    ranked = {n: sweep("matmul", GPU, dtype=DTYPE, sets={"a": n, "b": n, "c": n}, backend="triton")[0] for n in sizes_list}
+    ranked = {n: sweep("matmul", args.gpu, dtype=DTYPE, sets={"a": n, "b": n, "c": n}, backend="triton")[0]
+              for n in sizes_list}
     rows = ranked[sizes_list[0]].rows
     configs = [loaded.configuration("gemm", r) for r in rows]
     compiled = precompile([Compile(str(loaded.path), module.__name__, "gemm", c, "matmul") for c in configs],
@@ -171,7 +177,8 @@ def matmul_group(args, state) -> list[dict]:
         a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
         ref = torch.matmul(a, b)
         flops = 2.0 * n ** 3
-        peer = timed(triton, partial(torch.matmul, a, b), graph=True, sampler=state["sampler"])
+        peer = timed(triton, partial(torch.matmul, a, b), graph=True, sampler=state["sampler"],
+                     rep_ms=args.rep_ms)
         state["peers"].append({"family": "matmul", "peer": "torch.matmul", "size": n, **peer,
                                "tflops": flops / peer["time_s"] / 1e12})
         s = ranked[n]
@@ -192,7 +199,7 @@ def matmul_group(args, state) -> list[dict]:
                 rec["rel_err"] = rel_err(torch, call(), ref)
                 if not rec["rel_err"] < TOLERANCE:
                     raise RuntimeError(f"relative error {rec['rel_err']:.3g} against torch.matmul")
-                rec.update(timed(triton, call, graph=True, sampler=state["sampler"]))
+                rec.update(timed(triton, call, graph=True, sampler=state["sampler"], rep_ms=args.rep_ms))
                 rec["tflops"] = flops / rec["time_s"] / 1e12
                 rec["status"] = "ok"
             except Exception as exc:  # noqa: BLE001
@@ -234,12 +241,12 @@ def summary(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def save(doc: dict, out: Path) -> None:
+def save(doc: dict, out: Path, gpu: str) -> None:
     head = (f"# Configuration sweep on {doc['meta'].get('gpu', '?')} ({doc['meta']['date']})\n\n"
             f"`{doc['meta']['command']}`; {len(doc['records'])} records, "
             f"{sum(r['status'] == 'ok' for r in doc['records'])} ran. "
             "docs/validation.md holds the model's fit to these.\n\n")
-    save_results(out, "sweep_h200", doc, head + summary(doc))
+    save_results(out, f"sweep_{gpu}", doc, head + summary(doc))
 
 
 def group_of(record: dict) -> str:
@@ -253,7 +260,21 @@ def skipped_cell(entry: str) -> tuple[str, int | None]:
     return group, int(size) if size.isdigit() else None
 
 
-def merge(paths: list[str], out: Path) -> int:
+def merge_compiled(paths: list[str], out: Path, gpu: str) -> None:
+    """Join the compiled_<gpu>.json beside each run's sweep file (where there is one): per group, the
+    later run's configurations are kept."""
+    found = [p for p in (Path(s).parent / f"compiled_{gpu}.json" for s in paths) if p.is_file()]
+    if not found:
+        return
+    docs = [json.loads(p.read_text()) for p in found]
+    owner = {group_of(r): i for i, d in enumerate(docs) for r in d["records"]}
+    doc = {**docs[-1], "records": [r for i, d in enumerate(docs) for r in d["records"] if owner[group_of(r)] == i]}
+    doc["meta"] = {**docs[-1]["meta"], "command": "python bench/sweep_h200.py --merge " + " ".join(paths),
+                   "merged_from": [d["meta"]["command"] for d in docs]}
+    write_json(out / f"compiled_{gpu}.json", doc)
+
+
+def merge(paths: list[str], out: Path, gpu: str) -> int:
     """Join runs; where two runs measured the same group at the same size, the later file's records
     are kept."""
     docs = [json.loads(Path(p).read_text()) for p in paths]
@@ -275,7 +296,8 @@ def merge(paths: list[str], out: Path) -> int:
            "skipped": [s for i, d in enumerate(docs) for s in d.get("skipped", [])
                        if owner.get(skipped_cell(s), i) == i]}
     doc["meta"]["command"] = "python bench/sweep_h200.py --merge " + " ".join(paths)
-    save(doc, out)
+    save(doc, out, gpu)
+    merge_compiled(paths, out, gpu)
     print(summary(doc))
     return 0
 
@@ -283,23 +305,27 @@ def merge(paths: list[str], out: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "bench" / "results")))
+    parser.add_argument("--gpu", default=GPU,
+                        help=f"the profile the kernels are generated and ranked with (default {GPU})")
     parser.add_argument("--groups", default=",".join(ALL_GROUPS),
                         help=f"comma-separated, of: {', '.join(ALL_GROUPS)}")
     parser.add_argument("--seqlens", default="", help="attention seqlens (default: all)")
     parser.add_argument("--matmul-sizes", default="", help="matmul sizes (default: all)")
     parser.add_argument("--budget-s", type=float, default=3600.0, help="stop timing after")
+    parser.add_argument("--rep-ms", type=float, default=REP_MS,
+                        help=f"milliseconds each of a timing's ten graph replays runs (default {REP_MS})")
     parser.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1),
                         help="processes that compile configurations first (1: compile while timing)")
     parser.add_argument("--compile-only", action="store_true",
                         help="compile every configuration and record its registers, spills and SMEM "
-                             "(compiled_h200.json); time nothing")
+                             "(compiled_<gpu>.json); time nothing")
     parser.add_argument("--attention-timer", choices=("cudagraph", "do_bench"), default="cudagraph",
                         help="how attention is timed (matmul always by CUDA graph replays)")
-    parser.add_argument("--merge", nargs="+", help="join these sweep_h200.json files into --out")
+    parser.add_argument("--merge", nargs="+", help="join these sweep_<gpu>.json files into --out")
     args = parser.parse_args(argv)
     args.attention_graph = args.attention_timer == "cudagraph"
     if args.merge:
-        return merge(args.merge, Path(args.out))
+        return merge(args.merge, Path(args.out), args.gpu)
     args.seqlens = [int(s) for s in args.seqlens.split(",") if s]
     args.matmul_sizes = [int(s) for s in args.matmul_sizes.split(",") if s]
     groups = [g for g in args.groups.split(",") if g]
@@ -312,9 +338,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: no CUDA device", file=sys.stderr)
         return 1
     doc = {"meta": {"date": datetime.date.today().isoformat(), "command": command("sweep_h200.py", argv),
-                    "timer": timer_text(args.attention_graph), **environment()},
+                    "timer": timer_text(args.attention_graph, args.rep_ms), "profile": args.gpu,
+                    **environment()},
            "records": [], "peers": [], "skipped": []}
-    state = {"kernels": Kernels(Path(tempfile.mkdtemp())), "peers": doc["peers"],
+    state = {"kernels": Kernels(Path(tempfile.mkdtemp()), args.gpu), "peers": doc["peers"],
              "skipped": doc["skipped"], "deadline": time.time() + args.budget_s, "compiled": []}
     out = Path(args.out)
     with contextlib.ExitStack() as stack:
@@ -333,9 +360,9 @@ def main(argv: list[str] | None = None) -> int:
             log(f"  {time.time() - began:.0f} s")
             compiled = {**doc, "meta": {**doc["meta"], "timer": "none: what the compiler allotted"},
                         "records": state["compiled"], "peers": []}
-            write_json(out / "compiled_h200.json", compiled)
+            write_json(out / f"compiled_{args.gpu}.json", compiled)
             if not args.compile_only:
-                save(doc, out)             # after every group: a run cut short keeps what it measured
+                save(doc, out, args.gpu)             # after every group: a run cut short keeps what it measured
     if not args.compile_only:
         print(summary(doc))
     return 0

@@ -38,7 +38,7 @@ def test_a_merge_keeps_the_later_run_per_group_and_size(tmp_path):
     for name, doc in (("a.json", first), ("b.json", second)):
         (tmp_path / name).write_text(json.dumps(doc))
         paths.append(str(tmp_path / name))
-    assert SB.merge(paths, tmp_path / "out") == 0
+    assert SB.merge(paths, tmp_path / "out", "h200") == 0
     merged = json.loads((tmp_path / "out" / "sweep_h200.json").read_text())
     kept = sorted((r["diagram"], r["seqlen"], r["time_s"]) for r in merged["records"])
     assert kept == [("causal_attention", 512, 1.0), ("causal_attention", 2048, 2.0),
@@ -50,6 +50,30 @@ def test_a_merge_keeps_the_later_run_per_group_and_size(tmp_path):
     assert merged["meta"]["merged_from"][1]["groups"] == ["causal_attention:64"]
 
 
+def test_a_merge_joins_the_compiled_files_beside_each_run_by_group(tmp_path):
+    """Runs of different groups each write what the compiler allotted beside their sweep file; the
+    merged compiled file holds every group once (the later run's where two compiled one)."""
+    def compiled(command, records):
+        return {"meta": {"command": command, "timer": "none"}, "records": records, "peers": []}
+    runs = {"a": ([rec("attention", 64, 512, 1.0)],
+                  [{"family": "attention", "diagram": "attention", "head_dim": 64, "registers": 100},
+                   {"family": "matmul", "diagram": "matmul", "head_dim": None, "registers": 90}]),
+            "b": ([rec("matmul", None, 1024, 1.0)],
+                  [{"family": "matmul", "diagram": "matmul", "head_dim": None, "registers": 80}])}
+    paths = []
+    for name, (records, allotted) in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "sweep_h100.json").write_text(json.dumps(run(name, records)))
+        (tmp_path / name / "compiled_h100.json").write_text(json.dumps(compiled(name, allotted)))
+        paths.append(str(tmp_path / name / "sweep_h100.json"))
+    assert SB.merge(paths, tmp_path / "out", "h100") == 0
+    assert (tmp_path / "out" / "sweep_h100.md").is_file()
+    joined = json.loads((tmp_path / "out" / "compiled_h100.json").read_text())
+    assert sorted((r["diagram"], r["registers"]) for r in joined["records"]) == \
+        [("attention", 100), ("matmul", 80)]
+    assert joined["meta"]["merged_from"] == ["a", "b"]
+
+
 def test_skipped_entries_name_their_group_and_size():
     assert SB.skipped_cell("matmul n=1024 g_a=64 warps=4 stages=3") == ("matmul", 1024)
     assert SB.skipped_cell("attention:128 L=512 g_q=64") == ("attention:128", 512)
@@ -59,6 +83,7 @@ def test_skipped_entries_name_their_group_and_size():
 def test_the_timer_text_names_each_familys_timer():
     assert SB.timer_text(True).startswith("attention: triton.testing.do_bench_cudagraph(fn, rep=100)")
     assert SB.timer_text(False).startswith("attention: triton.testing.do_bench(fn, warmup=25, rep=100)")
+    assert SB.timer_text(True, 40).startswith("attention: triton.testing.do_bench_cudagraph(fn, rep=40)")
     assert "matmul: triton.testing.do_bench_cudagraph" in SB.timer_text(False)
 
 
