@@ -14,16 +14,18 @@ with the sweep's timer. It reports each candidate's median over the rounds, the 
 and each profile's chosen / best ratio, per round and overall.
 
     python bench/choice_h200.py [--recording bench/results/sweep_h200.json]
-        [--gpu h200 --gpu hardware/h200-calibrated.yaml] [--top 4] [--rounds 5]
+        [--gpu h200 --gpu hardware/h200-calibrated.yaml] [--top 4] [--rounds 5] [--rep-ms MS]
         [--diagrams attention,causal_attention,matmul] [--out DIR]
 
-Output: choice_h200.json (meta, one entry per size) and choice_h200.md.
+Output: choice_<gpu>.json (meta, one entry per size) and choice_<gpu>.md, named after the recording
+(sweep_h100.json: choice_h100). --rep-ms: as the recording's sweep took it (bench/sweep_h200.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import statistics
 import sys
@@ -37,6 +39,8 @@ if str(ROOT) not in sys.path:
 
 from bench.common import (  # noqa: E402
     FIELDS,
+    GPU,
+    REP_MS,
     Kernels,
     Sampler,
     candidates,
@@ -57,7 +61,8 @@ WITHIN = 1.05                      # the issue's target: the choice within 5 % o
 
 # ------------------------------------------------------------------------------------ timing
 
-def time_size(size: dict, rounds: int, kernels: Kernels, sampler: Sampler | None) -> None:
+def time_size(size: dict, rounds: int, kernels: Kernels, sampler: Sampler | None,
+              rep_ms: float = REP_MS) -> None:
     """Check every candidate once, then time them in `rounds` rotating rounds (in place)."""
     import torch
     import triton
@@ -66,7 +71,8 @@ def time_size(size: dict, rounds: int, kernels: Kernels, sampler: Sampler | None
     for c in live:
         c["times_s"], c["gpu_states"] = [], []
     for _, c in rotations(live, rounds):
-        timing = timed(triton, problem.launch(c["config"]), graph=problem.graph, sampler=sampler)
+        timing = timed(triton, problem.launch(c["config"]), graph=problem.graph, sampler=sampler,
+                       rep_ms=rep_ms)
         c["times_s"].append(timing["time_s"])
         c["gpu_states"].append({f: timing.get(f) for f in FIELDS})
     summarise(size)
@@ -148,7 +154,7 @@ def totals(doc: dict) -> str:
 def save(doc: dict, out: Path) -> None:
     m = doc["meta"]
     save_results(
-        out, "choice_h200", doc,
+        out, Path(m["recording"]).stem.replace("sweep", "choice", 1), doc,
         f"# The model's choice, timed again on {m.get('gpu', '?')} ({m['date']})\n\n"
         f"`{m['command']}`: per size, each profile's first choice, the configuration the Triton kernel "
         f"`napkin kernel` generates with the last profile launches there (`napkin kernel`), and the "
@@ -168,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--diagrams", default="", help="comma-separated diagrams (default: all)")
     parser.add_argument("--budget-s", type=float, default=3600.0, help="stop timing after")
     parser.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1))
+    parser.add_argument("--rep-ms", type=float, default=REP_MS,
+                        help=f"milliseconds each of a timing's ten graph replays runs (default {REP_MS})")
     parser.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "bench" / "results")))
     args = parser.parse_args(argv)
     gpus = args.gpu or ["h200", "hardware/h200-calibrated.yaml"]
@@ -183,10 +191,10 @@ def main(argv: list[str] | None = None) -> int:
                     "rounds": args.rounds,
                     "timer": "the recording's, per size (each size's `timer`): "
                              + timer_text(any(s["timer"] == "cudagraph" for s in sizes
-                                              if s["shape"][0] == "attention")),
+                                              if s["shape"][0] == "attention"), args.rep_ms),
                     **environment()},
            "sizes": sizes}
-    kernels = Kernels(Path(tempfile.mkdtemp()))
+    kernels = Kernels(Path(tempfile.mkdtemp()), json.loads(recording.read_text())["meta"].get("profile", GPU))
     precompile_candidates(sizes, kernels, args.workers)
     deadline = time.time() + args.budget_s
     out = Path(args.out)
@@ -196,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"  budget spent: {s['shape']} and later not timed")
                 break
             began = time.time()
-            time_size(s, args.rounds, kernels, sampler)
+            time_size(s, args.rounds, kernels, sampler, args.rep_ms)
             log(f"  {s['shape']}: {len(s['candidates'])} timed in {time.time() - began:.0f} s, "
                 + ", ".join(f"{g} {r:.3f}" for g, r in s.get("ratio", {}).items()))
             save(doc, out)                          # after every size: a run cut short keeps what it timed
