@@ -21,7 +21,7 @@ from analyzer.config.by_size import SizeTable, instance_axes, length_axes, size_
 from analyzer.config.choose import Choice, first_of, legal, named, rank_at
 from analyzer.config.configure import names_of, schedule_of
 from analyzer.config.element_type import kernel_element_type
-from analyzer.config.plan import KernelPlan, next_pow2, plan
+from analyzer.config.plan import KernelPlan, next_pow2, plan, prev_pow2
 from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention, Plain, interface
 from analyzer.diagram.weave import compile_woven, outer_tiles, source_data
@@ -231,9 +231,11 @@ def _choice(d: Diagram, woven: Diagram, roles, profile: Profile, kernel: str, ti
         result = analyze(d, profile, sets={k: v for k, v in sets.items()})
         chosen = next(k for k in result.kernels if k.name == kernel).levels[-1].chosen
         warps = max(1, profile.divisors.mma_threads // profile.threads.warp_size)
-        return Choice(kernel, {k: v for k, v in chosen.items() if k in tiles}, max(4, warps), 1,
-                      f"napkin analyze's tiles for {profile.name} (outside Section 5's model: "
-                      "4 warps, no pipelining)"), None
+        # Triton's blocks are powers of two: a stream chunk must be one (a tl.arange extent) and a group
+        # tile that is not one is padded to the next; rounded down, each stays within the memory limit
+        return Choice(kernel, {k: prev_pow2(v) for k, v in chosen.items() if k in tiles}, max(4, warps), 1,
+                      f"napkin analyze's tiles for {profile.name}, rounded down to powers of two (outside "
+                      "Section 5's model: 4 warps, no pipelining)"), None
     if config is not None:
         return named(d, profile, kernel, tiles, config, sets, dtype), None
     options = legal(d, profile, kernel, sets, dtype)

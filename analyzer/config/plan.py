@@ -30,6 +30,11 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
+def prev_pow2(n: int) -> int:
+    """The largest power of two not above n (1 for n < 2)."""
+    return 1 << max(0, int(n).bit_length() - 1)
+
+
 @dataclass(frozen=True)
 class Dim:
     """One dimension of the block's tiles: diagram axes flattened together, outermost first."""
