@@ -241,11 +241,16 @@ def summary(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def report_of(gpu: str) -> str:
+    """Where napkin calibrate's report of this GPU's sweep is committed (README's calibrate commands)."""
+    return "docs/validation.md" if gpu == GPU else f"docs/validation-{gpu}.md"
+
+
 def save(doc: dict, out: Path, gpu: str) -> None:
     head = (f"# Configuration sweep on {doc['meta'].get('gpu', '?')} ({doc['meta']['date']})\n\n"
             f"`{doc['meta']['command']}`; {len(doc['records'])} records, "
             f"{sum(r['status'] == 'ok' for r in doc['records'])} ran. "
-            "docs/validation.md holds the model's fit to these.\n\n")
+            f"{report_of(gpu)} holds the model's fit to these.\n\n")
     save_results(out, f"sweep_{gpu}", doc, head + summary(doc))
 
 
@@ -260,6 +265,10 @@ def skipped_cell(entry: str) -> tuple[str, int | None]:
     return group, int(size) if size.isdigit() else None
 
 
+def merge_command(paths: list[str], gpu: str) -> str:
+    return "python bench/sweep_h200.py " + ("" if gpu == GPU else f"--gpu {gpu} ") + "--merge " + " ".join(paths)
+
+
 def merge_compiled(paths: list[str], out: Path, gpu: str) -> None:
     """Join the compiled_<gpu>.json beside each run's sweep file (where there is one): per group, the
     later run's configurations are kept."""
@@ -269,7 +278,7 @@ def merge_compiled(paths: list[str], out: Path, gpu: str) -> None:
     docs = [json.loads(p.read_text()) for p in found]
     owner = {group_of(r): i for i, d in enumerate(docs) for r in d["records"]}
     doc = {**docs[-1], "records": [r for i, d in enumerate(docs) for r in d["records"] if owner[group_of(r)] == i]}
-    doc["meta"] = {**docs[-1]["meta"], "command": "python bench/sweep_h200.py --merge " + " ".join(paths),
+    doc["meta"] = {**docs[-1]["meta"], "command": merge_command(paths, gpu),
                    "merged_from": [d["meta"]["command"] for d in docs]}
     write_json(out / f"compiled_{gpu}.json", doc)
 
@@ -295,7 +304,7 @@ def merge(paths: list[str], out: Path, gpu: str) -> int:
                      if owner.get((p.get("family", ""), p.get("size"))) == i],
            "skipped": [s for i, d in enumerate(docs) for s in d.get("skipped", [])
                        if owner.get(skipped_cell(s), i) == i]}
-    doc["meta"]["command"] = "python bench/sweep_h200.py --merge " + " ".join(paths)
+    doc["meta"]["command"] = merge_command(paths, gpu)
     save(doc, out, gpu)
     merge_compiled(paths, out, gpu)
     print(summary(doc))

@@ -6,6 +6,7 @@
     split -> robust fit on the training records (log errors and each size's choice regret), bootstrap
     uncertainties -> predictions before (datasheet) and after -> errors, rank correlation and the
     model's first choice per shape (napkin sweep with each profile) -> a calibrated profile
+    [another GPU's recording -> this fit with that GPU's datasheet figures: its errors and choices there]
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ from analyzer.calibrate.record import Record, Recording, load_recording
 from analyzer.calibrate.registers import RegisterCheck, check_registers, fit_registers
 from analyzer.calibrate.validate import (
     ClockCheck,
+    Errors,
+    ShapeResult,
     Validation,
     by_shape,
     clock_check,
+    errors,
     shape_of,
     split,
     validate,
@@ -60,15 +64,29 @@ class Result:
     registers: RegisterCheck | None = None   # the compiler's register counts, with --registers
     clocks: ClockCheck | None = None         # the predicted SM clock against the sampled one
     components: Components | None = None     # the model's terms of each record, the fit's input
+    across: Across | None = None             # the fit carried to another GPU's recording
+
+
+@dataclass(frozen=True)
+class Across:
+    """This fit on another GPU's recording, with that GPU's datasheet figures: what a calibration carried
+    to a GPU it was not fitted on predicts there (every record of it unseen by the fit)."""
+
+    source: str                              # the other recording's path as given
+    gpu: str                                 # the other GPU, as its recording names it
+    errors: dict[str, Errors]                # family -> errors over all its records
+    shapes: list[ShapeResult]                # per shape: the carried fit's first choice against the best
 
 
 def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, int] | None = None,
               samples: int = 40, name: str | None = None, registers: str | None = None,
-              fitted: Fit | None = None, progress: Progress = silent) -> Result:
+              fitted: Fit | None = None, other: str | None = None, other_gpu: str | Profile | None = None,
+              progress: Progress = silent) -> Result:
     """`registers`: a compile recording; the compiler's register count is fitted first, and resident
     blocks and legality follow it in the time fit and in the calibrated profile. `fitted`: parameters
     (with their uncertainties) to validate instead of fitting them, such as a calibrated profile's;
-    their RMS log error is taken on the training records. `progress` hears of each stage and each
+    their RMS log error is taken on the training records. `other`, `other_gpu`: another GPU's recording
+    and profile, to carry the fit across GPUs (Result.across). `progress` hears of each stage and each
     bootstrap refit."""
     rec = load_recording(recording)
     records = measured(rec)
@@ -111,8 +129,27 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
         if reg_fit else None
     clocks = clock_check(records, base.clocks.boost_hz * c.parts(best.values).clock_share,
                          base.clocks.boost_hz)
+    across = carried(other, other_gpu or gpu, best, relation) if other is not None else None
     return Result(rec, recording, records, splits, base, calibrated, best, predictions, v, slowest, check,
-                  clocks, c)
+                  clocks, c, across)
+
+
+def carried(recording: str, gpu: str | Profile, fitted: Fit, relation: RegisterRelation | None) -> Across:
+    """`fitted` on another GPU's recording, with that GPU's datasheet figures. The register relation
+    travels with it: it describes the compiler (one Triton for sm_90 on both Hopper GPUs), not the GPU."""
+    rec = load_recording(recording)
+    records = measured(rec)
+    base = hardware.load(gpu).model_copy(update={"calibration": None})
+    check_records(rec, recording, base)
+    counted = base if relation is None else base.model_copy(update={"calibration": Calibration(
+        source=relation.source, registers=relation)})
+    predicted = components(records, base, counted).time(fitted.values)
+    family = np.array([r.family for r in records])
+    measured_s = np.array([r.time_s for r in records])
+    theirs = calibrated_profile(base, fitted, rec, recording, None, 0, relation)
+    return Across(recording, rec.meta.get("gpu", base.name),
+                  {f: errors(predicted[family == f], measured_s[family == f]) for f in sorted(set(family))},
+                  by_shape(records, predicted, first_choices(records, theirs)[0]))
 
 
 KERNEL = "napkin kernel"      # the shapes' view of what the generated kernel launches (calibrated)
@@ -189,7 +226,8 @@ def first_choices(records: list[Record], profile: Profile) -> tuple[dict[tuple, 
     for r in records:
         seen.setdefault(shape_of(r), r)
     for shape, r in seen.items():
-        s = sweep(r.diagram, profile, dtype=r.dtype, sets=r.sizes, kernel=r.kernel, backend="triton")[0]
+        s = sweep(r.diagram, profile, dtype=r.dtype, sets=r.sizes, kernel=r.kernel, backend="triton",
+                  sibling_fit=False)[0]
         slowest = max(slowest, s.seconds)
         top = s.rows[0]
         out[shape] = _key(r, top.tiles, top.num_warps, top.num_stages)

@@ -41,15 +41,17 @@ def calibrate(
         "--kernel", help="portable: the Triton kernels' model (a recording of bench/sweep_h200.py); hopper: "
                          "the Hopper kernel's (bench/hopper_sweep.py).")] = "portable",
     across: Annotated[Optional[str], typer.Option(
-        "--across", metavar="RECORDING:GPU", help="With --kernel hopper: another GPU's recording and profile, RECORDING:GPU, to "
-                         "carry the fit across GPUs in the report.")] = None,
+        "--across", metavar="RECORDING:GPU", help="Another GPU's recording (of the same kernel) and profile, "
+                         "RECORDING:GPU: the report carries the fit there, with that GPU's datasheet "
+                         "figures.")] = None,
 ) -> None:
     """Fit the model's stated assumptions to measured times; write a calibrated profile and a report."""
+    other, other_gpu = _across(across)
     if kernel == "hopper":
         for option, value in (("--plot", plot), ("--held-out", held_out), ("--registers", registers)):
             if value:
                 raise UsageError(f"{option} is for --kernel portable", hint="leave it out with --kernel hopper")
-        _calibrate_hopper(recording, gpu, output, report, across)
+        _calibrate_hopper(recording, gpu, output, report, across, other, other_gpu)
         return
     from analyzer.calibrate.calibrate import calibrate as run
     from analyzer.report.calibration import write
@@ -69,7 +71,7 @@ def calibrate(
             sizes[family] = int(size)
     with progress_bar("calibrate") as progress:
         result = run(recording, gpu, held_out_size=sizes, samples=samples, registers=registers,
-                     progress=progress)
+                     other=other, other_gpu=other_gpu, progress=progress)
     words = ["napkin", "calibrate", recording, "--gpu", gpu]
     for flag, value in (("-o", output), ("--report", report), ("--plot", plot)):
         if value:
@@ -79,6 +81,8 @@ def calibrate(
         words += ["--samples", str(samples)]
     if registers:
         words += ["--registers", registers]
+    if across:
+        words += ["--across", across]
     for path in write(result, " ".join(words), output, report, plot):
         wrote(path)
     cal = result.calibrated.calibration
@@ -86,18 +90,23 @@ def calibrate(
         typer.echo(f"  {name} = {value:.4g}")
 
 
-def _calibrate_hopper(recording: str, gpu: str, output: str | None, report: str | None, across: str | None) -> None:
+def _across(across: str | None) -> tuple[str | None, str | None]:
+    """--across RECORDING:GPU as its two parts (None, None without it)."""
+    if not across:
+        return None, None
+    other, _, other_gpu = across.rpartition(":")
+    if not other or not other_gpu:
+        raise UsageError(f"--across {across!r}: expected RECORDING:GPU, e.g. bench/results/sweep_h200.json:h200")
+    return other, other_gpu
+
+
+def _calibrate_hopper(recording: str, gpu: str, output: str | None, report: str | None, across: str | None,
+                      other: str | None, other_gpu: str | None) -> None:
     from analyzer.calibrate.hopper import calibrate as run
     from analyzer.report.hopper_calibration import write
     for option, path in (("--output", output), ("--report", report)):
         if path:
             check_target(path, option)
-    other, other_gpu = None, None
-    if across:
-        other, _, other_gpu = across.rpartition(":")
-        if not other or not other_gpu:
-            raise UsageError(f"--across {across!r}: expected RECORDING:GPU, e.g. "
-                              "bench/results/hopper_sweep_h200.json:h200")
     with progress_bar("calibrate") as progress:
         result = run(recording, gpu, other=other, other_gpu=other_gpu, progress=progress)
     words = ["napkin", "calibrate", recording, "--gpu", gpu, "--kernel", "hopper"]

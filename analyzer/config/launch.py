@@ -83,8 +83,9 @@ def launch(diagram: str, gpu: str | Profile, *, backend: str | None = None, dtyp
             if not tables and one is None:
                 return Launch("hopper", configured)
             return Launch("hopper", *_hopper(diagram, configured, profile, config, one))
-    configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets,
-                                   sized=chosen in SIZED)
+    # ranked by the portable kernels' fit where one was measured on this GPU (hardware.portable_model)
+    configured = configure_kernels(diagram, hardware.portable_model(profile), dtype=dtype, config=config,
+                                   sets=sets, sized=chosen in SIZED)
     return Launch(chosen, configured, None, why)
 
 
@@ -140,17 +141,15 @@ def expected(launched: Launch, profile: Profile, sizes: dict[str, int]) -> Expec
     c = launched.configured
     if launched.backend == "hopper":
         return _hopper_expected(c, launched.hopper, profile, sizes)
-    p = predict_configured(c, profile, sizes)
+    fitted = hardware.portable_model(profile)      # what launch() ranked the configurations with
+    p = predict_configured(c, fitted, sizes)
     launched_choices = c.launched(sizes)
     label = "; ".join(portable_label(choice) for choice in launched_choices)
-    if profile.calibration is not None:
-        model, calibrated = f"the portable kernel's model calibrated on {profile.name}", True
+    if fitted.calibration is not None and fitted.calibration.as_params():
+        model, calibrated = f"the portable kernel's model calibrated on {fitted.name}", True
     else:
-        sibling = hardware.calibrated_sibling(profile)
-        fitted = sibling is not None and sibling.calibration is not None and sibling.calibration.as_params()
-        model, calibrated = ("the paper's idealised model with napkin sweep's terms: " + (
-            f"{sibling.name} holds the portable kernel's fit (--gpu {sibling.name})" if fitted else
-            f"no one has fitted the portable kernel's model on {profile.name}")), False
+        model, calibrated = ("the paper's idealised model with napkin sweep's terms: no one has fitted the "
+                             f"portable kernel's model on {profile.name}"), False
     return Expected(launched.backend, label, p.time_s, p.flops, p.bound, model, calibrated, dict(p.sizes))
 
 

@@ -101,9 +101,11 @@ def predict(diagram: str, gpu: str | Profile, *, dtype: str = "fp16", batch: int
     does not); pass `configured` (analyzer.config.kernels, or a generated kernel) to reuse its
     configuration."""
     profile = hardware.load(gpu)
-    g = configured or _configured(diagram, gpu if isinstance(gpu, str) else profile.name, sized, dtype)
+    model = hardware.portable_model(profile)        # as napkin kernel ranks: the measured fit where one is
+    key = model.name if model is not profile else gpu if isinstance(gpu, str) else profile.name
+    g = configured or _configured(diagram, key, sized, dtype)
     if not isinstance(g.roles, Attention):
         raise NapkinError(f"{diagram} is not attention-shaped; use predict_configured")
     sizes = attention_sizes(g.roles, g.diagram, batch=batch, heads=heads, kv_heads=kv_heads or heads,
                             seqlen_q=seqlen_q, seqlen_k=seqlen_k or seqlen_q, head_dim=head_dim)
-    return predict_configured(g, profile, sizes)
+    return predict_configured(g, model, sizes)

@@ -130,11 +130,14 @@ def report(sweeps: list[Sweep]) -> SweepReport:
 
 
 def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None = None,
-          kernel: str | None = None, backend: str | None = None, progress: Progress = silent) -> list[Sweep]:
+          kernel: str | None = None, backend: str | None = None, progress: Progress = silent,
+          sibling_fit: bool = True) -> list[Sweep]:
     """One ranking per kernel of `diagram` (or of `kernel` alone) at the sizes `sets` gives (weaved
     size symbols; tile symbols pin a tile). `backend`: whose configurations, as napkin kernel chooses
     it (default: the Hopper kernel's where the GPU and the diagram allow it, else the Triton module's).
-    `progress` hears of each kernel ranked."""
+    `progress` hears of each kernel ranked. `sibling_fit`: a shipped datasheet profile ranks the portable
+    configurations with its calibrated sibling's fit, as napkin kernel does (hardware.portable_model);
+    False: with its own figures (napkin calibrate's datasheet column)."""
     began = time.perf_counter()
     progress("configure", 0, 1)
     profile = hardware.load(gpu)
@@ -150,6 +153,8 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
         if backend == "hopper":
             raise NapkinError(why, field="--backend", hint="use --backend triton")
     profile.check_dtype(dtype)
+    if sibling_fit:
+        profile = hardware.portable_model(profile)
     base = load(diagram, dtype=dtype)
     roles = interface(base)
     data, source = source_data(diagram, dtype)
@@ -188,7 +193,8 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
         index = {id(c): i for i, c in enumerate(choices)}
         rows = [_row(c, t, f, ones, parts.bound(index[id(c)])) for c, t, f in ranked]
         at_row = next((i for i, (c, _, _) in enumerate(ranked) if same_config(c, chosen[name])), None)
-        out.append(Sweep(woven.name, profile.name, profile.calibration is not None, dtype, name, shown,
+        fitted = profile.calibration is not None and bool(profile.calibration.as_params())
+        out.append(Sweep(woven.name, profile.name, fitted, dtype, name, shown,
                          rows, 0.0, "triton", e.model, at_row, e))
     progress("rank", len(ranking), len(ranking))
     elapsed = time.perf_counter() - began

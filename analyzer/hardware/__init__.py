@@ -12,7 +12,7 @@ import importlib
 _HOME = {
     "aliases": "names", "profile_path": "names",
     "calibrated_sibling": "files", "hopper_fit": "files", "load": "files", "load_profile_file": "files",
-    "shipped_profiles": "files",
+    "portable_model": "files", "shipped_profiles": "files",
     "SCALARS": "profile", "Calibration": "profile", "Estimate": "profile", "HopperFit": "profile",
     "LevelProfile": "profile", "Profile": "profile", "RegisterRelation": "profile",
 }

@@ -102,6 +102,16 @@ def hopper_fit(profile: Profile) -> tuple[HopperFit, str] | None:
     return (fit, calibrated.name) if fit is not None else None
 
 
+def portable_model(profile: Profile) -> Profile:
+    """The profile whose parameters model the portable (Triton) kernels on `profile`'s GPU: for a
+    shipped datasheet profile, the shipped calibrated profile that extends it where that one holds the
+    portable kernels' fit (h100-calibrated for h100-sxm5: `--gpu h100` ranks and predicts with what was
+    measured, the datasheet's idealised bound beside it); else `profile` itself."""
+    sibling = calibrated_sibling(profile)
+    fitted = sibling is not None and sibling.calibration is not None and sibling.calibration.as_params()
+    return sibling if fitted else profile
+
+
 def calibrated_sibling(profile: Profile) -> Profile | None:
     """For a shipped datasheet profile, the shipped calibrated profile that extends it (h100-calibrated
     for h100-sxm5); None for any other profile."""
@@ -112,9 +122,10 @@ def calibrated_sibling(profile: Profile) -> Profile | None:
 
 
 def _is_shipped(profile: Profile) -> bool:
-    """Whether `profile` was read from the shipped file of its name (a user's file may reuse the name)."""
+    """Whether `profile` is the shipped profile of its name, figure for figure: a user's file may reuse
+    the name, and a profile built in code from a shipped one (other limits, the same name) is another GPU."""
     path = resources.shipped("hardware").get(profile.name)
-    return path is not None and profile.source == resources.display("hardware", path)
+    return path is not None and profile.model_dump() == _shipped(path).model_dump()
 
 
 @cache

@@ -60,7 +60,7 @@ def profile_yaml(r: Result, command: str, existing: Path | None) -> str:
         at = max((i for i, line in enumerate(head) if line.startswith(REGENERATE)), default=len(head) - 1)
         head.insert(at + 1, REGENERATE + command)
     else:
-        name = f"{r.base.name.split('-')[0]}-calibrated"
+        name = existing.stem if existing is not None else f"{r.base.name}-calibrated"   # found by file name
         data = {"name": name, "extends": r.base.name,
                 "description": f"{r.base.description}, the Hopper kernel's model fitted to measurements",
                 "calibration": {"source": "the Hopper kernel's model alone (calibration.hopper); the portable "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -34,10 +35,32 @@ from analyzer.model.predict import seconds
 from analyzer.report.calibration import profile_yaml, report_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORDING = ROOT / "bench" / "results" / "sweep_h200.json"
-COMPILED = ROOT / "bench" / "results" / "compiled_h200.json"
-PROFILE = ROOT / "hardware" / "h200-calibrated.yaml"
-REPORT = ROOT / "docs" / "validation.md"
+RESULTS = ROOT / "bench" / "results"
+
+
+@dataclass(frozen=True)
+class Committed:
+    """One GPU's committed calibration of the portable kernels (README's calibrate commands): the
+    recording, the compile recording, the calibrated profile, the report and the scatter it links."""
+
+    gpu: str
+    recording: Path
+    compiled: Path
+    profile: Path
+    report: Path
+    plot: str
+
+
+COMMITTED = {
+    "h200": Committed("h200", RESULTS / "sweep_h200.json", RESULTS / "compiled_h200.json",
+                      ROOT / "hardware" / "h200-calibrated.yaml", ROOT / "docs" / "validation.md",
+                      "images/validation-scatter.png"),
+    "h100": Committed("h100", RESULTS / "sweep_h100.json", RESULTS / "compiled_h100.json",
+                      ROOT / "hardware" / "h100-calibrated.yaml", ROOT / "docs" / "validation-h100.md",
+                      "images/validation-scatter-h100.png"),
+}
+H200 = COMMITTED["h200"]
+RECORDING = H200.recording
 
 
 def synthetic(n: int = 400, seed: int = 1) -> tuple[Components, dict[str, float]]:
@@ -219,9 +242,9 @@ def test_recording_errors_are_one_line(tmp_path):
 SAMPLES = 10      # bootstrap samples in the test (the profile's: 40); 12 fits a sample, ~0.2 s a fit
 
 
-def committed() -> tuple[dict[str, Estimate], int]:
+def committed(c: Committed = H200) -> tuple[dict[str, Estimate], int]:
     """The committed profile's fitted parameters, and how many bootstrap refits gave their errors."""
-    cal = load_profile_file(PROFILE).calibration
+    cal = load_profile_file(c.profile).calibration
     estimates = {}
     for name in FITTED:
         group, _, key = name.partition(".")
@@ -229,18 +252,36 @@ def committed() -> tuple[dict[str, Estimate], int]:
     return estimates, int(re.search(r"with (\d+) bootstrap refits", cal.source).group(1))
 
 
-@pytest.fixture(scope="module")
-def recorded():
-    """napkin calibrate's pipeline on the recording, validating the committed profile's parameters;
-    and the command the profile says made it."""
-    header = PROFILE.read_text().splitlines()
+@cache
+def pipeline(gpu: str):
+    """napkin calibrate's pipeline on one GPU's recording, validating the committed profile's parameters
+    (and carrying them to the other GPU's recording, as the command does); the command the profile says
+    made it; and the committed files."""
+    c = COMMITTED[gpu]
+    header = c.profile.read_text().splitlines()
     command = next(line for line in header if line.startswith("#   napkin calibrate")).removeprefix("#   ")
-    assert f"--registers {COMPILED.relative_to(ROOT)}" in command
-    estimates, samples = committed()
+    assert command.split()[2:] == [str(c.recording.relative_to(ROOT)), "--gpu", gpu, "-o",
+                                   str(c.profile.relative_to(ROOT)), "--report", str(c.report.relative_to(ROOT)),
+                                   "--plot", f"docs/{c.plot}", "--registers", str(c.compiled.relative_to(ROOT)),
+                                   "--across", command.split()[-1]]
+    other, _, other_gpu = command.split()[-1].rpartition(":")
+    estimates, samples = committed(c)
     fitted = Fit(FITTED, {n: e.value for n, e in estimates.items()},
                  {n: e.uncertainty for n, e in estimates.items()}, samples=samples)
-    return calibrate(str(RECORDING.relative_to(ROOT)), "h200", registers=str(COMPILED.relative_to(ROOT)),
-                     fitted=fitted), command
+    return calibrate(str(c.recording.relative_to(ROOT)), gpu, registers=str(c.compiled.relative_to(ROOT)),
+                     fitted=fitted, other=other, other_gpu=other_gpu), command, c
+
+
+@pytest.fixture(scope="module", params=sorted(COMMITTED))
+def recorded(request):
+    """Each GPU's pipeline (pipeline)."""
+    return pipeline(request.param)
+
+
+@pytest.fixture(scope="module")
+def recorded_h200():
+    """The H200's: the error targets of the first calibration were set for it."""
+    return pipeline("h200")
 
 
 @pytest.fixture(scope="module")
@@ -275,19 +316,20 @@ def test_the_split_holds_out_configurations_and_one_size_per_family():
 
 @pytest.mark.slow
 def test_committed_profile_and_report_are_what_calibrate_writes(recorded):
-    """With the committed parameters, calibrate writes hardware/h200-calibrated.yaml and
-    docs/validation.md exactly as committed: every word, count and number derived from them. With
-    the parameters fixed nothing is left to a fit, so no tolerance is needed; the fit itself is
-    checked against them in test_the_fit_of_the_recording_lands_on_the_committed_parameters."""
-    result, command = recorded
-    assert profile_yaml(result, command, PROFILE) == PROFILE.read_text()
-    plot = "images/validation-scatter.png"
+    """With the committed parameters, calibrate writes each GPU's calibrated profile (the portable part;
+    the Hopper kernel's fit is kept as it was) and its report exactly as committed: every word, count
+    and number derived from them. With the parameters fixed nothing is left to a fit, so no tolerance
+    is needed; the fit itself is checked against them in
+    test_the_fit_of_the_recording_lands_on_the_committed_parameters."""
+    result, command, c = recorded
+    assert profile_yaml(result, command, c.profile) == c.profile.read_text()
     timing = re.compile(r"took at most [0-9.]+ s")      # the one wall-clock number in the report
-    assert timing.sub("", report_markdown(result, command, plot)) == timing.sub("", REPORT.read_text())
+    assert timing.sub("", report_markdown(result, command, c.plot)) == timing.sub("", c.report.read_text())
+    assert result.across is not None and "## Carried across GPUs" in c.report.read_text()
 
 
 @pytest.mark.slow
-def test_the_fit_of_the_recording_lands_on_the_committed_parameters(refit):
+def test_the_fit_of_the_recording_lands_on_the_committed_parameters(refit, recorded):
     """The fit of the recording reproduces the committed profile's parameters within their own
     uncertainty, on whatever machine runs it.
 
@@ -303,14 +345,15 @@ def test_the_fit_of_the_recording_lands_on_the_committed_parameters(refit):
     (the refits spread about normally: kurtosis 1.8 to 3.4) their ratio varies as the square root of
     F(SAMPLES - 1, 39); allowed within its 99.99 % range, 0.24 to 2.4 for 10 refits (observed across
     BLAS kernels: 0.29 to 1.47)."""
-    estimates, samples = committed()
+    c = recorded[2]
+    estimates, samples = committed(c)
     low, high = se_ratio_range(SAMPLES, samples, 5e-5)
     for name, e in estimates.items():
         assert abs(refit.values[name] - e.value) <= e.uncertainty, (name, refit.values[name], e)
         assert low <= refit.uncertainty[name] / e.uncertainty <= high, (name, refit.uncertainty[name], e)
     # the RMS log error, to the digit the profile gives: at the fit's optimum it moves only to second
     # order in the parameters (by 6e-5 across BLAS kernels)
-    rms = yaml.safe_load(PROFILE.read_text())["calibration"]["fit"]["rms_log_error"]
+    rms = yaml.safe_load(c.profile.read_text())["calibration"]["fit"]["rms_log_error"]
     assert refit.rms_log_error == pytest.approx(rms, abs=1e-3)
 
 
@@ -318,7 +361,7 @@ def test_the_fit_of_the_recording_lands_on_the_committed_parameters(refit):
 def test_register_check_joins_every_measured_configuration(recorded):
     """Every measured configuration has the compiler's counts; Table 2's SMEM is the compiler's
     exactly, while Table 1 undercounts registers (the finding the report states)."""
-    result, _ = recorded
+    result = recorded[0]
     check = result.registers
     measured = {(r.diagram, r.head_dim, tuple(sorted(r.tiles.items())), r.num_warps, r.num_stages)
                 for r in result.records}
@@ -337,7 +380,7 @@ def test_calibrated_register_count_drops_what_the_compiler_caps(recorded):
     """The calibrated profile counts registers as the compiler does: its ranking holds no configuration
     the relation puts at the cap, and the relation is within a few RMS of the compiler's count."""
     from analyzer.config.sweep import sweep
-    result, _ = recorded
+    result, _, c = recorded
     fit = result.registers.fit
     relation = result.calibrated.calibration.registers
     assert relation is not None and relation.table_scale.value > 1.0     # Table 1 undercounts
@@ -345,7 +388,8 @@ def test_calibrated_register_count_drops_what_the_compiler_caps(recorded):
     error = [relation.registers(c.table1, c.tile) - c.compiler for c in below]
     assert np.sqrt(np.mean(np.square(error))) < 25
     sets = {"batch": 4, "heads": 32, "q": 4096, "x": 4096, "d": 64}
-    datasheet = {r.label for r in sweep("attention", "h200", sets=sets, backend="triton")[0].rows}
+    datasheet = {r.label for r in sweep("attention", c.gpu, sets=sets, backend="triton",
+                                        sibling_fit=False)[0].rows}
     calibrated = {r.label for r in sweep("attention", result.calibrated, sets=sets, backend="triton")[0].rows}
     assert calibrated < datasheet                 # strictly fewer: the 256-key chunk at head dim 64 goes
 
@@ -372,12 +416,19 @@ def test_compile_recording_errors_are_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_calibration_improves_every_split_and_meets_the_error_target(recorded):
-    result, _ = recorded
-    v = result.validation
+def test_calibration_improves_every_split(recorded):
+    v = recorded[0].validation
     for (model, family, name), e in v.errors.items():
         if model == "calibrated" and e.count:
             assert e.median < v.errors[("datasheet", family, name)].median, (family, name)
+
+
+@pytest.mark.slow
+def test_calibration_meets_the_error_target_on_the_h200(recorded_h200):
+    """The first calibration's target, on the GPU it was set for: 10 % on what the fit never saw. (The
+    H100's matmul misses it at its held-out size, 6144: docs/validation-summary.md.)"""
+    result = recorded_h200[0]
+    v = result.validation
     for family in ("attention", "matmul"):          # the issue's target: 10 % on what the fit never saw
         assert v.errors[("calibrated", family, "held-out configs")].median <= 0.10, family
         assert v.errors[("calibrated", family, "held-out size")].median <= 0.10, family
@@ -424,12 +475,14 @@ def test_the_power_bound_predicts_which_configurations_run_at_a_lowered_clock(re
     assert k.median_lowered < 0.08
 
 
-def test_calibrated_profile_loads_and_names_its_data():
-    p = hardware.load("h200-calibrated")
-    base = hardware.load("h200")
-    assert p.sm_count == base.sm_count and p.aliases == []
-    assert "bench/results/sweep_h200.json" in p.calibration.source
-    data = yaml.safe_load(PROFILE.read_text())
+@pytest.mark.parametrize("gpu", sorted(COMMITTED))
+def test_calibrated_profile_loads_and_names_its_data(gpu):
+    c = COMMITTED[gpu]
+    p = hardware.load(f"{gpu}-calibrated")
+    base = hardware.load(gpu)
+    assert p.sm_count == base.sm_count and p.aliases == [] and p.name == c.profile.stem
+    assert str(c.recording.relative_to(ROOT)) in p.calibration.source
+    data = yaml.safe_load(c.profile.read_text())
     for name in FITTED:
         group, _, key = name.partition(".")
         entry = data["calibration"][group][key] if key else data["calibration"][group]

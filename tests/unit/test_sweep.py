@@ -59,10 +59,15 @@ def test_sweep_ranks_every_legal_configuration_fastest_first():
 
 def test_the_bound_column_names_the_power_bound_only_where_a_profile_has_one():
     """The calibrated H200 profile's power bound sets the time of some head-dim-128 configurations
-    (the tensor cores' work at a lowered clock); the datasheet profile has none, so no row says power."""
+    (the tensor cores' work at a lowered clock); the datasheet profile has none, so no row says power.
+    The alias a user types ranks with the calibrated sibling's fit, as napkin kernel does."""
     sets = {"batch": 4, "heads": 16, "q": 4096, "x": 4096, "d": 128}
-    calibrated = {r.bound for r in sweep("attention", "h200-calibrated", sets=sets, backend="triton")[0].rows}
-    datasheet = {r.bound for r in sweep("attention", "h200", sets=sets, backend="triton")[0].rows}
+    (fitted,) = sweep("attention", "h200-calibrated", sets=sets, backend="triton")
+    calibrated = {r.bound for r in fitted.rows}
+    datasheet = {r.bound for r in sweep("attention", "h200", sets=sets, backend="triton",
+                                        sibling_fit=False)[0].rows}
+    (alias,) = sweep("attention", "h200", sets=sets, backend="triton")
+    assert alias.gpu == "h200-calibrated" and alias.calibrated and alias.rows == fitted.rows
     assert "power" in calibrated and calibrated <= {"power", "compute", "transfers"}
     assert "power" not in datasheet and datasheet <= {"compute", "transfers"}
 
@@ -96,7 +101,9 @@ def test_cli_sweep_prints_the_ranking():
                                  "--set", "c=2048", "--top", "3"])
     assert result.exit_code == 0, result.output
     shown = " ".join(result.output.split())      # the title wraps to the table's width
-    assert "47 legal configurations, fastest first; within 0.5% a tie" in shown and "(the first 3)" in shown
+    (ranked,) = sweep("matmul", "h200", sets={"a": 2048, "b": 2048, "c": 2048}, backend="triton")
+    assert f"{len(ranked.rows)} legal configurations, fastest first; within 0.5% a tie" in shown
+    assert "(the first 3)" in shown and "on h200-calibrated (the portable kernel's model calibrated" in shown
 
 
 @pytest.mark.parametrize("args, message, code", [
