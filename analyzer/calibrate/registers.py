@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from analyzer.calibrate.components import legal_choice, model_of
 from analyzer.calibrate.record import Record, read_json
+from analyzer.common import resources
 from analyzer.common.errors import NapkinError
 from analyzer.config.choose import RESERVE_REGISTERS, table1_registers
 from analyzer.hardware import Estimate, Profile, RegisterRelation
@@ -61,7 +62,8 @@ class CompiledRecording(BaseModel):
 
 
 def load_compiled(path: str | Path) -> CompiledRecording:
-    path = Path(path)
+    """A compile recording, found by its checkout path from any folder as the recordings are."""
+    path = resources.recording(Path(path))
     rec = read_json(path, CompiledRecording, missing=f"no such compile recording: {path}",
                     field="--registers", hint="give a compile recording's path, or record one with "
                                               "python bench/sweep_h200.py --compile-only on a GPU; napkin "

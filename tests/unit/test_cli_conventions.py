@@ -159,6 +159,14 @@ def test_readme_calibrate_commands_run_from_any_folder(tmp_path):
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "mine.yaml").read_text().startswith("#")
+    # the portable kernels' command: its compile recording and the other GPU's recording are shipped too
+    proc = subprocess.run([napkin, "calibrate", "bench/results/sweep_h200.json", "--gpu", "h200", "-o",
+                           "my-h200.yaml", "--registers", "bench/results/compiled_h200.json", "--across",
+                           "bench/results/sweep_h100.json:h100", "--samples", "2", "--report", "mine.md"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "registers:" in (tmp_path / "my-h200.yaml").read_text()
+    assert "## Carried across GPUs" in (tmp_path / "mine.md").read_text()
     missing = subprocess.run([napkin, "calibrate", "elsewhere/sweep.json"], cwd=tmp_path, capture_output=True,
                              text=True, timeout=120)
     hint = missing.stderr[missing.stderr.index("(hint:"):]

@@ -141,3 +141,23 @@ def test_the_scripts_import_the_shared_helpers_one_way():
             script.name                                    # the checkout's root only, never bench/
         for other in ("sweep_h200", "choice_h200", "clocks_h200", "gpu_state"):
             assert f"import {other}" not in text, (script.name, other)
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_a_recording_holds_every_configuration_its_profile_allows(gpu):
+    """sweep_<gpu>.json holds, at a size of each family, exactly the legal configurations napkin sweep
+    lists for the datasheet profile the bench ranks with: its own figures (sibling_fit=False), not the
+    calibrated sibling's, whose register count drops the configurations the compiler caps, which the
+    fit must see."""
+    from analyzer.config.sweep import sweep
+    doc = json.loads((ROOT / "bench" / "results" / f"sweep_{gpu}.json").read_text())
+    key = lambda tiles, warps, stages: (tuple(sorted(tiles.items())), warps, stages)     # noqa: E731
+    for group, size, diagram, sets in (("attention:128", 4096, "attention",
+                                        {"batch": 4, "heads": 16, "q": 4096, "x": 4096, "d": 128}),
+                                       ("matmul", 2048, "matmul", {"a": 2048, "b": 2048, "c": 2048})):
+        recorded = {key(r["tiles"], r["num_warps"], r["num_stages"]) for r in doc["records"]
+                    if SB.group_of(r) == group and r["seqlen"] == size}
+        (s,) = sweep(diagram, gpu, sets=sets, backend="triton", sibling_fit=False)
+        assert recorded == {key(r.tiles, r.num_warps, r.num_stages) for r in s.rows}, group
+        (fitted,) = sweep(diagram, gpu, sets=sets, backend="triton")
+        assert len(fitted.rows) <= len(s.rows) and fitted.gpu == f"{gpu}-calibrated"
