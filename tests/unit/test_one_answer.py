@@ -20,6 +20,8 @@ CASES = [
     ("attention", "a100", {}),                                 # the portable module, no calibration
     ("softmax_contraction", "h200-calibrated", {"g_q": 128}),  # a pinned tile: the portable module, calibrated
     ("matmul", "t4", {}),
+    ("matmul", "h100", {}),                                    # the portable module, calibrated sibling fit
+    ("mlp2", "h200", {}),
 ]
 
 
@@ -68,6 +70,19 @@ def test_the_alias_reaches_the_calibrated_model_and_leads_with_it():
     first = screen.splitlines()[2]
     assert first.startswith("expected ") and "calibrated on h100-calibrated" in first
     assert "idealised bound" in screen.splitlines()[3]
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_the_alias_reaches_the_portable_kernels_fit_with_the_datasheet_bound_beside_it(gpu):
+    """matmul gets the portable module on a Hopper GPU: the alias leads with the fit of the shipped
+    calibrated profile (the same configuration and time as naming it), and shows the datasheet
+    profile's idealised bound beside it, not the calibrated profile's."""
+    alias, named = cli_json("analyze", "matmul", "--gpu", gpu), cli_json("analyze", "matmul", "--gpu", f"{gpu}-calibrated")
+    assert alias["expected"] == named["expected"] and alias["expected"]["calibrated"] is True
+    assert alias["expected"]["model"] == f"the portable kernel's model calibrated on {gpu}-calibrated"
+    idealised = alias["totals"]["predicted_time_s"]
+    assert idealised < alias["expected"]["time_s"]                 # a bound: the kernel takes longer
+    assert named["totals"]["predicted_time_s"] != idealised           # calibrated figures beside it there
 
 
 def test_a_diagram_no_kernel_realises_says_why():
