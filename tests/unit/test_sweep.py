@@ -68,6 +68,8 @@ def test_the_bound_column_names_the_power_bound_only_where_a_profile_has_one():
                                         sibling_fit=False)[0].rows}
     (alias,) = sweep("attention", "h200", sets=sets, backend="triton")
     assert alias.gpu == "h200-calibrated" and alias.calibrated and alias.rows == fitted.rows
+    (own,) = sweep("attention", "h200", sets=sets, backend="triton", sibling_fit=False)
+    assert not own.calibrated and own.model.endswith("(h200's own figures)") and own.expected == alias.expected
     assert "power" in calibrated and calibrated <= {"power", "compute", "transfers"}
     assert "power" not in datasheet and datasheet <= {"compute", "transfers"}
 
