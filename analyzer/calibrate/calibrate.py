@@ -95,9 +95,7 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
     check_records(rec, recording, base)
     reg_fit = fit_registers(records, registers, base) if registers else None
     relation = reg_fit.register_relation() if reg_fit else None
-    counted = base if relation is None else base.model_copy(update={"calibration": Calibration(
-        source=relation.source, registers=relation)})
-    c = components(records, base, counted)
+    c = components(records, base, counted(base, relation))
     shapes = [shape_of(r) for r in records]
     number = {s: i for i, s in enumerate(dict.fromkeys(shapes))}
     c = replace(c, weight=near_best_weights(c.measured, shapes), size=np.array([number[s] for s in shapes]))
@@ -141,15 +139,20 @@ def carried(recording: str, gpu: str | Profile, fitted: Fit, relation: RegisterR
     records = measured(rec)
     base = hardware.load(gpu).model_copy(update={"calibration": None})
     check_records(rec, recording, base)
-    counted = base if relation is None else base.model_copy(update={"calibration": Calibration(
-        source=relation.source, registers=relation)})
-    predicted = components(records, base, counted).time(fitted.values)
+    predicted = components(records, base, counted(base, relation)).time(fitted.values)
     family = np.array([r.family for r in records])
     measured_s = np.array([r.time_s for r in records])
     theirs = calibrated_profile(base, fitted, rec, recording, None, 0, relation)
     return Across(recording, rec.meta.get("gpu", base.name),
                   {f: errors(predicted[family == f], measured_s[family == f]) for f in sorted(set(family))},
                   by_shape(records, predicted, first_choices(records, theirs)[0]))
+
+
+def counted(base: Profile, relation: RegisterRelation | None) -> Profile:
+    """`base` counting registers by the compiler's fitted relation (resident blocks and legality follow
+    it), or by Table 1 without one."""
+    return base if relation is None else base.model_copy(update={"calibration": Calibration(
+        source=relation.source, registers=relation)})
 
 
 KERNEL = "napkin kernel"      # the shapes' view of what the generated kernel launches (calibrated)

@@ -145,7 +145,7 @@ def expected(launched: Launch, profile: Profile, sizes: dict[str, int]) -> Expec
     p = predict_configured(c, fitted, sizes)
     launched_choices = c.launched(sizes)
     label = "; ".join(portable_label(choice) for choice in launched_choices)
-    if fitted.calibration is not None and fitted.calibration.as_params():
+    if fitted.portable_fitted:
         model, calibrated = f"the portable kernel's model calibrated on {fitted.name}", True
     else:
         model, calibrated = ("the paper's idealised model with napkin sweep's terms: no one has fitted the "

@@ -193,11 +193,10 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
         index = {id(c): i for i, c in enumerate(choices)}
         rows = [_row(c, t, f, ones, parts.bound(index[id(c)])) for c, t, f in ranked]
         at_row = next((i for i, (c, _, _) in enumerate(ranked) if same_config(c, chosen[name])), None)
-        fitted = profile.calibration is not None and bool(profile.calibration.as_params())
         # the rows' model: napkin kernel's (e.model), unless sibling_fit=False ranked with other figures
         model = e.model if launched.configured.gpu == profile.name else (
             f"the paper's idealised model with napkin sweep's terms ({profile.name}'s own figures)")
-        out.append(Sweep(woven.name, profile.name, fitted, dtype, name, shown,
+        out.append(Sweep(woven.name, profile.name, profile.portable_fitted, dtype, name, shown,
                          rows, 0.0, "triton", model, at_row, e))
     progress("rank", len(ranking), len(ranking))
     elapsed = time.perf_counter() - began

@@ -108,8 +108,7 @@ def portable_model(profile: Profile) -> Profile:
     portable kernels' fit (h100-calibrated for h100-sxm5: `--gpu h100` ranks and predicts with what was
     measured, the datasheet's idealised bound beside it); else `profile` itself."""
     sibling = calibrated_sibling(profile)
-    fitted = sibling is not None and sibling.calibration is not None and sibling.calibration.as_params()
-    return sibling if fitted else profile
+    return sibling if sibling is not None and sibling.portable_fitted else profile
 
 
 def calibrated_sibling(profile: Profile) -> Profile | None:

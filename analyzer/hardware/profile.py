@@ -294,6 +294,12 @@ class Profile(Exact):
         built in code the shipped file of its name."""
         return self._source or f"hardware/{self.name}.yaml"
 
+    @property
+    def portable_fitted(self) -> bool:
+        """Whether the profile carries the portable kernels' fitted parameters (a calibration may hold
+        the Hopper kernel's fit alone, calibration.hopper)."""
+        return self.calibration is not None and bool(self.calibration.as_params())
+
     @model_validator(mode="after")
     def _consistent(self) -> Profile:
         names = [lv.name for lv in self.levels]

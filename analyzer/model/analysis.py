@@ -357,10 +357,10 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
         diagram=DiagramOut(name=d.name, title=d.title, paper=d.paper, source=d.source,
                            levels=list(d.levels)),
         gpu=GpuOut(name=profile.name, description=profile.description,
-                   source=gpu_source, calibration=params_of(profile) if profile.calibration else None),
+                   source=gpu_source, calibration=params_of(profile) if profile.portable_fitted else None),
         dtype=d.dtype, cluster=None if cluster is None else cluster, sizes=size_out, ops=ops,
         kernels=kernel_out, totals=totals,
-        assumptions=ASSUMPTIONS + ([CALIBRATED] if profile.calibration else []))
+        assumptions=ASSUMPTIONS + ([CALIBRATED] if profile.portable_fitted else []))
 
 
 def _classic_out(rule: ClassicRule | None, models: list[LevelModel], transfer_bytes: dict[str, float],
