@@ -93,7 +93,8 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
     prediction, prediction_at = _prediction(launched, profile)
     progress("generate", 2, 3)
     file = KernelFile(**_fields(configured), backend=chosen,
-                      command=_command(diagram, profile.name, chosen, configured.dtype, config, sets or {}),
+                      command=_command(diagram, _gpu_word(gpu, profile), chosen, configured.dtype, config,
+                                       sets or {}),
                       prediction=prediction, prediction_at=prediction_at,
                       cuda_limits=CudaLimits.of(profile) if chosen == "cuda" else None, hopper=tables)
     source, extra = RENDERERS[chosen](file)
@@ -119,6 +120,12 @@ def _prediction(launched: Launch, profile: Profile) -> tuple[str, str]:
     shown = ", ".join(f"{k}={v}" for k, v in e.sizes.items())
     return (f"{seconds(e.time_s)}, {si(e.throughput_flops_per_s, 'FLOP/s')} ({e.configuration}), "
             f"{e.bound}-bound; {e.model}", f"{profile.name}, {shown}")
+
+
+def _gpu_word(gpu: str | Profile, profile: Profile) -> str:
+    """The --gpu of the command that regenerates the file: a profile file as given (its name alone would
+    not load), a shipped profile by its name."""
+    return gpu if isinstance(gpu, str) and gpu.endswith((".yaml", ".yml")) else profile.name
 
 
 def _command(diagram, gpu, backend, dtype, config, sets) -> str:

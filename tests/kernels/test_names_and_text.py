@@ -108,6 +108,28 @@ def test_a_file_name_with_quotes_or_line_breaks_stays_text(filename, tmp_path):
     assert not hasattr(builtins, CANARY)
 
 
+@pytest.mark.parametrize("text", [f"\n{RUN}\n", f'"""\n{RUN}\n"""', f"\u2028{RUN}", f"*/\n{RUN}"])
+def test_text_of_a_profile_never_runs(text, tmp_path):
+    """A profile of one's own names the GPU in the generated header (and, calibrated, the model that
+    ranked the configurations): its name and description reach the Python and C++ files as text."""
+    from analyzer import hardware
+    data = hardware.load("h200").model_dump(exclude={"aliases"})
+    data.update(name=f"mine{text}", description=text)
+    profile = tmp_path / "mine.yaml"
+    profile.write_text(yaml.safe_dump(data, sort_keys=False))
+    source = tmp_path / "d.yaml"
+    source.write_text(yaml.safe_dump(matmul_yaml(), sort_keys=False))
+    sets = {"a": 256, "b": 256, "c": 256}
+    g = generate(str(source), str(profile), backend="triton", sets=sets)
+    assert f"--gpu {profile}" in g.command             # the file regenerates it, not the name inside
+    module = written(g, tmp_path)
+    check_matmul(module)
+    assert not hasattr(builtins, CANARY)
+    cuda = generate(str(source), str(profile), backend="cuda", sets=sets)
+    ast.parse(cuda.extra[".py"])
+    assert all(line.startswith("//") or not line.strip() or RUN not in line for line in cuda.source.splitlines())
+
+
 @pytest.mark.parametrize("name", ["a\n", "a b", "1a", "é", "a-b", "_a"])
 def test_names_are_checked_as_whole_strings(name, tmp_path):
     """`a\\n` passed a `$`-anchored pattern; every name must be an identifier start to end."""
