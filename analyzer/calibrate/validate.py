@@ -115,6 +115,46 @@ def by_shape(records: list[Record], predicted: np.ndarray, choice: dict[tuple, s
 
 
 @dataclass(frozen=True)
+class ClassErrors:
+    """The held-out errors of one class of configurations: where the model's error sits."""
+
+    family: str
+    by: str                 # what the class is drawn by: "diagram, head dim", "warps", "stages", "registers"
+    value: str              # the class: "causal_attention, 128", "4", "at the cap, spilling"
+    errors: Errors
+
+
+def register_class(compiler: int, spills: int, cap: int) -> str:
+    """A configuration's class by what the compiler allotted it (a compile recording's counts)."""
+    if compiler >= cap:
+        return "at the cap, spilling" if spills else "at the cap"
+    return "below the cap, spilling" if spills else "below the cap"
+
+
+def by_class(records: list[Record], predicted: np.ndarray, held_out: np.ndarray,
+             registers: dict[str, str] | None = None) -> list[ClassErrors]:
+    """Held-out errors per family and class: by diagram and head dim, warps, stages and, with
+    `registers` (configuration key -> register_class), by what the compiler allotted."""
+    measured = np.array([r.time_s for r in records])
+    keys = {"diagram, head dim": lambda r: f"{r.diagram}, {r.head_dim}" if r.head_dim else r.diagram,
+            "warps": lambda r: str(r.num_warps),
+            "stages": lambda r: str(r.num_stages)}
+    if registers is not None:
+        keys["registers"] = lambda r: registers.get(r.config_key, "not compiled")
+    out = []
+    for fam in sorted({r.family for r in records}):
+        for by, key in keys.items():
+            groups: dict[str, list[int]] = defaultdict(list)
+            for i, r in enumerate(records):
+                if held_out[i] and r.family == fam:
+                    groups[key(r)].append(i)
+            for value in sorted(groups, key=lambda v: (len(v), v)):
+                index = groups[value]
+                out.append(ClassErrors(fam, by, value, errors(predicted[index], measured[index])))
+    return out
+
+
+@dataclass(frozen=True)
 class ClockCheck:
     """The SM clock the model predicts (the datasheet boost, lowered where the power bound holds: boost x
     time without the bound / time with it) against the one sampled beside each timing."""

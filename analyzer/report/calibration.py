@@ -11,7 +11,13 @@ import yaml
 
 from analyzer.calibrate.calibrate import KERNEL, Across, Result
 from analyzer.calibrate.registers import markdown as registers_markdown
-from analyzer.calibrate.validate import HELD_OUT_SHARE, LOWERED, ClockCheck
+from analyzer.calibrate.validate import (
+    HELD_OUT_SHARE,
+    LOWERED,
+    ClockCheck,
+    by_class,
+    register_class,
+)
 from analyzer.common.atomic import write_files
 from analyzer.plot.output import render
 from analyzer.plot.style import new_figure
@@ -118,6 +124,7 @@ def report_markdown(r: Result, command: str, plot: str | None) -> str:
                 e = v.errors[(model, fam, split_name)]
                 lines.append(f"| {fam} | {split_name} | {model} | {e.count} | {_pct(e.median)} | "
                              f"{_pct(e.p90)} | {_pct(e.worst)} | {e.bias:.2f} |")
+    lines += classes_markdown(r)
     if plot:
         lines += ["", f"![predicted against measured time]({plot})"]
     lines += ["", "## Ranking and the model's choice", "",
@@ -170,6 +177,54 @@ def report_markdown(r: Result, command: str, plot: str | None) -> str:
     if r.registers is not None:
         lines += registers_markdown(r.registers)
     return "\n".join(lines)
+
+
+def classes_markdown(r: Result) -> list[str]:
+    """The calibrated model's held-out errors per class of configuration: where its error sits."""
+    registers = None
+    if r.registers is not None:
+        cap = r.registers.fit.cap
+        registers = {key: register_class(c.compiler, c.spills, cap)
+                     for key, c in r.registers.fit.configurations.items()}
+    rows = by_class(r.records, r.predictions["calibrated"], r.splits != "train", registers)
+    lines = ["", "### By class (calibrated, held out)", "",
+             "The held-out records (configurations and size) split by what the configuration is"
+             + (f"; registers: what the compiler allotted it (the cap is {r.registers.fit.cap} per thread; "
+                "the calibrated profile's register relation keeps `napkin sweep` from launching what "
+                "it puts at the cap)" if r.registers is not None else "") + ".", "",
+             "| family | by | class | count | median | 90th pct | worst | bias |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in rows:
+        e = c.errors
+        lines.append(f"| {c.family} | {c.by} | {c.value} | {e.count} | {_pct(e.median)} | {_pct(e.p90)} | "
+                     f"{_pct(e.worst)} | {e.bias:.2f} |")
+    pairs = stage_pairs(r)
+    if pairs:
+        lines += ["", "Fewer stages, the same configuration otherwise (every record, same size): the time at "
+                  "the fewer stages over the time at the more, median (range) over the pairs, measured and "
+                  "predicted by the calibrated model: "
+                  + "; ".join(f"{fam}, {a} against {b} stages: {len(m)} pairs, measured {np.median(m):.2f} "
+                              f"({min(m):.2f} to {max(m):.2f}), predicted {np.median(p):.2f}"
+                              for (fam, a, b), (m, p) in pairs.items()) + "."]
+    return lines
+
+
+def stage_pairs(r: Result) -> dict[tuple[str, int, int], tuple[list[float], list[float]]]:
+    """Per family and pair of stage counts (fewer, more): for each configuration measured at both, its
+    measured and its predicted time at the fewer stages over the time at the more."""
+    pred = r.predictions["calibrated"]
+    at: dict[tuple, dict[int, tuple[float, float]]] = {}
+    for x, p in zip(r.records, pred, strict=True):
+        key = (x.family, x.diagram, x.head_dim, x.seqlen, tuple(sorted(x.tiles.items())), x.num_warps)
+        at.setdefault(key, {})[x.num_stages] = (x.time_s, float(p))
+    out: dict[tuple[str, int, int], tuple[list[float], list[float]]] = {}
+    for key, by_stages in sorted(at.items(), key=lambda kv: str(kv[0])):
+        stages = sorted(by_stages)
+        for a, b in zip(stages, stages[1:]):
+            m, p = out.setdefault((key[0], a, b), ([], []))
+            m.append(by_stages[a][0] / by_stages[b][0])
+            p.append(by_stages[a][1] / by_stages[b][1])
+    return dict(sorted(out.items()))
 
 
 def _shape(shape: tuple) -> str:

@@ -28,11 +28,18 @@ from analyzer.calibrate.fit import (
 )
 from analyzer.calibrate.record import load_recording
 from analyzer.calibrate.registers import load_compiled, relation_fit
-from analyzer.calibrate.validate import clock_check, errors, spearman, split
+from analyzer.calibrate.validate import (
+    by_class,
+    clock_check,
+    errors,
+    register_class,
+    spearman,
+    split,
+)
 from analyzer.common.errors import NapkinError
 from analyzer.hardware import Estimate, load_profile_file
 from analyzer.model.predict import seconds
-from analyzer.report.calibration import profile_yaml, report_markdown
+from analyzer.report.calibration import profile_yaml, report_markdown, stage_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
@@ -217,6 +224,48 @@ def test_clock_check_counts_the_lowered_clocks_the_model_predicts():
     assert (k.count, k.lowered, k.caught, k.spared) == (4, 2, 1, 1)     # the unsampled record is left out
     assert k.median_lowered == pytest.approx((0 + 280 / 1700) / 2)
     assert clock_check(records[-1:], predicted[-1:], 1.98e9) is None
+
+
+def test_held_out_errors_split_by_class():
+    """Each held-out record falls in one class per grouping, and a class's errors are those of its own
+    records alone; training records are left out."""
+    from analyzer.calibrate.record import Record
+    base = {"family": "attention", "dtype": "fp16", "kernel": "flash", "sizes": {"q": 512},
+            "seqlen": 512, "status": "ok", "time_s": 1.0}
+    rows = [("attention", 64, 4, 2, 1.1), ("attention", 64, 8, 3, 0.9), ("causal_attention", 128, 4, 2, 1.5),
+            ("attention", 128, 8, 2, 3.0)]
+    records = [Record(**base, diagram=d, head_dim=h, tiles={"g_q": 64 * w}, num_warps=w, num_stages=st)
+               for d, h, w, st, _ in rows]
+    predicted = np.array([p for *_, p in rows])
+    held_out = np.array([True, True, True, False])          # the last one trained the fit
+    registers = {records[0].config_key: register_class(255, 128, 255),
+                 records[1].config_key: register_class(200, 0, 255)}
+    got = {(c.by, c.value): c.errors for c in by_class(records, predicted, held_out, registers)}
+    assert set(got) == {("diagram, head dim", "attention, 64"), ("diagram, head dim", "causal_attention, 128"),
+                        ("warps", "4"), ("warps", "8"), ("stages", "2"), ("stages", "3"),
+                        ("registers", "at the cap, spilling"), ("registers", "below the cap"),
+                        ("registers", "not compiled")}
+    assert got[("warps", "4")].count == 2 and got[("warps", "4")].worst == pytest.approx(0.5)
+    assert got[("warps", "8")].count == 1 and got[("warps", "8")].median == pytest.approx(0.1)
+    assert got[("registers", "at the cap, spilling")].bias == pytest.approx(1.1)
+    assert sum(e.count for (by, _), e in got.items() if by == "stages") == 3
+    assert [register_class(*x, 255) for x in ((255, 0), (100, 8))] == ["at the cap", "below the cap, spilling"]
+
+
+def test_stage_pairs_set_a_configuration_beside_itself_at_more_stages():
+    """Only records that differ in their stages alone pair up, at the same size."""
+    from types import SimpleNamespace
+
+    from analyzer.calibrate.record import Record
+    base = {"family": "matmul", "diagram": "matmul", "dtype": "fp16", "kernel": "gemm", "sizes": {"a": 1},
+            "status": "ok"}
+    rows = [(64, 4, 2, 1024, 1.2, 1.0), (64, 4, 3, 1024, 1.0, 1.0),     # a pair: 1.2 measured, 1.0 model
+            (64, 8, 2, 1024, 3.0, 1.5),                                # no twin at three stages
+            (64, 4, 3, 2048, 9.0, 9.0), (128, 4, 2, 2048, 1.0, 1.0)]     # another size; another tile
+    records = [Record(**base, tiles={"g_a": g}, num_warps=w, num_stages=st, seqlen=n, time_s=t)
+               for g, w, st, n, t, _ in rows]
+    r = SimpleNamespace(records=records, predictions={"calibrated": np.array([p for *_, p in rows])})
+    assert stage_pairs(r) == {("matmul", 2, 3): ([pytest.approx(1.2)], [pytest.approx(1.0)])}
 
 
 def test_recording_errors_are_one_line(tmp_path):
