@@ -70,18 +70,20 @@ def launch(diagram: str, gpu: str | Profile, *, backend: str | None = None, dtyp
     profile = hardware.load(gpu)
     chosen, why = backend or "triton", None
     if backend == "hopper" or (backend is None and hopper_capable(profile)):
-        # one expected time needs the kernels' structure, not the portable kernel's ranked configurations
-        configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False,
-                                       ranked=tables or config is not None)
-        why = refusal(profile, configured, sets)
-        one = named(profile, configured, config) if config and why is None else None
+        # whether the Hopper kernel takes the diagram, and one expected time, need the kernels' structure
+        # alone: the portable kernel's configurations are ranked only for a module that carries them
+        structure = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False,
+                                      ranked=False)
+        why = refusal(profile, structure, sets)
+        one = named(profile, structure, config) if config and why is None else None
         if isinstance(one, str):
             why = one
         if why and backend == "hopper":
             raise NapkinError(why, field="--backend", hint="use --backend triton")
         if why is None:
             if not tables and one is None:
-                return Launch("hopper", configured)
+                return Launch("hopper", structure)
+            configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False)
             return Launch("hopper", *_hopper(diagram, configured, profile, config, one))
     # ranked by the portable kernels' fit where one was measured on this GPU (hardware.portable_model)
     configured = configure_kernels(diagram, hardware.portable_model(profile), dtype=dtype, config=config,

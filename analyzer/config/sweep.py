@@ -145,7 +145,8 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
         raise NapkinError(f"--backend {backend!r}: napkin sweep ranks the hopper or the triton backend's "
                           "configurations")
     if backend == "hopper" or (backend is None and hopper_capable(profile)):
-        configured = configure_kernels(diagram, profile, dtype=dtype, sized=False)
+        # the kernels' structure, as launch() asks: the portable configurations are ranked below, if at all
+        configured = configure_kernels(diagram, profile, dtype=dtype, sized=False, ranked=False)
         why = refusal(profile, configured, sets)
         if why is None:     # what launch() decides; one expected time needs no by-size tables
             progress("configure", 1, 1)
