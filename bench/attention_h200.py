@@ -8,7 +8,7 @@ What is measured, all in the same process on the same GPU:
    nvidia-smi (read only; no clock or GPU setting is changed).
 2. Ceilings: device-to-device copy bandwidth of a 1 GiB buffer (read + write bytes counted) and
    torch.matmul TFLOP/s at 8192^3 in fp16 and bf16 on random data.
-3. Correctness of every generated kernel (`analyzer.codegen.generate`, Triton and CUDA backends)
+3. Correctness of every generated kernel (`analyzer.codegen.generator`, Triton and CUDA backends)
    before timing: relative error ||out - ref|| / ||ref|| < 1e-2 against a float64 reference computed
    on the GPU from the upcast inputs, fresh random inputs per check, N(0, 1) inputs and the
    FlashAttention-3 outlier inputs N(0, 1) + N(0, 100) * Bernoulli(0.001), sequence lengths

@@ -26,8 +26,8 @@ from analyzer.cli.app import (
     progress_bar,
     shipped_gpus,
 )
+from analyzer.cli.cached import entry as cache_entry
 from analyzer.common.atomic import check_target
-from analyzer.common.errors import NapkinError
 
 
 @app.command(cls=OneValue)
@@ -71,7 +71,7 @@ def _analysis(diagram: str, gpu: str, sets: dict[str, int], *, dtype: str | None
     """napkin analyze's answer: from the result cache where it holds one, else computed (and stored)."""
     from analyzer.common import cache
     from analyzer.model.result import Analysis
-    entry = _analysis_entry(diagram, gpu, {"sets": sets, "dtype": dtype, "cluster": cluster})
+    entry = cache_entry("analyze", diagram, gpu, {"sets": sets, "dtype": dtype, "cluster": cluster})
     text = cache.load("analyze", entry) if entry else None
     try:
         result = Analysis.model_validate_json(text) if text else None
@@ -136,28 +136,6 @@ def _compare(diagram: str, gpus: list[str], sets: dict[str, int], ranged: dict[s
         console().print(comparison_text(result))
     if plot:
         typer.echo(f"wrote {saved}", err=as_json)
-
-
-def _analysis_entry(diagram: str, gpu: str, options: dict) -> str | None:
-    """The cache entry of napkin analyze with these arguments (analyzer.common.cache): the diagram
-    file's bytes, every shipped profile's (a shipped profile extends and is calibrated by others) and
-    the options. None where the answer may depend on more (a profile file of the user's, which may
-    extend files of the user's) or an argument is not a file napkin finds: the command then computes,
-    and says what is wrong."""
-    from analyzer.common import cache, resources
-    from analyzer.hardware.names import profile_path as path_of
-    if not cache.enabled():
-        return None
-    try:
-        diagram_path = resources.resolve("diagrams", diagram, what="diagram")
-        profile_path = path_of(gpu)
-        shipped = resources.shipped("hardware")
-        if profile_path.resolve() not in {p.resolve() for p in shipped.values()}:
-            return None
-        where = {"gpu": profile_path.stem, "diagram": str(diagram_path.resolve())}   # the report names both
-        return cache.key("analyze", [diagram_path, *shipped.values()], {**options, **where})
-    except (NapkinError, OSError):
-        return None
 
 
 @app.command(cls=OneValue)

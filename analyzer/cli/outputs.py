@@ -25,6 +25,7 @@ from analyzer.cli.app import (
     progress_bar,
     wrote,
 )
+from analyzer.cli.cached import entry as cache_entry
 from analyzer.common.atomic import check_target
 
 
@@ -94,16 +95,35 @@ def kernel(
         "--set", "-s", metavar="NAME=VALUE", help="Pin a size or tile (d=64, g_q=128, s_x=64, stages=3); repeatable.")] = None,
 ) -> None:
     """Generate a standalone kernel that realises the diagram's configuration on a GPU."""
-    from analyzer.codegen import generate
-    from analyzer.codegen.files import check_kernel_target
+    from analyzer.codegen.files import check_kernel_target, write_kernel
     check_kernel_target(output, backend or "triton")      # hopper and triton both write a .py module
-    with progress_bar("kernel") as progress:
-        g = generate(diagram, gpu, backend=backend, dtype=dtype, config=config, sets=parse_sets(set_ or []),
-                     progress=progress)
-    if g.note:
-        typer.echo(f"note: {g.note}", err=True)
-    for path in g.write(output):
+    sets = parse_sets(set_ or [])
+    files = _kernel_files(diagram, gpu, {"backend": backend, "dtype": dtype, "config": config, "sets": sets})
+    if files["note"]:
+        typer.echo(f"note: {files['note']}", err=True)
+    for path in write_kernel(output, files["backend"], files["source"], files["extra"]):
         wrote(path)
+
+
+def _kernel_files(diagram: str, gpu: str, options: dict) -> dict:
+    """napkin kernel's files (its backend, source, companions and note), from the result cache where it
+    holds them, else generated (and stored): ranking the configurations by size is most of the work."""
+    import json
+
+    from analyzer.common import cache
+    entry = cache_entry("kernel", diagram, gpu, options)
+    try:
+        files = json.loads(cache.load("kernel", entry) or "null") if entry else None
+    except ValueError:                                   # a damaged entry: a miss
+        files = None
+    if not (isinstance(files, dict) and set(files) == {"backend", "source", "extra", "note"}):
+        from analyzer.codegen import generate
+        with progress_bar("kernel") as progress:
+            g = generate(diagram, gpu, progress=progress, **options)
+        files = {"backend": g.backend, "source": g.source, "extra": dict(g.extra), "note": g.note}
+        if entry:
+            cache.store("kernel", entry, json.dumps(files))
+    return files
 
 
 @app.command(cls=OneValue)

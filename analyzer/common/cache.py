@@ -1,4 +1,5 @@
-"""Results on disk, for the commands a user repeats (napkin analyze of one diagram on one GPU).
+"""Results on disk, for the commands a user repeats (napkin analyze and napkin kernel of one diagram on
+one GPU).
 
 An entry is keyed by everything the result depends on: napkin's own code (the size and modification
 time of every module of the package, so an edited checkout never reads an older answer), the bytes of

@@ -7,7 +7,7 @@ without importing the profile schema and sympy with it.
 
 from __future__ import annotations
 
-import importlib
+from analyzer.common.lazy import lazy_exports
 
 _HOME = {
     "aliases": "names", "profile_path": "names",
@@ -20,9 +20,4 @@ _HOME = {
 __all__ = sorted(_HOME)
 
 
-def __getattr__(name: str):
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOME, globals())

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer.codegen.generate import generate
+from analyzer.codegen.generator import generate
 from tests.kernels.portable_build import SERIALISED, compiled
 
 JOBS = [{"TILE_A": 128, "TILE_C": 128, "BLOCK_B": 64, "num_warps": 4, "num_stages": s} for s in (2, 3)]

@@ -101,7 +101,7 @@ def test_the_walk_sees_an_upward_import():
     """The check above can fail: config importing the report is upward."""
     layer = _layer_of(next(c for c in CONTRACTS if c["type"] == "layers")["layers"])
     assert layer("analyzer.config.tables") > layer("analyzer.report.analysis")
-    assert layer("analyzer.codegen.generate") == layer("analyzer.calibrate.fit")
+    assert layer("analyzer.codegen.generator") == layer("analyzer.calibrate.fit")
 
 
 def test_no_import_inside_a_function():

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.codegen.generate import generate
+from analyzer.codegen.generator import generate
 from analyzer.common.units import seconds
 from analyzer.config.sweep import sweep
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from analyzer import hardware
 from analyzer.cli import app
-from analyzer.codegen.generate import generate
+from analyzer.codegen.generator import generate
 from analyzer.config.choose import legal, resident_blocks
 from analyzer.config.sweep import sweep
 from analyzer.diagram.weave import outer_tiles

@@ -30,7 +30,7 @@ from analyzer.codegen.cuda.variants import Variant
 
 
 def cuda_files(g) -> tuple[str, dict[str, str]]:
-    """The .cu source of generated diagram `g` (analyzer.codegen.generate.KernelFile) and its Python
+    """The .cu source of generated diagram `g` (analyzer.codegen.generator.KernelFile) and its Python
     loader ({".py": text})."""
     source, writers = cuda_source(g)
     return source, {".py": loader_text(g, writers)}

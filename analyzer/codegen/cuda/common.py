@@ -56,7 +56,7 @@ class Code:
 
 class CudaWriter:
     """What both CUDA renderers share: names, sizes, block indices, offsets of each axis. `g`: the file
-    being generated (analyzer.codegen.generate.KernelFile), `k`: the kernel's configurations."""
+    being generated (analyzer.codegen.generator.KernelFile), `k`: the kernel's configurations."""
 
     def __init__(self, g, k, fns: Functions, ids: CudaIds) -> None:
         self.g = g
@@ -73,10 +73,10 @@ class CudaWriter:
 
     @property
     def gpu(self) -> CudaLimits:
-        """The GPU's limits, which the file carries from its profile (analyzer.codegen.generate)."""
+        """The GPU's limits, which the file carries from its profile (analyzer.codegen.generator)."""
         if self.g.cuda_limits is None:
             raise NapkinError("internal: a CUDA kernel is rendered for a file without the GPU's limits",
-                              hint="generate it with analyzer.codegen.generate")
+                              hint="generate it with analyzer.codegen.generator")
         return self.g.cuda_limits
 
     @property

@@ -1,6 +1,6 @@
 """What the GPU allows one block of a generated CUDA kernel, read off its profile (analyzer.hardware).
 
-analyzer.codegen.generate builds the limits from the profile the file is generated for and passes them
+analyzer.codegen.generator builds the limits from the profile the file is generated for and passes them
 with the file (KernelFile.cuda_limits); the variant chooser (analyzer.codegen.cuda.variants) fits each
 configuration within them. What is a choice of the renderer rather than of the GPU (rows a block,
 columns of a register tile, the chunk, stages) stays a constant there.
