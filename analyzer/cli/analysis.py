@@ -26,7 +26,7 @@ from analyzer.cli.app import (
     progress_bar,
     shipped_gpus,
 )
-from analyzer.cli.cached import entry as cache_entry
+from analyzer.cli.cached import answer
 from analyzer.common.atomic import check_target
 
 
@@ -69,24 +69,16 @@ def analyze(
 
 def _analysis(diagram: str, gpu: str, sets: dict[str, int], *, dtype: str | None, cluster: int | None):
     """napkin analyze's answer: from the result cache where it holds one, else computed (and stored)."""
-    from analyzer.common import cache
     from analyzer.model.result import Analysis
-    entry = cache_entry("analyze", diagram, gpu, {"sets": sets, "dtype": dtype, "cluster": cluster})
-    text = cache.load("analyze", entry) if entry else None
-    try:
-        result = Analysis.model_validate_json(text) if text else None
-    except ValueError:       # a damaged entry: a miss
-        result = None
-    if result is None:
+
+    def compute() -> Analysis:
         from analyzer import hardware
         from analyzer.config.launch import with_expected
         from analyzer.model.analysis import analyze as run
         profile = hardware.load(gpu)
         result = run(diagram, profile, sets=sets, dtype=dtype, cluster=cluster)
-        result = with_expected(result, diagram, profile, dtype=dtype, sets=sets)
-        if entry:
-            cache.store("analyze", entry, result.model_dump_json())
-    return result
+        return with_expected(result, diagram, profile, dtype=dtype, sets=sets)
+    return answer("analyze", diagram, gpu, {"sets": sets, "dtype": dtype, "cluster": cluster}, Analysis, compute)
 
 
 def _show(result, as_json: bool, as_latex: bool) -> None:

@@ -1,10 +1,46 @@
-"""Which answers of the command line the result cache holds (analyzer.common.cache), and under what key:
-napkin analyze's analysis and napkin kernel's generated files, for a shipped or user's diagram on a
-shipped GPU profile."""
+"""Which answers of the command line the result cache holds (analyzer.common.cache), under what key, and
+in what form: napkin analyze's analysis and napkin kernel's generated files, for a shipped or user's
+diagram on a shipped GPU profile."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
 from analyzer.common.errors import NapkinError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class KernelFiles(BaseModel):
+    """What napkin kernel writes, before -o names it: the backend, the source, its companions by
+    suffix (CUDA: the .py loader) and the note it prints."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: str
+    source: str
+    extra: dict[str, str]
+    note: str | None
+
+
+def answer(kind: str, diagram: str, gpu: str, options: dict, model: type[M], compute: Callable[[], M]) -> M:
+    """Command `kind`'s answer for these arguments: read from the cache where it holds a valid one (a
+    damaged entry is a miss), else computed and stored."""
+    from analyzer.common import cache
+    name = entry(kind, diagram, gpu, options)
+    text = cache.load(kind, name) if name else None
+    try:
+        result = model.model_validate_json(text) if text else None
+    except ValueError:
+        result = None
+    if result is None:
+        result = compute()
+        if name:
+            cache.store(kind, name, result.model_dump_json())
+    return result
 
 
 def entry(kind: str, diagram: str, gpu: str, options: dict) -> str | None:

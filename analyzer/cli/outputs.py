@@ -25,7 +25,7 @@ from analyzer.cli.app import (
     progress_bar,
     wrote,
 )
-from analyzer.cli.cached import entry as cache_entry
+from analyzer.cli.cached import KernelFiles, answer
 from analyzer.common.atomic import check_target
 
 
@@ -98,32 +98,22 @@ def kernel(
     from analyzer.codegen.files import check_kernel_target, write_kernel
     check_kernel_target(output, backend or "triton")      # hopper and triton both write a .py module
     sets = parse_sets(set_ or [])
-    files = _kernel_files(diagram, gpu, {"backend": backend, "dtype": dtype, "config": config, "sets": sets})
-    if files["note"]:
-        typer.echo(f"note: {files['note']}", err=True)
-    for path in write_kernel(output, files["backend"], files["source"], files["extra"]):
+    files = answer("kernel", diagram, gpu, {"backend": backend, "dtype": dtype, "config": config, "sets": sets},
+                   KernelFiles, lambda: _generated(diagram, gpu, backend=backend, dtype=dtype, config=config,
+                                                   sets=sets))
+    if files.note:
+        typer.echo(f"note: {files.note}", err=True)
+    for path in write_kernel(output, files.backend, files.source, files.extra):
         wrote(path)
 
 
-def _kernel_files(diagram: str, gpu: str, options: dict) -> dict:
-    """napkin kernel's files (its backend, source, companions and note), from the result cache where it
-    holds them, else generated (and stored): ranking the configurations by size is most of the work."""
-    import json
-
-    from analyzer.common import cache
-    entry = cache_entry("kernel", diagram, gpu, options)
-    try:
-        files = json.loads(cache.load("kernel", entry) or "null") if entry else None
-    except ValueError:                                   # a damaged entry: a miss
-        files = None
-    if not (isinstance(files, dict) and set(files) == {"backend", "source", "extra", "note"}):
-        from analyzer.codegen import generate
-        with progress_bar("kernel") as progress:
-            g = generate(diagram, gpu, progress=progress, **options)
-        files = {"backend": g.backend, "source": g.source, "extra": dict(g.extra), "note": g.note}
-        if entry:
-            cache.store("kernel", entry, json.dumps(files))
-    return files
+def _generated(diagram: str, gpu: str, **options) -> KernelFiles:
+    """napkin kernel's files, generated: ranking the configurations by size is most of the work, which
+    the result cache saves a repeated command."""
+    from analyzer.codegen import generate
+    with progress_bar("kernel") as progress:
+        g = generate(diagram, gpu, progress=progress, **options)
+    return KernelFiles(backend=g.backend, source=g.source, extra=dict(g.extra), note=g.note)
 
 
 @app.command(cls=OneValue)
