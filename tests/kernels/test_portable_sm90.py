@@ -14,10 +14,10 @@ from __future__ import annotations
 import pytest
 
 from analyzer.codegen.generator import generate
+from bench.matmul_wgmma import without_edge_loop
 from tests.kernels.portable_build import SERIALISED, compiled
 
 JOBS = [{"TILE_A": 128, "TILE_C": 128, "BLOCK_B": 64, "num_warps": 4, "num_stages": s} for s in (2, 3)]
-EDGE = "    # stream b in chunks of BLOCK_B (edge chunks: masked)\n"
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +26,8 @@ def built(tmp_path_factory):
     where b is a multiple of the chunk, a diagnosis, not a kernel), each compiled for sm_90a."""
     tmp = tmp_path_factory.mktemp("portable_sm90")
     (path,) = generate("matmul", "h100", backend="triton").write(tmp / "matmul.py")
-    source = path.read_text()
-    head, edge, rest = source.partition(EDGE)
-    assert edge, "the generated matmul no longer has its masked edge loop: revisit these tests"
-    after = rest.index("    # tail of C")                      # the loop ends where the epilogue starts
     stripped = tmp / "matmul_no_edge.py"
-    stripped.write_text(head + rest[after:])
+    stripped.write_text(without_edge_loop(path.read_text()))    # bench/matmul_wgmma.py times the two
     return compiled(path, JOBS), compiled(stripped, JOBS)
 
 
