@@ -28,9 +28,14 @@ def compiled(path: Path, jobs: list[dict]) -> list[dict]:
     """Compile module `path`'s kernel once per job ({"entry": a CONFIGS entry, "head_dim", "dtype"}) in a
     fresh interpreter; each result: the SMEM the kernel allocates, which of INSTRUCTIONS its PTX has,
     whether the PTX uses local memory, and the bytes ptxas spills."""
+    return in_process_of_its_own("tests.kernels.hopper_build", path, jobs, timeout=900)
+
+
+def in_process_of_its_own(builder: str, path: Path, jobs: list[dict], *, timeout: int) -> list[dict]:
+    """`python -m BUILDER MODULE.py JOBS.json` without TRITON_INTERPRET: its JSON list of results."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-m", "tests.kernels.hopper_build", str(path), json.dumps(jobs)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    out = subprocess.run([sys.executable, "-m", builder, str(path), json.dumps(jobs)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     if out.returncode:
         raise AssertionError(f"compiling {path.name} failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout)
@@ -71,18 +76,24 @@ def _compile(module, entry: dict, head_dim: int, dtype: str) -> dict:
 
 
 def _spills(ptx: str, registers: int) -> int:
-    """Bytes ptxas spills (stores and loads) assembling `ptx` for sm_90a under a register cap: Triton's own
-    assembler, run again with -v (Triton reads the count only from a loaded kernel, on a GPU)."""
+    """Bytes ptxas spills (stores and loads) assembling `ptx` for sm_90a under a register cap."""
     import re
+    log = ptxas_log(ptx, f"--maxrregcount={registers}")
+    return sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", log))
+
+
+def ptxas_log(ptx: str, *flags: str) -> str:
+    """What ptxas -v says assembling `ptx` for sm_90a: Triton's own assembler, run again (Triton reads
+    the counts only from a loaded kernel, on a GPU, and keeps none of its notes)."""
     import tempfile
 
     from triton.backends.nvidia.compiler import get_ptxas
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "kernel.ptx"
         source.write_text(ptx)
-        out = subprocess.run([get_ptxas(90).path, "-v", "-arch=sm_90a", f"--maxrregcount={registers}", str(source),
+        out = subprocess.run([get_ptxas(90).path, "-v", "-arch=sm_90a", *flags, str(source),
                               "-o", str(Path(tmp) / "kernel.cubin")], capture_output=True, text=True, check=True)
-    return sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", out.stderr))
+    return out.stderr
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ signature Triton's launcher specialises for contiguous fp16 tensors whose sizes 
 (unit strides become the constant 1; pointers, sizes and the other strides are divisible by 16), and
 report what ptxas says of it.
 
-It runs in a process of its own (`compiled`), as hopper_build does: the kernel tests run under
+It runs in a process of its own (`compiled`, through hopper_build's runner): the kernel tests run under
 TRITON_INTERPRET=1, which cannot compile.
 
     python -m tests.kernels.portable_build MODULE.py JOBS.json   # prints a JSON list, one result a job
@@ -12,14 +12,11 @@ TRITON_INTERPRET=1, which cannot compile.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from tests.kernels.hopper_build import ROOT, _load
+from tests.kernels.hopper_build import _load, in_process_of_its_own, ptxas_log
 
 UNIT = ("stride_A_b", "stride_B_c", "stride_C_c")      # the last axis of each array: contiguous
 SERIALISED = "C7515"      # ptxas: "Potential Performance Loss: wgmma.mma_async instructions are serialized"
@@ -30,18 +27,12 @@ def compiled(path: Path, jobs: list[dict]) -> list[dict]:
     "num_stages"}) in a fresh interpreter; each result: the SMEM the kernel allocates, the wgmma wait
     counts of its PTX, and the codes of ptxas's notes assembling it
     (C7515: it serialised the wgmma)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-m", "tests.kernels.portable_build", str(path), json.dumps(jobs)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
-    if out.returncode:
-        raise AssertionError(f"compiling {path.name} failed:\n{out.stderr[-4000:]}")
-    return json.loads(out.stdout)
+    return in_process_of_its_own("tests.kernels.portable_build", path, jobs, timeout=600)
 
 
 def _compile(module, job: dict) -> dict:
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.backends.nvidia.compiler import get_ptxas
     from triton.compiler import ASTSource
 
     fn = module._matmul_gemm
@@ -56,14 +47,10 @@ def _compile(module, job: dict) -> dict:
                             target=GPUTarget("cuda", 90, 32),
                             options={"num_warps": job["num_warps"], "num_stages": job["num_stages"]})
     ptx = kernel.asm["ptx"]
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "kernel.ptx"
-        source.write_text(ptx)
-        out = subprocess.run([get_ptxas(90).path, "-v", "-arch=sm_90a", str(source), "-o", str(Path(tmp) / "k.cubin")],
-                             capture_output=True, text=True, check=True)
+    log = ptxas_log(ptx)
     return {"shared": kernel.metadata.shared, "mma": ptx.count("wgmma.mma_async"),
             "waits": sorted({int(n) for n in re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)}),
-            "notes": sorted(set(re.findall(r"\((C\d{4})\)", out.stderr)))}
+            "notes": sorted(set(re.findall(r"\((C\d{4})\)", log)))}
 
 
 if __name__ == "__main__":
