@@ -108,9 +108,10 @@ def test_the_size_plot_draws_each_gpu_and_bound():
     doc = json.loads(invoke("analyze", "attention", "--gpu", "h100", "--gpu", "a100", "--set", "q=2048..8192",
                             "--json"))
     fig = figure(Comparison.model_validate(doc))
-    labels = fig.axes[0].get_legend().get_texts()
-    assert {"h100-sxm5", "a100", "idealised bound"} <= {t.get_text() for t in labels}
-    assert any(t.get_text().endswith("-bound") and t.get_text() != "idealised bound" for t in labels)
+    labels = {t.get_text() for t in fig.axes[0].get_legend().get_texts()}
+    assert {"h100-sxm5: expected, calibrated model", "a100: expected, idealised model (not calibrated)",
+            "napkin analyze: idealised bound (datasheet rates)"} <= labels
+    assert any(t.endswith("-bound") and "idealised" not in t for t in labels)
 
 
 @pytest.mark.parametrize("args, fragment", [
