@@ -10,6 +10,9 @@ Per GPU: the GMEM roof (thick), a thinner ceiling for each lower level the trans
 ridge, and the algorithm at the tiles napkin analyze chooses: x = tensor FLOPs / transfer bytes at
 that level, y = tensor FLOPs / predicted time (Equation 2's levels and the compute time; the predicted
 time is at least every level's transfer time and the compute time, so each point lies under its roof).
+The point is napkin analyze's time, not the generated kernel's: on a datasheet profile the paper's
+idealised bound (datasheet rates, perfect overlap), which its label and the legend say; on a profile
+that carries fitted parameters (h100-calibrated) that time with them, drawn with a heavier edge.
 Kernels run one after another, so a diagram with several kernels gives one point for their sum.
 GPUs whose points coincide nest their markers (each in its GPU's shape, the first drawn largest), and
 ridge labels that would overlap are stacked.
@@ -39,6 +42,10 @@ from analyzer.plot import style
 POINTS = 200
 MANY_DECADES = 3.0  # a throughput axis spanning fewer decades labels 1, 2 and 5 of each
 MARGIN = 8.0        # the intensity range extends this factor past the ridges and points
+# what napkin analyze's point is: by whether the profile carries fitted parameters
+POINT_LABEL = {False: "idealised bound (datasheet rates)", True: "with the profile's fitted parameters"}
+POINT_WORDS = {False: "idealised", True: "fitted"}   # in the point's label
+EDGE = {False: 0.9, True: 2.4}   # the point's edge width
 
 
 def figure(diagram: str, gpus: list[str], *, dtype: str | None, sets: dict[str, int]) -> Figure:
@@ -84,11 +91,11 @@ def figure(diagram: str, gpus: list[str], *, dtype: str | None, sets: dict[str, 
     ax.set_xlabel(f"arithmetic intensity: tensor FLOPs per byte moved from {rooflines[0].source} "
                   "(FLOP/B)", fontsize=style.FONT_SIZE + 1)
     ax.set_ylabel(f"attainable tensor throughput ({d.dtype}, FLOP/s)", fontsize=style.FONT_SIZE + 1)
-    kinds = [Line2D([], [], linestyle="none", marker="o", markerfacecolor="#444444",
-                    markeredgecolor="black", label=f"chosen tiles, intensity over {rooflines[0].source} "
-                                                   "transfers"),
-             Line2D([], [], linestyle="none", marker="o", markerfacecolor="white",
-                    markeredgecolor="black", label="the same, over a lower level's transfers"),
+    kinds = [Line2D([], [], linestyle="none", marker="o", markerfacecolor="#444444", markeredgecolor="black",
+                    markeredgewidth=EDGE[fitted], label=f"chosen tiles, {POINT_LABEL[fitted]}")
+             for fitted in sorted({r.fitted for r in rooflines})]
+    kinds += [Line2D([], [], linestyle="none", marker="o", markerfacecolor="white",
+                     markeredgecolor="black", label="the same, over a lower level's transfers"),
              Line2D([], [], linestyle="none", marker="|", markersize=10, color="black",
                     label="ridge: peak / bandwidth (FLOP/B, written above it)")]
     ax.legend(handles=handles + kinds, loc="upper left", bbox_to_anchor=(1.01, 1.0),
@@ -124,6 +131,7 @@ class Roofline:
     traffic: tuple[Traffic, ...]     # highest level (fed from GMEM) first
     tiles: tuple[str, ...]           # chosen tiles at the lowest level, one line per kernel
     bound: str
+    fitted: bool = False             # the profile carries fitted parameters: the time is not the idealised bound
 
     @property
     def source(self) -> str:
@@ -168,7 +176,8 @@ def roofline(analysis: Analysis, profile: Profile) -> Roofline:
     else:
         tiles = tuple(f"{k.name}: {style.tiles_label(k.levels[-1].chosen)}" for k in kernels)
     return Roofline(profile.name, profile.rate("tensor", analysis.dtype), analysis.totals.tensor_flops,
-                    analysis.totals.throughput_flops_per_s, traffic, tiles, analysis.totals.bound)
+                    analysis.totals.throughput_flops_per_s, traffic, tiles, analysis.totals.bound,
+                    analysis.gpu.calibration is not None)
 
 
 def _draw(ax: Axes, r: Roofline, intensity: np.ndarray, size: float,
@@ -192,7 +201,7 @@ def _draw(ax: Axes, r: Roofline, intensity: np.ndarray, size: float,
                            linewidth=0.9, linestyle=(0, (3, 2)), gid=f"ceiling:{r.gpu}:{t.level}",
                            label=f"{r.gpu}: {t.source}\u2192{t.level} {si(t.bandwidth_bytes_per_s, 'B/s')}")
     ax.plot([r.intensity], [r.throughput], linestyle="none", marker=marker, markersize=size,
-            markerfacecolor=color, markeredgecolor="black", markeredgewidth=0.9, zorder=5,
+            markerfacecolor=color, markeredgecolor="black", markeredgewidth=EDGE[r.fitted], zorder=5,
             gid=f"point:{r.gpu}")
     # the same point, hollow, per level
     for t, x, s in zip(lower, r.intensities()[1:], lower_sizes, strict=True):
@@ -223,11 +232,11 @@ def _point_labels(ax: Axes, rooflines: list[Roofline]) -> None:
     """
     groups: dict[tuple, list[Roofline]] = {}
     for r in rooflines:
-        key = (round(math.log10(r.intensity), 3), round(math.log10(r.throughput), 3), *r.tiles, r.bound)
+        key = (round(math.log10(r.intensity), 3), round(math.log10(r.throughput), 3), *r.tiles, r.bound,
+               r.fitted)
         groups.setdefault(key, []).append(r)
     members = list(groups.values())
-    texts = [[f"{', '.join(g.gpu for g in group)}: {group[0].bound}, {si(group[0].throughput, 'FLOP/s')}",
-              *group[0].tiles] for group in members]
+    texts = [[_head(group), *group[0].tiles] for group in members]
     low, high = (math.log10(v) for v in ax.get_xlim())
     line = 0.09   # decades of throughput per text line at this figure's size
     placed = style.spread([math.log10(g[0].throughput) for g in members],
@@ -240,3 +249,9 @@ def _point_labels(ax: Axes, rooflines: list[Roofline]) -> None:
                     (r.intensity, 10 ** (y_log - 0.2)), textcoords="data",
                     ha="left" if right else "center", va="center" if right else "top",
                     fontsize=style.FONT_SIZE - 1, gid=f"label:{','.join(g.gpu for g in group)}")
+
+
+def _head(group: list[Roofline]) -> str:
+    """A point's first label line: its GPUs, its bound and throughput, and which model timed it."""
+    r = group[0]
+    return f"{', '.join(g.gpu for g in group)}: {r.bound}, {si(r.throughput, 'FLOP/s')} {POINT_WORDS[r.fitted]}"

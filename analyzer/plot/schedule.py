@@ -5,7 +5,9 @@ body is a bar on its lane, as wide as its clock cycles per row from the compute 
 coloured by warpgroup and labelled with its stage and chunk (centred on the part of the bar the window
 shows, where the label fits whole); the assumed overhead of a non-tensor block is the hatched part
 after it. The x axis is the paper's ruler: clock cycles per active row (thread).
-The title gives the strategy, the number of warpgroups, the overhead and the tensor cores' busy share.
+The title gives the strategy, the number of warpgroups, the overhead and the tensor cores' busy share,
+and says what the picture is: the paper's idealised model (Table 3's cycles at the datasheet's rates),
+with the overhead an assumption of the command's, not a measurement; no calibration enters it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ LANE_NAMES = {"tensor": "tensor cores", "sfu": "special function unit", "vector"
 GROUP_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
                 "#8c8c8c")
 SHOWN_PERIODS = 3
+IDEALISED = "the paper's idealised model (Table 3's clock cycles at the datasheet's rates), not calibrated"
 
 
 def figure(diagram: str, gpu: str, *, config: str | None = None, sets: dict[str, int] | None = None,
@@ -61,7 +64,9 @@ def figure(diagram: str, gpu: str, *, config: str | None = None, sets: dict[str,
     c = report.configuration
     ax.set_title(f"{report.diagram} on {report.gpu}, {c.name}: {o.strategy}-{unit} overlap, "
                  f"N = {o.groups}, overhead {o.overhead:.0%} -> tensor cores busy "
-                 f"{o.utilization:.0%} (period {o.period_clocks_per_row:.3g} clk/row)", fontsize=9)
+                 f"{o.utilization:.0%} (period {o.period_clocks_per_row:.3g} clk/row)\n{IDEALISED}"
+                 + ("; the overhead is assumed (--overhead)" if o.overhead else ""),
+                 fontsize=9)
     handles = [Patch(facecolor=GROUP_COLORS[g % len(GROUP_COLORS)], edgecolor="black",
                      label=f"{unit} {g}") for g in range(o.groups)]
     if o.overhead > 0:

@@ -220,3 +220,26 @@ def test_cli_bad_extension_is_one_error_line(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ")
     assert "x.txt" in proc.stderr
+
+
+def test_points_say_they_are_the_idealised_bound_or_the_fitted_model():
+    """napkin analyze's point is the paper's idealised bound on a datasheet profile and its time with
+    fitted parameters on a calibrated one: the point's label, its edge and the legend tell them apart
+    (regression: both were 'chosen tiles', unmarked)."""
+    fig = roofline.figure("attention", ["h100", "h100-calibrated"], dtype=None, sets={})
+    found = artists(fig)
+    assert found["label:h100-sxm5"].get_text().splitlines()[0].endswith(" idealised")
+    assert found["label:h100-calibrated"].get_text().splitlines()[0].endswith(" fitted")
+    idealised, fitted = found["point:h100-sxm5"], found["point:h100-calibrated"]
+    assert fitted.get_markeredgewidth() > idealised.get_markeredgewidth()
+    handles = {h.get_label(): h for h in fig.axes[0].get_legend().legend_handles}
+    assert handles["chosen tiles, idealised bound (datasheet rates)"].get_markeredgewidth() == \
+        idealised.get_markeredgewidth()
+    assert handles["chosen tiles, with the profile's fitted parameters"].get_markeredgewidth() == \
+        fitted.get_markeredgewidth()
+
+
+def test_datasheet_profiles_alone_name_only_the_idealised_bound(fig):
+    labels = {h.get_label() for h in fig.axes[0].get_legend().legend_handles}
+    assert "chosen tiles, idealised bound (datasheet rates)" in labels
+    assert not any("fitted" in label for label in labels)

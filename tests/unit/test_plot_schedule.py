@@ -109,3 +109,14 @@ def test_cli(tmp_path):
                           "-o", str(tmp_path / "s.gif")], capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stderr.startswith("error:") and ".png" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("overhead", [0.0, 0.66])
+def test_the_title_says_the_schedule_is_the_idealised_model(overhead):
+    """The busy share is the paper's idealised model with an assumed overhead, not a measurement: the
+    title says so (regression: it read as a prediction of its own)."""
+    fig = figure("attention", "h100-calibrated", config="fa3_fp16_intra", overhead=overhead)
+    second = fig.axes[0].get_title().splitlines()[1]
+    assert second.startswith("the paper's idealised model (Table 3's clock cycles at the datasheet's rates), "
+                             "not calibrated")
+    assert ("the overhead is assumed (--overhead)" in second) == bool(overhead)
