@@ -45,7 +45,15 @@ from analyzer.common.errors import NapkinError
 from analyzer.common.progress import Progress, silent
 from analyzer.config.kernels import configure_kernels
 from analyzer.config.sweep import sweep
-from analyzer.hardware import SCALARS, Calibration, Estimate, Profile, RegisterRelation
+from analyzer.hardware import (
+    SCALARS,
+    Calibration,
+    Estimate,
+    HeldOut,
+    Profile,
+    RegisterRelation,
+    held_out_fit,
+)
 from analyzer.model.analysis import resolve_sizes
 
 
@@ -113,8 +121,9 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
         best = bootstrap(c.take(train), found, samples=samples, bounds=bounds, progress=progress)
     else:
         best = replace(fitted, rms_log_error=rms_log_error(c.take(train), fitted.values))
-    calibrated = calibrated_profile(base, best, rec, recording, name, len(train), relation)
     predictions = {"datasheet": c.time({}), "calibrated": c.time(best.values)}
+    calibrated = calibrated_profile(base, best, rec, recording, name, len(train), relation,
+                                    held_out_errors(records, predictions["calibrated"], splits))
     choices, slowest = {}, 0.0
     for i, (label, profile) in enumerate((("datasheet", base), ("calibrated", calibrated))):
         progress("choices", i, 2)
@@ -242,8 +251,25 @@ def _estimate(value: float, error: float | None) -> Estimate:
                     uncertainty=None if error is None or not np.isfinite(error) else float(f"{error:.2g}"))
 
 
+def held_out_errors(records: list[Record], predicted: np.ndarray, splits: np.ndarray) -> dict[str, HeldOut]:
+    """Per family, how far `predicted` is off on the records held out of the fit (held-out
+    configurations and size together: the report's "held out" row)."""
+    family = np.array([r.family for r in records])
+    measured_s = np.array([r.time_s for r in records])
+    out = {}
+    for f in sorted(set(family)):
+        held = (splits != "train") & (family == f)
+        if held.any():
+            e = errors(predicted[held], measured_s[held])
+            out[f] = HeldOut(e.median, e.p90)
+    return out
+
+
 def calibrated_profile(base: Profile, f: Fit, rec: Recording, source: str, name: str | None,
-                       train: int, registers: RegisterRelation | None = None) -> Profile:
+                       train: int, registers: RegisterRelation | None = None,
+                       held_out: dict[str, HeldOut] | None = None) -> Profile:
+    """The calibrated profile: `f`'s parameters with their errors, and how the fit did (its RMS log
+    error on the `train` training records and, per family, its error on the `held_out` records)."""
     meta = rec.meta
     grouped: dict = {"pipeline_efficiency": {}, "bandwidth_efficiency": {}, "power": {}}
     for n in f.names:
@@ -258,7 +284,8 @@ def calibrated_profile(base: Profile, f: Fit, rec: Recording, source: str, name:
                 f"{meta.get('date', '?')}; {train} training configurations, robust fit with "
                 f"{f.samples} bootstrap refits (napkin calibrate)"),
         **grouped, registers=registers,
-        fit={"training_records": train, "rms_log_error": float(f"{f.rms_log_error:.3g}")})
+        fit={"training_records": train, "rms_log_error": float(f"{f.rms_log_error:.3g}"),
+             **held_out_fit(held_out or {})})
     return base.model_copy(update={"name": name or f"{base.name}-calibrated", "aliases": [],
                                    "description": f"{base.description}, model fitted to measurements",
                                    "calibration": cal})

@@ -14,6 +14,7 @@ _HOME = {
     "calibrated_sibling": "files", "hopper_fit": "files", "load": "files", "load_profile_file": "files",
     "portable_model": "files", "shipped_profiles": "files",
     "SCALARS": "profile", "Calibration": "profile", "Estimate": "profile", "HopperFit": "profile",
+    "HeldOut": "profile", "held_out_fit": "profile",
     "LevelProfile": "profile", "Profile": "profile", "RegisterRelation": "profile",
 }
 

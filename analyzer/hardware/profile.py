@@ -9,6 +9,7 @@ file (docs/hardware-profiles.md lists the sources and where the paper's values d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
@@ -134,6 +135,30 @@ class Divisors(Exact):
                                        "stream sizes of contraction axes must be multiples.")
 
 
+@dataclass(frozen=True)
+class HeldOut:
+    """How far a fitted model was off on records held out of its fit: |predicted / measured - 1|."""
+
+    median: float
+    p90: float | None = None       # the 90th percentile, where the fit says
+
+
+# the calibration's fit entries napkin calibrate writes per family: `held_out_median_error.attention`
+HELD_OUT = ("held_out_median_error", "held_out_p90_error")
+# the Hopper kernel's fit: which held-out records each median is over
+HOPPER_HELD_OUT = {"the held-out size": "held_out_median_error", "shapes beyond the grid": "beyond_median_error"}
+
+
+def held_out_fit(errors: dict[str, HeldOut]) -> dict[str, float]:
+    """A calibration's fit entries for the held-out errors per family, as Calibration.held_out reads them."""
+    out = {}
+    for family, e in errors.items():
+        out[f"{HELD_OUT[0]}.{family}"] = float(f"{e.median:.3g}")
+        if e.p90 is not None:
+            out[f"{HELD_OUT[1]}.{family}"] = float(f"{e.p90:.3g}")
+    return out
+
+
 class Estimate(Exact):
     """A fitted parameter: its value and one standard error (bootstrap over the recorded configurations)."""
 
@@ -186,6 +211,13 @@ class HopperFit(Exact):
                           "those on the diagonal: the mask's compares and selects).")
     fit: dict[str, float | int | str] = Field(default_factory=dict,
                                               description="How well the fit did (informative).")
+
+    def held_out(self) -> dict[str, HeldOut]:
+        """What napkin calibrate --kernel hopper measured of the fit on records it held out: the grid's
+        held-out size and the shapes beyond the grid, by their median error (empty where the fit does not
+        say)."""
+        return {what: HeldOut(float(self.fit[key])) for what, key in HOPPER_HELD_OUT.items()
+                if isinstance(self.fit.get(key), int | float)}
 
 
 class Calibration(Exact):
@@ -249,6 +281,17 @@ class Calibration(Exact):
     def value(self, name: str) -> float:
         e = getattr(self, name)
         return e.value if e else 0.0
+
+    def held_out(self) -> dict[str, HeldOut]:
+        """Per family of the recording (attention, matmul), what napkin calibrate measured of the fit on the
+        records it held out of it (empty for a calibration written before it said)."""
+        out = {}
+        for key, value in self.fit.items():
+            name, _, family = key.partition(".")
+            if name == HELD_OUT[0] and family and isinstance(value, int | float):
+                p90 = self.fit.get(f"{HELD_OUT[1]}.{family}")
+                out[family] = HeldOut(float(value), float(p90) if isinstance(p90, int | float) else None)
+        return out
 
     def as_params(self) -> dict[str, float]:
         """Flat parameter names (pipeline_efficiency.tensor, softmax_overhead, ...) -> values."""

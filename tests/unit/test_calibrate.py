@@ -252,6 +252,42 @@ def test_held_out_errors_split_by_class():
     assert [register_class(*x, 255) for x in ((255, 0), (100, 8))] == ["at the cap", "below the cap, spilling"]
 
 
+def test_the_calibrated_profile_carries_its_held_out_errors_per_family():
+    """calibrate writes, per family, the median and 90th percentile of the error on the records held out
+    of the fit (configurations and size together), where Calibration.held_out reads them: what a report
+    says of a prediction's accuracy comes from the profile that made it (regression: the profile carried
+    its training error alone)."""
+    from analyzer.calibrate.calibrate import held_out_errors
+    from analyzer.calibrate.record import Record
+    from analyzer.hardware import Calibration, held_out_fit
+    base = {"dtype": "fp16", "kernel": "k", "sizes": {"q": 512}, "seqlen": 512, "status": "ok",
+            "time_s": 1.0, "tiles": {"g_q": 64}, "num_warps": 4, "num_stages": 2}
+    rows = [("attention", "train", 9.0), ("attention", "configs", 1.1), ("attention", "size", 0.7),
+            ("attention", "configs", 1.0), ("matmul", "size", 1.2), ("matmul", "train", 5.0)]
+    records = [Record(**base, family=f, diagram=f, head_dim=64 if f == "attention" else None) for f, *_ in rows]
+    found = held_out_errors(records, np.array([p for *_, p in rows]), np.array([s for _, s, _ in rows]))
+    assert set(found) == {"attention", "matmul"}
+    assert found["attention"].median == pytest.approx(0.1)            # |1.1 - 1|, |0.7 - 1|, |1.0 - 1|
+    assert found["attention"].p90 == pytest.approx(np.quantile([0.1, 0.3, 0.0], 0.9))
+    assert found["matmul"].median == pytest.approx(0.2)
+    read = Calibration(source="s", fit={"training_records": 2, **held_out_fit(found)}).held_out()
+    assert read["attention"].median == pytest.approx(0.1) and read["matmul"].p90 == pytest.approx(0.2)
+    assert Calibration(source="s", fit={"training_records": 2}).held_out() == {}
+
+
+@pytest.mark.parametrize("gpu", sorted(COMMITTED))
+def test_committed_profiles_carry_their_reports_held_out_errors(gpu):
+    """Each committed calibrated profile's held-out errors are its validation report's "held out" row of
+    the calibrated model, per family, to the report's digits."""
+    c = COMMITTED[gpu]
+    held = load_profile_file(c.profile).calibration.held_out()
+    rows = re.findall(r"^\| (\w+) \| held out \| calibrated \| \d+ \| ([\d.]+) % \| ([\d.]+) % \|",
+                      c.report.read_text(), re.M)
+    assert {family for family, *_ in rows} == set(held) == {"attention", "matmul"}
+    for family, median, p90 in rows:
+        assert f"{100 * held[family].median:.1f}" == median and f"{100 * held[family].p90:.1f}" == p90
+
+
 def test_stage_pairs_set_a_configuration_beside_itself_at_more_stages():
     """Only records that differ in their stages alone pair up, at the same size."""
     from types import SimpleNamespace
