@@ -89,7 +89,8 @@ def write_sample(folder: Path) -> tuple[Path, Path]:
     """docs/report-sample.html and a screenshot of its top, report-sample.png."""
     from analyzer.common.atomic import write_text
     from analyzer.report.page import page
-    html = write_text(folder / "report-sample.html", page(*SAMPLE), "--output")
+    html = folder / "report-sample.html"
+    write_text(html, page(*SAMPLE, path=html), "--output")
     png = folder / "report-sample.png"
     with tempfile.TemporaryDirectory() as profile, browser(Path(profile), 1280, 1800) as driver:
         driver.get(html.resolve().as_uri())

@@ -146,5 +146,6 @@ def report(diagram: DiagramArg,
     from analyzer.report.page import page
     with progress_bar("report") as progress:
         progress("analyse and draw", 0, 1)
-        html = page(diagram, list(dict.fromkeys(gpu or ["h100"])), sets=parse_sets(set_ or []), dtype=dtype)
+        html = page(diagram, list(dict.fromkeys(gpu or ["h100"])), sets=parse_sets(set_ or []), dtype=dtype,
+                    path=output)
     wrote(write_text(output, html, "--output"))

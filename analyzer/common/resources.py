@@ -1,5 +1,5 @@
-"""Where the shipped data lives: diagrams/, hardware/ and the recordings the calibrated profiles were
-fitted to (bench/results/).
+"""Where the shipped data lives: diagrams/, hardware/, the recordings the calibrated profiles were
+fitted to (bench/results/) and the documentation (docs/, which napkin report's pages link to).
 
 In an installed wheel they are inside the package (analyzer/_data/, see pyproject.toml); in a
 checkout they are in the repository. Never relative to the current directory.
@@ -15,11 +15,11 @@ from analyzer.common.errors import NapkinError
 _PACKAGE = Path(__file__).resolve().parent.parent      # analyzer/
 
 
-_CHECKOUT = {"diagrams": "diagrams", "hardware": "hardware", "recordings": "bench/results"}
+_CHECKOUT = {"diagrams": "diagrams", "hardware": "hardware", "recordings": "bench/results", "docs": "docs"}
 
 
 def data_dir(kind: str) -> Path:
-    """The folder holding the shipped `diagrams`, `hardware` or `recordings` files."""
+    """The folder holding the shipped `diagrams`, `hardware` or `recordings` files, or the `docs`."""
     for candidate in (_PACKAGE / "_data" / kind, _PACKAGE.parent / _CHECKOUT[kind]):
         if candidate.is_dir():
             return candidate

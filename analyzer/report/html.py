@@ -5,15 +5,16 @@ from escaped text, MathML from sympy's printer (whose elements are checked again
 SVG from matplotlib (which escapes its text). A diagram's title, a file path, a profile's name or a
 kernel's source can then hold `<script>` and still show as text.
 
-The page works offline: the only references in it are fragment links (`#id`, `url(#id)`), and each
-inline SVG's ids carry a prefix of its own, so that the figures of one page do not share ids.
+The page works offline: the only references in it are fragment links (`#id`, `url(#id)`) and links
+to napkin's own documents (`linked`), which a browser follows only when clicked; each inline SVG's ids
+carry a prefix of its own, so that the figures of one page do not share ids.
 """
 
 from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import sympy
 from matplotlib.figure import Figure
@@ -21,7 +22,7 @@ from rich.console import Group
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
-from sympy.printing.mathml import mathml
+from sympy.printing.mathml import MathMLPresentationPrinter
 
 from analyzer.plot.output import render
 
@@ -46,6 +47,22 @@ def tag(name: str, body: object = "", **attrs: object) -> Markup:
     return Markup(f"<{name}{shown}>{esc(body)}</{name}>")
 
 
+DOC = re.compile(r"\bdocs/([A-Za-z0-9_-]+\.md)\b")     # a mention of one of napkin's documents
+
+
+def linked(value: object, docs: Mapping[str, str]) -> Markup:
+    """`value` as HTML text, each mention of a document in `docs` (`docs/model.md`: file name -> href) a
+    link to it; markup in the text still shows as characters."""
+    if isinstance(value, Markup):
+        return value
+    text, out, last = str(value), [], 0
+    for m in DOC.finditer(text):
+        if m[1] in docs:
+            out += [esc(text[last:m.start()]), tag("a", m[0], href=docs[m[1]], class_="doc")]
+            last = m.end()
+    return join([*out, esc(text[last:])])
+
+
 def table(headers: Sequence[object], rows: Iterable[Sequence[object]], *, caption: object = None,
           numeric: Sequence[int] = ()) -> Markup:
     """A table; the columns at `numeric` (indexes) are right-aligned."""
@@ -62,37 +79,39 @@ def bullets(items: Iterable[object]) -> Markup:
 
 # -- rich renderables (what napkin analyze and configure print) as HTML --------------------------------
 
-def rich(renderable: object) -> Markup:
-    """A rich Group, Table or Text as HTML: tables as tables, lines as paragraphs, bold as bold."""
+def rich(renderable: object, docs: Mapping[str, str] | None = None) -> Markup:
+    """A rich Group, Table or Text as HTML: tables as tables, lines as paragraphs, bold as bold; the
+    documents it mentions linked (`docs`, as `linked` takes them)."""
+    docs = docs or {}
     if isinstance(renderable, Group):
-        return join(rich(r) for r in renderable.renderables)
+        return join(rich(r, docs) for r in renderable.renderables)
     if isinstance(renderable, Table):
-        return _rich_table(renderable)
+        return _rich_table(renderable, docs)
     if isinstance(renderable, Text):
-        return tag("p", _styled(renderable), class_="line") if renderable.plain.strip() else Markup()
-    return tag("p", str(renderable), class_="line")
+        return tag("p", _styled(renderable, docs), class_="line") if renderable.plain.strip() else Markup()
+    return tag("p", linked(str(renderable), docs), class_="line")
 
 
-def _rich_table(t: Table) -> Markup:
+def _rich_table(t: Table, docs: Mapping[str, str]) -> Markup:
     columns = [list(c.cells) for c in t.columns]
-    rows = [[_cell(col[i]) for col in columns] for i in range(t.row_count)]
+    rows = [[_cell(col[i], docs) for col in columns] for i in range(t.row_count)]
     numeric = [i for i, c in enumerate(t.columns) if c.justify == "right"]
-    return table([_cell(c.header) for c in t.columns], rows,
-                 caption=_cell(t.title) if t.title else None, numeric=numeric)
+    return table([_cell(c.header, docs) for c in t.columns], rows,
+                 caption=_cell(t.title, docs) if t.title else None, numeric=numeric)
 
 
-def _cell(value: object) -> Markup:
-    return _styled(value) if isinstance(value, Text) else esc(value)
+def _cell(value: object, docs: Mapping[str, str]) -> Markup:
+    return _styled(value, docs) if isinstance(value, Text) else linked(value, docs)
 
 
-def _styled(text: Text) -> Markup:
+def _styled(text: Text, docs: Mapping[str, str]) -> Markup:
     """Text with its bold and coloured spans (green: fits, red: does not)."""
     cuts = sorted({0, len(text.plain), *(s.start for s in text.spans), *(s.end for s in text.spans)})
     out = []
     for start, end in zip(cuts, cuts[1:]):
         style = Style.combine([_style(text.style), *(_style(s.style) for s in text.spans
                                                       if s.start <= start and end <= s.end)])
-        piece = esc(text.plain[start:end])
+        piece = linked(text.plain[start:end], docs)
         if style.color is not None and style.color.name in ("red", "green"):
             piece = tag("span", piece, class_="bad" if style.color.name == "red" else "good")
         out.append(tag("strong", piece) if style.bold else piece)
@@ -112,11 +131,43 @@ MATHML_CORE = {"math", "semantics", "annotation", "mrow", "mi", "mn", "mo", "ms"
 _TAGS = re.compile(r"</?([A-Za-z][A-Za-z0-9:-]*)")
 
 
-def math(expr: sympy.Basic, text: str | None = None) -> Markup:
+class _Presentation(MathMLPresentationPrinter):
+    """sympy's presentation MathML, but for a symbol whose last subscript names a memory level (g_q_l2:
+    the group size of q at level l2): that subscript shows upright in capitals after a comma, g_{q,L2}.
+    As sympy writes it, <mi>l2</mi> in a subscript reads as 12."""
+
+    def __init__(self, levels: Collection[str]):
+        super().__init__({})
+        self.levels = frozenset(levels)
+
+    def _print_Symbol(self, sym: sympy.Symbol, style: str = "plain"):
+        x = super()._print_Symbol(sym, style)
+        name, _, level = sym.name.rpartition("_")
+        if level not in self.levels or "_" not in name or x.tagName not in ("msub", "msubsup"):
+            return x
+        subscripts = x.childNodes[1]              # an <mrow> of <mi> joined by <mo> (two or more of them)
+        for node in subscripts.childNodes:
+            if node.tagName == "mo":
+                node.firstChild.data = ","
+        last = subscripts.lastChild
+        upright = self.dom.createElement("mtext")
+        upright.setAttribute("class", "level")
+        upright.appendChild(self.dom.createTextNode(level.upper()))
+        subscripts.replaceChild(upright, last)
+        return x
+
+
+def presentation(expr: sympy.Basic, levels: Collection[str] = ()) -> str:
+    """`expr` as presentation MathML (the body of a <math> element), the subscripts naming `levels` upright."""
+    return _Presentation(levels).doprint(expr)
+
+
+def math(expr: sympy.Basic, text: str | None = None, *, levels: Collection[str] = ()) -> Markup:
     """`expr` as a <math> element, its plain text (`text`, default sympy's) as the annotation (what a
-    copy takes); an expression sympy prints with an element outside MathML Core shows as code instead."""
+    copy takes); an expression sympy prints with an element outside MathML Core shows as code instead.
+    A symbol's last subscript that names one of `levels` shows as that level, upright in capitals."""
     text = str(expr) if text is None else text
-    body = mathml(expr, printer="presentation")
+    body = presentation(expr, levels)
     if not set(_TAGS.findall(body)) <= MATHML_CORE:
         return tag("code", text)
     return Markup(f'<math displaystyle="true"><semantics>{body}'
@@ -164,7 +215,10 @@ p.line { margin: 0.25em 0; white-space: pre-wrap; }
 .lead { font-size: 1.05em; } .note { color: #555; } .absent { color: #8a4b00; font-style: italic; }
 .good { color: #1d7a33; } .bad { color: #b3261e; }
 svg.figure { display: block; max-width: 100%; height: auto; margin: 0.6em 0; }
-math { font-size: 1.1em; }
+math { font-size: 1.1em; padding: 0.2em 0; }
+mfrac > * { padding: 0.12em 0; }
+td .at { margin-top: 0.3em; }
+a.doc { color: #1f5fbf; }
 pre { background: #f6f8fa; border: 1px solid #d4d4d4; padding: 0.8em; overflow: auto; max-height: 42em;
       font-size: 0.8em; line-height: 1.35; }
 code { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; }

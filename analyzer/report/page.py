@@ -6,26 +6,33 @@
     -> the drawing, the H*(M) curves and the roofline of every GPU -> one HTML page
 
 The page leads with the prediction (the expected time of the generated kernel, napkin analyze's own
-time beside it), then the drawing, the symbolic H, M and H* as MathML, the optimum and the chosen tiles,
+time beside it, and how accurate the first is: its fit's held-out error as the calibrated profile
+carries it, or that it is the idealised model), then the drawing, the symbolic H, M and H* as MathML, the optimum and the chosen tiles,
 the tables of Section 5 with the schedule, the curves, the roofline, the assumptions, napkin analyze's
 whole text and the kernel's source. Where a part does not apply to the diagram or a GPU (no Section 5
 configuration, no kernel generated, no closed form to plot) the page says why instead. A bad diagram or
 `--set` is an error, as in napkin analyze; so is a GPU list none of which the diagram can be analysed on.
 
 The same inputs give the same page, byte for byte: nothing in it depends on the time or on chance.
+Its mentions of napkin's documents link them, relative to where the page is written (doc_links).
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
 
 import sympy
 
+from analyzer import hardware
 from analyzer.codegen import generate
+from analyzer.common import resources
 from analyzer.common.errors import NapkinError
-from analyzer.common.expr import MEMORY, at
+from analyzer.common.expr import MEMORY, at, symbol
 from analyzer.common.units import binary, seconds, si
 from analyzer.common.version import __version__
 from analyzer.config.configure import configure
@@ -50,6 +57,7 @@ from analyzer.report.html import (
     bullets,
     document,
     join,
+    linked,
     math,
     rich,
     svg,
@@ -65,6 +73,7 @@ SECTIONS = (("prediction", "Predicted time"), ("diagram", "The diagram"),
             ("kernel", "Generated kernel"))
 MODEL_DOCS = ("docs/model.md states each assumption and the counting rules; docs/validation-summary.md "
               "says how far to trust a prediction, per GPU.")
+SUMMARY = "docs/validation-summary.md"
 
 
 @dataclass(frozen=True)
@@ -79,10 +88,13 @@ class Gpu:
 
 
 def page(diagram: str, gpus: list[str], *, sets: dict[str, int] | None = None,
-         dtype: str | None = None) -> str:
+         dtype: str | None = None, path: str | Path | None = None) -> str:
     """The HTML page of `diagram` on `gpus` (names, aliases or profile files; default h100), with the
-    sizes and tile pins of `sets` (as napkin analyze takes them) and the element type `dtype`."""
+    sizes and tile pins of `sets` (as napkin analyze takes them) and the element type `dtype`. `path`:
+    where the page will be written, which its links to napkin's documents are relative to (None: they
+    are absolute, file:// links)."""
     sets, gpus = dict(sets or {}), list(gpus or ["h100"])
+    docs = doc_links(path)
     d = load(diagram, dtype=dtype)
     sizes, _ = resolve_sizes(d, sets)           # a bad --set is an error here, as in napkin analyze
     found = [_gpu(d, diagram, p, sets, dtype) for p in style.profiles(gpus)]   # each GPU once, each read once
@@ -91,7 +103,7 @@ def page(diagram: str, gpus: list[str], *, sets: dict[str, int] | None = None,
     analysed = [g for g in found if g.analysis is not None]
     command = _command(diagram, gpus, sets, dtype)
     parts = [_header(d, found, sizes, sets, dtype, command),
-             _section("prediction", _prediction(found)),
+             _section("prediction", _prediction(found, docs)),
              _section("diagram", _drawing(diagram, d)),
              _section("symbolic", _symbolic(d, analysed)),
              _section("tiles", _tiles(analysed, sizes)),
@@ -100,8 +112,8 @@ def page(diagram: str, gpus: list[str], *, sets: dict[str, int] | None = None,
                  diagram, [g.profile for g in analysed], dtypes=[dtype] if dtype else [], sets=sets))),
              _section("roofline", _figure("roofline", "roofline", lambda: roofline.figure(
                  diagram, [g.profile for g in analysed], dtype=dtype, sets=sets))),
-             _section("assumptions", _assumptions(analysed)),
-             _section("analysis", _analyses(diagram, analysed)),
+             _section("assumptions", _assumptions(analysed, docs)),
+             _section("analysis", _analyses(diagram, analysed, docs)),
              _section("kernel", _kernels(diagram, analysed, sets, dtype)),
              tag("footer", tag("p", f"napkin {__version__}: {command}. "
                                     "The page holds everything it shows: no script, nothing fetched."))]
@@ -117,6 +129,25 @@ def _gpu(d: Diagram, diagram: str, profile: Profile, sets: dict, dtype: str | No
     except NapkinError as exc:
         return Gpu(profile, error=exc)
     return Gpu(profile, with_expected(a, diagram, profile, dtype=dtype, sets=sets), models)
+
+
+def doc_links(path: str | Path | None) -> dict[str, str]:
+    """napkin's documents (docs/*.md, shipped with it) by file name, each with the href a page written to
+    `path` links it by: the relative path from the page's folder, so that a page kept beside a checkout or
+    an installation (docs/report-sample.html: `model.md`) opens the file; absolute (file://) where `path`
+    is None or no relative path reaches the documents (another drive). Empty where napkin has no docs."""
+    try:
+        folder = resources.data_dir("docs").resolve()
+    except NapkinError:
+        return {}
+    base = folder.as_uri() + "/"
+    if path is not None:
+        try:
+            relative = Path(os.path.relpath(folder, Path(path).resolve().parent)).as_posix()
+            base = "" if relative == "." else quote(relative) + "/"
+        except ValueError:          # another drive: no relative path
+            pass
+    return {p.name: base + quote(p.name) for p in sorted(folder.glob("*.md"))}
 
 
 def _section(key: str, body: Markup) -> Markup:
@@ -154,7 +185,7 @@ def _command(diagram: str, gpus: list[str], sets: dict, dtype: str | None) -> st
 
 # -- the prediction: the generated kernel's expected time first, napkin analyze's own beside it -------
 
-def _prediction(found: list[Gpu]) -> Markup:
+def _prediction(found: list[Gpu], docs: dict[str, str]) -> Markup:
     rows, lines = [], []
     for g in found:
         a = g.analysis
@@ -175,6 +206,7 @@ def _prediction(found: list[Gpu]) -> Markup:
         lines.append(tag("h3", g.profile.name))
         lines += [tag("p", text.plain, class_="line lead" if i == 0 else "line") for i, text in
                   enumerate(headline(a))]
+        lines.append(tag("p", linked(accuracy(g.profile, a), docs), class_="line accuracy"))
     summary = table(["GPU", "expected: the generated kernel", "its bound", "beside it: napkin analyze",
                      "its bound", "expected / beside", "tiles (lowest level)"], rows, numeric=[5])
     return join([tag("p", "expected: what the kernel napkin kernel generates takes at these sizes, by that "
@@ -188,6 +220,38 @@ def _tiles_text(a: Analysis) -> str:
     return "; ".join((f"{k.name}: " if len(a.kernels) > 1 else "")
                      + (", ".join(f"{s}={v}" for s, v in k.levels[-1].chosen.items()) or "-")
                      for k in a.kernels)
+
+
+def accuracy(profile: Profile, a: Analysis) -> str:
+    """How far to trust the expected time on this GPU: what the fit that timed it was off by on the
+    records held out of it, as the calibrated profile that carries the fit says (napkin calibrate writes
+    it; docs/validation-summary.md gathers them); or, where no fit timed it, that it is the idealised
+    model, which no measurement validates."""
+    e = a.expected
+    if e is None:
+        return f"accuracy: no expected time on {profile.name}, so nothing to validate."
+    if not e.calibrated:
+        return (f"accuracy: not validated. Nobody measured this kernel on {profile.name}: its expected time is "
+                f"the paper's idealised model, and so is napkin analyze's bound beside it ({SUMMARY}).")
+    if e.backend == "hopper":
+        fit, carrier = hardware.hopper_fit(profile)
+        held = {what: f"{_pct(h.median)} on {what}" for what, h in fit.held_out().items()}
+        kernel = "the Hopper kernel's model"
+    else:
+        fitted = hardware.portable_model(profile)
+        carrier = fitted.name
+        held = {family: f"{_pct(h.median)}" + (f" (90th percentile {_pct(h.p90)})" if h.p90 is not None else "")
+                + f" on {family}" for family, h in fitted.calibration.held_out().items()}
+        kernel = "the portable kernel's model"
+    if not held:
+        return (f"accuracy: {kernel}, fitted on {carrier}, does not say its error on records held out of the fit "
+                f"(napkin calibrate writes it into the profile; {SUMMARY}).")
+    return (f"accuracy: on records held out of its fit, {kernel}, fitted on {carrier}, was off by a median "
+            f"{' and '.join(held.values())} ({SUMMARY}).")
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
 
 
 # -- the drawing and the figures ---------------------------------------------------------------------
@@ -219,13 +283,20 @@ def _symbolic(d: Diagram, analysed: list[Gpu]) -> Markup:
         key = tuple(tuple((m.level.name, m.level.role, str(m.cost.transfers), str(m.cost.memory))
                           for m in models) for models in g.models)
         groups.setdefault(key, []).append(g)
+    implied = sorted({m.level.name for g in analysed for models in g.models for m in models if m.level.suffix})
+    named = (f" A level the diagram does not draw ({', '.join(implied)}) has group sizes of its own, named "
+             f"after it: with a suffix in text (_{implied[0]}), and in the formulas with the level upright "
+             f"in capitals after the axis in the subscript ({implied[0].upper()})." if implied else "")
     parts = [tag("p", "Values, not bytes (Section 2's counting rules); M in H*(a, M) is the lower level's "
-                      "memory per group, and H* its fewest transfers (Section 4, Equation 1).", class_="note")]
+                      "memory per group, and H* its fewest transfers (Section 4, Equation 1)." + named,
+                 class_="note")]
     for same in groups.values():
         names = [g.profile.name for g in same]
         for kernel, models in zip(d.kernels, same[0].models, strict=True):
-            rows = [[m.level.name, _role(m), math(m.cost.transfers), math(m.cost.per_group),
-                     math(m.cost.groups), math(m.cost.memory), _optimum(m)] for m in models]
+            levels = {m.level.name for m in models}
+            rows = [[m.level.name, _role(m), *(math(e, levels=levels) for e in (
+                m.cost.transfers, m.cost.per_group, m.cost.groups, m.cost.memory)), _optimum(m, levels)]
+                    for m in models]
             caption = f"kernel {kernel.name}" + (f" on {', '.join(names)}" if len(groups) > 1 else "")
             parts.append(table(["level", "role", "H", "H_g", "N_g", "M", "H*(a, M)"], rows, caption=caption))
     return join(parts)
@@ -239,13 +310,17 @@ def _role(m: LevelModel) -> str:
     return f"{m.level.role}{implied}; fed by {m.level.source}; {relabel or 'not partitioned'}"
 
 
-def _optimum(m: LevelModel) -> Markup:
+def _optimum(m: LevelModel, levels: set[str]) -> Markup:
+    """H*(a, M) and its group sizes g*(M), in the level's own symbols: an implied level shares its drawn
+    level's optimum (analyzer.model.analysis.level_models), and its group sizes carry its name."""
     if m.optimum is None:
         return _absent("no closed form (the memory has no single leading term)")
-    sizes = [math(sympy.Eq(s, v, evaluate=False), f"{s} = {v}") for s, v in m.optimum.group_sizes.items()
-             if v != 1]
-    at_sizes = join([Markup("<br>"), tag("span", "at ", class_="note"), join(sizes, ", ")]) if sizes else ""
-    return join([math(m.optimum.h_star), at_sizes])
+    suffix = m.level.suffix
+    own = (lambda s: symbol(f"{s.name}_{suffix}")) if suffix else (lambda s: s)
+    sizes = [math(sympy.Eq(own(s), v, evaluate=False), f"{own(s)} = {v}", levels=levels)
+             for s, v in m.optimum.group_sizes.items() if v != 1]
+    at_sizes = tag("div", join([tag("span", "at ", class_="note"), join(sizes, ", ")]), class_="at") if sizes else ""
+    return join([tag("div", math(m.optimum.h_star, levels=levels)), at_sizes])
 
 
 # -- the optimum and the chosen tiles per GPU ---------------------------------------------------------
@@ -313,7 +388,7 @@ def _configuration(d: Diagram, analysed: list[Gpu], sets: dict) -> Markup:
 
 # -- assumptions, napkin analyze's text, the kernel ------------------------------------------------------
 
-def _assumptions(analysed: list[Gpu]) -> Markup:
+def _assumptions(analysed: list[Gpu], docs: dict[str, str]) -> Markup:
     """The analysis' assumptions, each once, naming the GPUs a calibration line applies to; then the
     model each expected time comes from."""
     said: dict[str, list[str]] = {}
@@ -325,14 +400,14 @@ def _assumptions(analysed: list[Gpu]) -> Markup:
     models = [f"{g.profile.name}: {g.analysis.expected.model}" if g.analysis.expected else
               f"{g.profile.name}: no expected time ({g.analysis.expected_absent or 'no kernel generated'})"
               for g in analysed]
-    return join([tag("p", "napkin analyze's time (beside it) rests on:"), bullets(items),
+    return join([tag("p", "napkin analyze's time (beside it) rests on:"), bullets(linked(i, docs) for i in items),
                  tag("p", "The expected time of the generated kernel comes from that kernel's model:"),
-                 bullets(models), tag("p", MODEL_DOCS, class_="note")])
+                 bullets(models), tag("p", linked(MODEL_DOCS, docs), class_="note")])
 
 
-def _analyses(diagram: str, analysed: list[Gpu]) -> Markup:
+def _analyses(diagram: str, analysed: list[Gpu], docs: dict[str, str]) -> Markup:
     return join(tag("details", join([tag("summary", f"napkin analyze {diagram} --gpu {g.profile.name}"),
-                                     rich(analysis_text(g.analysis))]))
+                                     rich(analysis_text(g.analysis), docs)]))
                 for g in analysed)
 
 

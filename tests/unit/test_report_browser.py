@@ -24,6 +24,28 @@ from analyzer.report.page import SECTIONS, page
 # Every inline figure and formula, with its laid-out size
 BOXES = """return [...document.querySelectorAll('svg.figure, math')].map(e => {
     const r = e.getBoundingClientRect(); return [e.tagName.toLowerCase(), r.width, r.height]; });"""
+# Every pair of text boxes in a section that overlap (by more than half a pixel each way): the boxes of
+# its text nodes as laid out, table cells' and the mathematics' alike (a fraction's numerator and
+# denominator, formulas stacked in one cell), a MathML annotation left out (it is not shown)
+OVERLAPS = """const boxes = [];
+const walk = document.createTreeWalker(document.getElementById(arguments[0]), NodeFilter.SHOW_TEXT);
+for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    if (!n.textContent.trim() || n.parentElement.closest('annotation')) continue;
+    const range = document.createRange(); range.selectNodeContents(n);
+    for (const r of range.getClientRects())
+        if (r.width > 0 && r.height > 0) boxes.push([n.textContent.trim(), r.left, r.top, r.right, r.bottom]);
+}
+const overlaps = [];
+for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [a, al, at, ar, ab] = boxes[i], [b, bl, bt, br, bb] = boxes[j];
+    const wide = Math.min(ar, br) - Math.max(al, bl), high = Math.min(ab, bb) - Math.max(at, bt);
+    if (wide > 0.5 && high > 0.5) overlaps.push([a, b, wide, high]);
+}
+return [boxes.length, overlaps];"""
+# The model section's subscripts that name a memory level, and any token that reads l2 in italics
+LEVELS = """const math = '#symbolic math';
+return [[...document.querySelectorAll(math + ' mtext')].map(e => [e.textContent, getComputedStyle(e).fontStyle]),
+        [...document.querySelectorAll(math + ' mi')].map(e => e.textContent).filter(t => /^[a-z]+[0-9]/.test(t))];"""
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +76,12 @@ def test_the_page_renders_in_chromium(missing, tmp_path):
         assert not flat, flat
         # MathML Core lays a fraction out as one: taller than a line of its text
         assert max(h for tag, _, h in boxes if tag == "math") > 25
+        # the model section: no two text boxes overlap (regression: H*'s denominator M sat on the M of
+        # "at g_q = M/(2d)" below it), and the l2 level's subscripts read L2, upright (they read 12)
+        count, overlaps = driver.execute_script(OVERLAPS, "symbolic")
+        assert count > 100 and not overlaps, overlaps
+        subscripts, italic_levels = driver.execute_script(LEVELS)
+        assert subscripts and set(map(tuple, subscripts)) == {("L2", "normal")} and not italic_levels
         assert driver.execute_script("return document.querySelectorAll('script').length") == 0
         driver.save_screenshot(str(shot))
         severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]

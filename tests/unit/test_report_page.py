@@ -11,9 +11,13 @@ import pytest
 import sympy
 from helpers_report import SAMPLE, SCRIPT, adversarial
 
+from analyzer import hardware
+from analyzer.common import resources
 from analyzer.common.errors import NapkinError
-from analyzer.report.html import MATHML_CORE, esc, math
-from analyzer.report.page import SECTIONS, page
+from analyzer.model.analysis import analyze
+from analyzer.model.result import ExpectedOut
+from analyzer.report.html import MATHML_CORE, esc, linked, math
+from analyzer.report.page import SECTIONS, accuracy, doc_links, page
 
 
 @pytest.fixture(scope="module")
@@ -85,10 +89,13 @@ def test_the_same_inputs_give_the_same_page(sample):
 
 
 def test_nothing_is_fetched(sample):
-    """The only references are fragments of the page itself; no script, stylesheet or image element."""
+    """The only references are fragments of the page itself and links to napkin's documents, which a
+    browser opens only when they are clicked; no script, stylesheet or image element."""
     refs = re.findall(r"""\b(?:src|href|xlink:href|action|poster|srcset)\s*=\s*["']?([^"'\s>]*)""", sample, re.I)
     refs += re.findall(r"""url\(\s*["']?([^"')]*)""", sample, re.I)
-    assert refs and all(r.startswith("#") for r in refs), sorted({r for r in refs if not r.startswith("#")})
+    docs = set(re.findall(r'<a href="([^"]+)" class="doc">', sample))
+    assert refs and docs and all(r.startswith("#") or r in docs for r in refs), \
+        sorted({r for r in refs if not r.startswith("#")} - docs)
     assert "@import" not in sample
     tags = {tag for tag, _ in Elements(sample).tags}
     assert not tags & {"script", "link", "img", "iframe", "object", "embed", "base", "audio", "video",
@@ -115,12 +122,69 @@ def test_the_mathematics_is_mathml(sample):
     assert "<mfrac><mrow><mn>4</mn><mo>&InvisibleTimes;</mo><msup><mi>d</mi><mn>2</mn></msup>" in symbolic
     assert '<annotation encoding="text/plain">2*d*q + 4*d**2*q*x/M</annotation>' in symbolic   # H*(a, M)
     assert '<annotation encoding="text/plain">g_q = M/(2*d)</annotation>' in symbolic
+    # the implied l2 level's group sizes are its own, their subscript the level upright (<mi>l2</mi> read 12)
+    assert '<annotation encoding="text/plain">g_q_l2 = M/(2*d)</annotation>' in symbolic
+    assert '<msub><mi>g</mi><mrow><mi>q</mi><mo>,</mo><mtext class="level">L2</mtext></mrow></msub>' in symbolic
+    assert "<mi>l2</mi>" not in symbolic
+
+
+def test_doc_references_link_the_documents(sample, tmp_path):
+    """Every mention of one of napkin's documents is a link to it (regression: bare paths): relative to
+    the folder the page is written in, so docs/report-sample.html links `model.md`; absolute without a
+    place (page's default); in napkin analyze's text and the assumptions as in the page's own notes."""
+    docs = resources.data_dir("docs")
+    mentioned = re.findall(r"docs/[\w-]+\.md", re.sub(r"<pre>.*?</pre>|<a [^>]*>[^<]*</a>", "", sample, flags=re.S))
+    assert not mentioned, mentioned                       # none left as text
+    links = dict(re.findall(r'<a href="([^"]+)" class="doc">docs/([\w-]+\.md)</a>', sample))
+    assert {"model.md", "validation-summary.md"} <= set(links.values())
+    assert all(href == (docs / name).resolve().as_uri() for href, name in links.items())
+    for where in (docs / "report-sample.html", tmp_path / "a" / "b" / "report.html"):
+        hrefs = doc_links(where)
+        assert set(hrefs) == {p.name for p in docs.glob("*.md")}
+        assert (where.parent / hrefs["model.md"]).resolve() == (docs / "model.md").resolve()
+    assert doc_links(docs / "report-sample.html")["model.md"] == "model.md"
+    assert linked("see docs/model.md & docs/nosuch.md", {"model.md": "m.md"}) == \
+        'see <a href="m.md" class="doc">docs/model.md</a> &amp; docs/nosuch.md'
+
+
+def expected(calibrated: bool, backend: str) -> ExpectedOut:
+    return ExpectedOut(backend=backend, configuration="c", time_s=1e-4, throughput_flops_per_s=1.0,
+                       bound="tensor", model="m", calibrated=calibrated, sizes={})
+
+
+def test_each_gpu_says_how_accurate_its_prediction_is(sample):
+    """A line per GPU gives the held-out error of the fit that timed its expected time, as the calibrated
+    profile carrying the fit says (the Hopper kernel's on the H100 and H200, the portable kernels' per
+    family), or that the time is the idealised model, which nothing validates."""
+    for gpu in ("h100", "h200"):
+        fit, carrier = hardware.hopper_fit(hardware.load(gpu))
+        held = fit.held_out()
+        line = (f"accuracy: on records held out of its fit, the Hopper kernel&#x27;s model, fitted on {carrier}, "
+                f"was off by a median {100 * held['the held-out size'].median:.1f} % on the held-out size and "
+                f"{100 * held['shapes beyond the grid'].median:.1f} % on shapes beyond the grid")
+        assert line in sample
+    h100 = hardware.load("h100")
+    a = analyze("attention", h100)
+    portable = accuracy(h100, a.model_copy(update={"expected": expected(True, "triton")}))
+    held = hardware.load("h100-calibrated").calibration.held_out()
+    assert set(held) == {"attention", "matmul"}
+    for family, h in held.items():
+        assert f"{100 * h.median:.1f} % (90th percentile {100 * h.p90:.1f} %) on {family}" in portable
+    assert "the portable kernel's model, fitted on h100-calibrated" in portable
+    idealised = accuracy(hardware.load("a100"), a.model_copy(update={"expected": expected(False, "triton")}))
+    assert idealised.startswith("accuracy: not validated. Nobody measured this kernel on a100")
+    assert "idealised" in idealised and "docs/validation-summary.md" in idealised
+    # a calibrated profile written before napkin calibrate recorded its held-out error says so
+    old = hardware.load("h100-calibrated")
+    old = old.model_copy(update={"calibration": old.calibration.model_copy(update={"fit": {}})})
+    assert "does not say its error on records held out of the fit" in accuracy(
+        old, a.model_copy(update={"expected": expected(True, "triton")}))
 
 
 def test_math_falls_back_to_code_outside_mathml_core(monkeypatch):
     q = sympy.Symbol("q")
     assert math(q / 2).startswith('<math displaystyle="true"><semantics><mrow><mfrac>')
-    monkeypatch.setattr("analyzer.report.html.mathml", lambda expr, printer: "<mfenced><mi>q</mi></mfenced>")
+    monkeypatch.setattr("analyzer.report.html.presentation", lambda expr, levels: "<mfenced><mi>q</mi></mfenced>")
     assert math(q) == "<code>q</code>"       # Chromium does not render mfenced (not MathML Core)
     assert esc("<b>") == "&lt;b&gt;" and esc(esc("<b>")) == "&lt;b&gt;"     # markup is escaped once
 
