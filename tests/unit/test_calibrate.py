@@ -282,7 +282,7 @@ def test_committed_profiles_carry_their_reports_held_out_errors(gpu):
     c = COMMITTED[gpu]
     held = load_profile_file(c.profile).calibration.held_out()
     rows = re.findall(r"^\| (\w+) \| held out \| calibrated \| \d+ \| ([\d.]+) % \| ([\d.]+) % \|",
-                      c.report.read_text(), re.M)
+                      c.report.read_text(), re.MULTILINE)
     assert {family for family, *_ in rows} == set(held) == {"attention", "matmul"}
     for family, median, p90 in rows:
         assert f"{100 * held[family].median:.1f}" == median and f"{100 * held[family].p90:.1f}" == p90

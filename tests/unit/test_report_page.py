@@ -133,7 +133,7 @@ def test_doc_references_link_the_documents(sample, tmp_path):
     the folder the page is written in, so docs/report-sample.html links `model.md`; absolute without a
     place (page's default); in napkin analyze's text and the assumptions as in the page's own notes."""
     docs = resources.data_dir("docs")
-    mentioned = re.findall(r"docs/[\w-]+\.md", re.sub(r"<pre>.*?</pre>|<a [^>]*>[^<]*</a>", "", sample, flags=re.S))
+    mentioned = re.findall(r"docs/[\w-]+\.md", re.sub(r"<pre>.*?</pre>|<a [^>]*>[^<]*</a>", "", sample, flags=re.DOTALL))
     assert not mentioned, mentioned                       # none left as text
     links = dict(re.findall(r'<a href="([^"]+)" class="doc">docs/([\w-]+\.md)</a>', sample))
     assert {"model.md", "validation-summary.md"} <= set(links.values())
