@@ -24,10 +24,11 @@ from analyzer.calibrate.fit import (
     bootstrap,
     fit,
     near_best_weights,
+    reached_bounds,
     rms_log_error,
 )
-from analyzer.calibrate.ranges import check_ranges, parameter_range
-from analyzer.calibrate.record import Record, Recording, load_recording
+from analyzer.calibrate.ranges import at_bounds_text, check_ranges, parameter_range
+from analyzer.calibrate.record import Record, Recording, check_gpu, load_recording
 from analyzer.calibrate.registers import RegisterCheck, check_registers, fit_registers
 from analyzer.calibrate.validate import (
     ClockCheck,
@@ -89,17 +90,25 @@ class Across:
 def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, int] | None = None,
               samples: int = 40, name: str | None = None, registers: str | None = None,
               fitted: Fit | None = None, other: str | None = None, other_gpu: str | Profile | None = None,
-              progress: Progress = silent) -> Result:
+              allow_gpu_mismatch: bool = False, progress: Progress = silent) -> Result:
     """`registers`: a compile recording; the compiler's register count is fitted first, and resident
     blocks and legality follow it in the time fit and in the calibrated profile. `fitted`: parameters
     (with their uncertainties) to validate instead of fitting them, such as a calibrated profile's;
     their RMS log error is taken on the training records. `other`, `other_gpu`: another GPU's recording
-    and profile, to carry the fit across GPUs (Result.across). `progress` hears of each stage and each
+    and profile, to carry the fit across GPUs (Result.across). A recording measured on another GPU model
+    than the profile's is refused unless `allow_gpu_mismatch`. `progress` hears of each stage and each
     bootstrap refit."""
     rec = load_recording(recording)
     records = measured(rec)
     base = hardware.load(gpu)
     base = base.model_copy(update={"calibration": None})
+    check_gpu(rec.meta, recording, base, allowed=allow_gpu_mismatch)
+    theirs = None
+    if other is not None:     # checked before the fit, which takes minutes
+        theirs = (load_recording(other), hardware.load(other_gpu or gpu).model_copy(update={"calibration": None}))
+        check_gpu(theirs[0].meta, other, theirs[1], option="--across", allowed=allow_gpu_mismatch)
+    if held_out_size:
+        check_held_out(records, held_out_size, recording)
     check_records(rec, recording, base)
     reg_fit = fit_registers(records, registers, base) if registers else None
     relation = reg_fit.register_relation() if reg_fit else None
@@ -119,8 +128,9 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
         progress("fit", 1, 1)
         check_ranges(found.values, **range_limits(base, c), source=recording)
         best = bootstrap(c.take(train), found, samples=samples, bounds=bounds, progress=progress)
-    else:
-        best = replace(fitted, rms_log_error=rms_log_error(c.take(train), fitted.values))
+    else:   # parameters given, not fitted: at a bound as least_squares would have said of them
+        best = replace(fitted, rms_log_error=rms_log_error(c.take(train), fitted.values),
+                       at_bounds=fitted.at_bounds or reached_bounds(fitted.values, fit_bounds(base, c)))
     predictions = {"datasheet": c.time({}), "calibrated": c.time(best.values)}
     calibrated = calibrated_profile(base, best, rec, recording, name, len(train), relation,
                                     held_out_errors(records, predictions["calibrated"], splits))
@@ -136,17 +146,17 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out_size: dict[str, in
         if reg_fit else None
     clocks = clock_check(records, base.clocks.boost_hz * c.parts(best.values).clock_share,
                          base.clocks.boost_hz)
-    across = carried(other, other_gpu or gpu, best, relation) if other is not None else None
+    across = carried(other, *theirs, best, relation) if other is not None and theirs is not None else None
     return Result(rec, recording, records, splits, base, calibrated, best, predictions, v, slowest, check,
                   clocks, c, across)
 
 
-def carried(recording: str, gpu: str | Profile, fitted: Fit, relation: RegisterRelation | None) -> Across:
-    """`fitted` on another GPU's recording, with that GPU's datasheet figures. The register relation
-    travels with it: it describes the compiler (one Triton for sm_90 on both Hopper GPUs), not the GPU."""
-    rec = load_recording(recording)
+def carried(recording: str, rec: Recording, base: Profile, fitted: Fit, relation: RegisterRelation | None
+            ) -> Across:
+    """`fitted` on another GPU's recording `rec` (read from `recording`), with that GPU's datasheet figures
+    (`base`). The register relation travels with it: it describes the compiler (one Triton for sm_90 on
+    both Hopper GPUs), not the GPU."""
     records = measured(rec)
-    base = hardware.load(gpu).model_copy(update={"calibration": None})
     check_records(rec, recording, base)
     predicted = components(records, base, counted(base, relation)).time(fitted.values)
     family = np.array([r.family for r in records])
@@ -155,6 +165,22 @@ def carried(recording: str, gpu: str | Profile, fitted: Fit, relation: RegisterR
     return Across(recording, rec.meta.get("gpu", base.name),
                   {f: errors(predicted[family == f], measured_s[family == f]) for f in sorted(set(family))},
                   by_shape(records, predicted, first_choices(records, theirs)[0]))
+
+
+def check_held_out(records: list[Record], sizes: dict[str, int], source: str) -> None:
+    """A NapkinError where --held-out names a family or a size no measured record has: it would hold
+    nothing out, and the report's held-out errors would be of no record."""
+    present: dict[str, set[int]] = {}
+    for r in records:
+        present.setdefault(r.family, set()).add(r.seqlen)
+    for family, size in sizes.items():
+        if family not in present:
+            raise NapkinError(f"--held-out {family}={size}: no measured record is of family {family!r}",
+                              file=source, hint=f"its families: {', '.join(sorted(present))}")
+        if size not in present[family]:
+            raise NapkinError(f"--held-out {family}={size}: no measured {family} record has size {size}",
+                              file=source, hint=f"its {family} sizes: "
+                                                f"{', '.join(map(str, sorted(present[family])))}")
 
 
 def counted(base: Profile, relation: RegisterRelation | None) -> Profile:
@@ -285,7 +311,8 @@ def calibrated_profile(base: Profile, f: Fit, rec: Recording, source: str, name:
                 f"{f.samples} bootstrap refits (napkin calibrate)"),
         **grouped, registers=registers,
         fit={"training_records": train, "rms_log_error": float(f"{f.rms_log_error:.3g}"),
-             **held_out_fit(held_out or {})})
+             **held_out_fit(held_out or {}),
+             **({"at_bounds": at_bounds_text(f.at_bounds, f.values)} if f.at_bounds else {})})
     return base.model_copy(update={"name": name or f"{base.name}-calibrated", "aliases": [],
                                    "description": f"{base.description}, model fitted to measurements",
                                    "calibration": cal})

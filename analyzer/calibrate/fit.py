@@ -102,6 +102,7 @@ class Fit:
     rms_log_error: float = float("nan")
     iterations: int = 0
     samples: int = 0                      # bootstrap fits
+    at_bounds: dict[str, str] = field(default_factory=dict)   # name -> "lower" or "upper" (reached)
 
 
 def near_best_weights(measured: np.ndarray, shapes: list) -> np.ndarray:
@@ -177,9 +178,8 @@ def _fit(c: Components, names: tuple[str, ...], start: dict[str, float], huber_s
     Huber's loss on the log errors (huber_residuals: least_squares' own loss= would discount the choice
     term too). Parameters stay linear: in log space one that drifts towards 0 loses its gradient."""
     first = np.array([start.get(n, START.get(n, datasheet(n) or 1e-3)) for n in names])
-    unit = np.where(first > 0, first, 1e-3)
-    low = np.array([bounds.get(n, (0.0, np.inf))[0] for n in names]) / unit
-    high = np.array([bounds.get(n, (0.0, np.inf))[1] for n in names]) / unit
+    unit = _unit(names, start)
+    low, high = _scaled_bounds(names, bounds, unit)
     inside = 1e-9 * np.maximum(1.0, np.where(np.isfinite(high), high - low, 1.0))
     x0 = np.clip(first / unit, low + inside, np.where(np.isfinite(high), high - inside, np.inf))
     weights = np.sqrt(c.weights())
@@ -187,7 +187,40 @@ def _fit(c: Components, names: tuple[str, ...], start: dict[str, float], huber_s
     result = least_squares(lambda x: _objective(c, as_values(x), weights, huber_scale), x0, bounds=(low, high),
                            max_nfev=max_evaluations)
     values = as_values(result.x)
-    return Fit(names, values, {}, rms_log_error(c, values), int(result.nfev))
+    reached = {n: "lower" if m < 0 else "upper" for n, m in zip(names, result.active_mask, strict=True) if m}
+    return Fit(names, values, {}, rms_log_error(c, values), int(result.nfev), at_bounds=reached)
+
+
+def _unit(names: tuple[str, ...], start: dict[str, float]) -> np.ndarray:
+    """Each parameter's unit in the fit: its starting value (1e-3 where that is 0)."""
+    first = np.array([start.get(n, START.get(n, datasheet(n) or 1e-3)) for n in names])
+    return np.where(first > 0, first, 1e-3)
+
+
+def _scaled_bounds(names: tuple[str, ...], bounds: Bounds, unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    low = np.array([bounds.get(n, (0.0, np.inf))[0] for n in names]) / unit
+    high = np.array([bounds.get(n, (0.0, np.inf))[1] for n in names]) / unit
+    return low, high
+
+
+XTOL = 1e-8     # least_squares' default xtol: how near a bound its active_mask calls the bound reached
+
+
+def reached_bounds(values: dict[str, float], bounds: Bounds) -> dict[str, str]:
+    """The parameters at a bound of their range, as least_squares' active_mask says of a fit's result
+    (within XTOL of the bound, relative to it and at least 1, in the fit's units): for parameters
+    given rather than fitted (a calibrated profile's, validated again)."""
+    names = tuple(values)
+    unit = _unit(names, {})
+    x = np.array([values[n] for n in names]) / unit
+    low, high = _scaled_bounds(names, bounds, unit)
+    out = {}
+    for n, v, lo, hi in zip(names, x, low, high, strict=True):
+        if v - lo <= XTOL * max(1.0, abs(lo)):
+            out[n] = "lower"
+        elif np.isfinite(hi) and hi - v <= XTOL * max(1.0, abs(hi)):
+            out[n] = "upper"
+    return out
 
 
 def bootstrap(c: Components, best: Fit, *, samples: int = 40, seed: int = 0, bounds: Bounds | None = None,
@@ -205,4 +238,4 @@ def bootstrap(c: Components, best: Fit, *, samples: int = 40, seed: int = 0, bou
     draws = np.array(rows)
     spread = np.std(draws, axis=0, ddof=1) if samples > 1 else np.full(len(best.names), np.nan)
     return Fit(best.names, best.values, {n: float(s) for n, s in zip(best.names, spread, strict=True)},
-               best.rms_log_error, best.iterations, samples)
+               best.rms_log_error, best.iterations, samples, best.at_bounds)

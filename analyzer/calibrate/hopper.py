@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Literal
 
@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import least_squares
 
 from analyzer import hardware
-from analyzer.calibrate.record import MAX_SIZE, Seconds, read_json
+from analyzer.calibrate.ranges import at_bounds_text
+from analyzer.calibrate.record import MAX_SIZE, Seconds, check_gpu, read_json
 from analyzer.calibrate.validate import HELD_OUT_SHARE
 from analyzer.common.errors import NapkinError
 from analyzer.common.progress import Progress, silent
@@ -137,6 +138,8 @@ class Fitted:
     uncertainty: dict[str, float]     # one standard error per parameter (the Jacobian's)
     rms_log_error: float
     training: int
+    at_bounds: dict[str, str] = field(default_factory=dict)   # name -> "lower" or "upper": least_squares'
+                                                              # active_mask (a bound it pushed it to)
 
 
 def fit(profile: Profile, records: list[HopperRecord], source: str) -> Fitted:
@@ -165,7 +168,8 @@ def fit(profile: Profile, records: list[HopperRecord], source: str) -> Fitted:
         error = np.full(len(start), np.nan)
     return Fitted(_params(found.x, f"calibrated on {profile.name}"),
                   {n: float(e) for n, e in zip(PARAMETERS, error, strict=True)},
-                  float(np.sqrt(np.mean(r ** 2))), len(records))
+                  float(np.sqrt(np.mean(r ** 2))), len(records),
+                  {n: "lower" if m < 0 else "upper" for n, m in zip(PARAMETERS, found.active_mask, strict=True) if m})
 
 
 @dataclass(frozen=True)
@@ -245,10 +249,16 @@ def split_of(r: HopperRecord, held_out: int) -> str:
 
 
 def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SEQLEN, other: str | None = None,
-              other_gpu: str | Profile | None = None, progress: Progress = silent) -> Result:
+              other_gpu: str | Profile | None = None, allow_gpu_mismatch: bool = False,
+              progress: Progress = silent) -> Result:
     rec, records = load(recording)
     base = hardware.load(gpu)
     base = base.model_copy(update={"calibration": None})
+    check_gpu(rec.meta, recording, base, allowed=allow_gpu_mismatch)
+    if other is not None:     # checked before the fit
+        other_rec, theirs = load(other)
+        them = hardware.load(other_gpu or gpu).model_copy(update={"calibration": None})
+        check_gpu(other_rec.meta, other, them, option="--across", allowed=allow_gpu_mismatch)
     # what the legality rule refuses today (a register reserve learnt after the sweep) the model never ranks
     refused = sum(not legal(base, config_of(base, r)) for r in records)
     records = [r for r in records if legal(base, config_of(base, r))]
@@ -275,8 +285,6 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SE
     progress("choices", len(models), len(models))
     across = None
     if other is not None:
-        _, theirs = load(other)
-        them = hardware.load(other_gpu or gpu).model_copy(update={"calibration": None})
         theirs = [r for r in theirs if legal(them, config_of(them, r))]
         predicted = predict(them, theirs, replace(fitted.params, source=f"calibrated on {base.name}"))
         t = np.array([r.time_s for r in theirs])
@@ -296,13 +304,14 @@ def hopper_fit(r: Result, command: str) -> HopperFit:
                                  if math.isfinite(f.uncertainty[fld.name]) else None)
               for fld in fields(HopperParams) if fld.name in PARAMETERS}
     held = r.errors["calibrated"]
+    at = at_bounds_text(f.at_bounds, {n: getattr(f.params, n) for n in f.at_bounds})
     return HopperFit(
         source=(f"{r.source}: {meta.get('command', '?')} on one {meta.get('gpu', 'GPU')}, {meta.get('date', '?')}; "
                 f"{f.training} training configurations, least squares with Huber loss ({command})"),
         **values,
         fit={"training_records": f.training, "rms_log_error": float(f"{f.rms_log_error:.3g}"),
              "held_out_median_error": float(f"{held['held-out size'].median:.3g}"),
-             "beyond_median_error": float(f"{held['beyond'].median:.3g}")})
+             "beyond_median_error": float(f"{held['beyond'].median:.3g}"), **({"at_bounds": at} if at else {})})
 
 
 __all__ = ["HopperRecord", "HopperRecording", "Result", "calibrate", "choices", "fit", "hopper_fit", "load",

@@ -51,3 +51,10 @@ def check_ranges(values: dict[str, float], *, efficiency_max: float, longest_s: 
                 file=source, field="records",
                 hint="record more configurations and sizes (python bench/sweep_h200.py), and check that "
                      "its times are the kernels' in seconds")
+
+
+def at_bounds_text(at_bounds: dict[str, str], values: dict[str, float]) -> str:
+    """The parameters a fit left at a bound of their range, as a profile's field and the reports name
+    them: "launch_overhead_s = 1e-05 (upper bound); lone_overlap = 1 (upper bound)"; "" for none. A
+    parameter there is a limit the recording pushed it to, not a measurement of what it means."""
+    return "; ".join(f"{n} = {values[n]:.4g} ({side} bound)" for n, side in at_bounds.items())

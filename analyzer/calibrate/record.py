@@ -9,6 +9,7 @@ diagram, so a recording stays valid when the counting rules improve.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from analyzer.common import resources
 from analyzer.common.errors import NapkinError
 from analyzer.common.validation import from_validation_error
+from analyzer.hardware import Profile
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -125,3 +127,31 @@ def _depth(data, limit: int = MAX_DEPTH) -> int:
                 stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict)
                                                                else node))
     return deepest
+
+
+MISMATCH = "--allow-gpu-mismatch"
+
+
+def gpu_model(text: str) -> str | None:
+    """The GPU model a name states, its first word of letters and digits: "NVIDIA H100 80GB HBM3" (as the
+    device reports itself) and "NVIDIA H100 SXM5 80GB" (a profile's description) both say H100."""
+    return next((w.upper() for w in re.findall(r"[A-Za-z0-9]+", text)
+                 if any(c.isalpha() for c in w) and any(c.isdigit() for c in w)), None)
+
+
+def check_gpu(meta: dict, source: str, profile: Profile, *, option: str = "--gpu",
+              allowed: bool = False) -> None:
+    """A NapkinError where the recording says it was measured on another GPU model than `profile`'s (its
+    meta.gpu, the device's own name, or else meta.profile, the profile it was swept with); silent where
+    either says no model, or where `allowed` (--allow-gpu-mismatch: fit one GPU's times to another's
+    figures on purpose)."""
+    key, said = next(((k, v) for k in ("gpu", "profile") if isinstance(v := meta.get(k), str) and v),
+                     ("", ""))
+    theirs, ours = gpu_model(said), gpu_model(profile.description)
+    if allowed or theirs is None or ours is None or theirs == ours:
+        return
+    swept = meta.get("profile")
+    name = swept if isinstance(swept, str) and gpu_model(swept) == theirs else theirs.lower()
+    raise NapkinError(f"measured on {said}, not on {profile.name} ({ours}) as {option} says", file=source,
+                      field=f"meta.{key}", hint=f"name the recording's GPU ({name}) in {option}, or pass "
+                                                f"{MISMATCH} to use it with {profile.name} anyway")

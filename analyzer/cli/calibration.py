@@ -44,6 +44,9 @@ def calibrate(
         "--across", metavar="RECORDING:GPU", help="Another GPU's recording (of the same kernel) and profile, "
                          "RECORDING:GPU: the report carries the fit there, with that GPU's datasheet "
                          "figures.")] = None,
+    allow_gpu_mismatch: Annotated[bool, typer.Option(
+        "--allow-gpu-mismatch", help="Fit a recording measured on another GPU model than --gpu's (or "
+                                     "--across's) anyway; refused without it.")] = False,
 ) -> None:
     """Fit the model's stated assumptions to measured times; write a calibrated profile and a report."""
     other, other_gpu = _across(across)
@@ -51,10 +54,10 @@ def calibrate(
         for option, value in (("--plot", plot), ("--held-out", held_out), ("--registers", registers)):
             if value:
                 raise UsageError(f"{option} is for --kernel portable", hint="leave it out with --kernel hopper")
-        _calibrate_hopper(recording, gpu, output, report, across, other, other_gpu)
+        _calibrate_hopper(recording, gpu, output, report, across, other, other_gpu, allow_gpu_mismatch)
         return
     from analyzer.calibrate.calibrate import calibrate as run
-    from analyzer.report.calibration import write
+    from analyzer.report.calibration import summary, write
     if plot:
         from analyzer.plot.output import output_format
         output_format(plot)
@@ -71,7 +74,7 @@ def calibrate(
             sizes[family] = int(size)
     with progress_bar("calibrate") as progress:
         result = run(recording, gpu, held_out_size=sizes, samples=samples, registers=registers,
-                     other=other, other_gpu=other_gpu, progress=progress)
+                     other=other, other_gpu=other_gpu, allow_gpu_mismatch=allow_gpu_mismatch, progress=progress)
     words = ["napkin", "calibrate", recording, "--gpu", gpu]
     for flag, value in (("-o", output), ("--report", report), ("--plot", plot)):
         if value:
@@ -83,11 +86,20 @@ def calibrate(
         words += ["--registers", registers]
     if across:
         words += ["--across", across]
+    if allow_gpu_mismatch:
+        words += ["--allow-gpu-mismatch"]
     for path in write(result, " ".join(words), output, report, plot):
         wrote(path)
     cal = result.calibrated.calibration
     for name, value in cal.as_params().items():
-        typer.echo(f"  {name} = {value:.4g}")
+        typer.echo(f"  {name} = {value:.4g}{_bound(result.fit.at_bounds.get(name))}")
+    for line in summary(result):
+        typer.echo(line)
+
+
+def _bound(side: str | None) -> str:
+    """A parameter line's mark where the fit left it at a bound of its range."""
+    return f"   at its {side} bound" if side else ""
 
 
 def _across(across: str | None) -> tuple[str | None, str | None]:
@@ -101,21 +113,27 @@ def _across(across: str | None) -> tuple[str | None, str | None]:
 
 
 def _calibrate_hopper(recording: str, gpu: str, output: str | None, report: str | None, across: str | None,
-                      other: str | None, other_gpu: str | None) -> None:
+                      other: str | None, other_gpu: str | None, allow_gpu_mismatch: bool) -> None:
     from analyzer.calibrate.hopper import calibrate as run
-    from analyzer.report.hopper_calibration import write
+    from analyzer.report.hopper_calibration import summary, write
     for option, path in (("--output", output), ("--report", report)):
         if path:
             check_target(path, option)
     with progress_bar("calibrate") as progress:
-        result = run(recording, gpu, other=other, other_gpu=other_gpu, progress=progress)
+        result = run(recording, gpu, other=other, other_gpu=other_gpu, allow_gpu_mismatch=allow_gpu_mismatch,
+                     progress=progress)
     words = ["napkin", "calibrate", recording, "--gpu", gpu, "--kernel", "hopper"]
     for flag, value in (("-o", output), ("--report", report), ("--across", across)):
         if value:
             words += [flag, value]
+    if allow_gpu_mismatch:
+        words += ["--allow-gpu-mismatch"]
     for path in write(result, " ".join(words), output, report):
         wrote(path)
     for name, value in result.fitted.uncertainty.items():
-        typer.echo(f"  {name} = {getattr(result.fitted.params, name):.4g} ± {value:.2g}")
+        typer.echo(f"  {name} = {getattr(result.fitted.params, name):.4g} ± {value:.2g}"
+                   f"{_bound(result.fitted.at_bounds.get(name))}")
+    for line in summary(result):
+        typer.echo(line)
 
 

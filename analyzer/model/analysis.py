@@ -11,6 +11,7 @@ predicted time, within the GPU's divisor constraints.
 from __future__ import annotations
 
 import difflib
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,7 @@ from analyzer.model.classic import ClassicRule, classic_rule
 from analyzer.model.constraints import hardware_divisors, skip_divides
 from analyzer.model.cost import LevelCost, level_cost
 from analyzer.model.fusion import Schedule, schedule
-from analyzer.model.hierarchy import ModelLevel, cluster_gain, model_levels
+from analyzer.model.hierarchy import ModelLevel, cluster_gain, model_levels, received
 from analyzer.model.intensity import bandwidth_limit, useful_flops
 from analyzer.model.optimize import (
     Choice,
@@ -186,7 +187,7 @@ def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], 
                                                       ClassicRule | None]:
     models = level_models(d, kernel, levels)
     choices: list[Choice] = []
-    upper_time = 0.0
+    upper: dict[str, float] = {}      # H of each level above the lowest, at its chosen tiles
     for i, m in enumerate(models):
         lowest = i == len(models) - 1
         own_pins = {s: v for s, v in pins.items() if s in m.schedule.partition.symbols}
@@ -198,10 +199,12 @@ def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], 
             exprs["edge_bytes"] = m.cost.counted["edge_bytes"]
             exprs["ramp"] = m.cost.counted["ramp"]
 
-            def objective(values, level=m.level, upper=upper_time):
-                parts = kernel_parts({**values, f"{level.name}_bytes": values["transfer_bytes"]},
-                                     {level.name: level.weight_s_per_byte}, profile, d.dtype)
-                return np.maximum(parts.compute, upper + parts.transfer) + parts.exposed
+            def objective(values, level=m.level):   # the levels above have their tiles: `upper`
+                moved = received(levels, {**upper, level.name: values["transfer_bytes"]})
+                above = sum(moved[lv.name] * _weight(lv, profile) for lv in levels if lv.name in upper)
+                parts = kernel_parts({**values, f"{level.name}_bytes": moved[level.name]},
+                                     {level.name: level.feed_s_per_byte}, profile, d.dtype)
+                return np.maximum(parts.compute, above + parts.transfer) + parts.exposed
         else:
             divisible = ()
 
@@ -215,7 +218,7 @@ def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], 
             where_in_file = f"{kernel.path}.partition.{m.level.partition_level}"
             raise exc.located(file=d.source, field_prefix=where_in_file) from None
         choices.append(choice)
-        upper_time += choice.metrics["transfer_bytes"] * _weight(m.level, profile)
+        upper[m.level.name] = choice.metrics["transfer_bytes"]
     low = models[-1]
     try:
         rule = classic_rule(low.cost, sizes, limit_bytes=low.level.memory_bytes, dtype=d.dtype,
@@ -227,9 +230,9 @@ def _analyze_kernel(d: Diagram, kernel: Kernel, levels: tuple[ModelLevel, ...], 
     return kernel, models, choices, rule
 
 
-def _weight(level, profile: Profile) -> float:
+def _weight(level: ModelLevel, profile: Profile) -> float:
     """Seconds per byte into a level, at the calibrated fraction of the bandwidth feeding it."""
-    return level.weight_s_per_byte / params_of(profile).get(f"bandwidth_efficiency.{level.name}", 1.0)
+    return level.feed_s_per_byte / params_of(profile).get(f"bandwidth_efficiency.{level.name}", 1.0)
 
 
 # -- the model's terms at given configurations (napkin sweep, napkin calibrate) ---------------------------
@@ -298,7 +301,7 @@ class TermModel:
             fails = ~obeyed(rule, at, sizes, n) & (broken == "")
             broken[fails] = rule.reason
         values["broken"] = broken
-        weights = {m.level.name: m.level.weight_s_per_byte for m in self.models}
+        weights = {m.level.name: m.level.feed_s_per_byte for m in self.models}
         return Terms(self.kernel.name, d.dtype, values, weights)
 
 
@@ -311,14 +314,17 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
         lowest, low_choice = models[-1], choices[-1]
         flops = {p: low_choice.metrics[f"flops_{p}"] for p in PIPELINES
                  if low_choice.metrics[f"flops_{p}"]}
+        levels = [m.level for m in models]
         transfer_bytes = {m.level.name: c.metrics["transfer_bytes"]
                           for m, c in zip(models, choices, strict=True)}
-        weights = {m.level.name: m.level.weight_s_per_byte for m in models}
+        moved = received(levels, transfer_bytes)
+        weights = {lv.name: lv.feed_s_per_byte for lv in levels}
         paths = {m.level.name: f"{m.level.source}->{m.level.name}" for m in models}
-        pred = predict(flops, transfer_bytes, weights, low_choice.metrics["groups"], profile, d.dtype,
+        pred = predict(flops, moved, weights, low_choice.metrics["groups"], profile, d.dtype,
                        paths, low_choice.metrics.get("steps", 0.0), low_choice.metrics.get("edge_bytes", 0.0),
                        low_choice.metrics.get("ramp", 1.0))
-        level_out = [_level_out(m, c, sizes, profile, d.dtype) for m, c in zip(models, choices, strict=True)]
+        level_out = [_level_out(m, c, float(moved[m.level.name]), sizes, profile, d.dtype)
+                     for m, c in zip(models, choices, strict=True)]
         sched = lowest.schedule
         subs = {**sizes, **{s: v for s, v in low_choice.values.items()}}
         kernel_out.append(KernelOut(
@@ -334,7 +340,7 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
             power_time_s=pred.power_s, exposed_time_s=pred.exposed_s, predicted_time_s=pred.time_s,
             bound=pred.bound,
             cluster_trade_off_s=_cluster_trade_off(models, profile, sizes) if cluster else None,
-            classic_rule=_classic_out(rule, models, transfer_bytes, weights, paths, profile, d.dtype)))
+            classic_rule=_classic_out(rule, levels, transfer_bytes, weights, paths, profile, d.dtype)))
     compute = sum(max(k.compute_time_s.values(), default=0.0) for k in kernel_out)
     transfer = sum(k.transfer_time_s for k in kernel_out)
     total = sum(k.predicted_time_s for k in kernel_out)
@@ -363,15 +369,16 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
         assumptions=ASSUMPTIONS + ([CALIBRATED] if profile.portable_fitted else []))
 
 
-def _classic_out(rule: ClassicRule | None, models: list[LevelModel], transfer_bytes: dict[str, float],
+def _classic_out(rule: ClassicRule | None, levels: list[ModelLevel], transfer_bytes: dict[str, float],
                  weights: dict[str, float], paths: dict[str, str], profile: Profile,
                  dtype: str) -> ClassicRuleOut | None:
     """The rule's tiles at the lowest level; the levels above keep their chosen tiles."""
     if rule is None:
         return None
-    level = models[-1].level.name
+    level = levels[-1].name
     flops = {p: rule.metrics[f"flops_{p}"] for p in PIPELINES if rule.metrics[f"flops_{p}"]}
-    pred = predict(flops, {**transfer_bytes, level: rule.metrics["transfer_bytes"]}, weights,
+    moved = received(levels, {**transfer_bytes, level: rule.metrics["transfer_bytes"]})
+    pred = predict(flops, moved, weights,
                    rule.metrics["groups"], profile, dtype, paths, rule.metrics.get("steps", 0.0),
                    rule.metrics.get("edge_bytes", 0.0), rule.metrics.get("ramp", 1.0))
     return ClassicRuleOut(
@@ -398,19 +405,24 @@ def _cluster_trade_off(models: list[LevelModel], profile: Profile, sizes: dict) 
 
 def _level_notes(models: list[LevelModel]) -> list[str]:
     notes = []
-    for m in models:
-        lv = m.level
-        if lv.role == "cross" and lv.weight_s_per_byte < 0:
-            child = models[-1].level
+    for x, c in itertools.pairwise(models):
+        lv, child = x.level, c.level
+        if lv.role != "cross":
+            continue
+        notes.append(f"clusters of {lv.children}: each cluster loads {lv.name}'s transfers once from "
+                     f"{lv.source} and shares them; {child.name} receives the rest of its transfers "
+                     f"across the cluster (Theorem 3, Equation 11)")
+        if lv.weight_s_per_byte < 0:
             notes.append(
                 f"clusters of {lv.children}: {lv.name} transfers at {child.bandwidth_bytes_per_s:.3g} B/s "
                 f"are slower than direct {lv.source} -> {child.name} transfers at "
-                f"{lv.bandwidth_bytes_per_s:.3g} B/s, so the cross level's weight is negative and "
-                "clusters cost time (Appendix A.2.3: Delta H* < 0)")
+                f"{lv.bandwidth_bytes_per_s:.3g} B/s, so Theorem 3's weight of the cross level is negative "
+                "and clusters cost time (Appendix A.2.3: Delta H* < 0)")
     return notes
 
 
-def _level_out(m: LevelModel, c: Choice, sizes: dict, profile: Profile, dtype: str) -> LevelOut:
+def _level_out(m: LevelModel, c: Choice, moved: float, sizes: dict, profile: Profile,
+               dtype: str) -> LevelOut:
     cost, lv = m.cost, m.level
     part = m.schedule.partition
     limit = None
@@ -452,5 +464,5 @@ def _level_out(m: LevelModel, c: Choice, sizes: dict, profile: Profile, dtype: s
         chosen={s.name: v for s, v in c.values.items()}, constraints=list(c.constraints),
         transfers_values=c.metrics["transfers"], transfers_bytes_value=c.metrics["transfer_bytes"],
         memory_values=c.metrics["memory"], memory_bytes_value=c.metrics["memory_bytes"],
-        groups_value=c.metrics["groups"],
-        transfer_time_s=c.metrics["transfer_bytes"] * _weight(lv, profile), latex=latex)
+        groups_value=c.metrics["groups"], received_bytes_value=moved,
+        transfer_time_s=moved * _weight(lv, profile), latex=latex)

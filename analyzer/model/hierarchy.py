@@ -10,12 +10,22 @@ An intermediate caching level (L2) uses the memory of the children it serves, M_
 (Theorem 2). A cross-transfer level x between h and c (thread block clusters) adds a level with weight
 Hdot_h->c^-1 - Hdot_x->c^-1 and memory N_c M_c, and re-weights c by Hdot_x->c^-1 (Theorem 3).
 Quantization with q bytes per value scales each term by q^(1 + beta_t) (Equation 3).
+
+Theorem 3's weights are Equation 12, the sum rearranged into the standard form; the weight of x is
+negative wherever cross transfers are slower than direct ones. What each level moves, and so its time,
+is Equation 11, every term a transfer that happens: x receives H*(a, N_c M_c) from h at Hdot_h->c (what
+the cluster loads once for all its children), and c receives the rest of its H*(a, M_c) across the
+cluster at Hdot_x->c (`received`). The two sum to the same total.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import sympy
 
 from analyzer.common.errors import NapkinError
@@ -41,6 +51,27 @@ class ModelLevel:
     @property
     def suffix(self) -> str | None:
         return None if self.drawn else self.name
+
+    @property
+    def feed_s_per_byte(self) -> float:
+        """Seconds per byte this level receives over its feed (Equation 11's weight): the weight,
+        except at a cross level, whose Theorem 3 weight w_hc - w_xc is a rearrangement, not a link."""
+        return 1 / self.bandwidth_bytes_per_s
+
+
+def received(levels: Sequence[ModelLevel], transfer_bytes: Mapping[str, Any]) -> dict[str, Any]:
+    """Bytes each level receives over its feed, from each level's H at its tiles (Equation 11), elementwise.
+
+    A cross level x receives from h what its cluster loads once, H*(a, N_c M_c), but never more than its
+    child c needs in all (a cluster whose shared tiles move more than its members' own would load them
+    directly); c receives the rest of its transfers across the cluster. Every other level receives its H.
+    """
+    out = dict(transfer_bytes)
+    for x, child in itertools.pairwise(levels):
+        if x.role == "cross" and x.name in out and child.name in out:
+            direct = np.minimum(out[x.name], out[child.name])
+            out[x.name], out[child.name] = direct, out[child.name] - direct
+    return out
 
 
 def model_levels(diagram: Diagram, profile: Profile, *, cluster: int | None = None) -> tuple[ModelLevel, ...]:

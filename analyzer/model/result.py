@@ -67,7 +67,9 @@ class LevelOut(Out):
                                     "lower drawn level, with its symbols suffixed by this level.")
     source: str = Field(description="Level whose bandwidth feeds this one.")
     bandwidth_bytes_per_s: float
-    weight_s_per_byte: float = Field(description="Hdot^-1 of Equation 2.")
+    weight_s_per_byte: float = Field(description="Hdot^-1 of Equation 2; at a cross level Theorem 3's "
+                                                 "w_hc - w_xc, negative where cross transfers are slower "
+                                                 "than direct ones (the time uses received_bytes_value).")
     memory_limit_bytes: float = Field(description="M_l: per-block capacity, or N_c M_c.")
     children: int | None
     group: dict[str, str] = Field(description="Grouped axis -> group-size symbol.")
@@ -88,7 +90,10 @@ class LevelOut(Out):
     memory_values: float
     memory_bytes_value: float
     groups_value: float
-    transfer_time_s: float
+    received_bytes_value: float = Field(description="Bytes received over the feed from source (Theorem 3, "
+                                                    "Equation 11): transfers_bytes_value, except below a "
+                                                    "cross level, which delivers part of it directly.")
+    transfer_time_s: float = Field(description="received_bytes_value at the bandwidth feeding the level.")
     latex: dict[str, str] = Field(description="LaTeX of transfers, per_group, groups, memory and "
                                                "h_star.")
 

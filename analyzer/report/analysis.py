@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from analyzer.common.units import binary, seconds, si
-from analyzer.model.result import Analysis, ClassicRuleOut, KernelOut
+from analyzer.model.result import Analysis, ClassicRuleOut, KernelOut, LevelOut
 
 
 def _table(title: str, *columns: str) -> Table:
@@ -79,6 +79,13 @@ def headline(a: Analysis) -> list[Text]:
             Text(f"beside it {bound.plain}{share}")]
 
 
+def _transfers(lv: LevelOut) -> str:
+    """A level's transfers; below a cross level, the share it receives over its own feed (Theorem 3)."""
+    if math.isclose(lv.received_bytes_value, lv.transfers_bytes_value, rel_tol=1e-12):
+        return si(lv.transfers_bytes_value, "B")
+    return f"{si(lv.received_bytes_value, 'B')} of {si(lv.transfers_bytes_value, 'B')}"
+
+
 def _kernel(a: Analysis, k: KernelOut) -> list:
     parts: list = []
     loop = ""
@@ -129,8 +136,7 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
         tiles = ", ".join(f"{s}={v}" for s, v in lv.chosen.items()) or "-"
         row(conf, lv.level, tiles, f"{lv.groups_value:.0f}",
                      f"{binary(lv.memory_bytes_value)} ({binary(lv.memory_limit_bytes)})",
-                     f"{si(lv.transfers_bytes_value, 'B')}",
-                     f"{si(lv.bandwidth_bytes_per_s, 'B/s')} from {lv.source}",
+                     _transfers(lv), f"{si(lv.bandwidth_bytes_per_s, 'B/s')} from {lv.source}",
                      seconds(lv.transfer_time_s))
     parts.append(conf)
     rules = [r for lv in k.levels for r in lv.constraints]

@@ -10,6 +10,7 @@ import numpy as np
 import yaml
 
 from analyzer.calibrate.calibrate import KERNEL, Across, Result
+from analyzer.calibrate.ranges import at_bounds_text
 from analyzer.calibrate.registers import markdown as registers_markdown
 from analyzer.calibrate.validate import (
     HELD_OUT_SHARE,
@@ -21,7 +22,7 @@ from analyzer.calibrate.validate import (
 from analyzer.common.atomic import write_files
 from analyzer.plot.output import render
 from analyzer.plot.style import new_figure
-from analyzer.report.hopper_calibration import kept_fit
+from analyzer.report.hopper_calibration import bounds_paragraph, errors_text, kept_fit
 
 BAND = 0.1   # the scatter's dotted band: predicted within this fraction of the measured time
 MEANING = {
@@ -111,6 +112,7 @@ def report_markdown(r: Result, command: str, plot: str | None) -> str:
         sym, meaning = MEANING.get(n, (n, ""))
         err = f.uncertainty.get(n, float("nan"))
         lines.append(f"| `{n}` | {sym} | {f.values[n]:.4g} | {err:.2g} | {meaning} |")
+    lines += bounds_paragraph(at_bounds_text(f.at_bounds, f.values))
     lines += ["", f"Robust fit (Huber on log error, δ = 0.1), RMS log error {f.rms_log_error:.3f} on the "
               f"training records; {f.samples} bootstrap refits.", "",
               "## Errors", "",
@@ -177,6 +179,21 @@ def report_markdown(r: Result, command: str, plot: str | None) -> str:
     if r.registers is not None:
         lines += registers_markdown(r.registers)
     return "\n".join(lines)
+
+
+def summary(r: Result) -> list[str]:
+    """What napkin calibrate prints of the fit's quality: per family, the calibrated model's errors on the
+    records held out of the fit; with --across, the carried fit's on the other GPU's recording."""
+    families = sorted({x.family for x in r.records})
+    lines = ["held out of the fit, calibrated model: " + "; ".join(
+        f"{fam} {errors_text(r.validation.errors[('calibrated', fam, 'held out')])}" for fam in families)]
+    if r.across is not None:
+        lines.append(f"carried to {r.across.gpu} ({r.across.source}): " + "; ".join(
+            f"{fam} {errors_text(e)}" for fam, e in r.across.errors.items()))
+    at = at_bounds_text(r.fit.at_bounds, r.fit.values)
+    if at:
+        lines.append(f"at a bound of its range (a limit, not a measurement): {at}")
+    return lines
 
 
 def classes_markdown(r: Result) -> list[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from analyzer.calibrate.hopper import Result, hopper_fit
+from analyzer.calibrate.ranges import at_bounds_text
 from analyzer.calibrate.validate import HELD_OUT_SHARE
 from analyzer.common.atomic import write_files
 from analyzer.common.errors import NapkinError
@@ -74,7 +75,38 @@ def profile_yaml(r: Result, command: str, existing: Path | None) -> str:
 
 
 def _pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
+    return "n/a" if not math.isfinite(x) else f"{100 * x:.1f} %"
+
+
+def bounds_paragraph(at_bounds: str) -> list[str]:
+    """The report's words on the parameters a fit left at a bound of their range (ranges.at_bounds_text);
+    none for none."""
+    if not at_bounds:
+        return []
+    return ["", (f"**At a bound of its range:** {at_bounds}. The fit stopped there (least_squares' active "
+                 "constraint): the recording would take it further than its meaning allows, so the value is "
+                 "that limit, not a measurement of what it stands for.")]
+
+
+def errors_text(e) -> str:
+    """Median and 90th percentile of |predicted / measured - 1| over e.count records, for a terminal."""
+    return f"median {_pct(e.median)}, 90th percentile {_pct(e.p90)} ({e.count} records)"
+
+
+def summary(r: Result) -> list[str]:
+    """What napkin calibrate --kernel hopper prints of the fit's quality: its held-out errors, and the
+    fit carried to the other GPU's recording."""
+    held = r.errors["calibrated"]
+    lines = ["held out of the fit, calibrated model: " + "; ".join(
+        f"{name} {errors_text(held[key])}" for key, name in
+        (("held-out configs", "configurations"), ("held-out size", "size"), ("beyond", "beyond the grid"))
+        if key in held)]
+    if r.across:
+        lines.append(f"carried to {r.other}: {errors_text(r.across['all'])}")
+    at = at_bounds_text(r.fitted.at_bounds, {n: getattr(r.fitted.params, n) for n in r.fitted.at_bounds})
+    if at:
+        lines.append(f"at a bound of its range (a limit, not a measurement): {at}")
+    return lines
 
 
 def report_markdown(r: Result, command: str) -> str:
@@ -95,6 +127,7 @@ def report_markdown(r: Result, command: str) -> str:
         error = f.uncertainty[name]
         shown = f"{error:.2g}" if math.isfinite(error) else "undetermined (no record moves it)"
         out.append(f"| {name} | {getattr(f.params, name):.4g} | {shown} | {meaning} |")
+    out += bounds_paragraph(at_bounds_text(f.at_bounds, {n: getattr(f.params, n) for n in f.at_bounds}))
     out += ["", "## Errors |predicted / measured - 1|", "",
             "| records | model | count | median | 90th percentile | worst |", "|---|---|---|---|---|---|"]
     for model, groups in r.errors.items():
