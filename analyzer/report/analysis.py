@@ -262,8 +262,8 @@ def _hopper_sweep_text(s, top: int) -> list:
             seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
     return [Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} (Hopper kernel, {s.model}), {s.dtype}; {sizes}",
                  style="bold"), table,
-            Text(f"ranked in {s.seconds:.2f} s; predictions within {s.tie:.0%} are alike and the tie rule orders them "
-                 f"(docs/kernels.md); {_launched(s)}\n")]
+            Text(f"ranked in {s.seconds:.2f} s; predictions within {s.tie:.0%} of the fastest are alike and the tie "
+                 f"rule orders them (docs/kernels.md), the rest follow fastest first; {_launched(s)}\n")]
 
 
 def _rank(s, i: int) -> str:
