@@ -20,6 +20,7 @@ from analyzer.cli.app import (
     UsageError,
     app,
     check_dtypes,
+    compared_gpus,
     console,
     parse_sets,
     parse_size_ranges,
@@ -56,7 +57,7 @@ def analyze(
                           field="--latex")
     if cluster is not None and cluster < 2:
         raise UsageError(f"--cluster {cluster}: a cluster has at least 2 members")
-    gpus = list(dict.fromkeys(gpu or ["h100"]))
+    gpus = compared_gpus(gpu)
     sets, ranged = parse_size_ranges(set_ or [])
     options = {"dtype": dtype, "cluster": cluster}
     if len(gpus) == 1 and not ranged:
