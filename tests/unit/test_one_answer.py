@@ -15,6 +15,7 @@ from analyzer.config.sweep import sweep
 
 CASES = [
     ("attention", "h100", {}),                                 # the Hopper kernel, calibrated sibling fit
+    ("attention", "h100", {"q": 4096, "x": 4096}),             # ... at other sizes than the diagram's
     ("causal_attention", "h200", {"q": 4096}),                 # causal, another size
     ("gqa", "h100-calibrated", {}),
     ("attention", "a100", {}),                                 # the portable module, no calibration
@@ -51,9 +52,12 @@ def test_the_four_commands_agree(diagram, gpu, sets):
     assert launched.time_s == pytest.approx(e["time_s"], rel=1e-9)
     assert s.model == e["model"] and s.calibrated == e["calibrated"]
 
-    if not {k for k in sets if k not in {"g_q"}}:          # the header predicts at the default sizes
-        header = generate(diagram, gpu, sets=sets).prediction
-        assert header.startswith(seconds(e["time_s"])) and e["configuration"] in header and e["model"] in header
+    k = generate(diagram, gpu, sets=sets)       # the header predicts at the sizes given (regression: the defaults)
+    assert k.prediction.startswith(seconds(e["time_s"])) and e["configuration"] in k.prediction
+    assert e["model"] in k.prediction
+    assert k.prediction_at.split(", ", 1)[1].startswith(", ".join(f"{n}={v}" for n, v in e["sizes"].items()))
+    given = [n for n in sets if n in e["sizes"]]
+    assert k.prediction_at.endswith(f"; {', '.join(given)} from --set") if given else "--set" not in k.prediction_at
 
 
 def test_an_unmeasured_gpu_says_so_on_screen_and_in_json():
