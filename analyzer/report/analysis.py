@@ -123,7 +123,8 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
         parts.append(Text("optimum H*(a, M): no closed form (the memory has no single leading term); "
                           "the integer search below still applies"))
 
-    conf = _table(f"Configuration on {a.gpu.name}", "level", "tiles", "N_g", "memory (limit)",
+    conf = _table(f"Tiles on {a.gpu.name}: napkin analyze's optimum, the idealised bound's (the expected time "
+                  "is the launched configuration's)", "level", "tiles", "N_g", "memory (limit)",
                   "transfers", "Hdot", "time")
     for lv in k.levels:
         tiles = ", ".join(f"{s}={v}" for s, v in lv.chosen.items()) or "-"
