@@ -119,9 +119,9 @@ def _prediction(launched: Launch, profile: Profile, sets: dict[str, int]) -> tup
     e = expected(launched, profile, sizes)
     shown = ", ".join(f"{k}={v}" for k, v in e.sizes.items())
     given = [k for k in sets if k in e.sizes]
-    return (f"{seconds(e.time_s)}, {si(e.throughput_flops_per_s, 'FLOP/s')} ({e.configuration}), "
-            f"{e.bound}-bound; {e.model}",
-            f"{profile.name}, {shown}" + (f"; {', '.join(given)} from --set" if given else ""))
+    prediction = (f"{seconds(e.time_s)}, {si(e.throughput_flops_per_s, 'FLOP/s')} ({e.configuration}), "
+                  f"{e.bound}-bound; {e.model}")
+    return prediction, f"{profile.name}, {shown}" + (f"; {', '.join(given)} from --set" if given else "")
 
 
 def _gpu_word(gpu: str | Profile, profile: Profile) -> str:
