@@ -91,9 +91,9 @@ def test_several_gpus_side_by_side_are_their_own_analyses():
 
 @pytest.mark.parametrize("gpus", [["h100", "h100-sxm5"], ["h100", "h100"], ["h100-sxm5", "h100-sxm"]])
 def test_one_gpu_named_twice_is_compared_once_with_a_note(gpus):
-    """An alias and the profile it names (or one name twice) are one GPU: napkin analyze, napkin plot and
-    napkin report keep the first and say on stderr which they dropped (regression: --gpu h100 --gpu
-    h100-sxm5 compared the H100 with itself)."""
+    """An alias and the profile it names (or one name twice) are one GPU: napkin analyze keeps the first
+    and says on stderr which it dropped, as napkin plot and napkin report do through the same
+    cli.app.compared_gpus (regression: --gpu h100 --gpu h100-sxm5 compared the H100 with itself)."""
     args = [w for g in gpus for w in ("--gpu", g)]
     result = runner.invoke(app, ["analyze", "attention", *args, "--json"])
     assert result.exit_code == 0, result.output

@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 from analyzer import hardware
 from analyzer.cli import app
 from analyzer.codegen.generator import generate
+from analyzer.common.errors import NapkinError
 from analyzer.common.units import seconds
+from analyzer.config import screen as screen_module
 from analyzer.config.sweep import sweep
 from analyzer.model.analysis import load
 from analyzer.report import page as page_module
@@ -173,3 +175,14 @@ def test_a_screen_names_the_other_configuration_it_analyses(args, why):
     else:
         assert r["other"] == why and r["expected"]["configuration"] in last
         assert f"the tables above analyse configuration {r['configuration']['name']} instead ({why})" in last
+
+
+def test_what_section_5_cannot_express_is_said(monkeypatch):
+    """Where the launched configuration does not go into Section 5's variables, the tables analyse the
+    one napkin analyze's tiles give, and the screen says why."""
+    def cannot(*_args, **_kwargs):
+        raise NapkinError("no such variable")
+    monkeypatch.setattr(screen_module, "_launched", cannot)
+    r, screen = screen_module.configure_screen("attention", "h100")
+    assert r.launched is False and r.configuration.name == "derived" and r.expected is not None
+    assert r.other == "Section 5 cannot express the launched one (no such variable)" and screen.sets == {}
