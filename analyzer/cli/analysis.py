@@ -20,6 +20,7 @@ from analyzer.cli.app import (
     UsageError,
     app,
     check_dtypes,
+    compared_gpus,
     console,
     parse_sets,
     parse_size_ranges,
@@ -56,7 +57,7 @@ def analyze(
                           field="--latex")
     if cluster is not None and cluster < 2:
         raise UsageError(f"--cluster {cluster}: a cluster has at least 2 members")
-    gpus = list(dict.fromkeys(gpu or ["h100"]))
+    gpus = compared_gpus(gpu)
     sets, ranged = parse_size_ranges(set_ or [])
     options = {"dtype": dtype, "cluster": cluster}
     if len(gpus) == 1 and not ranged:
@@ -167,21 +168,17 @@ def configure(
     strict: Annotated[bool, typer.Option(help="Exit with code 3 if the configuration does not "
                                               "fit (negative excess).")] = False,
 ) -> None:
-    """Configuration, memory, compute and throughput tables for a GPU (Section 5, Appendix B)."""
+    """Configuration, memory, compute and throughput tables for a GPU (Section 5, Appendix B), of the
+    configuration napkin kernel launches unless the options ask for another."""
     from analyzer.config.configure import configurations
-    from analyzer.config.configure import configure as run
-    from analyzer.config.launch import with_expected
     check_dtypes([dtype] if dtype else [])
     if list_:
         from analyzer.report.configure import render_list
         console().print(render_list(configurations(diagram, dtype=dtype)))
         return
-    from analyzer import hardware
-    sets = parse_sets(set_ or [])
-    profile = hardware.load(gpu)
-    result = run(diagram, profile, config=config, sets=sets, dtype=dtype,
-                 overhead=overhead, strategy=strategy, overlap=overlap)
-    result = with_expected(result, diagram, profile, dtype=dtype, sets=sets)
+    from analyzer.config.screen import configure_screen
+    result, _ = configure_screen(diagram, gpu, config=config, sets=parse_sets(set_ or []), dtype=dtype,
+                                 overhead=overhead, strategy=strategy, overlap=overlap)
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
     else:

@@ -57,6 +57,34 @@ def shipped_gpus(incomplete: str) -> list[str]:
     return sorted(n for n in {*resources.shipped("hardware"), *aliases()} if n.startswith(incomplete))
 
 
+def distinct_gpus(gpus: list[str] | None) -> tuple[list[str], list[str]]:
+    """The --gpu values of a command that compares GPUs (default h100), each profile once, in the order
+    given, and a note for each value dropped: an alias and the profile it names (h100, h100-sxm5), or one
+    name twice, are one GPU, and comparing it with itself says nothing. Dropped rather than refused, as
+    a package manager takes a package named twice: a list built by a script still runs."""
+    from analyzer.common import resources
+    from analyzer.hardware.names import profile_path
+    first: dict[object, str] = {}
+    notes = []
+    for name in gpus or ["h100"]:
+        path = profile_path(name)
+        key = path.resolve()
+        if key in first:
+            notes.append(f"--gpu {name} names {first[key]}'s profile again ({resources.display('hardware', path)}): "
+                         "it is compared once")
+        else:
+            first[key] = name
+    return list(first.values()), notes
+
+
+def compared_gpus(gpus: list[str] | None) -> list[str]:
+    """distinct_gpus, its notes on stderr (stdout may be JSON)."""
+    names, notes = distinct_gpus(gpus)
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    return names
+
+
 DiagramArg = Annotated[str, typer.Argument(metavar="DIAGRAM", autocompletion=shipped_diagrams, help="A shipped diagram name (napkin diagrams "
                                                                    "list) or a .yaml file.")]
 GpuOpt = Annotated[str, typer.Option("--gpu", "-g", metavar="GPU", autocompletion=shipped_gpus, help="GPU profile name or alias "

@@ -20,6 +20,7 @@ from analyzer.cli.app import (
     UsageError,
     app,
     check_dtypes,
+    compared_gpus,
     parse_sets,
     plot_app,
     progress_bar,
@@ -40,7 +41,7 @@ def plot_transfers(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
     output_format(output)
     check_target(output, "--output")
     from analyzer.plot.transfers import figure
-    wrote(save(figure(diagram, gpu or ["h100"], dtypes=check_dtypes(dtype or []),
+    wrote(save(figure(diagram, compared_gpus(gpu), dtypes=check_dtypes(dtype or []),
                        sets=parse_sets(set_ or [])), output))
 
 
@@ -54,7 +55,7 @@ def plot_roofline(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
     check_target(output, "--output")
     from analyzer.plot.roofline import figure
     check_dtypes([dtype] if dtype else [])
-    wrote(save(figure(diagram, gpu or ["h100"], dtype=dtype, sets=parse_sets(set_ or [])), output))
+    wrote(save(figure(diagram, compared_gpus(gpu), dtype=dtype, sets=parse_sets(set_ or [])), output))
 
 
 @plot_app.command("schedule", cls=OneValue)
@@ -144,8 +145,8 @@ def report(diagram: DiagramArg,
     check_target(output, "--output")
     from analyzer.common.atomic import write_text
     from analyzer.report.page import page
+    gpus = compared_gpus(gpu)
     with progress_bar("report") as progress:
         progress("analyse and draw", 0, 1)
-        html = page(diagram, list(dict.fromkeys(gpu or ["h100"])), sets=parse_sets(set_ or []), dtype=dtype,
-                    path=output)
+        html = page(diagram, gpus, sets=parse_sets(set_ or []), dtype=dtype, path=output)
     wrote(write_text(output, html, "--output"))

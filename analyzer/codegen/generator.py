@@ -2,8 +2,8 @@
 
     the backend and its configured kernels (analyzer.config.launch; analyzer.config.kernels: weave,
     schedule, configuration per head dim, plan)
-    -> the model's expectation at the diagram's default sizes (analyzer.config.launch.expected, what
-       napkin analyze leads with), for the header
+    -> the model's expectation at the sizes --set gives, the diagram's defaults elsewhere
+       (analyzer.config.launch.expected, what napkin analyze leads with), for the header
     -> a backend renders the file: Gluon for Hopper (analyzer.codegen.hopper: the warp-specialised
        attention kernel, configured by analyzer.config.hopper), Triton (analyzer.codegen.triton: kernels,
        configurations, module) or CUDA C++ and its loader (analyzer.codegen.cuda)
@@ -90,7 +90,7 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
     launched = launch(diagram, profile, backend=backend, dtype=dtype, config=config, sets=sets)
     chosen, configured, tables = launched.backend, launched.configured, launched.hopper
     progress("generate", 1, 3)
-    prediction, prediction_at = _prediction(launched, profile)
+    prediction, prediction_at = _prediction(launched, profile, sets or {})
     progress("generate", 2, 3)
     file = KernelFile(**_fields(configured), backend=chosen,
                       command=_command(diagram, _gpu_word(gpu, profile), chosen, configured.dtype, config,
@@ -107,19 +107,21 @@ def _fields(value) -> dict:
     return {f.name: getattr(value, f.name) for f in fields(value)}
 
 
-def _prediction(launched: Launch, profile: Profile) -> tuple[str, str]:
-    """The header's prediction: the diagram's default sizes, one batch entry and head, as napkin analyze
-    states it (analyzer.config.launch)."""
+def _prediction(launched: Launch, profile: Profile, sets: dict[str, int]) -> tuple[str, str]:
+    """The header's prediction at the sizes `sets` gives, the diagram's defaults elsewhere (one batch
+    entry and head), as napkin analyze states it (analyzer.config.launch); it names the sizes --set gave."""
     c = launched.configured
-    sizes = sizes_of(c, None)
+    sizes = sizes_of(c, sets)
     if launched.hopper is not None and len(launched.hopper.tables) == 1:   # --config NAME: its head dim alone
         (head_dim,) = launched.hopper.tables
         size = c.diagram.size(c.roles.head_dim)
         sizes.update({s.name: head_dim for s in size.free_symbols} if size.is_Symbol else {})
     e = expected(launched, profile, sizes)
     shown = ", ".join(f"{k}={v}" for k, v in e.sizes.items())
-    return (f"{seconds(e.time_s)}, {si(e.throughput_flops_per_s, 'FLOP/s')} ({e.configuration}), "
-            f"{e.bound}-bound; {e.model}", f"{profile.name}, {shown}")
+    given = [k for k in sets if k in e.sizes]
+    prediction = (f"{seconds(e.time_s)}, {si(e.throughput_flops_per_s, 'FLOP/s')} ({e.configuration}), "
+                  f"{e.bound}-bound; {e.model}")
+    return prediction, f"{profile.name}, {shown}" + (f"; {', '.join(given)} from --set" if given else "")
 
 
 def _gpu_word(gpu: str | Profile, profile: Profile) -> str:

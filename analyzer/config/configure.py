@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from analyzer import hardware
 from analyzer.common.errors import NapkinError
@@ -52,9 +52,10 @@ def configure(diagram: str | Diagram, gpu: str | Profile, *, config: str | None 
               sets: dict[str, int] | None = None, dtype: str | None = None, overhead: float = 0.0,
               strategy: str | None = None, overlap: str | None = None,
               kernel: str | None = None, dtypes: dict[str, str] | None = None,
-              schedule_overlap_: bool = True) -> ConfigurationReport:
+              schedule_overlap_: bool = True, loads_from: str | None = None) -> ConfigurationReport:
     """Every table of Section 5 for one configuration; `strategy`, `overlap` and `kernel` override its
-    own. schedule_overlap_=False skips Section 6's warpgroup schedule (what legality does not need)."""
+    own. schedule_overlap_=False skips Section 6's warpgroup schedule (what legality does not need).
+    `loads_from`: the level the throughput analysis loads the streamed chunks from (default GMEM)."""
     d = load(diagram, dtype=dtype) if isinstance(diagram, str) else diagram
     profile = hardware.load(gpu)
     gpu_source = profile.source
@@ -73,6 +74,8 @@ def configure(diagram: str | Diagram, gpu: str | Profile, *, config: str | None 
                 raise NapkinError(f"--{key} {value!r}: expected {' or '.join(allowed)}")
             spec = spec.model_copy(update={key: value})
     setting = resolve(d, profile, spec, config_field, sets or {})
+    if loads_from is not None:
+        setting = replace(setting, loads_from=profile.level(loads_from).name)
     variables = lower(setting)
     caps = capacities(setting, variables)
     trouble = problems(setting, variables, caps)
@@ -363,7 +366,8 @@ def _report(d, profile, gpu_source, setting: Setting, variables, caps, trouble, 
             clock_hz=thr.clock_hz, bandwidth_bytes_per_s=thr.bandwidth_bytes_per_s,
             sm_count=thr.sm_count, rows=thr.rows, load_time_s=thr.load_time_s, min_rows=thr.min_rows,
             compute_time_s=thr.compute_time_s, ops_per_chunk=thr.ops_per_chunk,
-            throughput_flops_per_s=thr.throughput_flops_per_s, bound=thr.bound),
+            throughput_flops_per_s=thr.throughput_flops_per_s, bound=thr.bound,
+            loads_from=thr.loads_from or profile.levels[0].name),
         overlap=None if ov is None else OverlapOut(
             strategy=ov.strategy, groups=ov.groups, overhead=ov.overhead,
             stages={st.name: st.clocks for st in ov.stages}, period_clocks_per_row=ov.period,

@@ -290,8 +290,13 @@ def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: in
     if not scored:
         return []
     fastest = min(t for t, _ in scored)
-    return sorted(scored, key=lambda tc: (tc[0] > fastest * (1 + ALIKE),
-                                          *_tie(profile, tc[1], head_dim, dtype, params), tc[0]))
+
+    def order(tc: tuple[float, HopperConfig]) -> tuple:
+        tie = _tie(profile, tc[1], head_dim, dtype, params)
+        if tc[0] <= fastest * (1 + ALIKE):
+            return (0, *tie, tc[0])
+        return (1, tc[0], *tie)        # beyond the band the time decides; the tie rule only among equals
+    return sorted(scored, key=order)
 
 
 def threads_bound(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, overhead: float | None = None,

@@ -26,6 +26,7 @@ import sympy
 from analyzer import hardware
 from analyzer.common.errors import NapkinError
 from analyzer.config.by_size import instance_axes
+from analyzer.config.choose import Choice
 from analyzer.config.hopper import (
     HopperConfig,
     HopperParams,
@@ -118,6 +119,7 @@ class Expected:
     calibrated: bool             # False: the idealised model, no one fitted this kernel's model on this GPU
     sizes: dict[str, int]        # the weaved diagram's size symbols it was predicted at
     hopper: HopperConfig | None = None
+    portable: tuple[Choice, ...] = ()    # the portable module's: each kernel's configuration launched
 
     @property
     def throughput_flops_per_s(self) -> float:
@@ -152,7 +154,8 @@ def expected(launched: Launch, profile: Profile, sizes: dict[str, int]) -> Expec
     else:
         model, calibrated = ("the paper's idealised model with napkin sweep's terms: no one has fitted the "
                              f"portable kernel's model on {profile.name}"), False
-    return Expected(launched.backend, label, p.time_s, p.flops, p.bound, model, calibrated, dict(p.sizes))
+    return Expected(launched.backend, label, p.time_s, p.flops, p.bound, model, calibrated, dict(p.sizes),
+                    portable=tuple(launched_choices))
 
 
 def portable_label(c) -> str:
@@ -202,20 +205,29 @@ def _head_dim_pinned(base: Diagram, sets: dict[str, int]) -> dict[str, int]:
     return {**sets, size.name: int(base.defaults[size])}
 
 
-def expect(diagram: str, gpu: str | Profile, *, dtype: str | None = None,
-           sets: dict[str, int] | None = None) -> ExpectedOut:
-    """napkin analyze's headline: what napkin kernel's default backend launches at the diagram's sizes
-    with `sets` (its sizes and tile pins; napkin configure's own variables, such as stages, are left to
-    configure), and its expected time."""
+def expected_at(diagram: str, gpu: str | Profile, *, dtype: str | None = None,
+                sets: dict[str, int] | None = None) -> Expected:
+    """What napkin kernel's default backend launches at the diagram's sizes with `sets` (its sizes and
+    tile pins; napkin configure's own variables, such as stages, are left to configure), and its
+    expected time."""
     profile = hardware.load(gpu)
     base = load(diagram, dtype=dtype)
     names = {s.name for s in base.size_symbols} | set(partition_symbols(base))
     sets = {k: v for k, v in (sets or {}).items() if k in names}
     launched = launch(diagram, profile, dtype=dtype, sets=_head_dim_pinned(base, sets), tables=False)
-    e = expected(launched, profile, sizes_of(launched.configured, sets))
+    return expected(launched, profile, sizes_of(launched.configured, sets))
+
+
+def expected_out(e: Expected) -> ExpectedOut:
     return ExpectedOut(backend=e.backend, configuration=e.configuration, time_s=e.time_s,
                        throughput_flops_per_s=e.throughput_flops_per_s, bound=e.bound, model=e.model,
                        calibrated=e.calibrated, sizes=e.sizes)
+
+
+def expect(diagram: str, gpu: str | Profile, *, dtype: str | None = None,
+           sets: dict[str, int] | None = None) -> ExpectedOut:
+    """napkin analyze's headline: `expected_at` as the reports carry it."""
+    return expected_out(expected_at(diagram, gpu, dtype=dtype, sets=sets))
 
 
 def with_expected(result: R, diagram: str, gpu: str | Profile, *, dtype: str | None = None,
@@ -228,4 +240,4 @@ def with_expected(result: R, diagram: str, gpu: str | Profile, *, dtype: str | N
         return result.model_copy(update={"expected_absent": exc.message})
 
 
-__all__ = ["expect", "with_expected", "portable_label", "SIZED", "Expected", "Launch", "expected", "launch", "sizes_of"]
+__all__ = ["SIZED", "Expected", "Launch", "expect", "expected", "expected_at", "expected_out", "launch", "portable_label", "sizes_of", "with_expected"]

@@ -77,7 +77,7 @@ class ThroughputOut(Out):
     tensor_clocks_per_row: float = Field(description="k.")
     bytes_per_chunk: int = Field(description="H: bytes a block loads per chunk.")
     clock_hz: float = Field(description="f_K.")
-    bandwidth_bytes_per_s: float = Field(description="B: GMEM bandwidth.")
+    bandwidth_bytes_per_s: float = Field(description="B: the bandwidth of `loads_from`.")
     sm_count: int
     rows: int = Field(description="g: rows sharing each loaded chunk.")
     load_time_s: float = Field(description="T_H = H N_SM / B.")
@@ -86,6 +86,9 @@ class ThroughputOut(Out):
     ops_per_chunk: float = Field(description="K = g x tensor ops per row.")
     throughput_flops_per_s: float = Field(description="K N_SM / max(T_K, T_H).")
     bound: str
+    loads_from: str = Field("gmem", description="The level the chunks are loaded from: GMEM, as the paper's "
+                                                "B.0.1 has it, or L2 where the launched kernel's model reads "
+                                                "them there (the Hopper kernel: the blocks of a head share them).")
 
 
 class BlockOut(Out):
@@ -151,3 +154,7 @@ class ConfigurationReport(Out):
                           "napkin analyze, sweep and the kernel's header); the tables are Section 5's "
                           "analysis of `configuration`, their throughput the paper's idealised bound.")
     expected_absent: str | None = Field(None, description="Why there is no expected time, where there is none.")
+    launched: bool = Field(False, description="The tables analyse the configuration napkin kernel launches at "
+                                              "these sizes, `expected`'s.")
+    other: str | None = Field(None, description="Why the tables analyse another configuration than "
+                                                "`expected`'s, where they do (napkin configure and report).")

@@ -64,6 +64,7 @@ class Setting:
     rows_per_load: int                     # rows sharing one loaded chunk (throughput analysis)
     derived_from: str = ""                 # where the tiles came from (e.g. napkin analyze's choice)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    loads_from: str | None = None          # the level the streamed chunks come from (None: the top, GMEM)
 
     @property
     def strategy(self) -> str:

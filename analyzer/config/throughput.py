@@ -32,6 +32,7 @@ class Throughput:
     compute_time_s: float             # T_K
     ops_per_chunk: float              # K
     throughput_flops_per_s: float
+    loads_from: str | None = None     # the level B is the bandwidth of (None: the top, GMEM)
 
     @property
     def time_s(self) -> float:
@@ -39,7 +40,9 @@ class Throughput:
 
     @property
     def bound(self) -> str:
-        return "tensor cores" if self.compute_time_s >= self.load_time_s else "GMEM bandwidth"
+        if self.compute_time_s >= self.load_time_s:
+            return "tensor cores"
+        return f"{(self.loads_from or 'gmem').upper()} bandwidth"
 
 
 def throughput(setting: Setting, variables: tuple[Variable, ...], compute: Compute) -> Throughput:
@@ -51,10 +54,11 @@ def throughput(setting: Setting, variables: tuple[Variable, ...], compute: Compu
     h = sum(v.bytes // v.buffers for v in streamed)         # one chunk, not its extra buffers
     k = compute.tensor_clocks
     f_k = p.clocks.tensor_hz
-    bandwidth = p.levels[0].bandwidth_bytes_per_s
+    level = p.level(setting.loads_from) if setting.loads_from else p.levels[0]
+    bandwidth = level.bandwidth_bytes_per_s
     rows = setting.rows_per_load
     t_h = h * p.sm_count / bandwidth
     t_k = k * rows / f_k
     ops = rows * compute.ops("tensor")
     return Throughput(k, h, f_k, bandwidth, p.sm_count, rows, t_h, t_h * f_k / k if k else 0.0, t_k,
-                      ops, ops * p.sm_count / max(t_k, t_h) if max(t_k, t_h) else 0.0)
+                      ops, ops * p.sm_count / max(t_k, t_h) if max(t_k, t_h) else 0.0, setting.loads_from)

@@ -225,6 +225,17 @@ class Analysis(Out):
         """The size of `axis` (None: the diagram has no such axis)."""
         return next((s.value for s in self.sizes if s.axis == axis), None)
 
+    def value(self, name: str) -> int | None:
+        """What a --set name came to here: an axis's size (q), a size symbol's (one an axis's size is
+        exactly), or a tile of the lowest level (g_q, s_x); None: the analysis has no such name."""
+        found = self.size(name)
+        if found is None:
+            found = next((s.value for s in self.sizes if s.expression == name), None)
+        for k in self.kernels if found is None else ():
+            if k.levels and name in k.levels[-1].chosen:
+                return k.levels[-1].chosen[name]
+        return found
+
 
 class Comparison(Out):
     """`napkin analyze` with several --gpu or a size range (--set q=1024..32768): one analysis per GPU

@@ -49,7 +49,7 @@ def figure(c: Comparison) -> Figure:
     calibrated: dict[str, set[bool]] = {}
     for gpu in dict.fromkeys(a.gpu.name for a in c.analyses):
         mine = [a for a in c.analyses if a.gpu.name == gpu]
-        x = [a.size(axis) for a in mine]
+        x = [a.value(axis) for a in mine]
         color = style.gpu_color(gpu)
         fitted = mine[0].gpu.calibration is not None
         beside.add(fitted)
@@ -73,7 +73,7 @@ def figure(c: Comparison) -> Figure:
     ax.set_xlabel(axis)
     ax.set_ylabel("predicted time")
     ax.yaxis.set_major_formatter(lambda v, _: seconds(v))
-    ax.set_xticks(sorted({a.size(axis) for a in c.analyses}))
+    ax.set_xticks(sorted({a.value(axis) for a in c.analyses}))
     ax.xaxis.set_major_formatter(lambda v, _: f"{int(v)}")
     ax.tick_params(axis="x", labelrotation=45)
     handles = ax.get_legend_handles_labels()[0]

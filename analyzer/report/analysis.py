@@ -130,7 +130,8 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
         parts.append(Text("optimum H*(a, M): no closed form (the memory has no single leading term); "
                           "the integer search below still applies"))
 
-    conf = _table(f"Configuration on {a.gpu.name}", "level", "tiles", "N_g", "memory (limit)",
+    conf = _table(f"Tiles on {a.gpu.name}: napkin analyze's optimum, the idealised bound's (the expected time "
+                  "is the launched configuration's)", "level", "tiles", "N_g", "memory (limit)",
                   "transfers", "Hdot", "time")
     for lv in k.levels:
         tiles = ", ".join(f"{s}={v}" for s, v in lv.chosen.items()) or "-"
@@ -268,8 +269,8 @@ def _hopper_sweep_text(s, top: int) -> list:
             seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
     return [Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} (Hopper kernel, {s.model}), {s.dtype}; {sizes}",
                  style="bold"), table,
-            Text(f"ranked in {s.seconds:.2f} s; predictions within {s.tie:.0%} are alike and the tie rule orders them "
-                 f"(docs/kernels.md); {_launched(s)}\n")]
+            Text(f"ranked in {s.seconds:.2f} s; predictions within {s.tie:.0%} of the fastest are alike and the tie "
+                 f"rule orders them (docs/kernels.md), the rest follow fastest first; {_launched(s)}\n")]
 
 
 def _rank(s, i: int) -> str:

@@ -17,6 +17,7 @@ def comparison_text(c: Comparison) -> Group:
     # a size tied to a varied one (causal attention's x = q) varies with it: a column too
     varies = [s.axis for s in first.sizes if s.axis in c.varied
               or len({a.size(s.axis) for a in c.analyses}) > 1]
+    varies += [name for name in c.varied if name not in varies]     # a tile (g_q), a size symbol
     fixed = ", ".join(f"{s.axis}={s.value}" for s in first.sizes if s.axis not in varies)
     title = Text(f"{first.diagram.name}: {first.diagram.title}; {first.dtype}; {fixed}", style="bold")
     table = Table(title=f"{len(gpus)} GPU(s) x {len(c.analyses) // max(1, len(gpus))} size(s): the generated "
@@ -28,7 +29,7 @@ def comparison_text(c: Comparison) -> Group:
     for a in c.analyses:
         e, t = a.expected, a.totals
         table.add_row(*(Text(cell) for cell in (
-            a.gpu.name, *(str(a.size(axis)) for axis in varies),
+            a.gpu.name, *(str(a.value(name)) for name in varies),
             seconds(e.time_s) if e else "-", si(e.throughput_flops_per_s, "FLOP/s") if e else "-",
             e.bound if e else "-", ("calibrated" if e.calibrated else "idealised") if e else "no kernel",
             seconds(t.predicted_time_s), t.bound)))

@@ -77,7 +77,7 @@ def render(r: ConfigurationReport) -> Group:
     for name, value in (
             ("k: tensor clk / row", f"{t.tensor_clocks_per_row:.3g}"),
             ("H: bytes loaded per chunk", f"{t.bytes_per_chunk}"),
-            ("f_K", si(t.clock_hz, "Hz")), ("B", si(t.bandwidth_bytes_per_s, "B/s")),
+            ("f_K", si(t.clock_hz, "Hz")), (f"B ({t.loads_from.upper()})", si(t.bandwidth_bytes_per_s, "B/s")),
             ("N_SM", str(t.sm_count)), ("T_H = H N_SM / B", seconds(t.load_time_s)),
             ("g* = T_H f_K / k (min rows)", f"{t.min_rows:.0f}"),
             ("g: rows per load", str(t.rows)), ("T_K = k g / f_K", seconds(t.compute_time_s)),
@@ -113,15 +113,19 @@ def render(r: ConfigurationReport) -> Group:
 
 
 def _expected(r: ConfigurationReport) -> Text:
-    """What napkin kernel launches, as napkin analyze and sweep state it, beside this configuration."""
+    """What napkin kernel launches, as napkin analyze and sweep state it, and whether the tables above
+    analyse it."""
     e = r.expected
     if e is None:
         why = f" ({r.expected_absent})" if r.expected_absent else ""
-        return Text(f"expected: no generated kernel to time{why}", style="bold")
+        return Text(f"expected: no generated kernel to time{why}; the tables above analyse configuration "
+                    f"{r.configuration.name}", style="bold")
+    tables = ("the tables above are Section 5's analysis of it" if r.launched else
+              f"the tables above analyse configuration {r.configuration.name} instead"
+              + (f" ({r.other})" if r.other else ""))
     return Text(f"expected: napkin kernel launches {e.configuration} at these sizes, {seconds(e.time_s)}, "
-                f"{si(e.throughput_flops_per_s, 'FLOP/s')}, {e.bound}-bound ({e.model}); the tables "
-                f"above analyse configuration {r.configuration.name} by Section 5, their throughput is "
-                "the paper's idealised bound", style="bold")
+                f"{si(e.throughput_flops_per_s, 'FLOP/s')}, {e.bound}-bound ({e.model}); {tables}; their "
+                "throughput is the paper's idealised bound", style="bold")
 
 
 def _accommodation(value: float | None) -> str:

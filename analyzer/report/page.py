@@ -35,8 +35,8 @@ from analyzer.common.errors import NapkinError
 from analyzer.common.expr import MEMORY, at, symbol
 from analyzer.common.units import binary, seconds, si
 from analyzer.common.version import __version__
-from analyzer.config.configure import configure
 from analyzer.config.launch import with_expected
+from analyzer.config.screen import configure_screen
 from analyzer.diagram.compiled import Diagram
 from analyzer.hardware import Profile
 from analyzer.model.analysis import (
@@ -107,7 +107,7 @@ def page(diagram: str, gpus: list[str], *, sets: dict[str, int] | None = None,
              _section("diagram", _drawing(diagram, d)),
              _section("symbolic", _symbolic(d, analysed)),
              _section("tiles", _tiles(analysed, sizes)),
-             _section("configuration", _configuration(d, analysed, sets)),
+             _section("configuration", _configuration(diagram, d, analysed, sets, dtype)),
              _section("transfers", _figure("transfers", "H*(M) curves", lambda: transfers.figure(
                  diagram, [g.profile for g in analysed], dtypes=[dtype] if dtype else [], sets=sets))),
              _section("roofline", _figure("roofline", "roofline", lambda: roofline.figure(
@@ -365,24 +365,25 @@ def _number(value: sympy.Expr) -> str:
 
 # -- Section 5: napkin configure's tables and the overlap schedule, per GPU ----------------------------
 
-def _configuration(d: Diagram, analysed: list[Gpu], sets: dict) -> Markup:
-    parts = [tag("p", "As napkin configure prints them: the configuration derived from napkin analyze's tiles "
+def _configuration(diagram: str, d: Diagram, analysed: list[Gpu], sets: dict, dtype: str | None) -> Markup:
+    """napkin configure's screen per GPU: the configuration the kernel section's module launches at these
+    sizes (analyzer.config.screen), or the one napkin analyze's tiles give where there is none, said so."""
+    parts = [tag("p", "As napkin configure prints them: the configuration napkin kernel launches at these sizes "
                       "(Table 1), the maximum analysis (Table 2), the compute analysis (Table 3), the "
                       "throughput (Appendix B.0.1) and the warpgroup overlap (Section 6), then its schedule "
                       "(Figures 34-37). Their throughput is the paper's idealised bound.", class_="note")]
     for i, g in enumerate(analysed):
         parts.append(tag("h3", g.profile.name))
         try:
-            r = configure(d, g.profile, sets=sets)
+            r, screen = configure_screen(diagram, g.profile, sets=sets, dtype=dtype)
         except NapkinError as exc:
             parts.append(_absent(f"no Section 5 configuration: {exc.message}"))
             continue
-        a = g.analysis
-        r = r.model_copy(update={"expected": a.expected, "expected_absent": a.expected_absent})
         parts.append(rich(configure_text(r)))
         if r.overlap is not None:
             parts.append(_figure(f"schedule{i}", f"overlap schedule on {g.profile.name}",
-                                 lambda p=g.profile: schedule.figure(d, p, sets=sets)))
+                                 lambda p=g.profile, s=screen: schedule.figure(
+                                     d, p, config=s.config, sets=s.sets, overlap=s.overlap)))
     return join(parts)
 
 

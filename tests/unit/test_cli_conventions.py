@@ -89,6 +89,41 @@ def test_several_gpus_side_by_side_are_their_own_analyses():
     assert "calibrated" in rows["h100-sxm5"] and "idealised" in rows["a100"]
 
 
+@pytest.mark.parametrize("gpus", [["h100", "h100-sxm5"], ["h100", "h100"], ["h100-sxm5", "h100-sxm"]])
+def test_one_gpu_named_twice_is_compared_once_with_a_note(gpus):
+    """An alias and the profile it names (or one name twice) are one GPU: napkin analyze keeps the first
+    and says on stderr which it dropped, as napkin plot and napkin report do through the same
+    cli.app.compared_gpus (regression: --gpu h100 --gpu h100-sxm5 compared the H100 with itself)."""
+    args = [w for g in gpus for w in ("--gpu", g)]
+    result = runner.invoke(app, ["analyze", "attention", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == json.loads(invoke("analyze", "attention", "--gpu", gpus[0], "--json"))
+    assert result.stderr.strip() == f"note: --gpu {gpus[1]} names {gpus[0]}'s profile again " \
+                                    "(hardware/h100-sxm5.yaml): it is compared once"
+
+
+def test_a_distinct_gpu_list_keeps_its_order_and_an_unknown_name_is_refused():
+    from analyzer.cli.app import distinct_gpus
+    names, notes = distinct_gpus(["a100", "h100", "h200", "h100-sxm", "a100"])
+    assert names == ["a100", "h100", "h200"] and len(notes) == 2
+    assert distinct_gpus(None) == (["h100"], [])
+    with pytest.raises(NapkinError, match="no-such-gpu"):
+        distinct_gpus(["h100", "no-such-gpu"])
+
+
+@pytest.mark.parametrize("ranged", ["g_q=64..256", "s_x=32,64"])
+def test_a_swept_tile_is_a_column_of_the_comparison(ranged):
+    """regression: --set g_q=64..256 printed three rows without a g_q column."""
+    name, _ = ranged.split("=")
+    doc = json.loads(invoke("analyze", "attention", "--gpu", "h100", "--set", ranged, "--json"))
+    values = [a["kernels"][0]["levels"][-1]["chosen"][name] for a in doc["analyses"]]
+    table = invoke("analyze", "attention", "--gpu", "h100", "--set", ranged)
+    header = next(line for line in table.splitlines() if line.split()[:1] == ["GPU"])
+    assert [c.strip() for c in header.split("┃")][:2] == ["GPU", name]
+    rows = [[c.strip() for c in line.split("│")] for line in table.splitlines() if line.split()[:1] == ["h100-sxm5"]]
+    assert [int(r[1]) for r in rows] == values and len(set(values)) == len(values) > 1
+
+
 def test_a_size_range_gives_one_row_and_point_per_size(tmp_path):
     plot = tmp_path / "sizes.png"
     result = runner.invoke(app, ["analyze", "causal_attention", "--gpu", "h100", "--set", "q=1024..8192",

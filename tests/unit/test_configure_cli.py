@@ -165,6 +165,9 @@ KERNEL = {   # the kernel configure picks: the first that streams an axis into a
 # With one buffer per load, analyze's tiles fit everywhere but mlp2 on the T4: analyze's tiles fill the
 # 64 KiB a block may use, and the configuration adds 8 KiB per warp (Table 2's per-warp memory).
 SMEM_DOES_NOT_FIT = {("mlp2", "t4")}
+# Without options napkin configure analyses what napkin kernel launches (analyzer.config.screen), and where
+# it generates no kernel (no configuration of mlp2's fits the T4), the configuration derived from analyze.
+NO_KERNEL = {("mlp2", "t4")}
 # mlp2 at i = o = 512 found no tiles on the T4; at its default 256 it does. Linear attention's first
 # contraction has no grouped rows (its state K^T V is d x e): no block owns rows to split over warps.
 FAILS = {("linear_attention", gpu): ["diagrams/linear_attention.yaml", "kernels[0].partition.smem",
@@ -188,12 +191,18 @@ def test_configure_prints_the_tables_or_one_error_line(napkin, monkeypatch, diag
         return
     out = ok(r)
     lines = out.splitlines()
-    assert lines[0] == (f"{diagram} on {PROFILE.get(gpu, gpu)}: configuration derived (from --set and "
-                        "napkin analyze's tiles)")
+    launched = (diagram, gpu) not in NO_KERNEL
+    name = ("launched (what napkin kernel launches at these sizes)" if launched else
+            "derived (from --set and napkin analyze's tiles)")
+    assert lines[0] == f"{diagram} on {PROFILE.get(gpu, gpu)}: configuration {name}"
     unit = "warpgroup" if gpu.startswith("h") else "warp"
     threads = 128 if unit == "warpgroup" else 32
-    assert f"  kernel {KERNEL[diagram]}; fragment strategy, inter-{unit} overlap; N = " in out
-    assert f" of {threads} threads; 1 buffer per streamed load" in out   # as analyze counts memory
+    assert f"  kernel {KERNEL[diagram]}; fragment strategy, " in out and f"-{unit} overlap; N = " in out
+    if launched:
+        assert " ".join(out.split()).endswith("the tables above are Section 5's analysis of it; their "
+                                              "throughput is the paper's idealised bound")
+    else:
+        assert f" of {threads} threads; 1 buffer per streamed load" in out   # as analyze counts memory
     positions = [out.index(title) for title in TABLES]
     assert positions == sorted(positions)
     if (diagram, gpu) in SMEM_DOES_NOT_FIT:
@@ -284,7 +293,8 @@ def test_json_follows_the_printed_schema(napkin, schema, args):
     report = ConfigurationReport.model_validate_json(text)
     assert set(doc) == {"schema_version", "napkin_version", "diagram", "source", "gpu", "gpu_source",
                         "configuration", "values", "divisors", "variables", "capacity", "compute",
-                        "throughput", "overlap", "fits", "problems", "notes", "expected", "expected_absent"}
+                        "throughput", "overlap", "fits", "problems", "notes", "expected", "expected_absent",
+                        "launched", "other"}
     assert report.schema_version == 1 and report.fits and report.problems == []
     assert [c.storage for c in report.capacity] == ["smem", "registers"]
     assert report.throughput.throughput_flops_per_s > 0 and report.overlap.period_clocks_per_row > 0
@@ -308,9 +318,11 @@ def test_json_of_napkin_hopper(napkin):
 
 
 def test_json_of_a_derived_configuration(napkin):
+    # stages, Section 5's own variable, asks for another configuration than napkin kernel's launched one
     doc = json.loads(ok(napkin("configure", "matmul", "--gpu", "a100", "--set", "g_a=128",
-                               "--set", "g_c=128", "--set", "s_b=64", "--json")))
+                               "--set", "g_c=128", "--set", "s_b=64", "--set", "stages=2", "--json")))
     assert doc["configuration"]["name"] == "derived" and doc["configuration"]["unit"] == "warp"
+    assert doc["launched"] is False and doc["other"] == "--set stages asked for it"
     assert doc["values"] | {"a": 0, "b": 0, "c": 0} == {"a": 0, "b": 0, "c": 0, "g_a": 128,
                                                        "g_c": 128, "s_b": 64, "u_b": 64, "w_a": 16}
     assert doc["configuration"]["groups"] == 8                 # g_a = N w_a
