@@ -319,7 +319,6 @@ BAD_REQUESTS = [
     (["--gpu", "t4", "--dtype", "fp8"], ["t4 has no fp8 tensor cores", "t4 takes: fp16"]),
     (["--overhead", "-1"], ["--overhead -1.0", "expected a fraction from 0 to 10"]),
     (["--gpu", "h10"], ["unknown GPU 'h10'", "did you mean h100?"]),
-    (["--set", "s_x=0"], ["s_x=0", "positive"]),
 ]
 
 
@@ -332,6 +331,7 @@ USAGE_REQUESTS = [   # the command line itself is wrong: exit 2, and the allowed
     (["--strategy", "sideways"], ["--strategy", "'sideways' is not one of 'fragment', 'staged'"]),
     (["--overlap", "sideways"], ["--overlap", "'sideways' is not one of 'inter', 'intra'"]),
     (["--dtype", "fp64"], ["--dtype", "'fp64' is not one of 'fp16', 'bf16', 'fp8', 'fp32'"]),
+    (["--set", "s_x=0"], ["s_x=0", "positive"]),          # no size in any diagram
 ]
 
 
@@ -341,11 +341,11 @@ def test_bad_configure_option_value_is_a_usage_error(napkin, args, fragments):
 
 
 # regression: u_x, c_x, c_d, e_d and stages = 0 divided by zero (a traceback); N, rows and w_q = 0
-# were taken as not given.
+# were taken as not given. Zero is no size in any diagram: a wrong command line, as --set q=-5 is.
 @pytest.mark.parametrize("name", ["u_x", "c_x", "c_d", "e_d", "stages", "N", "rows", "w_q"])
 def test_zero_configuration_variable_is_one_error_line(napkin, name):
     one_line_error(napkin("configure", "attention", "--config", "napkin_hopper", "--set", f"{name}=0"),
-                   "--set", f"{name}=0", "positive")
+                   "--set", f"{name}=0", "positive", code=2)
 
 
 ROW_SUM = """\
