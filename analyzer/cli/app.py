@@ -2,9 +2,9 @@
 
 Exit codes (docs/cli.md, "Exit codes"): 0 done; 1 an input or the model refused (a diagram or profile
 file, a recording, a configuration that does not fit: NapkinError); 2 the command line is wrong
-(click's usage errors, and UsageError: a malformed --set, options that conflict, an option given
-twice that takes one value); 3 a check asked for failed (`napkin configure --strict`). Every error is
-one line on stderr; set NAPKIN_DEBUG=1 to see a traceback instead.
+(click's usage errors, and UsageError: a malformed --set or one whose value is no size, options that
+conflict, an option given twice that takes one value); 3 a check asked for failed (`napkin configure
+--strict`). Every error is one line on stderr; set NAPKIN_DEBUG=1 to see a traceback instead.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ app.add_typer(plot_app, name="plot")
 USAGE = 2                  # the command line is wrong (click's convention)
 CHECK_FAILED = 3           # a check the command was asked for failed (--strict)
 
-SET = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)=([0-9]+)$")
+SET = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)=(.*)$")
+DIGITS = re.compile(r"^[0-9]+$")
+NUMBER = re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")   # 4096; -5, 1.5, 1e3 are no size
 RANGE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)=([0-9]{1,15})\.\.([0-9]{1,15})$")   # q=1024..32768: doubling
 LIST = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)=([0-9]{1,15}(?:,[0-9]{1,15})+)$")     # q=1000,3000,5000
 MAX_POINTS = 64            # sizes x GPUs of one comparison: each is a whole analysis
@@ -146,21 +148,34 @@ def console():
 
 
 def parse_sets(items: list[str]) -> dict[str, int]:
+    """--set NAME=N, each N a size: a whole number from 1 to 2**40. A value that is no size is a wrong
+    command line (exit 2) in every command and form, whatever the diagram; a NAME the diagram lacks is
+    the diagram's to refuse (exit 1), as an unknown GPU is."""
     sets: dict[str, int] = {}
     for item in items:
         match = SET.match(item.strip())
-        if not match:
+        if not match or not NUMBER.match(match[2]):
             raise UsageError(f"--set {item!r}: expected NAME=NUMBER, e.g. --set q=4096 (napkin analyze also "
                              "takes a range, q=1024..32768, or a list, q=1000,3000)")
-        if len(match[2]) > 15:   # beyond any size napkin accepts (2**40), and cheap to refuse
-            raise UsageError(f"--set {match[1]}=...: size is out of range (at most 2**40)")
-        sets[match[1]] = int(match[2])
+        sets[match[1]] = size(match[1], match[2])
     return sets
+
+
+def size(name: str, number: str) -> int:
+    """The size a --set gives `name`, from its `number` (digits, or any other number: -5, 1.5, 1e3)."""
+    shown = f"--set {name}={number if len(number) <= 15 else number[:12] + '...'}"
+    if not DIGITS.match(number) or not number.strip("0"):
+        raise UsageError(f"{shown}: sizes are positive whole numbers, written in digits",
+                         hint=f"e.g. --set {name}=4096")
+    from analyzer.common.expr import MAX_SIZE
+    if len(number) > 15 or int(number) > MAX_SIZE:   # 15 digits: far beyond 2**40, and cheap to refuse
+        raise UsageError(f"{shown}: size is out of range (at most 2**40)")
+    return int(number)
 
 
 def parse_size_ranges(items: list[str]) -> tuple[dict[str, int], dict[str, list[int]]]:
     """--set values: single ones (q=4096), and ranges: q=1024..32768 (doubling from the first while
-    at most the last) or q=1000,3000,5000 (as listed)."""
+    at most the last) or q=1000,3000,5000 (as listed). Every size in them is checked as a single one."""
     single, ranged = [], {}
     for item in items:
         text = item.strip()
@@ -168,9 +183,10 @@ def parse_size_ranges(items: list[str]) -> tuple[dict[str, int], dict[str, list[
             first, last = int(m[2]), int(m[3])
             if first < 1 or last < first:
                 raise UsageError(f"--set {text!r}: a range runs from a positive size up to a larger one")
+            size(m[1], m[3])
             ranged[m[1]] = [first << k for k in range((last // first).bit_length()) if first << k <= last]
         elif m := LIST.match(text):
-            ranged[m[1]] = [int(v) for v in m[2].split(",")]
+            ranged[m[1]] = [size(m[1], v) for v in m[2].split(",")]
         else:
             single.append(item)
     return parse_sets(single), ranged

@@ -100,10 +100,12 @@ def diagrams_show(name: Annotated[str, typer.Argument(metavar="DIAGRAM", autocom
 
 @diagrams_app.command("check", cls=OneValue)
 def diagrams_check(file: Annotated[str, typer.Argument(metavar="DIAGRAM", autocompletion=shipped_diagrams, help="A diagram name or .yaml file.")]) -> None:
-    """Validate a diagram: its form, its graph, and every relabelling against the fusion theorem."""
-    from analyzer.model.analysis import load
+    """Validate a diagram: its form, its graph, every relabelling against the fusion theorem, and its
+    axes' sizes at its defaults."""
+    from analyzer.model.analysis import check_axis_sizes, load
     from analyzer.model.fusion import schedule
     d = load(file)
+    check_axis_sizes(d, d.defaults)      # as napkin analyze does at them
     for kernel in d.kernels:
         for level in d.levels[1:]:
             schedule(d, kernel, level)

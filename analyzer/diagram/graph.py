@@ -142,7 +142,8 @@ class _Compiler:
                 size = symbol(name)
             else:
                 size = parse_expr(ax.size, names=own, field=f"{where}.size")
-                if size.is_number and not (size.is_integer and 0 < size <= MAX_SIZE):
+                # a number out of range, or an expression no positive sizes make positive (-q)
+                if size.is_positive is False or size.is_number and not (size.is_integer and 0 < size <= MAX_SIZE):
                     raise NapkinError(f"size {ax.size!r} is not a positive whole number "
                                       "(at most 2**40)", field=f"{where}.size")
                 if ax.default is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Union
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator
 
 from analyzer.common.base import DType, Strict
 from analyzer.common.expr import MAX_SIZE
@@ -52,10 +52,15 @@ class ArraySpec(Strict):
                               "top level.")
     doc: str = ""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, data: Any) -> Any:
-        return {"axes": data} if isinstance(data, list) else data
+
+def _axes_alone(value: Any) -> Any:
+    """`Q: [q, d]` is short for `Q: {axes: [q, d]}`."""
+    return {"axes": value} if isinstance(value, list) else value
+
+
+# An input as a file writes it: its axes alone, or the long form. The JSON Schema says both, so that an
+# editor validating against `napkin schema diagram` takes the shorthand every shipped diagram uses.
+ArrayEntry = Annotated[ArraySpec, BeforeValidator(_axes_alone, json_schema_input_type=list[str] | ArraySpec)]
 
 
 class OpSpec(Strict):
@@ -127,7 +132,7 @@ class DiagramSpec(Strict):
     levels: list[str] = Field(default_factory=lambda: ["gmem", "smem"],
                               description="Levels (colours), highest first.")
     axes: dict[str, AxisSpec | None]
-    inputs: dict[str, ArraySpec]
+    inputs: dict[str, ArrayEntry]
     ops: list[OpEntry] = Field(min_length=1)
     outputs: list[str] = Field(min_length=1)
     kernels: list[KernelSpec] | None = Field(None, description="Fused kernels; default: one kernel "

@@ -10,7 +10,7 @@ file (docs/hardware-profiles.md lists the sources and where the paper's values d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
@@ -307,7 +307,23 @@ SCALARS = ("level_overlap", "softmax_overhead", "softmax_overlap", "step_overhea
            "edge_exposed", "block_overhead_s", "launch_overhead_s")
 
 
+def _as_written(schema: dict[str, Any]) -> None:
+    """The JSON Schema of a profile as a file writes it: a file that names another with `extends:`
+    gives only what differs (analyzer.hardware.files merges the two and validates the whole), so it
+    needs none of the keys a profile of its own must have."""
+    schema["properties"]["extends"] = {
+        "type": "string", "title": "Extends",
+        "description": "The profile this file completes: a shipped profile's name (h200) or a profile file's "
+                       "path from this file's folder. Keys given here replace its keys; its aliases are not "
+                       "inherited. A calibrated profile extends its datasheet profile with a calibration."}
+    schema["if"] = {"required": ["extends"]}
+    schema["else"] = {"required": schema.pop("required")}
+
+
 class Profile(Exact):
+    # the JSON Schema (napkin schema profile) describes the files: whole, or extending another
+    model_config = ConfigDict(json_schema_extra=_as_written)
+
     name: str
     aliases: list[str] = Field(default_factory=list)
     description: str

@@ -118,13 +118,21 @@ def resolve_sizes(diagram: Diagram, sets: dict[str, int], *, option: str = "--se
     if missing:
         raise NapkinError(f"size {missing[0]!r} has no default in {diagram.name}",
                           file=diagram.source, hint=f"pass --set {missing[0]}=N")
+    check_axis_sizes(diagram, sizes)
+    return sizes, pins
+
+
+def check_axis_sizes(diagram: Diagram, sizes: dict[sympy.Symbol, int]) -> None:
+    """Every axis whose size `sizes` fix is a positive whole number of at most 2**40 at them: the
+    sizes of a command, or a file's defaults (napkin diagrams check)."""
     for axis in diagram.axes.values():
+        if not axis.size.free_symbols <= set(sizes):
+            continue
         value = at(axis.size, sizes)
         if not (value.is_Integer and 0 < int(value) <= MAX_SIZE):
             raise NapkinError(f"axis {axis.name!r} has size {axis.size} = {value}, not a positive "
                               "whole number (at most 2**40)", file=diagram.source,
                               field=f"axes.{axis.name}")
-    return sizes, pins
 
 
 # -- symbolic models ---------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from analyzer import hardware
+from analyzer.cli import main
 from analyzer.common import resources
 from analyzer.common.errors import NapkinError
 from analyzer.common.expr import parse_expr
@@ -480,7 +481,7 @@ def test_zero_or_negative_set(value):
     assert f"--set q={value}" in line and "positive" in line, line
 
 
-@pytest.mark.parametrize("size", ["q-q", "0*q", "2-2", 0, -3, "1/2"])
+@pytest.mark.parametrize("size", ["q-q", "0*q", "2-2", 0, -3, "1/2", "-q", "-2*q*d"])
 def test_size_expression_that_is_not_a_positive_whole_number(size):
     data = shipped("causal_attention")
     data["axes"]["x"]["size"] = size
@@ -497,6 +498,38 @@ def test_size_expression_evaluating_to_a_bad_size(size, sets, value):
     data["axes"]["x"]["size"] = size
     err = analyze_error(data, sets=sets)
     check(err, field="axes.x", says=("axis 'x'", value, "not a positive whole number"))
+
+
+@pytest.mark.parametrize("size", ["-q", "d-q", "q/3"])
+def test_diagrams_check_refuses_the_sizes_analyze_refuses(tmp_path, monkeypatch, capsys, size):
+    """regression: napkin diagrams check passed `size: -q` and sizes that are no whole number at the
+    file's defaults (d - q = -16256, q/3), which napkin analyze refused: check now says the same line."""
+    data = shipped("causal_attention")
+    data["axes"]["x"]["size"] = size
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.delenv("NAPKIN_DEBUG", raising=False)
+    lines = []
+    for command in (["diagrams", "check"], ["analyze"]):
+        monkeypatch.setattr(sys, "argv", ["napkin", *command, str(path)])
+        with pytest.raises(SystemExit) as info:
+            main()
+        err = capsys.readouterr().err
+        assert info.value.code == 1 and err.count("\n") == 1, err
+        lines.append(err)
+    assert lines[0] == lines[1] and f"{path}: axes.x" in lines[0] and "not a positive whole number" in lines[0]
+
+
+def test_diagrams_check_passes_a_size_left_to_the_command_line(tmp_path, monkeypatch, capsys):
+    """A size symbol without a default is given with --set: check evaluates the sizes the file fixes."""
+    data = shipped("causal_attention")
+    data["axes"]["q"].pop("default")          # x's size is q: neither has a number in the file
+    path = tmp_path / "open.yaml"
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.setattr(sys, "argv", ["napkin", "diagrams", "check", str(path)])
+    with pytest.raises(SystemExit) as info:
+        main()
+    assert info.value.code == 0 and capsys.readouterr().out.startswith(f"{path}: ok")
 
 
 def test_unknown_name_in_a_size_expression():

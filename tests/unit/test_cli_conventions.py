@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
+from analyzer.cli import app, main
 from analyzer.cli.app import parse_size_ranges
 from analyzer.common.errors import NapkinError
 
@@ -73,6 +73,43 @@ def test_size_ranges(items, single, ranged):
 def test_a_malformed_range_is_a_usage_error(item):
     with pytest.raises(NapkinError):
         parse_size_ranges([item])
+
+
+# every command that takes --set, with the diagram it runs on; {out} is a file it would write
+SET_COMMANDS = {
+    "analyze": ["analyze", "attention"],
+    "configure": ["configure", "attention"],
+    "sweep": ["sweep", "attention"],
+    "kernel": ["kernel", "attention", "-o", "{out}.py"],
+    "plot transfers": ["plot", "transfers", "attention", "-o", "{out}.png"],
+    "plot roofline": ["plot", "roofline", "attention", "-o", "{out}.png"],
+    "plot schedule": ["plot", "schedule", "attention", "-o", "{out}.png"],
+    "report": ["report", "attention", "-o", "{out}.html"],
+}
+
+
+@pytest.mark.parametrize("item, code", [
+    # not a size: the command line is wrong, whatever the diagram (exit 2)
+    ("q=-5", 2), ("q=0", 2), ("q=1.5", 2), ("q=abc", 2), ("q=", 2), ("q=1099511627777", 2), ("g_q=0", 2),
+    ("q=0..256", 2), ("q=0,256", 2), ("q=256..2199023255552", 2),
+    # a size the diagram does not have: the input refuses it, as an unknown GPU (exit 1)
+    ("zz=5", 1), ("zz=1..4", None),
+], ids=str)
+@pytest.mark.parametrize("command", sorted(SET_COMMANDS))
+def test_every_set_form_exits_alike_in_every_command(tmp_path, monkeypatch, capsys, command, item, code):
+    """regression: --set q=-5 exited 2 (a usage error) and q=0 exited 1 (a refused input), and a list
+    q=0,256 exited 1 in napkin analyze but 2 elsewhere: each is a value that is no size. A range or a
+    list is napkin analyze's alone; elsewhere it is a malformed --set (exit 2)."""
+    if code is None:
+        code = 1 if command == "analyze" else 2
+    args = [a.format(out=tmp_path / "out") for a in SET_COMMANDS[command]]
+    monkeypatch.setattr(sys, "argv", ["napkin", *args, "--set", item])
+    monkeypatch.delenv("NAPKIN_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as info:
+        main()
+    err = capsys.readouterr().err
+    assert info.value.code == code and err.count("\n") == 1 and err.startswith("error: --set"), err
+    assert item.partition("=")[0] in err and not list(tmp_path.iterdir()), err
 
 
 def test_several_gpus_side_by_side_are_their_own_analyses():

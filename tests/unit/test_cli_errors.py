@@ -66,7 +66,7 @@ outputs: [S]
     (["analyze", "attention", "--set", "q"], ["--set", "NAME=NUMBER"], 2),
     (["analyze", "attention", "--set", "q=abc"], ["--set", "q=abc"], 2),
     (["analyze", "attention", "--set", "q=-1"], ["--set", "q=-1"], 2),
-    (["analyze", "attention", "--set", "q=0"], ["--set q=0", "positive"], 1),
+    (["analyze", "attention", "--set", "q=0"], ["--set q=0", "positive"], 2),
     (["analyze", "attention", "--set", "q=99999999999999999999"], ["--set", "out of range"], 2),
     pytest.param(["analyze", "attention", "--set", "q=" + "9" * 5000], ["--set", "out of range"], 2,
                  id="analyze attention --set q=<5000 digits>"),
