@@ -101,7 +101,7 @@ def test_the_profiles_calibrate_writes_follow_the_profile_schema(tmp_path):
     assert problems("profile", load_file(out)) == []
     assert load_profile_file(out).calibration.registers is not None
 
-    hopper = json.loads((ROOT / "bench" / "results" / "hopper_sweep_h100.json").read_text())
+    hopper = json.loads((ROOT / "bench" / "results" / "hopper_sweep_h200.json").read_text())
     sliced = tmp_path / "hopper.json"
     sliced.write_text(json.dumps({"meta": hopper["meta"], "records": hopper["records"][::12]}))
     fitted = calibrate_hopper(str(sliced), "h200")
