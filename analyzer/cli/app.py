@@ -3,10 +3,10 @@
 Exit codes (docs/cli.md, "Errors"): 0 done; 1 an input or the model refused (a diagram or profile
 file, a recording, a configuration that does not fit: NapkinError), or stdout refused the output
 (`> /dev/full`); 2 the command line is wrong (click's usage errors, and UsageError: a malformed --set,
-options that conflict, an option given twice that takes one value); 3 a check asked for failed
-(`napkin configure --strict`); 130 interrupted; 141 stdout's reader went away (`napkin ... | head -1`),
-quietly, as a shell reports a tool that SIGPIPE ended. Every error is one line on stderr; set
-NAPKIN_DEBUG=1 to see a traceback instead.
+options that conflict, an option given twice that takes one value, an -o that names no file); 3 a
+check asked for failed (`napkin configure --strict`); 130 interrupted; 141 stdout's reader went away
+(`napkin ... | head -1`), quietly, as a shell reports a tool that SIGPIPE ended. Every error is one
+line on stderr; set NAPKIN_DEBUG=1 to see a traceback instead.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
-from analyzer.common.errors import NapkinError
+from analyzer.common.errors import NapkinError, UsageError
 from analyzer.common.version import __version__
 
 # rich_markup_mode=None: click's plain help, which shows choices ([fp16|bf16]) and no type for a flag
@@ -79,10 +79,6 @@ SetOpt = Annotated[Optional[list[str]], typer.Option(
     "--set", "-s", metavar="NAME=VALUE", help="Override a size (q=16384) or pin a tile size (g_q=128); "
                                               "repeatable.")]
 OutputOpt = Annotated[str, typer.Option("--output", "-o", metavar="FILE", help="Output file: .png, .svg or .pdf.")]
-
-
-class UsageError(NapkinError):
-    """The command line is wrong (exit code 2), as click's own usage errors are."""
 
 
 class OneValue(typer.core.TyperCommand):
