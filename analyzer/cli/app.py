@@ -60,6 +60,19 @@ def shipped_diagrams(incomplete: str) -> list[str]:
     return sorted(n for n in resources.shipped("diagrams") if n.startswith(incomplete))
 
 
+def gpu_names() -> str:
+    """The shipped profiles, each with its aliases: `a100 (a100-sxm4, a100-80gb), ..., t4 (tesla-t4)`,
+    read from hardware/ when a help is shown (the file names and their `aliases:`, without the schema
+    and sympy)."""
+    from analyzer.common import resources
+    from analyzer.hardware.names import aliases
+    named: dict[str, list[str]] = {}
+    for alias, stem in aliases().items():
+        named.setdefault(stem, []).append(alias)
+    return ", ".join(stem + (f" ({', '.join(named[stem])})" if stem in named else "")
+                     for stem in sorted(resources.shipped("hardware")))
+
+
 def shipped_gpus(incomplete: str) -> list[str]:
     """Shell completion of --gpu: the shipped profiles' names and their aliases."""
     from analyzer.common import resources
@@ -99,12 +112,16 @@ class OneValue(typer.core.TyperCommand):
         return super().parse_args(ctx, args)
 
     def format_options(self, ctx, formatter) -> None:  # noqa: ANN001 - click's signature
-        """As typer's, less the `<str>` it prints after an argument's name (its help says what it is)."""
+        """As typer's, less the `<str>` it prints after an argument's name (its help says what it is),
+        and with the shipped GPUs after the help of each argument or option that takes one."""
         records = {"argument": [], "option": []}
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)
             if record is not None and param.param_type_name in records:
                 name, text = record
+                if param.metavar == "GPU":      # before click's `[default: h100]` or `[required]`
+                    own, bracket, rest = text.partition("  [")
+                    text = f"{own} Shipped: {gpu_names()}." + (bracket + rest if bracket else "")
                 records[param.param_type_name].append(
                     (name.removesuffix(" <str>") if param.param_type_name == "argument" else name, text))
         for title, kind in (("Arguments", "argument"), ("Options", "option")):

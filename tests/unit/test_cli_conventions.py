@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import typer
+import yaml
 from typer.testing import CliRunner
 
 from analyzer.cli import app
@@ -171,3 +174,44 @@ def test_readme_calibrate_commands_run_from_any_folder(tmp_path):
                              text=True, timeout=120)
     hint = missing.stderr[missing.stderr.index("(hint:"):]
     assert missing.returncode == 1 and "elsewhere/sweep.json" not in hint and "bench/sweep_h200.py" in hint
+
+
+def _shipped_gpu_names() -> set[str]:
+    """Every shipped profile's name and alias, read here from hardware/*.yaml."""
+    names = set()
+    for path in (Path(__file__).resolve().parents[2] / "hardware").glob("*.yaml"):
+        names |= {path.stem, *yaml.safe_load(path.read_text()).get("aliases", [])}
+    return names
+
+
+def _commands_taking_a_gpu(command, path=()):
+    """(words, param) of every command whose option or argument takes a GPU name."""
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands_taking_a_gpu(sub, (*path, name))
+    for param in command.params:
+        if "--gpu" in param.opts or param.metavar == "GPU":
+            yield path, param
+
+
+def test_every_gpu_option_lists_the_shipped_profiles_and_aliases():
+    """regression: no command's help listed the GPU names; they come from hardware/ when the help is
+    shown (napkin hardware list's profiles and their aliases)."""
+    takers = list(_commands_taking_a_gpu(typer.main.get_command(app)))
+    assert {words[0] for words, _ in takers} >= {"analyze", "configure", "sweep", "kernel", "plot", "report",
+                                                 "calibrate", "hardware"}
+    for words, _ in takers:
+        text = re.sub(r"-\n\s+", "-", invoke(*words, "--help"))             # click wraps at hyphens too
+        shown = " ".join(text.split()).split("Shipped: ")
+        assert len(shown) == 2, f"napkin {' '.join(words)} --help: {text}"
+        names = set(re.split(r"[,() ]+", shown[1][:shown[1].index(".")])) - {""}
+        assert names == _shipped_gpu_names(), f"napkin {' '.join(words)} --help"
+
+
+def test_help_reads_the_gpu_names_without_the_model():
+    """The names come from the profiles' files, not the profile schema: a command's --help imports no
+    sympy (napkin --help and a usage error stay fast, analyzer/cli/__init__.py)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "analyzer", "kernel", "--help"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert "h100-sxm5 (h100, h100-sxm)" in " ".join(re.sub(r"-\n\s+", "-", proc.stdout).split())
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert not {"sympy", "networkx", "matplotlib"} & imported
