@@ -17,7 +17,16 @@ import yaml
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from analyzer.cli.app import parse_size_ranges
+from analyzer.cli.app import (
+    CHECK_FAILED,
+    DONE,
+    EXIT_CODES,
+    INTERRUPTED,
+    OUTPUT_CLOSED,
+    REFUSED,
+    USAGE,
+    parse_size_ranges,
+)
 from analyzer.common.errors import NapkinError
 
 runner = CliRunner()
@@ -215,3 +224,67 @@ def test_help_reads_the_gpu_names_without_the_model():
     assert "h100-sxm5 (h100, h100-sxm)" in " ".join(re.sub(r"-\n\s+", "-", proc.stdout).split())
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     assert not {"sympy", "networkx", "matplotlib"} & imported
+
+
+# -- the exit codes the docs state are the command's ----------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+EXIT = re.compile(r"\bexit(?:s|ing)?(?: with)?(?: code)? (\d+)\b", re.IGNORECASE)
+# what a clause must be about for its "exits N" to be a given code
+ABOUT = {"--strict": CHECK_FAILED, "command line": USAGE}
+
+
+def _clauses(text: str):
+    """A markdown file's clauses: each line of a code block or table, and the prose's sentences and
+    semicolon-separated parts, a paragraph's lines joined."""
+    fenced = False
+    paragraph: list[str] = []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced or line.startswith("|"):
+            yield line
+        elif line.strip():
+            paragraph.append(line.strip())
+            continue
+        yield from re.split(r"(?<=[.;])\s+", " ".join(paragraph))
+        paragraph = []
+
+
+def test_the_exit_codes_table_is_the_commands():
+    """docs/cli.md's table lists every exit code analyzer/cli/app.py has, each with what it means."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    errors = text[text.index("## Errors"):]
+    rows = dict(re.findall(r"^\| (\d+) \| (.+) \|$", errors[:errors.index("\n\n", errors.index("| code |"))],
+                           re.MULTILINE))
+    assert [int(code) for code in rows] == list(EXIT_CODES)
+    meaning = {DONE: "done", REFUSED: "refused", USAGE: "command line",
+               CHECK_FAILED: "--strict", INTERRUPTED: "SIGINT",
+               OUTPUT_CLOSED: "SIGPIPE"}
+    for code, words in meaning.items():
+        assert words in rows[str(code)], (code, rows[str(code)])
+
+
+def test_every_exit_code_the_docs_state_is_the_commands():
+    """regression: docs/configure.md said `--strict` exits 1 (it exits 3, CHECK_FAILED) and
+    docs/diagram-format.md that the command line's own errors exit 1 (2, USAGE). Every "exit(s) (with)
+    (code) N" in docs/ and README is a code napkin has, the right one where the clause is about
+    --strict or the command line; each list of the exit codes lists them all."""
+    stated = 0
+    for path in [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]:
+        for clause in _clauses(path.read_text()):
+            for number in EXIT.findall(clause):
+                stated += 1
+                assert int(number) in EXIT_CODES, f"{path.name}: {clause}"
+                for topic, code in ABOUT.items():
+                    if topic in clause:
+                        assert int(number) == code, f"{path.name}: {clause}"
+            for listed in re.findall(r"exit codes (\d+(?:/\d+)+)", clause):
+                assert tuple(int(n) for n in listed.split("/")) == EXIT_CODES, f"{path.name}: {clause}"
+            if clause.startswith("Exit codes: "):
+                items = dict(re.findall(r"(?:: |, )(\d+) ([^,]+)", clause))
+                assert tuple(int(n) for n in items) == EXIT_CODES, f"{path.name}: {clause}"
+                for topic, code in ABOUT.items():
+                    assert [int(n) for n, words in items.items() if topic in words] == [code], clause
+    assert stated >= 5          # the phrases this test reads are there to read
