@@ -20,6 +20,7 @@ from analyzer.codegen.names import PlanIds, Scope
 from analyzer.codegen.pymodule import (
     MODULE_GLOBALS,
     checked_python,
+    guarded_imports,
     header,
     module_ids,
     wrapper,
@@ -37,9 +38,9 @@ def _sections(text: str) -> dict[str, str]:
     marker is left out)."""
     parts = _MARK.split(text)
     sections = {parts[i]: parts[i + 1].strip("\n") for i in range(1, len(parts), 2)}
-    if list(sections) != ["imports", "signatures", "runtime"]:
+    if list(sections) != ["imports", "torch", "signatures", "runtime"]:
         raise NapkinError(f"internal: loader_template.py has sections {list(sections)}, not imports, "
-                          "signatures and runtime")
+                          "torch, signatures and runtime")
     return sections
 
 
@@ -203,6 +204,7 @@ def loader_text(g, writers) -> str:
     out += [("# Backend: CUDA C++ in the .cu file of the same name (see its header for how CUDA runs "
              "each configuration)."), ""]
     out.append(SECTIONS["imports"])
+    out += ["", *guarded_imports(SECTIONS["torch"].splitlines(), "torch"), ""]
     out.append("_SIGNATURES = {  # launcher -> (pointers, int64 sizes and strides, float scales)")
     for fn, sig in signatures.items():
         out.append(f"    {py_str(fn)}: {sig!r},")
