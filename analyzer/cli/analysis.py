@@ -61,7 +61,7 @@ def analyze(
     sets, ranged = parse_size_ranges(set_ or [])
     options = {"dtype": dtype, "cluster": cluster}
     if len(gpus) == 1 and not ranged:
-        if plot:
+        if plot is not None:
             raise UsageError("--plot draws a size range", field="--plot", hint="add --set NAME=A..B")
         _show(_analysis(diagram, gpus[0], sets, **options), as_json, as_latex)
         return
@@ -101,10 +101,10 @@ def _compare(diagram: str, gpus: list[str], sets: dict[str, int], ranged: dict[s
     if as_latex:
         raise UsageError("--latex prints one analysis", field="--latex",
                          hint="give one --gpu and single sizes, or use --json")
-    if plot:
+    if plot is not None:
         from analyzer.plot.output import output_format
-        output_format(plot)
         check_target(plot, "--plot")
+        output_format(plot, "--plot")
         if len(ranged) != 1:
             raise UsageError("--plot draws time against one size", field="--plot",
                              hint="give one --set NAME=A..B")

@@ -1,14 +1,18 @@
 """The Typer application, the options its commands share, and main(): how napkin ends.
 
-Exit codes (docs/cli.md, "Exit codes"): 0 done; 1 an input or the model refused (a diagram or profile
-file, a recording, a configuration that does not fit: NapkinError); 2 the command line is wrong
-(click's usage errors, and UsageError: a malformed --set or one whose value is no size, options that
-conflict, an option given twice that takes one value); 3 a check asked for failed (`napkin configure
---strict`). Every error is one line on stderr; set NAPKIN_DEBUG=1 to see a traceback instead.
+Exit codes (docs/cli.md, "Errors"): 0 done; 1 an input or the model refused (a diagram or profile
+file, a recording, a configuration that does not fit: NapkinError), or stdout refused the output
+(`> /dev/full`); 2 the command line is wrong (click's usage errors, and UsageError: a malformed --set or one whose value is no size,
+options that conflict, an option given twice that takes one value, an -o that names no file); 3 a
+check asked for failed (`napkin configure --strict`); 130 interrupted; 141 stdout's reader went away
+(`napkin ... | head -1`), quietly, as a shell reports a tool that SIGPIPE ended. Every error is one
+line on stderr; set NAPKIN_DEBUG=1 to see a traceback instead.
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import re
 import sys
@@ -16,7 +20,7 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
-from analyzer.common.errors import NapkinError
+from analyzer.common.errors import NapkinError, UsageError
 from analyzer.common.version import __version__
 
 # rich_markup_mode=None: click's plain help, which shows choices ([fp16|bf16]) and no type for a flag
@@ -30,8 +34,14 @@ app.add_typer(hardware_app, name="hardware")
 app.add_typer(diagrams_app, name="diagrams")
 app.add_typer(plot_app, name="plot")
 
+# The exit codes: docs/cli.md's table, which tests/unit/test_cli_conventions.py holds to these
+DONE = 0
+REFUSED = 1                # an input or the model refused (NapkinError), or stdout refused the output
 USAGE = 2                  # the command line is wrong (click's convention)
 CHECK_FAILED = 3           # a check the command was asked for failed (--strict)
+INTERRUPTED = 130          # Ctrl-C (128 + SIGINT)
+OUTPUT_CLOSED = 141        # stdout's reader went away (128 + SIGPIPE, what a shell reports of `yes | head -1`)
+EXIT_CODES = (DONE, REFUSED, USAGE, CHECK_FAILED, INTERRUPTED, OUTPUT_CLOSED)
 
 SET = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)=(.*)$")
 DIGITS = re.compile(r"^[0-9]+$")
@@ -50,6 +60,19 @@ def shipped_diagrams(incomplete: str) -> list[str]:
     """Shell completion of a diagram argument: the shipped diagrams' names."""
     from analyzer.common import resources
     return sorted(n for n in resources.shipped("diagrams") if n.startswith(incomplete))
+
+
+def gpu_names() -> str:
+    """The shipped profiles, each with its aliases: `a100 (a100-sxm4, a100-80gb), ..., t4 (tesla-t4)`,
+    read from hardware/ when a help is shown (the file names and their `aliases:`, without the schema
+    and sympy)."""
+    from analyzer.common import resources
+    from analyzer.hardware.names import aliases
+    named: dict[str, list[str]] = {}
+    for alias, stem in aliases().items():
+        named.setdefault(stem, []).append(alias)
+    return ", ".join(stem + (f" ({', '.join(named[stem])})" if stem in named else "")
+                     for stem in sorted(resources.shipped("hardware")))
 
 
 def shipped_gpus(incomplete: str) -> list[str]:
@@ -101,10 +124,6 @@ SetOpt = Annotated[Optional[list[str]], typer.Option(
 OutputOpt = Annotated[str, typer.Option("--output", "-o", metavar="FILE", help="Output file: .png, .svg or .pdf.")]
 
 
-class UsageError(NapkinError):
-    """The command line is wrong (exit code 2), as click's own usage errors are."""
-
-
 class OneValue(typer.core.TyperCommand):
     """A command whose single-valued options refuse to be given twice: click keeps the last of
     `--gpu h100 --gpu a100` silently, and the user meant one of them (or a command that compares)."""
@@ -123,12 +142,16 @@ class OneValue(typer.core.TyperCommand):
         return super().parse_args(ctx, args)
 
     def format_options(self, ctx, formatter) -> None:  # noqa: ANN001 - click's signature
-        """As typer's, less the `<str>` it prints after an argument's name (its help says what it is)."""
+        """As typer's, less the `<str>` it prints after an argument's name (its help says what it is),
+        and with the shipped GPUs after the help of each argument or option that takes one."""
         records = {"argument": [], "option": []}
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)
             if record is not None and param.param_type_name in records:
                 name, text = record
+                if param.metavar == "GPU":      # before click's `[default: h100]` or `[required]`
+                    own, bracket, rest = text.partition("  [")
+                    text = f"{own} Shipped: {gpu_names()}." + (bracket + rest if bracket else "")
                 records[param.param_type_name].append(
                     (name.removesuffix(" <str>") if param.param_type_name == "argument" else name, text))
         for title, kind in (("Arguments", "argument"), ("Options", "option")):
@@ -226,25 +249,97 @@ def _usage_errors() -> tuple[type[Exception], ...]:
     return tuple(classes)
 
 
+class StdoutLost(Exception):
+    """stdout refused napkin's output (a full disk, a closed pipe). Not an OSError, so that neither click
+    nor a command takes it for a file of its own: it reaches main() whatever wrote."""
+
+    def __init__(self, code: int | None, strerror: str | None) -> None:
+        super().__init__(strerror)
+        self.errno = code
+        self.strerror = strerror
+
+
+class _Stdout(io.RawIOBase):
+    """stdout's file descriptor, whose write errors are StdoutLost."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, data: bytes) -> int:
+        try:
+            return os.write(self._fd, data)
+        except BlockingIOError:
+            raise
+        except OSError as exc:
+            raise StdoutLost(exc.errno, exc.strerror) from None
+
+
+def _guard_stdout() -> None:
+    """Write stdout through _Stdout, so that a failed write is told from napkin's own errors. Only the
+    process's own stdout on POSIX: a test's capture or another program's stream is left alone."""
+    out = sys.stdout
+    if os.name != "posix" or out is None or out is not sys.__stdout__:
+        return
+    try:
+        fd = out.fileno()
+        out.flush()
+    except (OSError, ValueError):
+        return
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(_Stdout(fd)), encoding=out.encoding, errors=out.errors,
+                                  line_buffering=out.line_buffering)
+
+
 def main() -> None:
+    _guard_stdout()
     try:
         code = app(standalone_mode=False)
+        sys.stdout.flush()
+    except StdoutLost as exc:
+        _stdout_lost(exc)
     except NapkinError as exc:
         if os.environ.get("NAPKIN_DEBUG"):
             raise
-        _fail(exc.one_line(), USAGE if isinstance(exc, UsageError) else 1)
+        _fail(exc.one_line(), USAGE if isinstance(exc, UsageError) else REFUSED)
     except _usage_errors() as exc:   # typer's usage errors: unknown option, bad value
         if type(exc).__name__ == "NoArgsIsHelpError":   # bare `napkin hardware`: show the help
-            print(exc.format_message())
-            sys.exit(0)
+            try:
+                print(exc.format_message(), flush=True)
+            except StdoutLost as lost:
+                _stdout_lost(lost)
+            sys.exit(DONE)
         _fail(" ".join(exc.format_message().split()) + " (hint: see napkin --help)",
               getattr(exc, "exit_code", USAGE))
     except KeyboardInterrupt:
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+        sys.exit(INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else DONE)
 
 
-def _fail(line: str, code: int) -> None:
-    print(f"error: {line}", file=sys.stderr)
+def _stdout_lost(exc: StdoutLost) -> None:
+    """stdout refused the output: quietly where its reader went away (`| head -1`), as command-line
+    tools do, else one error line. What napkin had not written yet goes to /dev/null, so that Python's
+    last flush at exit does not fail again."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass
+    if exc.errno == errno.EPIPE:
+        sys.exit(OUTPUT_CLOSED)
+    _fail(f"stdout: cannot write the output ({exc.strerror or 'error ' + str(exc.errno)}); it is "
+          "incomplete", REFUSED, hint="free some space, or send the output elsewhere")
+
+
+def _fail(line: str, code: int, hint: str | None = None) -> None:
+    print(f"error: {line}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
     sys.exit(code)
-

@@ -47,7 +47,14 @@ def entry(kind: str, diagram: str, gpu: str, options: dict) -> str | None:
     """The cache entry of command `kind` with these arguments: the diagram file's bytes, every shipped
     profile's (a shipped profile extends and is calibrated by others) and the options. None where the
     answer may depend on more (a profile file of the user's, which may extend files of the user's) or an
-    argument is not a file napkin finds: the command then computes, and says what is wrong."""
+    argument is not a file napkin finds: the command then computes, and says what is wrong.
+
+    The diagram and the GPU are keyed as they were given as well as by the files they name: an answer
+    may show them as given (napkin kernel's `regenerate with` line names the diagram so, and a profile
+    given as a file), so `attention`, `diagrams/attention.yaml` and `./diagrams/attention.yaml` are three
+    entries. Keying on the spelling costs a repeated command nothing; storing answers without the path
+    and putting it back on the way out would need the inverse of every escaper it passes through (a
+    shell word, a Python comment and docstring, JSON), and a wrong inverse is a wrong answer."""
     from analyzer.common import cache, resources
     from analyzer.hardware.names import profile_path as path_of
     if not cache.enabled():
@@ -58,7 +65,8 @@ def entry(kind: str, diagram: str, gpu: str, options: dict) -> str | None:
         shipped = resources.shipped("hardware")
         if profile_path.resolve() not in {p.resolve() for p in shipped.values()}:
             return None
-        where = {"gpu": profile_path.stem, "diagram": str(diagram_path.resolve())}   # the answers name both
+        where = {"gpu": gpu, "gpu_file": profile_path.stem, "diagram": diagram,
+                 "diagram_file": str(diagram_path.resolve())}
         return cache.key(kind, [diagram_path, *shipped.values()], {**options, **where})
-    except (NapkinError, OSError):
+    except (NapkinError, OSError, ValueError):
         return None

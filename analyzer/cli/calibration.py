@@ -52,18 +52,18 @@ def calibrate(
     other, other_gpu = _across(across)
     if kernel == "hopper":
         for option, value in (("--plot", plot), ("--held-out", held_out), ("--registers", registers)):
-            if value:
+            if value is not None:
                 raise UsageError(f"{option} is for --kernel portable", hint="leave it out with --kernel hopper")
         _calibrate_hopper(recording, gpu, output, report, across, other, other_gpu, allow_gpu_mismatch)
         return
     from analyzer.calibrate.calibrate import calibrate as run
     from analyzer.report.calibration import summary, write
-    if plot:
-        from analyzer.plot.output import output_format
-        output_format(plot)
     for option, path in (("--output", output), ("--report", report), ("--plot", plot)):
-        if path:
+        if path is not None:
             check_target(path, option)
+    if plot is not None:
+        from analyzer.plot.output import output_format
+        output_format(plot, "--plot")
     sizes = None
     if held_out:
         sizes = {}
@@ -117,7 +117,7 @@ def _calibrate_hopper(recording: str, gpu: str, output: str | None, report: str 
     from analyzer.calibrate.hopper import calibrate as run
     from analyzer.report.hopper_calibration import summary, write
     for option, path in (("--output", output), ("--report", report)):
-        if path:
+        if path is not None:
             check_target(path, option)
     with progress_bar("calibrate") as progress:
         result = run(recording, gpu, other=other, other_gpu=other_gpu, allow_gpu_mismatch=allow_gpu_mismatch,

@@ -38,8 +38,8 @@ def plot_transfers(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
                    set_: SetOpt = None) -> None:
     """H*(M) per GPU and element type, log-log, with memory limits and the chosen configuration."""
     from analyzer.plot.output import output_format, save
-    output_format(output)
     check_target(output, "--output")
+    output_format(output)
     from analyzer.plot.transfers import figure
     wrote(save(figure(diagram, compared_gpus(gpu), dtypes=check_dtypes(dtype or []),
                        sets=parse_sets(set_ or [])), output))
@@ -51,8 +51,8 @@ def plot_roofline(diagram: DiagramArg, output: OutputOpt, gpu: GpusOpt = None,
                   set_: SetOpt = None) -> None:
     """Arithmetic intensity against attainable throughput, with the chosen configuration's point."""
     from analyzer.plot.output import output_format, save
-    output_format(output)
     check_target(output, "--output")
+    output_format(output)
     from analyzer.plot.roofline import figure
     check_dtypes([dtype] if dtype else [])
     wrote(save(figure(diagram, compared_gpus(gpu), dtype=dtype, sets=parse_sets(set_ or [])), output))
@@ -71,8 +71,8 @@ def plot_schedule(diagram: DiagramArg, output: OutputOpt,
                   ) -> None:
     """The clock-cycle overlap of warpgroups (Figures 34-37): pipelines as lanes, overhead hatched."""
     from analyzer.plot.output import output_format, save
-    output_format(output)
     check_target(output, "--output")
+    output_format(output)
     from analyzer.plot.schedule import figure
     wrote(save(figure(diagram, gpu, config=config, sets=parse_sets(set_ or []),
                        overhead=overhead, overlap=overlap), output))
@@ -123,8 +123,8 @@ def draw(diagram: DiagramArg, output: OutputOpt,
                                                             "(default: the first).")] = None) -> None:
     """Draw the diagram in the neural-circuit style (columns, wires, levels, relabellings)."""
     from analyzer.plot.output import output_format, save
-    output_format(output)
     check_target(output, "--output")
+    output_format(output)
     from analyzer.plot.draw import figure
     wrote(save(figure(diagram, kernel=kernel), output))
 
@@ -139,10 +139,10 @@ def report(diagram: DiagramArg,
            dtype: Annotated[Optional[Dtype], typer.Option(help="Element type of arrays without their own.")] = None,
            ) -> None:
     """One self-contained HTML page to share: prediction, drawing, symbolic model, Section 5, plots, kernel."""
+    check_target(output, "--output")
     if not output.lower().endswith((".html", ".htm")):
         raise UsageError(f"{output!r}: napkin report writes one HTML page", field="--output",
                          hint="name it report.html")
-    check_target(output, "--output")
     from analyzer.common.atomic import write_text
     from analyzer.report.page import page
     gpus = compared_gpus(gpu)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analyzer.common.atomic import check_target, write_files
+from analyzer.common.atomic import check_target, named_file, write_files
 from analyzer.common.errors import NapkinError
 
 OPTION = "--output"
@@ -20,7 +20,7 @@ WHAT = {"triton": "one Python module", "hopper": "one Python module",
 
 def kernel_paths(output: str | Path, backend: str) -> list[Path]:
     """The files a kernel of `backend` written to `output` consists of (the named one first)."""
-    path = Path(output)
+    path = named_file(output, OPTION)
     suffix = SUFFIX.get(backend)
     if suffix is None:
         raise NapkinError(f"{backend!r}: expected {' or '.join(SUFFIX)}", field="--backend")

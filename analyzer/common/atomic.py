@@ -2,9 +2,10 @@
 and only a complete set of them is renamed into place (os.replace, atomic within a folder).
 
 Every command that writes (`-o`, `--report`, `--plot`) goes through here, so a missing folder, a
-folder named as the file, a read-only folder, a full disk or an over-long name gives one NapkinError
-naming the option, and no half-written file is left behind. `check_target` asks the same questions
-before a command does its work, so that a two-minute fit does not end in a path error.
+read-only folder or one that takes no files (/proc), a full disk or an over-long name gives one
+NapkinError naming the option, and no half-written file is left behind; a name that names no file
+(empty, `.`, `out/`, a folder) is a UsageError, the command line's mistake. `check_target` asks the
+same questions before a command does its work, so that a two-minute fit does not end in a path error.
 """
 
 from __future__ import annotations
@@ -14,17 +15,33 @@ import os
 import tempfile
 from pathlib import Path
 
-from analyzer.common.errors import NapkinError
+from analyzer.common.errors import NapkinError, UsageError
 
 TEMP_PREFIX = ".napkin-"       # temporary files: short names, so that a long target name still fits
 
 
-def check_target(path: str | Path, option: str) -> Path:
-    """`path` as a file napkin could write: its folder exists and takes files, and it is no folder."""
-    path = Path(path)
+def named_file(path: str | Path, option: str) -> Path:
+    """`path` as the name of a file: empty, or naming a folder (`.`, `/`, `out/`, a folder that exists),
+    the command line is wrong (UsageError, exit 2), whatever the command would have written."""
+    text = str(path)
+    if not text:
+        raise UsageError("'' names no file", field=option, hint="name the file to write")
+    path = Path(text)
     try:
-        if path.is_dir():
-            raise _error(path, option, errno.EISDIR)
+        folder = text.endswith(("/", os.sep)) or path.name in ("", ".", "..") or path.is_dir()
+    except OSError:            # a name too long to look up: check_target says so
+        folder = False
+    if folder:
+        raise UsageError(f"{_shown(text)}: it is a folder, and {option} names a file", field=option,
+                         hint="name a file, e.g. inside that folder")
+    return path
+
+
+def check_target(path: str | Path, option: str) -> Path:
+    """`path` as a file napkin could write: a file's name (named_file), whose folder exists and takes
+    files."""
+    path = named_file(path, option)
+    try:
         folder = _folder(path)
         if not folder.is_dir():
             raise _error(path, option, errno.ENOENT if not folder.exists() else errno.ENOTDIR)
@@ -94,6 +111,13 @@ def _folder(path: Path) -> Path:
     return path.parent if str(path.parent) else Path(".")
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def _name_max(folder: Path) -> int:
     try:
         return os.pathconf(folder, "PC_NAME_MAX")
@@ -101,10 +125,21 @@ def _name_max(folder: Path) -> int:
         return 255
 
 
+def _shown(path: Path | str) -> str:
+    """The path quoted, its middle left out past 80 characters."""
+    text = str(path)
+    return repr(text) if len(text) <= 80 else repr(f"{text[:40]}...{text[-30:]}")
+
+
 def _error(path: Path | None, option: str, code: int | None, strerror: str | None = None) -> NapkinError:
-    shown = repr(str(path)) if path is not None and len(str(path)) <= 80 else \
-        repr(f"{str(path)[:40]}...{str(path)[-30:]}")
+    shown = _shown(path) if path is not None else "''"
     folder = repr(str(_folder(path))) if path is not None else "its folder"
+    if code == errno.ENOENT and path is not None and _is_dir(_folder(path)):
+        # the folder is there, and creating a file in it says "no such file": not a folder of files
+        # (/proc, /sys: the kernel's own), or one that vanished as napkin wrote
+        return NapkinError(f"{shown}: folder {folder} does not take new files ({strerror or 'no such file'}: "
+                           "not an ordinary folder, such as /proc or /sys)", field=option,
+                           hint="write into a folder of your own")
     what, hint = {
         errno.ENOENT: (f"folder {folder} does not exist", "create it first or write elsewhere"),
         errno.ENOTDIR: (f"{folder} is not a folder", "write into an existing folder"),

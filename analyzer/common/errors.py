@@ -34,3 +34,8 @@ class NapkinError(Exception):
 
     def __str__(self) -> str:
         return self.one_line()
+
+
+class UsageError(NapkinError):
+    """The command line is wrong (exit code 2), as click's own usage errors are: a malformed option
+    value, options that conflict, an output option that names no file."""

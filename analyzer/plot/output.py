@@ -14,11 +14,11 @@ from analyzer.common.errors import NapkinError
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
 
-def output_format(path: str | Path) -> str:
+def output_format(path: str | Path, option: str = "--output") -> str:
     """The format for `path`, or a one-line error naming the option."""
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
-        raise NapkinError(f"--output {str(path)!r}: cannot tell the format from {suffix or 'no extension'!r}",
+        raise NapkinError(f"{option} {str(path)!r}: cannot tell the format from {suffix or 'no extension'!r}",
                           hint="end the file name with .png, .svg or .pdf")
     return FORMATS[suffix]
 

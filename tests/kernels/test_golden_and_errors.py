@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,6 +78,34 @@ def test_model_choice_fits_the_registers_of_a_thread():
     (choice,) = k.choices.values()
     regs = next(c for c in choice.report.capacity if c.storage == "registers")
     assert regs.excess_thread_bytes >= 16 * 4
+
+
+# -- a module imported where torch is not installed --------------------------------------------------
+
+def _cuda_loader() -> str:
+    return generate("matmul", "h200", backend="cuda", sets={"a": 512, "b": 512, "c": 512}).extra[".py"]
+
+
+@pytest.mark.parametrize("source, needs, missing", [
+    (lambda: (GOLDEN / "matmul_h200_fp16.py").read_text(), "torch and Triton", "torch"),
+    (lambda: (GOLDEN / "matmul_h200_fp16.py").read_text(), "torch and Triton", "triton"),
+    (lambda: (GOLDEN / "mha_h100_hopper_fp16.py").read_text(), "torch and Triton with Gluon", "triton"),
+    (_cuda_loader, "torch", "torch"),
+], ids=["triton", "triton-without-triton", "hopper", "cuda-loader"])
+def test_a_module_imported_without_torch_says_how_to_install_it(tmp_path, monkeypatch, source, needs, missing):
+    """regression: README's environment (pip install .) has no torch, and importing a generated kernel
+    there failed with a bare ModuleNotFoundError; it names the `kernels` extra, in one line."""
+    text = source()
+    path = tmp_path / "generated.py"
+    path.write_text(text)
+    monkeypatch.setitem(sys.modules, missing, None)        # `import torch` fails as if not installed
+    spec = importlib.util.spec_from_file_location("generated", path)
+    with pytest.raises(ImportError) as info:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    message = str(info.value)
+    assert "\n" not in message and info.value.__suppress_context__
+    assert message.startswith(f"import of {missing} halted")              # the missing module, named
+    assert f"needs {needs}: pip install 'napkin[kernels]'" in message
 
 
 # -- the wrapper's checks, before any launch ----------------------------------------------------------

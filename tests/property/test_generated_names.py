@@ -21,6 +21,7 @@ import io
 import itertools
 import keyword
 import os
+import re
 import sys
 import tokenize
 from pathlib import Path
@@ -195,6 +196,7 @@ def test_generated_kernel_runs_only_what_it_asks_for_and_matches_float64(tmp_pat
         assert "no configuration" in str(exc) or "fits" in str(exc), str(exc)
         assume(False)
     assert not hasattr(builtins, CANARY)
+    assert _called(g.source) in _defined(g.source)
     _check_cuda(source, tmp, sets)
     target = tmp / f"kernel_{next(COUNTER)}.py"
     g.write(target)
@@ -247,7 +249,39 @@ def _check_cuda(source: Path, tmp: Path, sets) -> None:
     g = generate(str(source), str(_profile(tmp, "plain")), backend="cuda",
                  sets=sets or {a: 256 for a in yaml.safe_load(source.read_text())["axes"]})
     ast.parse(g.extra[".py"])
+    assert _called(g.source) == _called(g.extra[".py"]) in _defined(g.extra[".py"])
     for line in g.source.splitlines():
         code = line.split("//", 1)[0]
         assert "NAPKIN_CANARY" not in code and "napkin_canary" not in code, line
         assert not line.rstrip().endswith("\\") or not line.lstrip().startswith("//"), line
+
+
+CALL = re.compile(r"^(?:#|//) Call: (\w+)\(", re.MULTILINE)
+
+
+def _called(source: str) -> str:
+    """The function a generated file's header says to call (`# Call: name(...)`, `// Call: ...`)."""
+    (name,) = CALL.findall(source)
+    return name
+
+
+def _defined(module: str) -> set[str]:
+    """The functions a generated Python module defines at its top level."""
+    return {node.name for node in ast.parse(module).body if isinstance(node, ast.FunctionDef)}
+
+
+@pytest.mark.parametrize("name", ["torch", "triton", "math"])
+def test_the_call_line_names_the_function_the_module_defines(tmp_path, name):
+    """regression: a diagram named `torch` got the function `torch_2` (its name is the imported module's),
+    and the header's `# Call:` line named `torch`, which the module does not define."""
+    data = yaml.safe_load(resources.shipped("diagrams")["matmul"].read_text())
+    data["name"] = name
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    sets = {axis: 512 for axis in data["axes"]}            # one size: no by-size ranking, quick
+    g = generate(str(path), "h200", backend="triton", sets=sets)
+    assert _called(g.source) in _defined(g.source) and _called(g.source) != name
+    if name == "torch":
+        cuda = generate(str(path), "h200", backend="cuda", sets=sets)
+        loader = cuda.extra[".py"]
+        assert _called(cuda.source) == _called(loader) in _defined(loader)

@@ -6,15 +6,27 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import typer
+import yaml
 from typer.testing import CliRunner
 
 from analyzer.cli import app, main
-from analyzer.cli.app import parse_size_ranges
+from analyzer.cli.app import (
+    CHECK_FAILED,
+    DONE,
+    EXIT_CODES,
+    INTERRUPTED,
+    OUTPUT_CLOSED,
+    REFUSED,
+    USAGE,
+    parse_size_ranges,
+)
 from analyzer.common.errors import NapkinError
 
 runner = CliRunner()
@@ -244,3 +256,108 @@ def test_readme_calibrate_commands_run_from_any_folder(tmp_path):
                              text=True, timeout=120)
     hint = missing.stderr[missing.stderr.index("(hint:"):]
     assert missing.returncode == 1 and "elsewhere/sweep.json" not in hint and "bench/sweep_h200.py" in hint
+
+
+def _shipped_gpu_names() -> set[str]:
+    """Every shipped profile's name and alias, read here from hardware/*.yaml."""
+    names = set()
+    for path in (Path(__file__).resolve().parents[2] / "hardware").glob("*.yaml"):
+        names |= {path.stem, *yaml.safe_load(path.read_text()).get("aliases", [])}
+    return names
+
+
+def _commands_taking_a_gpu(command, path=()):
+    """(words, param) of every command whose option or argument takes a GPU name."""
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands_taking_a_gpu(sub, (*path, name))
+    for param in command.params:
+        if "--gpu" in param.opts or param.metavar == "GPU":
+            yield path, param
+
+
+def test_every_gpu_option_lists_the_shipped_profiles_and_aliases():
+    """regression: no command's help listed the GPU names; they come from hardware/ when the help is
+    shown (napkin hardware list's profiles and their aliases)."""
+    takers = list(_commands_taking_a_gpu(typer.main.get_command(app)))
+    assert {words[0] for words, _ in takers} >= {"analyze", "configure", "sweep", "kernel", "plot", "report",
+                                                 "calibrate", "hardware"}
+    for words, _ in takers:
+        text = re.sub(r"-\n\s+", "-", invoke(*words, "--help"))             # click wraps at hyphens too
+        shown = " ".join(text.split()).split("Shipped: ")
+        assert len(shown) == 2, f"napkin {' '.join(words)} --help: {text}"
+        names = set(re.split(r"[,() ]+", shown[1][:shown[1].index(".")])) - {""}
+        assert names == _shipped_gpu_names(), f"napkin {' '.join(words)} --help"
+
+
+def test_help_reads_the_gpu_names_without_the_model():
+    """The names come from the profiles' files, not the profile schema: a command's --help imports no
+    sympy (napkin --help and a usage error stay fast, analyzer/cli/__init__.py)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "analyzer", "kernel", "--help"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert "h100-sxm5 (h100, h100-sxm)" in " ".join(re.sub(r"-\n\s+", "-", proc.stdout).split())
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert not {"sympy", "networkx", "matplotlib"} & imported
+
+
+# -- the exit codes the docs state are the command's ----------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+EXIT = re.compile(r"\bexit(?:s|ing)?(?: with)?(?: code)? (\d+)\b", re.IGNORECASE)
+# what a clause must be about for its "exits N" to be a given code
+ABOUT = {"--strict": CHECK_FAILED, "command line": USAGE}
+
+
+def _clauses(text: str):
+    """A markdown file's clauses: each line of a code block or table, and the prose's sentences and
+    semicolon-separated parts, a paragraph's lines joined."""
+    fenced = False
+    paragraph: list[str] = []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced or line.startswith("|"):
+            yield line
+        elif line.strip():
+            paragraph.append(line.strip())
+            continue
+        yield from re.split(r"(?<=[.;])\s+", " ".join(paragraph))
+        paragraph = []
+
+
+def test_the_exit_codes_table_is_the_commands():
+    """docs/cli.md's table lists every exit code analyzer/cli/app.py has, each with what it means."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    errors = text[text.index("## Errors"):]
+    rows = dict(re.findall(r"^\| (\d+) \| (.+) \|$", errors[:errors.index("\n\n", errors.index("| code |"))],
+                           re.MULTILINE))
+    assert [int(code) for code in rows] == list(EXIT_CODES)
+    meaning = {DONE: "done", REFUSED: "refused", USAGE: "command line",
+               CHECK_FAILED: "--strict", INTERRUPTED: "SIGINT",
+               OUTPUT_CLOSED: "SIGPIPE"}
+    for code, words in meaning.items():
+        assert words in rows[str(code)], (code, rows[str(code)])
+
+
+def test_every_exit_code_the_docs_state_is_the_commands():
+    """regression: docs/configure.md said `--strict` exits 1 (it exits 3, CHECK_FAILED) and
+    docs/diagram-format.md that the command line's own errors exit 1 (2, USAGE). Every "exit(s) (with)
+    (code) N" in docs/ and README is a code napkin has, the right one where the clause is about
+    --strict or the command line; each list of the exit codes lists them all."""
+    stated = 0
+    for path in [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]:
+        for clause in _clauses(path.read_text()):
+            for number in EXIT.findall(clause):
+                stated += 1
+                assert int(number) in EXIT_CODES, f"{path.name}: {clause}"
+                for topic, code in ABOUT.items():
+                    if topic in clause:
+                        assert int(number) == code, f"{path.name}: {clause}"
+            for listed in re.findall(r"exit codes (\d+(?:/\d+)+)", clause):
+                assert tuple(int(n) for n in listed.split("/")) == EXIT_CODES, f"{path.name}: {clause}"
+            if clause.startswith("Exit codes: "):
+                items = dict(re.findall(r"(?:: |, )(\d+) ([^,]+)", clause))
+                assert tuple(int(n) for n in items) == EXIT_CODES, f"{path.name}: {clause}"
+                for topic, code in ABOUT.items():
+                    assert [int(n) for n, words in items.items() if topic in words] == [code], clause
+    assert stated >= 5          # the phrases this test reads are there to read

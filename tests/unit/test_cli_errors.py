@@ -200,3 +200,36 @@ def test_json_and_latex_together_are_refused(tmp_path):
     """regression: --json --latex printed the JSON alone, silently."""
     assert_one_line_error(napkin(tmp_path, "analyze", "attention", "--json", "--latex"), "--json and --latex",
                           code=2)
+
+
+# -- stdout that refuses the output ---------------------------------------------------------------------
+
+STDOUT_WRITERS = [["analyze", "matmul", "--gpu", "a100"], ["hardware", "list"], ["schema", "diagram"],
+                  ["analyze", "--help"], ["hardware"]]
+STDOUT_IDS = ["analyze", "rich-table", "echo", "help", "no-args-help"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+@pytest.mark.parametrize("args", STDOUT_WRITERS, ids=STDOUT_IDS)
+def test_a_full_stdout_is_one_error_line(tmp_path, args):
+    """regression: `napkin analyze attention --gpu h100 > /dev/full` ended in a traceback."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "analyzer", *args], cwd=tmp_path, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=TIMEOUT, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: stdout: "), proc.stderr
+    assert "No space left on device" in proc.stderr and "hint:" in proc.stderr
+
+
+@pytest.mark.parametrize("args", STDOUT_WRITERS[1:], ids=STDOUT_IDS[1:])
+def test_a_closed_pipe_ends_quietly_as_other_tools_do(tmp_path, args):
+    """`napkin ... | head -1` where head has gone: nothing on stderr and exit 141, what a shell reports of
+    a tool that SIGPIPE ended (`yes | head -1`), so that a script tells it from a refusal (1)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "analyzer", *args], cwd=tmp_path, stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=TIMEOUT, check=False)
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (141, "")

@@ -36,8 +36,8 @@ def napkin(monkeypatch, capsys, cwd: Path, *args: str) -> tuple[int, str, str]:
     return info.value.code, out, err
 
 
-def one_error(code: int, err: str, *fragments: str) -> str:
-    assert code == 1, err
+def one_error(code: int, err: str, *fragments: str, exit_code: int = 1) -> str:
+    assert code == exit_code, err
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert "Traceback" not in err
@@ -63,6 +63,10 @@ WRITERS = {
     "calibrate": ("calibrate", RECORDING, "-o", "{}.yaml"),
     "calibrate-report": ("calibrate", RECORDING, "--report", "{}.md"),
     "calibrate-plot": ("calibrate", RECORDING, "--plot", "{}.png"),
+    "calibrate-hopper": ("calibrate", str(ROOT / "bench" / "results" / "hopper_sweep_h100.json"), "--gpu", "h100",
+                         "--kernel", "hopper", "--report", "{}.md"),
+    "report": ("report", "matmul", "-o", "{}.html"),
+    "analyze-plot": ("analyze", "matmul", "--set", "a=1024..2048", "--plot", "{}.png"),
 }
 
 
@@ -71,21 +75,49 @@ def writer(name: str, stem: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name", WRITERS)
-@pytest.mark.parametrize("stem, says", [
-    ("missing/out", ("folder 'missing' does not exist", "create it first")),
-    ("taken", ("it is a folder",)),
-    (LONG, ("longer than the file system allows",)),
-    (f"{LONG}/out", ("longer than the file system allows",)),
+@pytest.mark.parametrize("stem, says, exit_code", [
+    ("missing/out", ("folder 'missing' does not exist", "create it first"), 1),
+    ("taken", ("it is a folder", "names a file"), 2),          # the command line is wrong
+    (LONG, ("longer than the file system allows",), 1),
+    (f"{LONG}/out", ("longer than the file system allows",), 1),
 ], ids=["missing-folder", "directory", "long-name", "long-folder"])
-def test_unwritable_output_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys, name, stem, says):
+def test_unwritable_output_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys, name, stem, says,
+                                                          exit_code):
     args = writer(name, stem)
     target = args[-1]
     if stem == "taken":
         (tmp_path / target).mkdir()
     code, out, err = napkin(monkeypatch, capsys, tmp_path, *args)
     option = args[-2] if args[-2] != "-o" else "--output"
-    one_error(code, err, option, *says)
+    one_error(code, err, option, *says, exit_code=exit_code)
     assert files_in(tmp_path) == [], "a file was written"
+
+
+@pytest.mark.parametrize("name", WRITERS)
+@pytest.mark.parametrize("target, says", [
+    ("", "'' names no file"), (".", "'.': it is a folder"), ("/", "'/': it is a folder"),
+    ("sub/", "'sub/': it is a folder"), ("sub/..", "'sub/..': it is a folder"),
+], ids=["empty", "dot", "root", "slash", "dot-dot"])
+def test_an_output_that_names_no_file_is_a_usage_error(tmp_path, monkeypatch, capsys, name, target, says):
+    """regression: `napkin kernel matmul --backend triton -o ""` (or `-o .`, `-o /`) ended in a traceback
+    (Path.with_suffix of an empty name); calibrate and analyze --plot took an empty name for no option."""
+    (tmp_path / "sub").mkdir()
+    args = [*writer(name, "x")[:-1], target]
+    code, _, err = napkin(monkeypatch, capsys, tmp_path, *args)
+    option = args[-2] if args[-2] != "-o" else "--output"
+    one_error(code, err, f"{option}: {says}", exit_code=2)
+    assert files_in(tmp_path) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc")
+@pytest.mark.parametrize("name", ["kernel", "draw", "calibrate-report"])
+def test_a_folder_that_takes_no_files_is_not_called_missing(tmp_path, monkeypatch, capsys, name):
+    """regression: `-o /proc/x.py` said "folder '/proc' does not exist" (creating a file there fails with
+    ENOENT): it exists, and takes no new files."""
+    args = writer(name, "/proc/out")
+    code, _, err = napkin(monkeypatch, capsys, tmp_path, *args)
+    line = one_error(code, err, "folder '/proc' does not take new files")   # ENOENT as root, else EACCES
+    assert "does not exist" not in line
 
 
 @pytest.mark.parametrize("name", ["kernel", "draw", "calibrate"])

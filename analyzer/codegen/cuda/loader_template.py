@@ -2,10 +2,12 @@
 """The fixed text of every CUDA loader `napkin kernel --backend cuda` writes beside its .cu file.
 
 Package data: analyzer.codegen.cuda.loader reads it as text, never imports it, and copies its sections
-into each loader in order: `imports` as it is, `signatures` replaced by the diagram's launchers (the
-only generated part of this text), `runtime` as it is; the diagram's configurations, launchers and
-wrapper follow. Each section starts at a line `# napkin-loader: <name>`; what precedes the first is this
-note, which the loaders do not carry. It is a real module so that linters and readers see it whole.
+into each loader in order: `imports` as it is, `torch` inside a try whose ImportError says how to
+install it (analyzer.codegen.pymodule.guarded_imports), `signatures` replaced by the diagram's
+launchers (the only generated part of this text), `runtime` as it is; the diagram's configurations,
+launchers and wrapper follow. Each section starts at a line `# napkin-loader: <name>`; what precedes
+the first is this note, which the loaders do not carry. It is a real module so that linters and
+readers see it whole.
 """
 
 # napkin-loader: imports
@@ -18,12 +20,13 @@ import subprocess
 import threading
 from pathlib import Path
 
+# napkin-loader: torch
 import torch
 
-_LOCK = threading.Lock()
 # napkin-loader: signatures
 _SIGNATURES: dict[str, tuple[int, int, int]] = {}  # launcher -> (pointers, int64 sizes and strides, float scales)
 # napkin-loader: runtime
+_LOCK = threading.Lock()
 _CU = Path(__file__).resolve().with_suffix(".cu")
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 _LIBS = {}                 # compute capability -> the loaded library

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from analyzer.codegen.cuda.common import check_renderable
 from analyzer.codegen.cuda.ids import FILE_RESERVED, CudaIds, Functions, fixed
+from analyzer.codegen.cuda.loader import wrapper_name
 from analyzer.codegen.cuda.mma import MmaKernel
 from analyzer.codegen.cuda.point import PointKernel
 from analyzer.codegen.cuda.prelude import PRELUDE, file_code
@@ -71,7 +72,7 @@ def _describe(k, w) -> list[str]:
 def cuda_source(g) -> tuple[str, list]:
     kernel_writers = writers(g)
     kernels = [(k, w, w.render()) for k, w in kernel_writers]
-    out = ["// " + cpp_comment(line) if line else "//" for line in header(g, "C++")]
+    out = ["// " + cpp_comment(line) if line else "//" for line in header(g, wrapper_name(g), "C++")]
     out.append("// CUDA realisation (analyzer.codegen.cuda): mma.sync.m16n8k16 tensor cores (fp16 and bf16 "
                "in, fp32 accumulate) on sm_80+,")
     out.append("// two m16n8k8 (fp16 only) on sm_75; shared-memory tiles in 16-byte cp.async loads "
