@@ -326,20 +326,29 @@ def main() -> None:
 
 def _stdout_lost(exc: StdoutLost) -> None:
     """stdout refused the output: quietly where its reader went away (`| head -1`), as command-line
-    tools do, else one error line. What napkin had not written yet goes to /dev/null, so that Python's
-    last flush at exit does not fail again."""
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
-        os.close(null)
-    except (OSError, ValueError):
-        pass
+    tools do, else one error line."""
+    _discard_stdout()
     if exc.errno == errno.EPIPE:
         sys.exit(OUTPUT_CLOSED)
     _fail(f"stdout: cannot write the output ({exc.strerror or 'error ' + str(exc.errno)}); it is "
           "incomplete", REFUSED, hint="free some space, or send the output elsewhere")
 
 
+def _discard_stdout() -> None:
+    """What napkin has not written to stdout yet goes to /dev/null, so that Python's last flush at exit
+    does not fail again."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass
+
+
 def _fail(line: str, code: int, hint: str | None = None) -> None:
+    try:
+        sys.stdout.flush()       # what the command printed before it failed, ahead of the error line
+    except StdoutLost:
+        _discard_stdout()
     print(f"error: {line}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
     sys.exit(code)
