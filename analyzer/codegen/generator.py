@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from analyzer import hardware
-from analyzer.codegen.cuda import cuda_files
+from analyzer.codegen.cuda import as_run, cuda_files
 from analyzer.codegen.cuda.limits import CudaLimits
 from analyzer.codegen.files import write_kernel
 from analyzer.codegen.hopper import hopper_module
@@ -34,7 +34,7 @@ from analyzer.common.units import seconds, si
 from analyzer.config.element_type import GENERATED
 from analyzer.config.hopper import HopperTables
 from analyzer.config.kernels import Configured, KernelConfigs
-from analyzer.config.launch import SIZED, Launch, expected, launch, sizes_of  # noqa: F401 - SIZED re-exported
+from analyzer.config.launch import SIZED, Expected, Launch, expected, launch, sizes_of  # noqa: F401 - SIZED re-exported
 from analyzer.hardware import Profile
 
 DTYPES = GENERATED                 # the element types a generated kernel takes
@@ -52,6 +52,7 @@ class KernelFile(Configured):
     prediction_at: str
     cuda_limits: CudaLimits | None = None    # from the profile, for the CUDA backend
     hopper: HopperTables | None = None       # from the profile, for the Hopper backend
+    expected: Expected | None = None         # the prediction the header states, as values
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,13 +91,16 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
     launched = launch(diagram, profile, backend=backend, dtype=dtype, config=config, sets=sets)
     chosen, configured, tables = launched.backend, launched.configured, launched.hopper
     progress("generate", 1, 3)
-    prediction, prediction_at = _prediction(launched, profile, sets or {})
-    progress("generate", 2, 3)
     file = KernelFile(**_fields(configured), backend=chosen,
                       command=_command(diagram, _gpu_word(gpu, profile), chosen, configured.dtype, config,
                                        sets or {}),
-                      prediction=prediction, prediction_at=prediction_at,
+                      prediction="", prediction_at="",
                       cuda_limits=CudaLimits.of(profile) if chosen == "cuda" else None, hopper=tables)
+    if chosen == "cuda":        # the header predicts what the CUDA kernels run: the variants, clamped
+        launched = replace(launched, configured=replace(configured, kernels=as_run(file)))
+    e, prediction, prediction_at = _prediction(launched, profile, sets or {})
+    file = replace(file, prediction=prediction, prediction_at=prediction_at, expected=e)
+    progress("generate", 2, 3)
     source, extra = RENDERERS[chosen](file)
     progress("generate", 3, 3)
     return Generated(**_fields(file), source=source, extra=extra)
@@ -107,7 +111,7 @@ def _fields(value) -> dict:
     return {f.name: getattr(value, f.name) for f in fields(value)}
 
 
-def _prediction(launched: Launch, profile: Profile, sets: dict[str, int]) -> tuple[str, str]:
+def _prediction(launched: Launch, profile: Profile, sets: dict[str, int]) -> tuple[Expected, str, str]:
     """The header's prediction at the sizes `sets` gives, the diagram's defaults elsewhere (one batch
     entry and head), as napkin analyze states it (analyzer.config.launch); it names the sizes --set gave."""
     c = launched.configured
@@ -119,9 +123,10 @@ def _prediction(launched: Launch, profile: Profile, sets: dict[str, int]) -> tup
     e = expected(launched, profile, sizes)
     shown = ", ".join(f"{k}={v}" for k, v in e.sizes.items())
     given = [k for k in sets if k in e.sizes]
-    prediction = (f"{seconds(e.time_s)}, {si(e.throughput_flops_per_s, 'FLOP/s')} ({e.configuration}), "
-                  f"{e.bound}-bound; {e.model}")
-    return prediction, f"{profile.name}, {shown}" + (f"; {', '.join(given)} from --set" if given else "")
+    ran = ", as the CUDA kernel runs it" if launched.backend == "cuda" else ""
+    return (e, (f"{seconds(e.time_s)}, {si(e.throughput_flops_per_s, 'FLOP/s')} ({e.configuration}{ran}), "
+                f"{e.bound}-bound; {e.model}"),
+            f"{profile.name}, {shown}" + (f"; {', '.join(given)} from --set" if given else ""))
 
 
 def _gpu_word(gpu: str | Profile, profile: Profile) -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from analyzer.codegen.names import PlanIds
 from analyzer.common.errors import NapkinError
-from analyzer.config.plan import STREAM, WHOLE, KernelPlan
+from analyzer.config.plan import STREAM, WHOLE, KernelPlan, streamed_operands
 from analyzer.diagram.compiled import Op
 from analyzer.model.fusion import Reducer
 
@@ -120,18 +120,6 @@ def neutral(spell: Spelling, prim: str) -> str:
 def is_online(r: Reducer) -> bool:
     """Whether a streamed reducer is an online softmax folded into its contraction (Appendix A.3.2)."""
     return r.softmax is not None or r.op.primitive.name == "softmax_dot"
-
-
-def streamed_operands(r: Reducer) -> tuple[str, str, Op]:
-    """A streamed contraction's operands and the op whose scale its online softmax applies: a softmax
-    paired with the contraction (softmax -> dot) is folded in, so its input is streamed instead."""
-    first, second = r.op.inputs
-    if r.softmax is None:
-        return first, second, r.op
-    src = r.softmax
-    first = src.inputs[0] if first == src.name else first
-    second = src.inputs[0] if second == src.name else second
-    return first, second, src
 
 
 def base2_scale(spell: Spelling, op: Op, ids: PlanIds) -> str:

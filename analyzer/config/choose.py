@@ -24,36 +24,25 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
 from analyzer.common.errors import NapkinError
+from analyzer.config.allocation import allocation
+from analyzer.config.choice import Choice, batch_axes
 from analyzer.config.configure import configure, names_of, schedule_of
+from analyzer.config.plan import plan
 from analyzer.config.result import ConfigurationReport
 from analyzer.diagram.compiled import Diagram
 from analyzer.hardware import Profile
 from analyzer.model.analysis import TermModel
+from analyzer.model.fusion import schedule
 
 TILE_MIN, TILE_MAX = 16, 256     # Triton: tl.dot needs 16 per dimension; larger tiles spill registers
 STAGES = (2, 3)                  # buffers per streamed load: 2 loads chunk j+1 while j computes (5.6)
 TIE = 0.005                      # relative throughput within which candidates tie
 RESERVE_REGISTERS = 16           # per thread, for addresses, indices and loop state (not in Table 1)
-
-
-@dataclass(frozen=True)
-class Choice:
-    """The configuration of one kernel: tile sizes by symbol, warps, stages, and where they came from."""
-
-    kernel: str
-    tiles: dict[str, int]                # partition symbols -> tile size (g_q, s_x, ...)
-    num_warps: int
-    num_stages: int
-    source: str                          # a sentence: named configuration, or ranked candidates
-    throughput_flops_per_s: float | None = None
-    candidates: int = 0
-    report: ConfigurationReport | None = field(default=None, repr=False, compare=False)
-    tile_elements: int = 0               # row block x stream chunk: the streamed tile of one block
 
 
 def from_report(report: ConfigurationReport, profile: Profile, tiles: set[str], source: str,
@@ -72,7 +61,9 @@ def named(d: Diagram, profile: Profile, kernel: str, tiles: set[str], config: st
     partition symbols)."""
     report = configure(d, profile, config=config, sets=sets, dtype=dtype, kernel=kernel,
                        dtypes=kept_dtypes(d, kernel))
-    return from_report(report, profile, tiles, f"{d.name}'s configuration {config!r}")
+    c = from_report(report, profile, tiles, f"{d.name}'s configuration {config!r}")
+    return replace(c, smem_bytes=smem_allocated(d, kernel, replace(c, tiles={
+        k: v for k, v in report.values.items() if k in _partition(d, kernel)}), report.values, dtype, profile))
 
 
 def first_of(ranked: list[tuple[Choice, float, float]], tiles: set[str], profile: Profile) -> Choice:
@@ -114,12 +105,13 @@ def _legal(d: Diagram, profile: Profile, kernel: str, sets: tuple, dtype: str | 
         except NapkinError as exc:
             first_error = first_error or exc
             continue
-        if not report.fits or not _headroom(report):
+        if not _registers_fit(report, profile) or not _headroom(report):
             continue
         tiles = {k: v for k, v in report.values.items() if k in _partition(d, kernel)}
-        c = replace(from_report(report, profile, set(tiles), "a legal configuration"),
-                    tile_elements=stream_tile(d, kernel, report.values))
-        if capped(c, profile):
+        c = from_report(report, profile, set(tiles), "a legal configuration")
+        c = replace(c, tile_elements=stream_tile(d, kernel, report.values),
+                    smem_bytes=smem_allocated(d, kernel, c, report.values, dtype, profile))
+        if c.smem_bytes > smem_limit(profile) or capped(c, profile):
             continue
         out.append(c)
     if not out:
@@ -131,6 +123,30 @@ def _legal(d: Diagram, profile: Profile, kernel: str, sets: tuple, dtype: str | 
                            f"({tried} tried)", file=d.source,
                            hint="pin smaller tiles with --set, or pick another GPU")
     return out
+
+
+def smem_allocated(d: Diagram, kernel: str, c: Choice, values: dict[str, int], dtype: str | None,
+                   profile: Profile) -> int:
+    """The SMEM a block of the portable kernel allocates in configuration `c` (analyzer.config.allocation:
+    counted from the plan the generator renders, as Triton lowers it); `values`: sizes by axis (the
+    head dim, padded to the power of two the kernel's tiles take)."""
+    k = next(k for k in d.kernels if k.name == kernel)
+    p = plan(d, schedule(d, k, d.levels[-1]), c)
+    return allocation(p, values, stages=c.num_stages, warps=c.num_warps, dtype=dtype or d.dtype,
+                      profile=profile).smem_bytes
+
+
+def smem_limit(profile: Profile) -> float:
+    """The SMEM one block may allocate (the opt-in limit per block)."""
+    return profile.level("smem").block_capacity_bytes
+
+
+def _registers_fit(report: ConfigurationReport, profile: Profile) -> bool:
+    """Table 2's registers fit, and the block's threads: its SMEM row is the paper's count, which the
+    portable kernel's own allocation replaces (smem_allocated)."""
+    threads = report.configuration.groups * report.configuration.threads_per_group
+    return threads <= profile.threads.per_block_max and all(
+        c.fits for c in report.capacity if c.storage != "smem")
 
 
 def _partition(d: Diagram, kernel: str) -> set[str]:
@@ -189,15 +205,13 @@ def same_config(a: Choice, b: Choice) -> bool:
 
 
 def resident_blocks(c: Choice, profile: Profile) -> int:
-    """Thread blocks of this configuration one SM holds at once: what its SMEM (Table 2, with every
-    stage's buffers), its threads and its registers (Table 1's share per thread plus the reserve)
+    """Thread blocks of this configuration one SM holds at once: what its SMEM (the kernel's own
+    allocation, smem_allocated), its threads and its registers (Table 1's share per thread plus the reserve)
     leave room for."""
     threads = c.num_warps * profile.threads.warp_size
     limits = [profile.threads.per_sm_max // threads, profile.threads.blocks_per_sm_max]
-    for cap in c.report.capacity if c.report else ():
-        used = cap.block_bytes + cap.n * cap.group_bytes
-        if cap.storage == "smem" and used > 0:
-            limits.append(int(profile.level("smem").capacity_bytes // used))
+    if c.smem_bytes:
+        limits.append(int(profile.level("smem").capacity_bytes // c.smem_bytes))
     registers = registers_per_thread(c, profile)
     if registers is not None:
         per_thread = min(profile.registers.per_thread_max, registers)
@@ -291,18 +305,6 @@ def candidates(d: Diagram, profile: Profile, kernel: str, sets: dict[str, int], 
         if names.s:
             c[names.s] = chunk
         yield c
-
-
-def batch_axes(s) -> set[str]:
-    """Axes a contraction of the kernel keeps in both operands: a two-dimensional tensor-core tile
-    cannot span them, so a block takes one index of each."""
-    axes_of = s.diagram.axes_of()
-    found: set[str] = set()
-    for op in s.ops:
-        if op.primitive.contraction:
-            first, second = (set(axes_of[i]) for i in op.inputs)
-            found |= (first & second & set(op.applied.output))
-    return found
 
 
 def _pow2(n: int) -> bool:

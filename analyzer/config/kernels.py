@@ -10,15 +10,27 @@ kernel (analyzer.config.predict) and napkin calibrate read it too, so neither ne
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sympy
 
 from analyzer import hardware
 from analyzer.common.errors import NapkinError
+from analyzer.common.expr import symbol
+from analyzer.config.allocation import allocation, register_bytes
 from analyzer.config.by_size import SizeTable, instance_axes, length_axes, size_table
-from analyzer.config.choose import Choice, first_of, legal, named, rank_at
+from analyzer.config.choose import (
+    RESERVE_REGISTERS,
+    TILE_MIN,
+    Choice,
+    first_of,
+    legal,
+    named,
+    rank_at,
+    smem_limit,
+)
 from analyzer.config.configure import names_of, schedule_of
 from analyzer.config.element_type import kernel_element_type
 from analyzer.config.plan import KernelPlan, next_pow2, plan, prev_pow2
@@ -27,12 +39,14 @@ from analyzer.diagram.interface import Attention, Plain, interface
 from analyzer.diagram.weave import compile_woven, outer_tiles, source_data
 from analyzer.hardware import Profile
 from analyzer.model.analysis import TermModel, analyze, load
+from analyzer.model.cost import level_cost
 from analyzer.model.fusion import schedule
 
 HEAD_DIMS = (64, 128, 256)      # configured head dims besides the diagram's own ("256 where it fits")
 
 
 PLACEHOLDER_TILE = 64     # a tile size every partition takes, for a plan whose tiles are not used
+ANALYZED_WARPS = (4, 8, 16)   # one to four warpgroups: the warps a kernel outside Section 5's model may take
 
 
 @dataclass(frozen=True)
@@ -223,19 +237,12 @@ def _choice(d: Diagram, woven: Diagram, roles, profile: Profile, kernel: str, ti
             sized: bool) -> tuple[Choice, SizeTable | None]:
     """Section 5's configuration where it applies (a streamed contraction): a named one, or the
     fastest legal one on the weaved diagram at its default sizes with `woven_sets` (batch and heads
-    included), and, when `sized`, the table of the fastest per problem size (analyzer.config.by_size). Elsewhere napkin analyze's tiles with one warpgroup's warps and
-    no pipelining, which the model does not configure."""
+    included), and, when `sized`, the table of the fastest per problem size (analyzer.config.by_size).
+    Elsewhere napkin analyze's tiles as the kernel can hold them (_analyzed)."""
     try:
         names_of(schedule_of(d, kernel))   # a kernel Section 5 configures: its rows are grouped
     except NapkinError:
-        result = analyze(d, profile, sets={k: v for k, v in sets.items()})
-        chosen = next(k for k in result.kernels if k.name == kernel).levels[-1].chosen
-        warps = max(1, profile.divisors.mma_threads // profile.threads.warp_size)
-        # Triton's blocks are powers of two: a stream chunk must be one (a tl.arange extent) and a group
-        # tile that is not one is padded to the next; rounded down, each stays within the memory limit
-        return Choice(kernel, {k: prev_pow2(v) for k, v in chosen.items() if k in tiles}, max(4, warps), 1,
-                      f"napkin analyze's tiles for {profile.name}, rounded down to powers of two (outside "
-                      "Section 5's model: 4 warps, no pipelining)"), None
+        return _analyzed(d, profile, kernel, tiles, sets, dtype), None
     if config is not None:
         return named(d, profile, kernel, tiles, config, sets, dtype), None
     options = legal(d, profile, kernel, sets, dtype)
@@ -244,3 +251,71 @@ def _choice(d: Diagram, woven: Diagram, roles, profile: Profile, kernel: str, ti
     ranked, _ = rank_at(TermModel(woven, profile, kernel), profile, sizes, options, ones)
     table = size_table(woven, roles, profile, kernel, options, ones, sizes, ranked[0][0]) if sized else None
     return first_of(ranked, tiles, profile), table
+
+
+def _analyzed(d: Diagram, profile: Profile, kernel: str, tiles: set[str], sets: dict[str, int],
+              dtype: str) -> Choice:
+    """The configuration of a kernel Section 5 does not configure (its first contraction's rows are not
+    grouped): of the power-of-two tiles up to napkin analyze's (Triton's blocks are powers of two; at
+    least 16 where a contraction takes them, as tl.dot needs) and ANALYZED_WARPS, without pipelining, those
+    whose SMEM (analyzer.config.allocation) and registers (register_bytes, with the reserve, within what
+    a thread of the block may have) a block holds, the one that transfers fewest bytes (napkin analyze's
+    objective, Equation 4); ties go to the larger tiles (fewer chunks), then to fewer warps."""
+    result = analyze(d, profile, sets=dict(sets))
+    top = {k: prev_pow2(v) for k, v in next(k for k in result.kernels if k.name == kernel)
+           .levels[-1].chosen.items() if k in tiles}
+    s = schedule(d, next(k for k in d.kernels if k.name == kernel), d.levels[-1])
+    cost = level_cost(s)
+    values = {**{sym: int(v) for sym, v in d.defaults.items()},
+              **{sym: int(sets[sym.name]) for sym in d.size_symbols if sym.name in sets}}
+    sizes = {a: int(d.size(a).subs(values)) for a in d.axes}
+    dotted = _contracted_tiles(s)
+    options = [[2 ** i for i in range((min(TILE_MIN, t) if k in dotted else 1).bit_length() - 1, t.bit_length())]
+               for k, t in top.items()]
+    limit = smem_limit(profile)
+    threads_max = profile.threads.per_block_max // profile.threads.warp_size
+    best, fitting = None, 0
+    for combo in itertools.product(*options):
+        chosen = dict(zip(top, combo, strict=True))
+        for warps in (w for w in ANALYZED_WARPS if w <= threads_max):
+            c = Choice(kernel, chosen, warps, 1, "")
+            p = plan(d, s, c)
+            if allocation(p, sizes, stages=1, warps=warps, dtype=dtype, profile=profile).smem_bytes > limit:
+                continue
+            threads = warps * profile.threads.warp_size
+            held = register_bytes(p, sizes, stages=1, dtype=dtype, profile=profile) / threads / 4
+            if held + RESERVE_REGISTERS > registers_per_thread(profile, threads):
+                continue
+            fitting += 1
+            moved = cost.evaluate({**values, **{symbol(k): v for k, v in chosen.items()}})["transfer_bytes"]
+            key = (moved, -math.prod(combo), warps)
+            if best is None or key < best[0]:
+                best = (key, c)
+    if best is None:
+        raise NapkinError(f"kernel {kernel!r}: no power-of-two tiles up to napkin analyze's "
+                          f"({', '.join(f'{k}={v}' for k, v in top.items())}) fit a block's SMEM and registers "
+                          f"on {profile.name}", file=d.source, hint="pin smaller sizes with --set")
+    c = best[1]
+    shown = ", ".join(f"{k}={v}" for k, v in top.items())
+    warps = f"{ANALYZED_WARPS[0]} to {ANALYZED_WARPS[-1]} warps"
+    return replace(c, analyzed=True,
+                   source=f"the fewest transfers (napkin analyze's objective) of {fitting} configurations whose "
+                          f"SMEM and registers fit a block: power-of-two tiles up to napkin analyze's for "
+                          f"{profile.name} ({shown}), {warps}, no pipelining (outside Section 5's model)",
+                   smem_bytes=allocation(plan(d, s, c), sizes, stages=1, warps=c.num_warps, dtype=dtype,
+                                         profile=profile).smem_bytes)
+
+
+def registers_per_thread(profile: Profile, threads: int) -> int:
+    """The registers a thread of a block of `threads` may have: its own limit, and its share of the
+    registers a block may use."""
+    r = profile.registers
+    return min(r.per_thread_max, min(r.per_block_max, r.per_sm) // threads)
+
+
+def _contracted_tiles(s) -> set[str]:
+    """The partition symbols of axes a contraction of schedule `s` takes a tile of (tl.dot: 16 at least)."""
+    sizes = {**s.partition.group_sizes, **({s.partition.stream[0]: s.partition.stream[1]} if s.partition.stream
+                                            else {})}
+    return {sizes[a].name for op in s.ops if op.primitive.contraction
+            for axes in op.applied.inputs for a in axes if a in sizes}

@@ -164,6 +164,17 @@ def portable_label(c) -> str:
     return f"{tiles} warps={c.num_warps} stages={c.num_stages}"
 
 
+def allocated(launched: Launch, profile: Profile, sizes: dict[str, int]) -> list[int | None]:
+    """The SMEM a block of each kernel the module launches at `sizes` allocates, as napkin counts it for
+    legality: the Hopper kernel's (analyzer.config.hopper) or the portable kernel's own allocation
+    (analyzer.config.allocation); None where it is not counted (the CUDA backend clamps its own)."""
+    if launched.backend == "hopper":
+        return [expected(launched, profile, sizes).hopper.smem_bytes]
+    if launched.backend != "triton":
+        return [None] * len(launched.configured.kernels)
+    return [c.smem_bytes for c in launched.configured.launched(sizes)]
+
+
 def _hopper_expected(c: Configured, tables: HopperTables | None, profile: Profile,
                      sizes: dict[str, int]) -> Expected:
     """`tables` None: the one cell of them these sizes read, computed alone (hopper.chosen_at)."""
@@ -240,4 +251,5 @@ def with_expected(result: R, diagram: str, gpu: str | Profile, *, dtype: str | N
         return result.model_copy(update={"expected_absent": exc.message})
 
 
-__all__ = ["SIZED", "Expected", "Launch", "expect", "expected", "expected_at", "expected_out", "launch", "portable_label", "sizes_of", "with_expected"]
+__all__ = ["SIZED", "Expected", "Launch", "allocated", "expect", "expected", "expected_at", "expected_out", "launch",
+           "portable_label", "sizes_of", "with_expected"]

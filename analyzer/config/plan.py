@@ -19,9 +19,9 @@ import math
 from dataclasses import dataclass
 
 from analyzer.common.errors import NapkinError
-from analyzer.config.choose import Choice, batch_axes
+from analyzer.config.choice import Choice, batch_axes
 from analyzer.diagram.compiled import Diagram, Op
-from analyzer.model.fusion import Schedule
+from analyzer.model.fusion import Reducer, Schedule
 
 GROUP, STREAM, WHOLE = "group", "stream", "whole"
 
@@ -144,6 +144,18 @@ def plan(d: Diagram, s: Schedule, choice: Choice) -> KernelPlan:
     for op in s.ops:
         _check_op(d, op, tiles_of, dim_of, where)
     return KernelPlan(d, s, choice, tuple(grid), tuple(dims), dim_of, tiles_of, tuple(notes))
+
+
+def streamed_operands(r: Reducer) -> tuple[str, str, Op]:
+    """A streamed contraction's operands and the op whose scale its online softmax applies: a softmax
+    paired with the contraction (softmax -> dot) is folded in, so its input is streamed instead."""
+    first, second = r.op.inputs
+    if r.softmax is None:
+        return first, second, r.op
+    src = r.softmax
+    first = src.inputs[0] if first == src.name else first
+    second = src.inputs[0] if second == src.name else second
+    return first, second, src
 
 
 def _dim_name(members: tuple[str, ...], axes: list[str], dims: list[Dim]) -> str:

@@ -45,7 +45,7 @@ def predict_configured(g: Configured, profile: Profile, sizes: dict[str, int]) -
     bounds, tiles, fallback = [], dict(ones), None
     for k, c in zip(g.kernels, g.launched(values), strict=True):
         tiles.update(c.tiles)
-        if c.report is None:     # outside Section 5's model: napkin analyze's time of this kernel
+        if c.analyzed:           # outside Section 5's model: napkin analyze's time of this kernel
             fallback = fallback or {x.name: x for x in _analyzed(g, profile, values, key).kernels}
             out = fallback[k.plan.name]
             time_s += out.predicted_time_s

@@ -22,8 +22,8 @@
 #     at the diagram's default sizes: g_q1=128, g_x1=128, s_d1=64, 8 warps, 3 stages
 #   from the fastest of 43 legal configurations by predicted time (napkin sweep, h200-calibrated) at each size
 # Kernel 'softmax': grid over batch (one index a block), heads (one index a block), q (tiles of g_q2)
-#   g_q2=4, 4 warps, 1 stages
-#   from napkin analyze's tiles for h200-calibrated, rounded down to powers of two (outside Section 5's model: 4 warps, no pipelining)
+#   g_q2=2, 8 warps, 1 stages
+#   from the fewest transfers (napkin analyze's objective) of 5 configurations whose SMEM and registers fit a block: power-of-two tiles up to napkin analyze's for h200-calibrated (g_q2=4), 4 to 16 warps, no pipelining (outside Section 5's model)
 # Kernel 'values': grid over batch (one index a block), heads (one index a block), q (tiles of g_q3), d (tiles of g_d3); streams x in chunks of s_x3
 #   by problem size (the call's nearest seqlen and batch x heads):
 #     seqlen     1     2     4     8    16    32    64   128   256   512  1024
@@ -41,7 +41,7 @@
 #     D: g_d3=128, g_q3=256, s_x3=64, 16 warps, 3 stages
 #     at the diagram's default sizes: g_d3=128, g_q3=128, s_x3=64, 8 warps, 3 stages
 #   from the fastest of 43 legal configurations by predicted time (napkin sweep, h200-calibrated) at each size
-# Predicted (h200, batch=1, heads=1, q=16384, x=16384, d=128): 1.375 ms, 100 TFLOP/s (g_q1=128 g_x1=128 s_d1=64 warps=8 stages=3; g_q2=4 warps=4 stages=1; g_d3=128 g_q3=128 s_x3=64 warps=8 stages=3), mixed: scores transfers, softmax load latency (gmem->l2, loads in flight), values transfers-bound; the portable kernel's model calibrated on h200-calibrated
+# Predicted (h200, batch=1, heads=1, q=16384, x=16384, d=128): 1.426 ms, 96.4 TFLOP/s (g_q1=128 g_x1=128 s_d1=64 warps=8 stages=3; g_q2=2 warps=8 stages=1; g_d3=128 g_q3=128 s_x3=64 warps=8 stages=3), mixed: scores transfers, softmax load latency (gmem->l2, loads in flight), values transfers-bound; the portable kernel's model calibrated on h200-calibrated
 # Accumulators are fp32 (the tensor cores' accumulate type).
 
 import math
@@ -299,7 +299,7 @@ CONFIGS = {
         },
     },
     'softmax': {
-        None: {'TILE_Q': 4, 'num_warps': 4, 'num_stages': 1},
+        None: {'TILE_Q': 2, 'num_warps': 8, 'num_stages': 1},
     },
     'values': {
         None: {

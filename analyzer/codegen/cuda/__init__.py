@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from analyzer.codegen.cuda.common import RENDERED, check_renderable
 from analyzer.codegen.cuda.loader import loader_text
-from analyzer.codegen.cuda.source import cuda_source
+from analyzer.codegen.cuda.source import as_run, cuda_source
 from analyzer.codegen.cuda.variants import Variant
 
 
@@ -36,4 +36,4 @@ def cuda_files(g) -> tuple[str, dict[str, str]]:
     return source, {".py": loader_text(g, writers)}
 
 
-__all__ = ["RENDERED", "Variant", "check_renderable", "cuda_files", "cuda_source", "loader_text"]
+__all__ = ["RENDERED", "Variant", "as_run", "check_renderable", "cuda_files", "cuda_source", "loader_text"]

@@ -4,6 +4,8 @@ every identifier claimed from the file's scope or a kernel's beneath it (analyze
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from analyzer.codegen.cuda.common import check_renderable
 from analyzer.codegen.cuda.ids import FILE_RESERVED, CudaIds, Functions, fixed
 from analyzer.codegen.cuda.loader import wrapper_name
@@ -13,6 +15,8 @@ from analyzer.codegen.cuda.prelude import PRELUDE, file_code
 from analyzer.codegen.escape import cpp_comment
 from analyzer.codegen.names import Scope
 from analyzer.codegen.pymodule import header
+from analyzer.config.kernels import KernelConfigs
+from analyzer.config.plan import next_pow2
 
 
 def _renderer(k) -> type[MmaKernel] | type[PointKernel]:
@@ -93,4 +97,30 @@ def cuda_source(g) -> tuple[str, list]:
     return "\n".join(out).rstrip() + "\n", kernel_writers
 
 
-__all__ = ["writers", "cuda_source"]
+def as_run(g) -> tuple[KernelConfigs, ...]:
+    """The kernels of file `g` with the configurations its CUDA kernels run at the diagram's default
+    sizes: each configuration napkin chose, as its variant clamps it (analyzer.codegen.cuda.variants:
+    tiles, chunk, warps, stages, shared memory), the variant of the default extents of the axes a block
+    holds whole. What the file's header predicts the time of (analyzer.codegen.generator)."""
+    size = g.axis_sizes({})
+    out = []
+    for k, w in writers(g):
+        p = k.plan
+        defaults = {d.name: max(16, next_pow2(size(d.axes[0]))) for d in p.wholes}
+        chosen = {}
+        for key, c in k.choices.items():
+            v = next((v for v in w.variants if v.key == key and all(defaults.get(d) == e for d, e in v.wholes
+                                                                      if d != p.dim_of.get(k.key_axis or ""))),
+                     None)
+            if v is None:
+                continue            # a point kernel runs one variant for every key
+            tiles = {**c.tiles, **{p.schedule.partition.group_sizes[a].name: t for a, t in v.tiles}}
+            if v.chunk is not None:
+                tiles[p.schedule.partition.stream[1].name] = v.chunk
+            chosen[key] = replace(c, tiles=tiles, num_warps=v.warps, num_stages=v.stages, report=None,
+                                  smem_bytes=v.smem or None, source=f"{c.source}, as the CUDA kernel runs it")
+        out.append(replace(k, choices=chosen or k.choices, tables={}))
+    return tuple(out)
+
+
+__all__ = ["as_run", "cuda_source", "writers"]

@@ -1,0 +1,78 @@
+"""bench/defaults.py without a GPU: its dry run lists a row per diagram and backend with what a GPU run
+checks them against, and its float64 evaluation of a diagram is each diagram's reference."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from analyzer import hardware
+from analyzer.config.kernels import configure_kernels
+from bench import defaults as D
+from bench.common import reference_attention
+
+torch = pytest.importorskip("torch")
+
+
+def test_a_dry_run_lists_every_backend_with_its_prediction_and_tolerance(tmp_path):
+    assert D.main(["--gpu", "h100", "--diagrams", "softmax_contraction,linear_attention", "--dry-run",
+                   "--out", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "defaults_h100.json").read_text())
+    rows = {(r["diagram"], r["backend"]): r for r in doc["rows"]}
+    assert set(rows) == {("softmax_contraction", "triton"), ("softmax_contraction", "cuda"),
+                         ("linear_attention", "triton"), ("linear_attention", "cuda")}
+    assert rows["linear_attention", "cuda"]["status"] == "n/a"          # the CUDA backend cannot render it
+    assert "cannot render" in rows["linear_attention", "cuda"]["error"]
+    limit = hardware.load("h100").level("smem").block_capacity_bytes
+    for key in (("softmax_contraction", "triton"), ("linear_attention", "triton")):
+        r = rows[key]
+        assert r["status"] == "dry run" and r["default"] and r["predicted_s"] > 0 and r["tensor_flops"] > 0
+        assert r["tolerance"] == pytest.approx(math.sqrt(16384) * 2 ** -11)    # x = 16384 keys, fp16
+        assert all(0 < n <= limit for n in r["smem_counted"])
+        assert r["command"].startswith(f"napkin kernel {key[0]} --gpu h100-sxm5 --backend triton")
+    assert rows["softmax_contraction", "triton"]["shapes"] == [[16384, 16384], [16384, 128]]
+    table = (tmp_path / "defaults_h100.md").read_text()
+    assert "| linear_attention | triton (default) | dry run |" in table
+    assert "dry run (no GPU)" in table and "Rows: 3 dry run, 1 n/a." in table
+
+
+def test_an_unknown_diagram_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        D.main(["--diagrams", "attention,nosuch", "--dry-run", "--out", str(tmp_path)])
+    assert stop.value.code == 2 and "nosuch not shipped" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("diagram", ["causal_attention", "gqa", "mla_attention", "attention_unfused",
+                                     "sigmoid_attention"])
+def test_the_float64_evaluation_is_attention_in_the_calls_layout(diagram):
+    """The diagram's ops, evaluated, against SDPA-style attention (heads grouped as SDPA's enable_gqa,
+    the causal mask top-left aligned): the call's (batch, heads, seqlen, head_dim) tensors in and out."""
+    c = configure_kernels(diagram, "h100", sized=False, ranked=False)
+    (q, k, v), kwargs = D.inputs(c)
+    seq_k = 24 if kwargs["causal"] else 40
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(*s[:2], n, s[3], generator=gen, dtype=torch.float64)
+               for s, n in ((q, 24), (k, seq_k), (v, seq_k)))
+    want = reference_attention(torch, q, k, v, kwargs["causal"], diagram == "sigmoid_attention")
+    assert torch.allclose(D.reference(torch, c, [q, k, v]), want, rtol=1e-12, atol=1e-12)
+
+
+def test_the_float64_evaluation_of_the_other_diagrams():
+    gen = torch.Generator().manual_seed(0)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+    cases = {
+        "matmul": ([r(30, 20), r(20, 10)], lambda a, b: a @ b),
+        "linear_attention": ([r(30, 128), r(50, 128), r(50, 128)], lambda q, k, v: q @ (k.T @ v)),
+        "mlp2": ([r(30, 256), r(256, 64), r(64, 256)], lambda x, w1, w2: torch.relu(x @ w1) @ w2),
+        "softmax_contraction": ([r(30, 50), r(50, 128)], lambda s, v: torch.softmax(s, -1) @ v),
+        "rmsnorm_matmul": ([r(30, 4096), r(4096).abs() + 0.5, r(4096, 20)],    # i's default: the mean's 1/i
+                           lambda x, g, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * g @ w),
+    }
+    for diagram, (tensors, reference) in cases.items():
+        c = configure_kernels(diagram, "h100", sized=False, ranked=False)
+        assert torch.allclose(D.reference(torch, c, tensors), reference(*tensors), rtol=1e-10, atol=1e-10), diagram
