@@ -169,8 +169,7 @@ def allocation(p: KernelPlan, sizes: Mapping[str, int], *, stages: int, warps: i
     return Allocation(tuple(held + staged))
 
 
-def register_bytes(p: KernelPlan, sizes: Mapping[str, int], *, stages: int, dtype: str,
-                   profile: Profile) -> int:
+def register_bytes(p: KernelPlan, sizes: Mapping[str, int], *, stages: int, profile: Profile) -> int:
     """Bytes the block's threads hold in registers at once, the most of the head, the loop and the
     tail: each accumulator in fp32 (and an online softmax's running maximum and sum) from the loop to
     the tail; each op's output in fp32 where it is computed; a tile loaded into registers (a head tile
@@ -188,7 +187,7 @@ def register_bytes(p: KernelPlan, sizes: Mapping[str, int], *, stages: int, dtyp
     phase_of.update({op.name: "tail" for op in s.tail})
     reducer_of = {r.op.name: r for r in s.reducers}
     paired = {r.softmax.name for r in s.reducers if r.softmax is not None}
-    read_by_dot = set()
+    read_by_dot: set[str] = set()
     last_use: dict[str, str] = {}
     for op in s.ops:
         inputs = op.inputs
@@ -198,9 +197,9 @@ def register_bytes(p: KernelPlan, sizes: Mapping[str, int], *, stages: int, dtyp
             last_use[name] = max(last_use.get(name, "head"), phase_of[op.name], key=PHASES.index)
         if op.primitive.contraction and op.name not in paired:
             first, second = inputs
-            read_by_dot |= {second} | ({first} if op.name not in reducer_of or
-                                       reducer_of[op.name].softmax is None and
-                                       op.primitive.name != "softmax_dot" else set())
+            online = op.name in reducer_of and (reducer_of[op.name].softmax is not None
+                                                or op.primitive.name == "softmax_dot")
+            read_by_dot |= {second} if online else {first, second}    # online: p, not the scores
 
     def elements(name: str) -> int:
         return math.prod(_extent(p, dim, sizes) for dim in p.tiles_of[name])

@@ -283,7 +283,7 @@ def _analyzed(d: Diagram, profile: Profile, kernel: str, tiles: set[str], sets: 
             if allocation(p, sizes, stages=1, warps=warps, dtype=dtype, profile=profile).smem_bytes > limit:
                 continue
             threads = warps * profile.threads.warp_size
-            held = register_bytes(p, sizes, stages=1, dtype=dtype, profile=profile) / threads / 4
+            held = register_bytes(p, sizes, stages=1, profile=profile) / threads / 4
             if held + RESERVE_REGISTERS > registers_per_thread(profile, threads):
                 continue
             fitting += 1

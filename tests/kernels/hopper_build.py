@@ -51,6 +51,17 @@ def _load(path: Path):
 
 def _compile(module, entry: dict, head_dim: int, dtype: str) -> dict:
     import triton
+
+    src, target, options = hopper_source(module, entry, head_dim, dtype)
+    groups = entry["WARPGROUPS"]
+    kernel = triton.compile(src, target=target, options=options)
+    ptx = kernel.asm["ptx"]
+    return {"shared": kernel.metadata.shared, "instructions": [i for i in INSTRUCTIONS if i in ptx],
+            "local": "ld.local" in ptx or "st.local" in ptx, "spills": _spills(ptx, module.REGISTER_CAP[groups])}
+
+
+def hopper_source(module, entry: dict, head_dim: int, dtype: str):
+    """The Gluon source, target and options of module's kernel launched with CONFIGS entry `entry`."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
@@ -67,12 +78,8 @@ def _compile(module, entry: dict, head_dim: int, dtype: str) -> dict:
                   "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
     signature = {"q_desc": descs["q"], "k_desc": descs["kv"], "v_desc": descs["kv"], "o_desc": descs["q"], **SCALARS,
                  **dict.fromkeys(constexprs, "constexpr")}
-    kernel = triton.compile(GluonASTSource(fn, signature=signature, constexprs=constexprs),
-                            target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": 4, "maxnreg": module.REGISTER_CAP[groups]})
-    ptx = kernel.asm["ptx"]
-    return {"shared": kernel.metadata.shared, "instructions": [i for i in INSTRUCTIONS if i in ptx],
-            "local": "ld.local" in ptx or "st.local" in ptx, "spills": _spills(ptx, module.REGISTER_CAP[groups])}
+    return (GluonASTSource(fn, signature=signature, constexprs=constexprs), GPUTarget("cuda", 90, 32),
+            {"num_warps": 4, "maxnreg": module.REGISTER_CAP[groups]})
 
 
 def _spills(ptx: str, registers: int) -> int:

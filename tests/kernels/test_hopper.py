@@ -132,8 +132,8 @@ def _check_compiled(result, entry, d, dtype="fp16"):
     c = hopper.configuration(H100, d, dtype, warpgroups=entry["WARPGROUPS"], chunk=entry["BLOCK_X"],
                              stages=entry["STAGES"], overlap=entry["OVERLAP"], schedule=entry["SCHEDULE"])
     assert result["spills"] == 0                                   # ptxas: no spill stores or loads
-    # Table 1's SMEM count is what the compiler allocates, up to alignment
-    assert c.smem_bytes <= result["shared"] <= c.smem_bytes + 1024
+    # the SMEM napkin counts bounds what the compiler allocates, by the partitions' arguments and alignment
+    assert result["shared"] <= c.smem_bytes <= result["shared"] + 1024
     assert result["shared"] <= H100.level("smem").block_capacity_bytes
 
 

@@ -1,0 +1,62 @@
+"""Every shipped diagram's kernel, as `napkin kernel <diagram> --gpu h100` and `--gpu h200` generate it,
+allocates at its default sizes no more SMEM than napkin counts for it (the count legality holds to the
+block's limit), and napkin's count is that limit's at most: compiled for sm_90a without a GPU, every
+launch the module makes at those sizes, in one process (tests.kernels.portable_build.allocated).
+
+The count is Triton's own for the portable kernel (analyzer.config.allocation: equal to it but for a few
+bytes of reduction scratch) and the Hopper kernel's (analyzer.config.hopper: its buffers and
+mbarriers). A count below what Triton allocates is a kernel that may fail with OutOfResources at sizes
+napkin calls legal, as linear_attention's did on the H100 (262144 bytes of SMEM against 232448)."""
+
+from __future__ import annotations
+
+import pytest
+
+from analyzer import hardware
+from analyzer.codegen import generate
+from analyzer.common import resources
+from analyzer.config.launch import Launch, allocated, expected, sizes_of
+from tests.kernels.portable_build import allocated as compiled_allocation
+from tests.kernels.portable_build import call
+
+pytest.importorskip("triton")
+
+GPUS = ("h100", "h200")
+SCRATCH = 4096      # bytes napkin may count above Triton's allocation: its reduction scratch, a bound
+
+
+def hopper_job(g, path) -> dict:
+    """The Hopper module's launch at its default sizes: the CONFIGS entry napkin expects it to take."""
+    config = expected(Launch("hopper", g, g.hopper), hardware.load(g.gpu), sizes_of(g, None)).hopper
+    head_dim = g.axis_sizes({})(g.roles.head_dim)
+    return {"module": str(path), "hopper": {"entry": config.entry(), "head_dim": head_dim, "dtype": g.dtype}}
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    """(gpu, diagram, napkin's counts, Triton's allocations) of every shipped diagram on each GPU."""
+    tmp = tmp_path_factory.mktemp("allocation")
+    cases, jobs = [], []
+    for gpu in GPUS:
+        profile = hardware.load(gpu)
+        for name in sorted(resources.shipped("diagrams")):
+            g = generate(name, profile)
+            (path,) = g.write(tmp / f"{name}_{gpu}.py")
+            counts = allocated(Launch(g.backend, g, g.hopper), profile, sizes_of(g, None))
+            cases.append((gpu, name, g.backend, counts))
+            jobs.append(hopper_job(g, path) if g.backend == "hopper" else {"module": str(path), **call(g)})
+    return [(*case, result) for case, result in zip(cases, compiled_allocation(jobs), strict=True)]
+
+
+@pytest.mark.slow
+def test_every_shipped_kernel_allocates_what_napkin_counts_within_the_block_limit(kernels):
+    wrong = []
+    for gpu, name, backend, counts, launches in kernels:
+        limit = hardware.load(gpu).level("smem").block_capacity_bytes
+        assert len(counts) == len(launches), f"{name} on {gpu}: {len(launches)} launches, {len(counts)} counted"
+        for counted, launch in zip(counts, launches, strict=True):
+            shared = launch["shared"]
+            if not shared <= counted <= min(limit, shared + SCRATCH):
+                wrong.append(f"{name} ({backend}, {gpu}) {launch['kernel']}: Triton allocates {shared} B, "
+                             f"napkin counts {counted} B, a block may use {limit:.0f} B")
+    assert not wrong, "\n".join(wrong)
