@@ -22,7 +22,8 @@ every value of its own in registers. Triton then puts in SMEM:
   rescale over loaded scores: a word per row).
 
 A GPU without cp.async (compute capability below 8.0) pipelines nothing, and Triton's dot there stages
-its operands through SMEM one at a time, in fp32.
+its operands through SMEM in fp32: a head tile the loop reads once, before the loop and for all of it
+(the conversion is hoisted out of the loop), the others one at a time.
 
 The block's allocation is the most of these live at once, in the head, the loop or the tail; Triton's
 layout conversions for the stores after the loop reuse what the loop freed. This count is the portable
@@ -46,6 +47,7 @@ SCRATCH_WORD = 4          # bytes per row (and warp) of a reduction's or a layou
 WARP_THREADS = 32         # threads of a warp (Triton's NVIDIA layouts)
 VECTOR_BYTES = 16         # what a thread of a load's layout holds of the contiguous dimension
 ASYNC_COPY = (8, 0)       # compute capability from which Triton pipelines loads with cp.async
+FP32 = 4                  # bytes of an operand Triton's dot stages without tensor-core pipelining
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ def allocation(p: KernelPlan, sizes: Mapping[str, int], *, stages: int, warps: i
     read_by_dot: dict[str, str] = {}       # loaded tile -> its last phase
     last_use: dict[str, str] = {}
     staged: list[Buffer] = []
+    one_at_a_time: dict[str, int] = {}     # without cp.async: the largest operand staged in each phase
     for op in s.ops:
         phase = phase_of[op.name]
         for name in op.inputs:
@@ -126,9 +129,12 @@ def allocation(p: KernelPlan, sizes: Mapping[str, int], *, stages: int, warps: i
                                element)
             continue
         last_use[first] = last_use[second] = phase
-        if not pipelined:        # Triton's dot without cp.async: fp32 operands, staged one at a time
-            staged.append(Buffer(f"{op.name}'s operands", (phase,),
-                                 max(elements(first), elements(second)) * 4, "an operand staged in fp32"))
+        if not pipelined:        # Triton's dot without cp.async: fp32 operands staged in SMEM
+            for name in (first, second):
+                if name in loads and name not in streamed and phase == "loop":
+                    read_by_dot[name] = phase          # a head tile's, hoisted out of the loop
+                else:
+                    one_at_a_time[phase] = max(one_at_a_time.get(phase, 0), elements(name) * FP32)
             continue
         if online:               # its first operand is computed from the scores: p = exp(t - m)
             if laid_as_loaded[first] or not wgmma:
@@ -148,9 +154,11 @@ def allocation(p: KernelPlan, sizes: Mapping[str, int], *, stages: int, warps: i
         else:
             staged.append(Buffer(f"{second} for {op.name}", (phase,), elements(second) * element,
                                  "a computed second operand"))
+    staged += [Buffer("an fp32 operand", (phase,), n, "operands staged one at a time")
+               for phase, n in one_at_a_time.items()]
     held: list[Buffer] = []
     for name in loads:
-        size = elements(name) * bytes_per_value(d.arrays[name].dtype)
+        size = elements(name) * (bytes_per_value(d.arrays[name].dtype) if pipelined else FP32)
         if name in streamed:
             if pipelined and name in read_by_dot:
                 count = max(stages if wgmma else stages - 1, 1)
@@ -163,7 +171,7 @@ def allocation(p: KernelPlan, sizes: Mapping[str, int], *, stages: int, warps: i
                 why = ""
             if count:
                 held.append(Buffer(f"{name} x {count}", ("loop",), count * size, why))
-        elif pipelined and name in read_by_dot:
+        elif name in read_by_dot:
             end = PHASES.index(last_use.get(name, "head"))
             held.append(Buffer(name, PHASES[:end + 1], size, "a head tile a contraction reads"))
     return Allocation(tuple(held + staged))

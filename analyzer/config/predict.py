@@ -62,11 +62,17 @@ def predict_configured(g: Configured, profile: Profile, sizes: dict[str, int]) -
 
 
 def _analyzed(g, profile: Profile, sizes: dict[str, int], key: int | None):
-    """napkin analyze of the weaved diagram at `sizes`, every kernel's tiles pinned to head dim `key`'s."""
+    """napkin analyze of the weaved diagram at `sizes`, the tiles of the kernels it times (those outside
+    Section 5's model) pinned to head dim `key`'s; the others take analyze's own (Section 5's may hold
+    more than the paper's memory count allows, as the portable kernel's allocation does on a GPU without
+    pipelining)."""
     d = g.diagram
     partition = {s.name for k in d.kernels for p in k.partitions.values() for s in p.symbols}
-    pins = {k: v for k, v in g.tiles_for(key).items() if k in partition}
-    return analyze(d, profile, sets={**sizes, **pins})
+    pins = dict(outer_tiles(d, g.roles.outer))
+    for k in g.kernels:
+        if k.choice(key).analyzed:
+            pins.update(k.choice(key).tiles)
+    return analyze(d, profile, sets={**sizes, **{k: v for k, v in pins.items() if k in partition}})
 
 
 def attention_sizes(roles: Attention, woven: Diagram, *, batch: int, heads: int, kv_heads: int,

@@ -16,7 +16,10 @@ from analyzer.config.allocation import allocation
 from analyzer.config.choice import Choice
 from analyzer.config.choose import kept_dtypes, smem_allocated, smem_limit
 from analyzer.config.configure import configure
+from analyzer.config.kernels import configure_kernels
+from analyzer.config.launch import sizes_of
 from analyzer.config.plan import plan
+from analyzer.config.predict import predict_configured
 from analyzer.diagram.interface import interface
 from analyzer.model.analysis import load
 from analyzer.model.fusion import schedule
@@ -60,3 +63,16 @@ def test_linear_attention_launches_what_fits_the_h100():
     assert now.smem_bytes == allocation(plan(d, s, now), sizes, stages=now.num_stages, warps=now.num_warps,
                                         dtype="fp16", profile=profile).smem_bytes
     assert 0 < now.smem_bytes <= smem_limit(profile)
+
+
+def test_a_kernel_outside_section_5_is_timed_beside_tiles_the_papers_count_refuses():
+    """On the T4 (no cp.async: the portable kernel stages its dot operands in fp32, one at a time) the
+    kernel's own SMEM admits attention_unfused's scores tiles g_q1 = g_x1 = s_d1 = 128, which napkin
+    analyze's memory count refuses (96 KiB of 64); the softmax kernel between the two matmuls, outside
+    Section 5's model, is still timed by napkin analyze, its own tiles pinned alone."""
+    t4 = hardware.load("t4")
+    c = configure_kernels("attention_unfused", t4, sized=False)
+    scores = c.kernels[0].choice(None)
+    assert scores.tiles == {"g_q1": 128, "g_x1": 128, "s_d1": 128}
+    assert scores.smem_bytes == smem_limit(t4) == 65536
+    assert predict_configured(c, t4, sizes_of(c, None)).time_s > 0
