@@ -15,7 +15,11 @@ The launched configuration in Section 5's variables:
   else inter, as the kernel's own model does), and the chunks loaded from L2 (the blocks of one head
   share them: the model's LOADS_FROM, where the paper's B.0.1 loads from GMEM);
 - the portable module: its tiles and stages; Section 5 counts N = g / w thread groups of the tensor
-  cores' m rows, whatever number of warps the module runs a block with.
+  cores' m rows, whatever number of warps the module runs a block with. Its SMEM verdict is the
+  module's own allocation (analyzer.config.allocation), the legality napkin kernel chose it by: Table 2
+  charges each thread group its own fragment buffers and `stages` buffers per streamed load, where the
+  module shares one tile a block and Triton keeps fewer buffers, so Table 2 may exceed the limit for a
+  kernel that runs. The screen then states both: the verdict, and Table 2's excess as a note.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from dataclasses import dataclass, field
 
 from analyzer import hardware
 from analyzer.common.errors import NapkinError
+from analyzer.config.choose import smem_limit
 from analyzer.config.configure import configure, names_of, schedule_of
 from analyzer.config.hopper import LOADS_FROM
 from analyzer.config.launch import Expected, expected_at, expected_out, portable_label
@@ -48,6 +53,7 @@ class Screen:
     loads_from: str | None = None
     notes: tuple[str, ...] = ()
     derived_from: str | None = None      # the launched configuration, as its head names it
+    allocated: int | None = None         # SMEM a block of the launched portable module allocates
 
 
 def configure_screen(diagram: str, gpu: str | Profile, *, config: str | None = None,
@@ -78,6 +84,7 @@ def configure_screen(diagram: str, gpu: str | Profile, *, config: str | None = N
     c = report.configuration
     if why is None:
         c = c.model_copy(update={"name": LAUNCHED, "title": TITLE, "derived_from": screen.derived_from})
+        report = _allocated_verdict(report, screen, profile)
     return report.model_copy(update={
         "configuration": c, "notes": [*report.notes, *screen.notes],
         "expected": expected_out(e) if e else None, "expected_absent": absent,
@@ -88,6 +95,25 @@ def _configure(diagram: str, profile: Profile, s: Screen, dtype: str | None, ove
                ) -> ConfigurationReport:
     return configure(diagram, profile, config=s.config, sets=s.sets, dtype=dtype, overhead=overhead,
                      strategy=s.strategy, overlap=s.overlap, loads_from=s.loads_from)
+
+
+def _allocated_verdict(report: ConfigurationReport, screen: Screen, profile: Profile
+                       ) -> ConfigurationReport:
+    """The launched portable module's SMEM verdict from its own allocation; Table 2's SMEM excess, where
+    there is one, becomes a note (the module's docstring says why the two differ)."""
+    if screen.allocated is None:
+        return report
+    limit = smem_limit(profile)
+    smem = [p for p in report.problems if p.startswith("smem: ")]
+    rest = [p for p in report.problems if p not in smem]
+    if screen.allocated > limit:
+        rest.insert(0, f"smem: the portable module allocates {screen.allocated} B a block, more than the "
+                       f"{limit:.0f} B a block may use")
+    notes = [(f"smem: a block of the portable module allocates {screen.allocated} B of the {limit:.0f} B it "
+              "may use (analyzer.config.allocation, the legality napkin kernel chose it by)")]
+    notes += [f"Table 2's count, not the module's: {p}" for p in smem]
+    return report.model_copy(update={"fits": not rest, "problems": rest,
+                                      "notes": [*report.notes, *notes]})
 
 
 def _asked(diagram: str, dtype: str | None, s: Screen) -> str | None:
@@ -134,7 +160,7 @@ def _launched(diagram: str, dtype: str | None, e: Expected, sets: dict[str, int]
         notes.append(f"napkin kernel launches {len(e.portable)} kernels; Section 5 configures one, "
                      f"{s.kernel.name}, the first that streams an axis into a contraction")
     return Screen(sets={**sizes, **choice.tiles, "stages": choice.num_stages}, notes=tuple(notes),
-                  derived_from=f"the portable {e.backend} module napkin kernel generates, launching{which} "
+                  allocated=choice.smem_bytes, derived_from=f"the portable {e.backend} module napkin kernel generates, launching{which} "
                                f"{portable_label(choice)}")
 
 
