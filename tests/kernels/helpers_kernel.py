@@ -14,8 +14,14 @@ from analyzer.codegen import generate
 GPU = "h200"
 
 
-@cache
 def generated(diagram: str, backend: str = "triton", dtype: str = "fp16"):
+    """The generated file of a shipped diagram for GPU, made once a process however the call spells its
+    arguments (functools.cache keys `generated(d)` and `generated(d, dtype="fp16")` apart)."""
+    return _generated(diagram, backend, dtype)
+
+
+@cache
+def _generated(diagram: str, backend: str, dtype: str):
     return generate(diagram, GPU, backend=backend, dtype=dtype)
 
 
