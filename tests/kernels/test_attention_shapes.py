@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from analyzer.codegen import generate
 from analyzer.common.expr import symbol
 from analyzer.model.analysis import load
 from analyzer.model.cost import level_cost
@@ -15,7 +14,7 @@ from analyzer.model.fusion import schedule
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from helpers_kernel import written  # noqa: E402
+from helpers_kernel import generated, written  # noqa: E402
 
 q, x, d, e, g_q, s_x = (symbol(n) for n in ("q", "x", "d", "e", "g_q", "s_x"))
 
@@ -26,7 +25,7 @@ def _cost(name: str):
 
 
 def _module(name: str, tmp):
-    return written(generate(name, "h200", backend="triton"), tmp)
+    return written(generated(name), tmp)
 
 
 def _rel(out, ref) -> float:
@@ -68,7 +67,7 @@ def test_mla_wrapper_refuses_what_the_file_is_not_configured_for(tmp_path):
 
 
 def test_one_head_dim_diagrams_still_refuse_a_value_of_another_width(tmp_path):
-    m = written(generate("attention", "h200", backend="triton"), tmp_path)
+    m = _module("attention", tmp_path)
     with pytest.raises(ValueError, match="head dims differ"):
         m.attention(*(torch.randn(1, 1, 8, 64).half() for _ in range(2)), torch.randn(1, 1, 8, 128).half())
 

@@ -93,7 +93,7 @@ def test_each_cell_is_the_sweeps_first_at_its_grid_point():
 def test_pinned_sizes_or_tiles_leave_one_configuration():
     """A pinned problem size is one size to rank at; pinned tiles, warps and stages are one candidate."""
     from analyzer.codegen import generate
-    (k,) = generate("attention", "h200", backend="triton").kernels
+    (k,) = generated("attention").kernels
     assert set(k.tables) == set(k.choices)
     for sets in ({"q": 2048}, {"batch": 8, "heads": 16}):
         (k,) = generate("attention", "h200", backend="triton", sets=sets).kernels

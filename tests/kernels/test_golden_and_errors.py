@@ -21,7 +21,7 @@ CASES = ["attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "at
 @pytest.mark.parametrize("diagram", CASES)
 def test_golden_source(diagram):
     """Regenerate with NAPKIN_REGOLD=1 after a deliberate change, and review the diff."""
-    source = generate(diagram, "h200", backend="triton", dtype="fp16").source
+    source = generated(diagram).source          # the file the kernel tests run (helpers_kernel)
     path = GOLDEN / f"{diagram}_h200_fp16.py"
     if os.environ.get("NAPKIN_REGOLD") == "1":
         path.write_text(source)
@@ -112,7 +112,7 @@ def test_a_module_imported_without_torch_says_how_to_install_it(tmp_path, monkey
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
-from helpers_kernel import module  # noqa: E402
+from helpers_kernel import generated, module  # noqa: E402
 
 
 @pytest.fixture(scope="module")
