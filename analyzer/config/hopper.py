@@ -45,6 +45,7 @@ from analyzer.config.by_size import INSTANCES, LENGTHS, nearest
 from analyzer.config.configure import configurations, names_of, schedule_of
 from analyzer.config.kernels import Configured
 from analyzer.config.overlap import Stage, bound
+from analyzer.config.scores import SOFTMAX, Scores, scores_of
 from analyzer.diagram.interface import Attention
 from analyzer.hardware import Profile, hopper_fit
 
@@ -213,28 +214,30 @@ def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False
     return out
 
 
-def _body(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, efficiency: float = 1.0
-          ) -> tuple[Stage, ...]:
+def _body(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, efficiency: float = 1.0,
+          scores: Scores = SOFTMAX) -> tuple[Stage, ...]:
     """Table 3's loop body per row of one chunk: QK^T and PV on the tensor cores (2 d s_x each, at
-    `efficiency` of the datasheet rate), the chunk's exponentials and the rescale's on the special
-    function units (s_x + 1)."""
+    `efficiency` of the datasheet rate), and the scores' work on the special function units: the
+    softmax's exponentials and its rescale (s_x + 1), or what the diagram's chain of scores costs
+    (analyzer.config.scores: sigmoid attention's s_x tanh)."""
     clock = profile.clocks.tensor_hz * profile.sm_count
     tensor = profile.tensor_flops_per_s[dtype] / clock * efficiency
     contraction = 2 * head_dim * c.chunk / tensor
-    sfu = (c.chunk + 1) / profile.per_sm_per_clock.sfu_ops
-    return (Stage("S (dot)", "tensor", contraction), Stage("softmax (exp)", "sfu", sfu),
+    sfu = (c.chunk * scores.sfu_per_score + scores.sfu_per_row) / profile.per_sm_per_clock.sfu_ops
+    label = "softmax (exp)" if scores == SOFTMAX else f"{scores.label()} (sfu)"
+    return (Stage("S (dot)", "tensor", contraction), Stage(label, "sfu", sfu),
             Stage("O (contraction)", "tensor", contraction))
 
 
 def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, overhead: float | None = None,
-                params: HopperParams | None = None) -> dict[str, float]:
+                params: HopperParams | None = None, scores: Scores = SOFTMAX) -> dict[str, float]:
     """Seconds a block spends on one chunk, by what may bound it: `tensor` (the contractions at Section
     6's period, tensor cores saturated), `threads` (the period, set by the softmax and its overhead) and
     `loads` (the chunk's K and V from LOADS_FROM, shared by the SMs); the chunk takes the largest.
     `overhead` replaces the parameters' softmax overhead (Section 6's experiment varies it)."""
     params = params or HopperParams.of(profile)
     o = params.softmax_overhead if overhead is None else overhead
-    body = _body(profile, c, head_dim, dtype, params.tensor_efficiency)
+    body = _body(profile, c, head_dim, dtype, params.tensor_efficiency, scores)
     strategy = "intra" if c.intra else "inter"
     period = bound(body, groups=c.warpgroups, strategy=strategy, overhead=o)   # clk per row
     if c.warpgroups == 1 and not c.intra and params.lone_overlap:
@@ -252,11 +255,12 @@ def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, ov
 
 def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, *, seq_q: int, seq_k: int,
                    instances: int, causal: bool = False, overhead: float | None = None,
-                   params: HopperParams | None = None) -> float:
+                   params: HopperParams | None = None, scores: Scores = SOFTMAX) -> float:
     """Seconds for `instances` (batch x query heads) of attention at these lengths (module docstring),
     with the profile's fitted parameters unless `params` are given."""
     params = params or HopperParams.of(profile)
-    chunk_s = max(chunk_times(profile, c, head_dim, dtype, overhead, params).values()) + params.chunk_overhead_s
+    chunk_s = max(chunk_times(profile, c, head_dim, dtype, overhead, params, scores).values()) + \
+        params.chunk_overhead_s
     blocks_q = math.ceil(seq_q / c.block_rows)
     chunks, masked = causal_tiles(c, seq_q, seq_k) if causal else (math.ceil(seq_k / c.chunk), 0.0)
     waves = math.ceil(instances * blocks_q / profile.sm_count)
@@ -286,20 +290,21 @@ def causal_tiles(c: HopperConfig, seq_q: int, seq_k: int) -> tuple[float, float]
 
 
 def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: int, instances: int,
-           causal: bool = False, params: HopperParams | None = None) -> list[tuple[float, HopperConfig]]:
+           causal: bool = False, params: HopperParams | None = None, scores: Scores = SOFTMAX
+           ) -> list[tuple[float, HopperConfig]]:
     """The legal configurations with their predicted seconds, the model's choice first: predictions
     within ALIKE of the fastest are ones the model cannot tell apart, and among them the tie rule
     (`_tie`) decides; the rest follow, fastest first."""
     params = params or HopperParams.of(profile)
     scored = [(predicted_time(profile, c, head_dim, dtype, seq_q=seq_q, seq_k=seq_k, instances=instances,
-                              causal=causal, params=params), c)
+                              causal=causal, params=params, scores=scores), c)
               for c in candidates(profile, head_dim, dtype, causal)]
     if not scored:
         return []
     fastest = min(t for t, _ in scored)
 
     def order(tc: tuple[float, HopperConfig]) -> tuple:
-        tie = _tie(profile, tc[1], head_dim, dtype, params)
+        tie = _tie(profile, tc[1], head_dim, dtype, params, scores)
         if tc[0] <= fastest * (1 + ALIKE):
             return (0, *tie, tc[0])
         return (1, tc[0], *tie)        # beyond the band the time decides; the tie rule only among equals
@@ -307,22 +312,24 @@ def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: in
 
 
 def threads_bound(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, overhead: float | None = None,
-                  params: HopperParams | None = None) -> bool:
+                  params: HopperParams | None = None, scores: Scores = SOFTMAX) -> bool:
     """Whether a row's softmax (with the overhead) outlasts its two contractions: Section 6's lanes, the
     threads' the longer."""
     params = params or HopperParams.of(profile)
     o = params.softmax_overhead if overhead is None else overhead
-    body = _body(profile, c, head_dim, dtype, params.tensor_efficiency)
+    body = _body(profile, c, head_dim, dtype, params.tensor_efficiency, scores)
     tensor = sum(s.clocks for s in body if s.lane == "tensor")
     return sum(s.clocks for s in body if s.lane != "tensor") * (1 + o) >= tensor
 
 
-def _tie(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, params: HopperParams) -> tuple:
+def _tie(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, params: HopperParams,
+         scores: Scores = SOFTMAX) -> tuple:
     """Among configurations the model predicts alike: a block a tile (the hardware balances what the
     model does not see), larger chunks (fewer iterations, each with its barrier waits, which the model
     leaves out), fewer stages (less SMEM), more warpgroups, then the overlap PREFERRED for the lane that
     bounds the period."""
-    preferred = PREFERRED["threads" if threads_bound(profile, c, head_dim, dtype, params=params) else "tensor"]
+    preferred = PREFERRED["threads" if threads_bound(profile, c, head_dim, dtype, params=params, scores=scores)
+                          else "tensor"]
     return (SCHEDULES.index(c.schedule), -c.chunk, c.stages, -c.warpgroups, preferred.index(c.overlap))
 
 
@@ -340,7 +347,7 @@ class HopperTable:
 
 
 def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool,
-                 params: HopperParams | None = None) -> HopperTable:
+                 params: HopperParams | None = None, scores: Scores = SOFTMAX) -> HopperTable:
     """The first of `ranked` at every grid point (queries = keys = the length)."""
     params = params or HopperParams.of(profile)
     configs: list[HopperConfig] = []
@@ -349,7 +356,7 @@ def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool,
         row = []
         for instances in INSTANCES:
             first = chosen_at(profile, head_dim, dtype, causal=causal, length=length, instances=instances,
-                              params=params)
+                              params=params, scores=scores)
             if first not in configs:
                 configs.append(first)
             row.append(configs.index(first))
@@ -358,12 +365,12 @@ def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool,
 
 
 def chosen_at(profile: Profile, head_dim: int, dtype: str, *, causal: bool, length: float, instances: float,
-              params: HopperParams | None = None) -> HopperConfig:
+              params: HopperParams | None = None, scores: Scores = SOFTMAX) -> HopperConfig:
     """The configuration hopper_table's cell nearest (`length`, `instances`) holds, computed alone: the
     first of `ranked` at that grid point."""
     ranking = ranked(profile, head_dim, dtype, seq_q=LENGTHS[nearest(LENGTHS, length)],
                      seq_k=LENGTHS[nearest(LENGTHS, length)], instances=INSTANCES[nearest(INSTANCES, instances)],
-                     causal=causal, params=params)
+                     causal=causal, params=params, scores=scores)
     if not ranking:
         raise NapkinError(f"no configuration of the Hopper kernel fits head dim {head_dim} on {profile.name}",
                           file=profile.source, field="levels.smem", hint="use --backend triton")
@@ -435,20 +442,23 @@ class HopperTables:
     tables: dict[int, HopperTable]
     register_cap: dict[int, int]
     consumer_registers: dict[int, int]
+    scores: Scores = SOFTMAX          # what the consumers do between the contractions (the diagram's)
 
 
-def hopper_tables(profile: Profile, head_dims: tuple[int, ...], dtype: str, *, causal: bool) -> HopperTables:
+def hopper_tables(profile: Profile, head_dims: tuple[int, ...], dtype: str, *, causal: bool,
+                  scores: Scores = SOFTMAX) -> HopperTables:
     params = HopperParams.of(profile)
-    tables = {d: hopper_table(profile, d, dtype, causal=causal, params=params) for d in head_dims}
+    tables = {d: hopper_table(profile, d, dtype, causal=causal, params=params, scores=scores) for d in head_dims}
     # every warpgroup count a legal configuration has, not only the tables': config= may launch any
     used = sorted({c.warpgroups for d in head_dims for c in candidates(profile, d, dtype, causal)})
     return HopperTables(tables, {n: register_cap(profile, n) for n in used},
-                        {n: registers_per_consumer(profile, n) for n in used})
+                        {n: registers_per_consumer(profile, n) for n in used}, scores)
 
 
 def realisable(c: Configured) -> str | None:
     """None if the Hopper kernel realises `c`, else why not (one line): attention with one fused,
-    streamed kernel, S = Q K^T over the head dim, optionally causally masked, then softmax_dot with V over
+    streamed kernel, S = Q K^T over the head dim, the chain of scores analyzer.config.scores reads (a
+    causal mask, elementwise ops, the online softmax or a plain sum), then the contraction with V over
     the keys, and one head dim for q, k and v."""
     r = c.roles
     if not isinstance(r, Attention):
@@ -457,17 +467,24 @@ def realisable(c: Configured) -> str | None:
         return f"{c.source_file} has a value head dim of its own ({r.value_dim}); the Hopper kernel takes one"
     if len(c.kernels) != 1:
         return f"{c.source_file} has {len(c.kernels)} kernels; the Hopper kernel fuses attention into one"
+    found = scores(c)
+    if isinstance(found, str):
+        return f"{c.source_file}: {found}"
     p = c.kernels[0].plan
-    ops = [c.diagram.op(n) for n in p.schedule.kernel.ops]
-    names = [o.primitive.name for o in ops]
-    if names not in (["dot", "softmax_dot"], ["dot", "causal_mask", "softmax_dot"]) or p.stream is None:
-        return (f"{c.source_file}'s kernel is {' -> '.join(names)}; the Hopper kernel realises "
-                "dot -> [causal_mask ->] softmax_dot, streamed over the keys")
-    first, last = ops[0], ops[-1]
-    if first.applied.over != r.head_dim or last.applied.over != r.seq_k or p.stream.axes != (r.seq_k,):
-        return f"{c.source_file} contracts other axes than q k^T over the head dim and p v over the keys"
+    if p.stream is None or p.stream.axes != (r.seq_k,):
+        return f"{c.source_file}'s kernel does not stream the keys {r.seq_k}; the Hopper kernel does"
     return None
 
 
-__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "refusal",
+def scores(c: Configured) -> Scores | str:
+    """The chain of scores of configured attention `c` (analyzer.config.scores), or why it has none the
+    Hopper kernel realises."""
+    r = c.roles
+    if not isinstance(r, Attention):
+        return "not attention-shaped"
+    ops = [c.diagram.op(n) for n in c.kernels[0].plan.schedule.kernel.ops]
+    return scores_of(ops, r.head_dim, r.seq_k)
+
+
+__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "scores", "refusal",
            "register_cap", "registers_per_consumer"]

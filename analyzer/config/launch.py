@@ -39,9 +39,11 @@ from analyzer.config.hopper import (
     one_config_tables,
     predicted_time,
     refusal,
+    scores,
 )
 from analyzer.config.kernels import Configured, configure_kernels
 from analyzer.config.predict import predict_configured
+from analyzer.config.scores import SOFTMAX
 from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention, interface
 from analyzer.hardware import Profile
@@ -96,14 +98,14 @@ def _hopper(diagram: str, c: Configured, profile: Profile, config: str | None,
             one: tuple[int, HopperConfig] | None) -> tuple[Configured, HopperTables]:
     if one is None:
         return c, hopper_tables(profile, tuple(k for k in c.kernels[0].choices if k is not None), c.dtype,
-                                causal=c.roles.causal)
+                                causal=c.roles.causal, scores=scores(c))
     head_dim, chosen = one
     (k,) = c.kernels
     if head_dim not in k.choices:
         raise NapkinError(f"--config {config} is for head dim {head_dim}, which {diagram} does not "
                           "configure", field="--config", hint="use --backend triton")
     return (replace(c, kernels=(replace(k, choices={head_dim: k.choices[head_dim]}),)),
-            one_config_tables(profile, head_dim, chosen))
+            replace(one_config_tables(profile, head_dim, chosen), scores=scores(c)))
 
 
 @dataclass(frozen=True)
@@ -183,20 +185,23 @@ def _hopper_expected(c: Configured, tables: HopperTables | None, profile: Profil
     head_dim, seq_q, seq_k = at(r.head_dim), at(r.seq_q), at(r.seq_k)
     instances = math.prod(at(a) for a in instance_axes(r))
     params = HopperParams.of(profile)
+    chain = scores(c)
     if tables is None:
         chosen = chosen_at(profile, head_dim, c.dtype, causal=r.causal, length=math.sqrt(seq_q * seq_k),
-                           instances=instances, params=params)
+                           instances=instances, params=params, scores=chain)
     elif head_dim in tables.tables:
         chosen = tables.tables[head_dim].at(math.sqrt(seq_q * seq_k), instances)
     else:
         raise NapkinError(f"the Hopper kernel is configured for head dim {', '.join(map(str, tables.tables))}, "
                           f"not {head_dim}", field="--set", hint="use --backend triton")
     time_s = predicted_time(profile, chosen, head_dim, c.dtype, seq_q=seq_q, seq_k=seq_k,
-                            instances=instances, causal=r.causal, params=params)
+                            instances=instances, causal=r.causal, params=params, scores=chain)
     flops = 4 * instances * seq_q * seq_k * head_dim / (2 if r.causal else 1)
-    parts = chunk_times(profile, chosen, head_dim, c.dtype, params=params)
+    parts = chunk_times(profile, chosen, head_dim, c.dtype, params=params, scores=chain)
     if params.calibrated:
         model = f"the Hopper kernel's model {params.source}"
+        if chain != SOFTMAX:
+            model += f", carried from softmax attention to its scores' {chain.label()}"
     else:
         model = f"the paper's idealised model: nobody measured the Hopper kernel on {profile.name}"
     return Expected("hopper", chosen.label(), time_s, flops, max(parts, key=parts.get), model,

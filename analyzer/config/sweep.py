@@ -37,6 +37,7 @@ from analyzer.config.hopper import (
     hopper_capable,
     ranked,
     refusal,
+    scores,
 )
 from analyzer.config.kernels import configure_kernels
 from analyzer.config.launch import Expected, Launch, expected, launch, portable_label
@@ -224,9 +225,10 @@ def _hopper_sweep(launched: Launch, profile, dtype: str, sets: dict[str, int], k
     flops = 4 * instances * seq_q * seq_k * head_dim / (2 if r.causal else 1)
     rows = []
     params = HopperParams.of(profile)
+    chain = scores(c)
     for t, config in ranked(profile, head_dim, dtype, seq_q=seq_q, seq_k=seq_k, instances=instances,
-                            causal=r.causal, params=params):
-        parts = chunk_times(profile, config, head_dim, dtype, params=params)
+                            causal=r.causal, params=params, scores=chain):
+        parts = chunk_times(profile, config, head_dim, dtype, params=params, scores=chain)
         rows.append(HopperRow(k.plan.name, config, t, flops, max(parts, key=parts.get)))
     if not rows:
         raise NapkinError(f"no configuration of the Hopper kernel fits head dim {head_dim} on {profile.name}",

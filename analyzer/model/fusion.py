@@ -13,6 +13,7 @@ chunk of b, the tail ops once after the loop (Figure 27).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import networkx as nx
@@ -103,11 +104,36 @@ class Schedule:
 
 
 def schedule(diagram: Diagram, kernel: Kernel, level: str, partition: Partition | None = None) -> Schedule:
-    """Check the kernel's relabelling at `level` and return its schedule (or raise NapkinError)."""
-    try:
-        return _schedule(diagram, kernel, level, partition)
-    except NapkinError as exc:
-        raise exc.located(file=diagram.source) from None
+    """Check the kernel's relabelling at `level` and return its schedule (or raise NapkinError).
+
+    Remembered per diagram object (a sweep configures one kernel at the same level for every candidate:
+    a calibration asked 32 000 times for a few dozen schedules); a relabelling that raises is not."""
+    partition = partition if partition is not None else kernel.partitions.get(level, Partition())
+    memo = _memo(diagram)
+    key = (kernel.name, kernel.ops, kernel.path, level, partition)
+    if key not in memo:
+        try:
+            memo[key] = _schedule(diagram, kernel, level, partition)
+        except NapkinError as exc:
+            raise exc.located(file=diagram.source) from None
+    return memo[key]
+
+
+_MEMOS: dict[int, tuple[weakref.ref, dict]] = {}
+
+
+def _memo(diagram: Diagram) -> dict:
+    """The schedules of one diagram object, dropped with it (a Diagram holds dicts: it has no hash, so
+    it is kept by identity)."""
+    key = id(diagram)
+    entry = _MEMOS.get(key)
+    if entry is None or entry[0]() is not diagram:
+        def forget(ref, key=key):
+            if _MEMOS.get(key, (None,))[0] is ref:
+                del _MEMOS[key]
+        entry = (weakref.ref(diagram, forget), {})
+        _MEMOS[key] = entry
+    return entry[1]
 
 
 def _schedule(diagram: Diagram, kernel: Kernel, level: str, partition: Partition | None) -> Schedule:

@@ -6,7 +6,7 @@
 # GPU profile: h100-sxm5; element type fp16 (fp16 and bf16 both run: same size and tensor-core rate)
 # Call: attention(q, k, v, causal=False) on (batch, heads, seqlen, head_dim) tensors; the diagram is weaved over batch
 # Kernel 'flash': grid over batch (one index a block), h (one index a block), q (tiles of g_q); streams x in chunks of s_x
-#   Hopper kernel: one producer warp (TMA loads into a ring of SMEM stages, mbarriers) and N consumer warpgroups (wgmma, softmax in registers)
+#   Hopper kernel: one producer warp (TMA loads into a ring of SMEM stages, mbarriers) and N consumer warpgroups (wgmma, the scores' ops in registers: softmax)
 #   d=64: by problem size (the call's nearest seqlen and batch x heads):
 #     seqlen     1     2     4     8    16    32    64   128   256   512  1024
 #        256     A     A     A     A     A     A     B     C     C     C     C
@@ -133,30 +133,49 @@ def _attn_load(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empt
 
 
 @gluon.jit
-def _attn_softmax(s_val, m_i, l_i, qk_scale, rows, cols, size_x, MASKED: gl.constexpr, CAUSAL: gl.constexpr):
-    """The online softmax of one chunk in registers (Appendix A.3.2, base 2: exp(t) = exp2(t log2 e)): the
-    chunk's probabilities, the factor that rescales what was accumulated, and the new running max and sum.
-    Only chunks past the end of the keys or on the diagonal are MASKED."""
+def _attn_scores(s, score_scale):
+    """The scores' ops of diagrams/mha.yaml, in its order; none: the online softmax follows."""
+    return s
+
+@gluon.jit
+def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, cols, size_x, MASKED: gl.constexpr,
+                        CAUSAL: gl.constexpr, SOFTMAX: gl.constexpr):
+    """What weights V for one chunk in registers: the diagram's ops on the scores (_attn_scores), then the
+    online softmax (Appendix A.3.2, base 2: exp(t) = exp2(t log2 e)), with the factor that rescales what
+    was accumulated and the new running max and sum; or, without SOFTMAX, the ops' values as they are (a
+    plain running sum, A.3.1; alpha, m and l are then unused). Only chunks past the end of the keys or on
+    the diagonal are MASKED: the causal mask sets -inf before the ops, as the diagram orders them, and
+    keys past the end weigh nothing."""
     if MASKED:
-        keep = cols[None, :] < size_x
         if CAUSAL:
-            keep = keep & (cols[None, :] <= rows[:, None])      # top-left aligned, as SDPA's is_causal
-        s_val = gl.where(keep, s_val, float("-inf"))
-    m_new = gl.maximum(m_i, gl.max(s_val, 1) * qk_scale)
-    p = gl.exp2(s_val * qk_scale - m_new[:, None])
-    alpha = gl.exp2(m_i - m_new)
-    l_i = l_i * alpha + gl.sum(p, 1)
+            s_val = gl.where(cols[None, :] <= rows[:, None], s_val, float("-inf"))   # top-left, as SDPA's
+    s_val = _attn_scores(s_val, score_scale)
+    if MASKED:
+        if SOFTMAX:
+            s_val = gl.where(cols[None, :] < size_x, s_val, float("-inf"))
+        else:
+            s_val = gl.where(cols[None, :] < size_x, s_val, 0.0)
+    if SOFTMAX:
+        m_new = gl.maximum(m_i, gl.max(s_val, 1) * qk_scale)
+        p = gl.exp2(s_val * qk_scale - m_new[:, None])
+        alpha = gl.exp2(m_i - m_new)
+        l_i = l_i * alpha + gl.sum(p, 1)
+    else:
+        p = s_val
+        alpha = m_i
+        m_new = m_i
     return p, alpha, m_new, l_i
 
 
 @gluon.jit
 def _attn_step(j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine, turn_next,
-               acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale,
+               acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale,
                ROWS: gl.constexpr, BLOCK_X: gl.constexpr, HEAD_D: gl.constexpr, STAGES: gl.constexpr,
                CAUSAL: gl.constexpr, MASKED: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
-               FIRST: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
+               FIRST: gl.constexpr, SOFTMAX: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
+               p_layout: gl.constexpr):
     """One consumer warpgroup, chunk j of the tile (chunk it + j of the ring): S_j = Q K_j^T and
-    O += P_(j-1) V_(j-1) on the tensor cores, the softmax of S_j on the threads. INTRA issues both
+    O += P_(j-1) V_(j-1) on the tensor cores, the probabilities of S_j on the threads. INTRA issues both
     contractions before waiting for S_j alone, so the softmax runs under P V; otherwise it waits for both.
     INTER takes this warpgroup's turn (an mbarrier ring over the warpgroups) before issuing and passes it
     on after: one warpgroup's softmax runs under the next one's contractions (ping-pong)."""
@@ -179,21 +198,23 @@ def _attn_step(j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty
     else:
         s_val, acc, k_tile, v_prev = warpgroup_mma_wait(0, deps=(s_tok, o_tok, k_tile, v_prev))
     mbarrier.arrive(k_empty.index(s), count=1)
-    p, alpha, m_i, l_i = _attn_softmax(s_val, m_i, l_i, qk_scale, rows, j * BLOCK_X + arange_x, size_x,
-                                       MASKED, CAUSAL)
+    p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, j * BLOCK_X + arange_x,
+                                             size_x, MASKED, CAUSAL, SOFTMAX)
     if INTRA:
         acc, v_prev = warpgroup_mma_wait(0, deps=(o_tok, v_prev))
     mbarrier.arrive(v_empty.index(sp), count=1)
-    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+    if SOFTMAX:
+        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     p_next = gl.convert_layout(p.to(q_tile.dtype), p_layout)     # the fragment strategy: P stays in registers
     return acc, p_next, m_i, l_i
 
 
 @gluon.jit
 def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
-                   turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale,
+                   turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale,
                    ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr,
-                   GROUP: gl.constexpr, CAUSAL: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr):
+                   GROUP: gl.constexpr, CAUSAL: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
+                   SOFTMAX: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
     output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring."""
     HEAD_D: gl.constexpr = q_desc.block_type.shape[3]
@@ -231,7 +252,8 @@ def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_r
         mbarrier.arrive(k_empty.index(s), count=1)
         m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
         l_i = gl.full([ROWS], 0.0, gl.float32, row_layout)
-        p, alpha, m_i, l_i = _attn_softmax(s_val, m_i, l_i, qk_scale, rows, arange_x, size_x, True, CAUSAL)
+        p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, arange_x, size_x,
+                                                 True, CAUSAL, SOFTMAX)
         p_prev = gl.convert_layout(p.to(q_smem.dtype), p_layout)
         acc = gl.zeros([ROWS, HEAD_D], gl.float32, o_layout)
 
@@ -239,14 +261,14 @@ def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_r
         for j in range(1, unmasked):
             acc, p_prev, m_i, l_i = _attn_step(
                 j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine, turn_next, acc,
-                p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, ROWS, BLOCK_X, HEAD_D, STAGES, CAUSAL, False,
-                INTRA, INTER, FIRST, s_layout, o_layout, p_layout)
+                p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, ROWS, BLOCK_X, HEAD_D, STAGES,
+                CAUSAL, False, INTRA, INTER, FIRST, SOFTMAX, s_layout, o_layout, p_layout)
         # chunks on the diagonal or past the last key: masked
         for j in range(gl.maximum(unmasked, 1), chunks):
             acc, p_prev, m_i, l_i = _attn_step(
                 j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine, turn_next, acc,
-                p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, ROWS, BLOCK_X, HEAD_D, STAGES, CAUSAL, True,
-                INTRA, INTER, FIRST, s_layout, o_layout, p_layout)
+                p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, ROWS, BLOCK_X, HEAD_D, STAGES,
+                CAUSAL, True, INTRA, INTER, FIRST, SOFTMAX, s_layout, o_layout, p_layout)
 
         # the last chunk's P V
         c = it + chunks - 1
@@ -257,9 +279,13 @@ def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_r
         acc, v_tile = warpgroup_mma_wait(0, deps=(o_tok, v_tile))
         mbarrier.arrive(v_empty.index(s), count=1)
 
-        # O = acc / l, through this warpgroup's query buffer (no longer read) to GMEM by TMA, rows past the
-        # end of the queries clipped by the TMA engine; then the buffer is free for the next tile's queries
-        o_val = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+        # O = acc / l (acc itself with a plain sum), through this warpgroup's query buffer (no longer read)
+        # to GMEM by TMA, rows past the end of the queries clipped by the TMA engine; then the buffer is
+        # free for the next tile's queries
+        if SOFTMAX:
+            o_val = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+        else:
+            o_val = acc
         q_smem.index(GROUP).store(o_val.to(q_smem.dtype).reshape([1, 1, ROWS, HEAD_D]))
         fence_async_shared()
         tma.async_copy_shared_to_global(o_desc, [idx_b, idx_h, row0 + GROUP * ROWS, 0], q_smem.index(GROUP))
@@ -270,9 +296,10 @@ def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_r
 
 
 @gluon.jit
-def _mha_flash(q_desc, k_desc, v_desc, o_desc, size_q, size_x, batch_heads, heads, kv_group, qk_scale,
+def _mha_flash(q_desc, k_desc, v_desc, o_desc, size_q, size_x, batch_heads, heads, kv_group, qk_scale, score_scale,
         ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr,
-        CAUSAL: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+        CAUSAL: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr,
+        CONSUMER_REGS: gl.constexpr):
     """A persistent block: it takes tiles of GROUPS x ROWS query rows of one (batch, head) in turn (every
     grid-th tile) and streams each against all its keys (up to the diagonal when CAUSAL). The descriptors
     view q, k, v and o as (batch, heads, seqlen, head_dim) with their own strides; k and v have
@@ -306,8 +333,8 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, size_q, size_x, batch_heads, head
     if GROUPS == 1:
         gl.warp_specialize([
             (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, ROWS, BLOCK_X,
-                              STAGES, GROUPS, 0, CAUSAL, INTRA, INTER)),
+                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
+                              BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA, INTER, SOFTMAX)),
             (_attn_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
                               v_ready, v_empty, tiles, blocks_q, heads, kv_group, size_x, ROWS, BLOCK_X, STAGES,
                               GROUPS, CAUSAL)),
@@ -315,11 +342,11 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, size_q, size_x, batch_heads, head
     elif GROUPS == 2:
         gl.warp_specialize([
             (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, ROWS, BLOCK_X,
-                              STAGES, GROUPS, 0, CAUSAL, INTRA, INTER)),
+                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
+                              BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA, INTER, SOFTMAX)),
             (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, ROWS, BLOCK_X,
-                              STAGES, GROUPS, 1, CAUSAL, INTRA, INTER)),
+                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
+                              BLOCK_X, STAGES, GROUPS, 1, CAUSAL, INTRA, INTER, SOFTMAX)),
             (_attn_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
                               v_ready, v_empty, tiles, blocks_q, heads, kv_group, size_x, ROWS, BLOCK_X, STAGES,
                               GROUPS, CAUSAL)),
@@ -327,14 +354,14 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, size_q, size_x, batch_heads, head
     elif GROUPS == 3:
         gl.warp_specialize([
             (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, ROWS, BLOCK_X,
-                              STAGES, GROUPS, 0, CAUSAL, INTRA, INTER)),
+                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
+                              BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA, INTER, SOFTMAX)),
             (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, ROWS, BLOCK_X,
-                              STAGES, GROUPS, 1, CAUSAL, INTRA, INTER)),
+                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
+                              BLOCK_X, STAGES, GROUPS, 1, CAUSAL, INTRA, INTER, SOFTMAX)),
             (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, ROWS, BLOCK_X,
-                              STAGES, GROUPS, 2, CAUSAL, INTRA, INTER)),
+                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
+                              BLOCK_X, STAGES, GROUPS, 2, CAUSAL, INTRA, INTER, SOFTMAX)),
             (_attn_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
                               v_ready, v_empty, tiles, blocks_q, heads, kv_group, size_x, ROWS, BLOCK_X, STAGES,
                               GROUPS, CAUSAL)),
@@ -342,17 +369,17 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, size_q, size_x, batch_heads, head
     elif GROUPS == 4:
         gl.warp_specialize([
             (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, ROWS, BLOCK_X,
-                              STAGES, GROUPS, 0, CAUSAL, INTRA, INTER)),
+                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
+                              BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA, INTER, SOFTMAX)),
             (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, ROWS, BLOCK_X,
-                              STAGES, GROUPS, 1, CAUSAL, INTRA, INTER)),
+                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
+                              BLOCK_X, STAGES, GROUPS, 1, CAUSAL, INTRA, INTER, SOFTMAX)),
             (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, ROWS, BLOCK_X,
-                              STAGES, GROUPS, 2, CAUSAL, INTRA, INTER)),
+                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
+                              BLOCK_X, STAGES, GROUPS, 2, CAUSAL, INTRA, INTER, SOFTMAX)),
             (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, ROWS, BLOCK_X,
-                              STAGES, GROUPS, 3, CAUSAL, INTRA, INTER)),
+                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
+                              BLOCK_X, STAGES, GROUPS, 3, CAUSAL, INTRA, INTER, SOFTMAX)),
             (_attn_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
                               v_ready, v_empty, tiles, blocks_q, heads, kv_group, size_x, ROWS, BLOCK_X, STAGES,
                               GROUPS, CAUSAL)),
@@ -436,6 +463,7 @@ ROWS = 64  # query rows of a consumer warpgroup: wgmma's m
 REGISTER_CAP = {1: 256, 2: 168, 3: 128, 4: 96}
 CONSUMER_REGISTERS = {1: 248, 2: 240, 3: 160, 4: 112}
 CAUSAL = False  # whether the diagram masks keys after each query (top-left aligned)
+SOFTMAX = True  # the online softmax normalises the scores (else a plain sum: softmax)
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 LOG2E = 1.4426950408889634  # exp(t) = exp2(t log2 e)
 
@@ -543,9 +571,9 @@ def _launch_flash(t, size, stride, scale, cfg=None):
         grid = (tiles,)  # a block a tile, scheduled by the hardware
     _mha_flash[grid](
         _descriptor(q, q_block), _descriptor(k, kv_block), _descriptor(v, kv_block), _descriptor(o, q_block),
-        size_q, k.shape[2], batch * heads, heads, heads // k.shape[1], scale['O'] * LOG2E,
+        size_q, k.shape[2], batch * heads, heads, heads // k.shape[1], scale['O'] * LOG2E, 1.0,
         ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, CAUSAL=CAUSAL,
-        INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'],
+        INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX,
         CONSUMER_REGS=CONSUMER_REGISTERS[groups], num_warps=4, maxnreg=REGISTER_CAP[groups])
     if o is not out:
         out.copy_(o)

@@ -20,7 +20,7 @@ from analyzer.codegen.hopper.kernel import HELPERS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCALARS = {"size_q": "i32", "size_x": "i32", "batch_heads": "i32", "heads": "i32", "kv_group": "i32",
-           "qk_scale": "fp32"}
+           "qk_scale": "fp32", "score_scale": "fp32"}
 INSTRUCTIONS = ("wgmma.mma_async", "setmaxnreg", "cp.async.bulk.tensor", "mbarrier.try_wait")
 
 
@@ -75,7 +75,7 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
         descs[name] = f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
     constexprs = {"ROWS": module.ROWS, "BLOCK_X": entry["BLOCK_X"], "STAGES": entry["STAGES"], "GROUPS": groups,
                   "CAUSAL": module.CAUSAL, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
-                  "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
+                  "SOFTMAX": module.SOFTMAX, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
     signature = {"q_desc": descs["q"], "k_desc": descs["kv"], "v_desc": descs["kv"], "o_desc": descs["q"], **SCALARS,
                  **dict.fromkeys(constexprs, "constexpr")}
     return (GluonASTSource(fn, signature=signature, constexprs=constexprs), GPUTarget("cuda", 90, 32),

@@ -53,7 +53,7 @@ def test_header_names_diagram_and_configuration():
 def test_primitive_without_renderer(monkeypatch):
     monkeypatch.setattr(triton_backend, "RENDERED", triton_backend.RENDERED - {"sigmoid"})
     with pytest.raises(NapkinError, match="primitive 'sigmoid' \\(op 'P'\\) has no Triton renderer"):
-        generate("sigmoid_attention", "h200")
+        generate("sigmoid_attention", "h200", backend="triton")
 
 
 @pytest.mark.parametrize("backend, dtype, message", [("metal", "fp16", "expected hopper or triton or cuda"),

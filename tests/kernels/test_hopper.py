@@ -20,10 +20,11 @@ H100 = hardware.load("h100")
 
 @pytest.mark.parametrize("diagram, realised", [
     ("attention", True), ("mha", True), ("gqa", True), ("causal_attention", True),
-    ("sigmoid_attention", False), ("mla_attention", False), ("attention_unfused", False),
+    ("sigmoid_attention", True), ("mla_attention", False), ("attention_unfused", False),
     ("matmul", False), ("linear_attention", False)])
 def test_which_diagrams_the_hopper_kernel_realises(diagram, realised):
-    """Streamed softmax attention with one head dim, and nothing else."""
+    """Streamed attention with one head dim whose scores pass through a chain the kernel renders
+    (analyzer.config.scores: tests/kernels/test_score_chains.py), and nothing else."""
     from analyzer.config.kernels import configure_kernels
     assert (hopper.realisable(configure_kernels(diagram, H100, sized=False)) is None) == realised
 
@@ -32,12 +33,13 @@ def test_default_backend_on_hopper():
     """Hopper profiles get the warp-specialised kernel where it realises the diagram, the portable
     Triton module elsewhere; other GPUs the Triton module."""
     assert generate("mha", "h200").backend == "hopper"
-    assert generate("sigmoid_attention", "h100").backend == "triton"
+    assert generate("sigmoid_attention", "h100").backend == "hopper"
+    assert generate("mla_attention", "h100").backend == "triton"
     assert generate("mha", "a100").backend == "triton"
 
 
 @pytest.mark.parametrize("diagram, gpu, message", [
-    ("sigmoid_attention", "h100", "dot -> scale -> sigmoid -> dot"),
+    ("attention_unfused", "h100", "has 3 kernels"),
     ("mla_attention", "h200", "value head dim of its own"),
     ("matmul", "h100", "not attention-shaped"),
     ("attention", "a100", "no warpgroup MMA and TMA")])
@@ -216,10 +218,12 @@ def test_sweep_ranks_what_the_kernel_launches(diagram, sets, head_dim, length, i
 
 def test_sweep_backend_hopper_refused_where_it_cannot_be_realised():
     from analyzer.config.sweep import sweep
-    with pytest.raises(NapkinError, match="dot -> scale -> sigmoid -> dot"):
-        sweep("sigmoid_attention", "h100", backend="hopper")
-    (s,) = sweep("sigmoid_attention", "h100")
+    with pytest.raises(NapkinError, match="value head dim of its own"):
+        sweep("mla_attention", "h100", backend="hopper")
+    (s,) = sweep("mla_attention", "h100")
     assert s.backend == "triton"
+    (s,) = sweep("sigmoid_attention", "h100")          # its chain of scores is one the kernel renders
+    assert s.backend == "hopper"
 
 
 def test_a_tile_keeps_the_portable_kernel_and_a_named_configuration_runs_as_it_can():

@@ -5,15 +5,21 @@ producer warp issuing TMA loads into a ring of SMEM stages synchronised by mbarr
 warpgroups running wgmma with the accumulators in registers, and the overlap the configuration names.
 Its identifiers are the generator's own (reserved in the module's scope: analyzer.codegen.hopper.module),
 so nothing a diagram names reaches this text; the diagram decides what the kernel computes through the
-plan the module checks (causal or not, grouped heads, the scale) and its constexprs.
+plan the module checks (causal or not, grouped heads, the scale), its constexprs, and the chain of
+scores between the two contractions (analyzer.config.scores), which `score_function` renders from the
+diagram's ops: the only text here that differs from one attention diagram to another.
 """
 
 from __future__ import annotations
 
 from string import Template
 
+from analyzer.codegen.escape import py_comment, py_doc
+from analyzer.config.scores import SOFTMAX, Scores
+
 # The module-level names this text defines; the module's scope never hands them out
-HELPERS = ("_attn_tile", "_attn_producer", "_attn_load", "_attn_softmax", "_attn_step", "_attn_consumer")
+HELPERS = ("_attn_tile", "_attn_producer", "_attn_load", "_attn_scores", "_attn_probabilities", "_attn_step",
+           "_attn_consumer", "_attn_tanh")
 
 KERNEL = Template('''\
 @gluon.jit
@@ -81,31 +87,47 @@ def _attn_load(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empt
     tma.async_copy_global_to_shared(v_desc, [idx_b, idx_hk, key0, 0], v_ready.index(s), v_smem.index(s))
 
 
+$scores
+
 @gluon.jit
-def _attn_softmax(s_val, m_i, l_i, qk_scale, rows, cols, size_x, MASKED: gl.constexpr, CAUSAL: gl.constexpr):
-    """The online softmax of one chunk in registers (Appendix A.3.2, base 2: exp(t) = exp2(t log2 e)): the
-    chunk's probabilities, the factor that rescales what was accumulated, and the new running max and sum.
-    Only chunks past the end of the keys or on the diagonal are MASKED."""
+def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, cols, size_x, MASKED: gl.constexpr,
+                        CAUSAL: gl.constexpr, SOFTMAX: gl.constexpr):
+    """What weights V for one chunk in registers: the diagram's ops on the scores (_attn_scores), then the
+    online softmax (Appendix A.3.2, base 2: exp(t) = exp2(t log2 e)), with the factor that rescales what
+    was accumulated and the new running max and sum; or, without SOFTMAX, the ops' values as they are (a
+    plain running sum, A.3.1; alpha, m and l are then unused). Only chunks past the end of the keys or on
+    the diagonal are MASKED: the causal mask sets -inf before the ops, as the diagram orders them, and
+    keys past the end weigh nothing."""
     if MASKED:
-        keep = cols[None, :] < size_x
         if CAUSAL:
-            keep = keep & (cols[None, :] <= rows[:, None])      # top-left aligned, as SDPA's is_causal
-        s_val = gl.where(keep, s_val, float("-inf"))
-    m_new = gl.maximum(m_i, gl.max(s_val, 1) * qk_scale)
-    p = gl.exp2(s_val * qk_scale - m_new[:, None])
-    alpha = gl.exp2(m_i - m_new)
-    l_i = l_i * alpha + gl.sum(p, 1)
+            s_val = gl.where(cols[None, :] <= rows[:, None], s_val, float("-inf"))   # top-left, as SDPA's
+    s_val = _attn_scores(s_val, score_scale)
+    if MASKED:
+        if SOFTMAX:
+            s_val = gl.where(cols[None, :] < size_x, s_val, float("-inf"))
+        else:
+            s_val = gl.where(cols[None, :] < size_x, s_val, 0.0)
+    if SOFTMAX:
+        m_new = gl.maximum(m_i, gl.max(s_val, 1) * qk_scale)
+        p = gl.exp2(s_val * qk_scale - m_new[:, None])
+        alpha = gl.exp2(m_i - m_new)
+        l_i = l_i * alpha + gl.sum(p, 1)
+    else:
+        p = s_val
+        alpha = m_i
+        m_new = m_i
     return p, alpha, m_new, l_i
 
 
 @gluon.jit
 def _attn_step(j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine, turn_next,
-               acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale,
+               acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale,
                ROWS: gl.constexpr, BLOCK_X: gl.constexpr, HEAD_D: gl.constexpr, STAGES: gl.constexpr,
                CAUSAL: gl.constexpr, MASKED: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
-               FIRST: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
+               FIRST: gl.constexpr, SOFTMAX: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
+               p_layout: gl.constexpr):
     """One consumer warpgroup, chunk j of the tile (chunk it + j of the ring): S_j = Q K_j^T and
-    O += P_(j-1) V_(j-1) on the tensor cores, the softmax of S_j on the threads. INTRA issues both
+    O += P_(j-1) V_(j-1) on the tensor cores, the probabilities of S_j on the threads. INTRA issues both
     contractions before waiting for S_j alone, so the softmax runs under P V; otherwise it waits for both.
     INTER takes this warpgroup's turn (an mbarrier ring over the warpgroups) before issuing and passes it
     on after: one warpgroup's softmax runs under the next one's contractions (ping-pong)."""
@@ -128,21 +150,23 @@ def _attn_step(j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty
     else:
         s_val, acc, k_tile, v_prev = warpgroup_mma_wait(0, deps=(s_tok, o_tok, k_tile, v_prev))
     mbarrier.arrive(k_empty.index(s), count=1)
-    p, alpha, m_i, l_i = _attn_softmax(s_val, m_i, l_i, qk_scale, rows, j * BLOCK_X + arange_x, size_x,
-                                       MASKED, CAUSAL)
+    p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, j * BLOCK_X + arange_x,
+                                             size_x, MASKED, CAUSAL, SOFTMAX)
     if INTRA:
         acc, v_prev = warpgroup_mma_wait(0, deps=(o_tok, v_prev))
     mbarrier.arrive(v_empty.index(sp), count=1)
-    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+    if SOFTMAX:
+        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     p_next = gl.convert_layout(p.to(q_tile.dtype), p_layout)     # the fragment strategy: P stays in registers
     return acc, p_next, m_i, l_i
 
 
 @gluon.jit
 def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
-                   turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale,
+                   turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale,
                    ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr,
-                   GROUP: gl.constexpr, CAUSAL: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr):
+                   GROUP: gl.constexpr, CAUSAL: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
+                   SOFTMAX: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
     output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring."""
     HEAD_D: gl.constexpr = q_desc.block_type.shape[3]
@@ -180,7 +204,8 @@ def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_r
         mbarrier.arrive(k_empty.index(s), count=1)
         m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
         l_i = gl.full([ROWS], 0.0, gl.float32, row_layout)
-        p, alpha, m_i, l_i = _attn_softmax(s_val, m_i, l_i, qk_scale, rows, arange_x, size_x, True, CAUSAL)
+        p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, arange_x, size_x,
+                                                 True, CAUSAL, SOFTMAX)
         p_prev = gl.convert_layout(p.to(q_smem.dtype), p_layout)
         acc = gl.zeros([ROWS, HEAD_D], gl.float32, o_layout)
 
@@ -188,14 +213,14 @@ def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_r
         for j in range(1, unmasked):
             acc, p_prev, m_i, l_i = _attn_step(
                 j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine, turn_next, acc,
-                p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, ROWS, BLOCK_X, HEAD_D, STAGES, CAUSAL, False,
-                INTRA, INTER, FIRST, s_layout, o_layout, p_layout)
+                p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, ROWS, BLOCK_X, HEAD_D, STAGES,
+                CAUSAL, False, INTRA, INTER, FIRST, SOFTMAX, s_layout, o_layout, p_layout)
         # chunks on the diagonal or past the last key: masked
         for j in range(gl.maximum(unmasked, 1), chunks):
             acc, p_prev, m_i, l_i = _attn_step(
                 j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine, turn_next, acc,
-                p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, ROWS, BLOCK_X, HEAD_D, STAGES, CAUSAL, True,
-                INTRA, INTER, FIRST, s_layout, o_layout, p_layout)
+                p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, ROWS, BLOCK_X, HEAD_D, STAGES,
+                CAUSAL, True, INTRA, INTER, FIRST, SOFTMAX, s_layout, o_layout, p_layout)
 
         # the last chunk's P V
         c = it + chunks - 1
@@ -206,9 +231,13 @@ def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_r
         acc, v_tile = warpgroup_mma_wait(0, deps=(o_tok, v_tile))
         mbarrier.arrive(v_empty.index(s), count=1)
 
-        # O = acc / l, through this warpgroup's query buffer (no longer read) to GMEM by TMA, rows past the
-        # end of the queries clipped by the TMA engine; then the buffer is free for the next tile's queries
-        o_val = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+        # O = acc / l (acc itself with a plain sum), through this warpgroup's query buffer (no longer read)
+        # to GMEM by TMA, rows past the end of the queries clipped by the TMA engine; then the buffer is
+        # free for the next tile's queries
+        if SOFTMAX:
+            o_val = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+        else:
+            o_val = acc
         q_smem.index(GROUP).store(o_val.to(q_smem.dtype).reshape([1, 1, ROWS, HEAD_D]))
         fence_async_shared()
         tma.async_copy_shared_to_global(o_desc, [idx_b, idx_h, row0 + GROUP * ROWS, 0], q_smem.index(GROUP))
@@ -219,9 +248,10 @@ def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_r
 
 
 @gluon.jit
-def $kernel(q_desc, k_desc, v_desc, o_desc, size_q, size_x, batch_heads, heads, kv_group, qk_scale,
+def $kernel(q_desc, k_desc, v_desc, o_desc, size_q, size_x, batch_heads, heads, kv_group, qk_scale, score_scale,
         ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr,
-        CAUSAL: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+        CAUSAL: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr,
+        CONSUMER_REGS: gl.constexpr):
     """A persistent block: it takes tiles of GROUPS x ROWS query rows of one (batch, head) in turn (every
     grid-th tile) and streams each against all its keys (up to the diagonal when CAUSAL). The descriptors
     view q, k, v and o as (batch, heads, seqlen, head_dim) with their own strides; k and v have
@@ -264,8 +294,42 @@ ${indent}], [${warps}], [${regs}])''')
 
 CONSUMER = Template('''\
 ${indent}    (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-${indent}                      v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, ROWS, BLOCK_X,
-${indent}                      STAGES, GROUPS, ${group}, CAUSAL, INTRA, INTER)),''')
+${indent}                      v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
+${indent}                      BLOCK_X, STAGES, GROUPS, ${group}, CAUSAL, INTRA, INTER, SOFTMAX)),''')
+
+
+# The Gluon of each elementwise op on the scores (analyzer.config.scores.SFU_PER_SCORE counts its cost)
+SCORE_OPS = {
+    "scale": ("s = s * score_scale", "multiplied by its factor (an argument)"),
+    "relu": ("s = gl.maximum(s, 0.0)", "max(v, 0)"),
+    "exp": ("s = gl.exp2(s * 1.4426950408889634)", "exp(v) = exp2(v log2 e): one exp2 a score"),
+    "sigmoid": ("s = 0.5 * _attn_tanh(0.5 * s) + 0.5", "1/(1 + exp(-v)) = tanh(v/2)/2 + 1/2: one tanh a score"),
+}
+
+TANH = '''
+
+
+@gluon.jit
+def _attn_tanh(x):
+    """tanh on the special function unit: PTX tanh.approx.f32 (sm_75 and later), one operation where
+    1/(1 + exp(-v)) takes two (an exp and a reciprocal); its relative error is about 2^-11, below
+    fp16's and bf16's rounding of the probabilities that follow."""
+    return gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True,
+                                     pack=1)'''
+
+
+def score_function(scores: Scores, source: str) -> str:
+    """`_attn_scores`: the ops of the diagram `source` on a chunk of scores, in its order, one line each."""
+    lines = ["@gluon.jit", "def _attn_scores(s, score_scale):",
+             f'    """The scores\' ops of {py_doc(source)}, in its order; '
+             + ("none: the online softmax follows." if not scores.ops else
+                ("the online softmax follows." if scores.softmax else "their values weight V as they are.")) + '"""']
+    for op in scores.ops:
+        code, what = SCORE_OPS[op.primitive]
+        lines.append(f"    {code}  # {py_comment(op.name)}: {op.primitive}, {what}")
+    lines.append("    return s")
+    text = "\n".join(lines)
+    return text + (TANH if any(o.primitive == "sigmoid" for o in scores.ops) else "")
 
 
 def partitions(warpgroups: tuple[int, ...]) -> str:
@@ -284,9 +348,10 @@ def partitions(warpgroups: tuple[int, ...]) -> str:
     return "\n".join(out)
 
 
-def render_kernel(name: str, warpgroups: tuple[int, ...]) -> str:
-    """The kernel text, its entry point named `name` (claimed in the module's scope)."""
-    return KERNEL.substitute(kernel=name, partitions=partitions(warpgroups))
+def render_kernel(name: str, warpgroups: tuple[int, ...], scores: Scores = SOFTMAX, source: str = "") -> str:
+    """The kernel text, its entry point named `name` (claimed in the module's scope), its chain of scores
+    `scores` read off the diagram file `source`."""
+    return KERNEL.substitute(kernel=name, partitions=partitions(warpgroups), scores=score_function(scores, source))
 
 
-__all__ = ["HELPERS", "render_kernel"]
+__all__ = ["HELPERS", "SCORE_OPS", "render_kernel", "score_function"]

@@ -25,7 +25,7 @@ from analyzer.config.hopper import OVERLAPS, SCHEDULES, HopperConfig, HopperTabl
 
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
-           "CONSUMER_REGISTERS", "CAUSAL", "_tma_ready", "_descriptor", "_sm_count")
+           "CONSUMER_REGISTERS", "CAUSAL", "SOFTMAX", "_tma_ready", "_descriptor", "_sm_count")
 
 
 def hopper_module(g) -> str:
@@ -48,7 +48,7 @@ def hopper_module(g) -> str:
                             "from triton.experimental.gluon.nvidia.hopper import TensorDescriptor"],
                            "torch and Triton with Gluon")
     out += ["", f"__all__ = [{py_str(ids.wrapper)}]", "", ""]
-    out.append(render_kernel(name, warpgroups))
+    out.append(render_kernel(name, warpgroups, g.hopper.scores, g.source_file))
     out += ["", ""]
     out += _configs(g, tables)
     out += _launcher(g, ids, name)
@@ -59,7 +59,7 @@ def hopper_module(g) -> str:
 def _configuration_lines(g, tables: dict[int, HopperTable]) -> list[str]:
     """The header's lines on the configurations: per head dim, the model's choice by problem size."""
     lines = ["  Hopper kernel: one producer warp (TMA loads into a ring of SMEM stages, mbarriers) and N "
-             "consumer warpgroups (wgmma, softmax in registers)"]
+             "consumer warpgroups (wgmma, the scores' ops in registers: " + g.hopper.scores.label() + ")"]
     for d, t in tables.items():
         lines.append(f"  d={d}: by problem size (the call's nearest seqlen and batch x heads):")
         lines.append("    seqlen" + "".join(f"{m:>6}" for m in t.instances))
@@ -103,6 +103,8 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               f"REGISTER_CAP = {g.hopper.register_cap!r}",
               f"CONSUMER_REGISTERS = {g.hopper.consumer_registers!r}",
               f"CAUSAL = {g.roles.causal}  # whether the diagram masks keys after each query (top-left aligned)",
+              f"SOFTMAX = {g.hopper.scores.softmax}  # the online softmax normalises the scores (else a plain sum: "
+              f"{g.hopper.scores.label()})",
               "GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}",
               "LOG2E = 1.4426950408889634  # exp(t) = exp2(t log2 e)"]
     lines += sized_helpers(g)
@@ -141,7 +143,11 @@ def _launcher(g, ids, name: str) -> list[str]:
     k = g.kernels[0]
     p = k.plan
     r = g.roles
-    softmax = g.diagram.op(p.schedule.kernel.ops[-1])
+    last = g.diagram.op(p.schedule.kernel.ops[-1])
+    scores = g.hopper.scores
+    # the softmax's scale (log2 e folds exp into exp2) and the chain's own scale op, 1 where there is none
+    qk_scale = f"scale[{py_str(last.name)}] * LOG2E" if scores.softmax else "1.0"
+    score_scale = f"scale[{py_str(scores.scale.name)}]" if scores.scale else "1.0"
     entry = f"CONFIGS[{py_str(p.name)}][size[{py_str(r.head_dim)}]]"
     t = {role: f"t[{py_str(n)}]" for role, n in (("q", r.query), ("k", r.key), ("v", r.value), ("o", r.output))}
     body = f'''\
@@ -169,9 +175,9 @@ def {ids.launch[p.name]}(t, size, stride, scale, cfg=None):
         grid = (tiles,)  # a block a tile, scheduled by the hardware
     {name}[grid](
         _descriptor(q, q_block), _descriptor(k, kv_block), _descriptor(v, kv_block), _descriptor(o, q_block),
-        size_q, k.shape[2], batch * heads, heads, heads // k.shape[1], scale[{py_str(softmax.name)}] * LOG2E,
+        size_q, k.shape[2], batch * heads, heads, heads // k.shape[1], {qk_scale}, {score_scale},
         ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, CAUSAL=CAUSAL,
-        INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'],
+        INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX,
         CONSUMER_REGS=CONSUMER_REGISTERS[groups], num_warps=4, maxnreg=REGISTER_CAP[groups])
     if o is not out:
         out.copy_(o)

@@ -1,0 +1,280 @@
+"""Hopper kernels whose chain of scores is read off the diagram (analyzer.config.scores), beside napkin's
+softmax attention and the peers, on one GPU, in one run: correctness first, then timing.
+
+1. Checks (before any timing), against float64 on the GPU: sigmoid_attention's Hopper module at head
+   dims 64, 128, 256, sequence lengths 1, 17, 1000, 4096, unequal query and key lengths, outliers,
+   strided inputs, fp16 and bf16, and each overlap and warpgroup count through config=; and the softmax
+   modules the same kernel text renders (mha, causal_attention, gqa), so that the chain's rendering
+   changed nothing of theirs.
+2. Timing, 2 x 16 heads, head dims 64, 128, 256, sequence lengths 1k to 16k: sigmoid_attention's Hopper
+   module; its portable Triton module (what napkin generated for it before); napkin's softmax attention
+   on the Hopper path at the same shape (mha); SDPA's cuDNN backend (softmax); and torch's unfused
+   sigmoid(q k^T / sqrt(d)) v, what a user writes without a fused kernel. Each napkin Hopper row beside
+   the model's prediction for the configuration the module launches.
+
+    python bench/score_chains.py --gpu h100 --out bench/results
+
+Writes score_chains_<gpu>.json and .md to --out after every step (a run cut short keeps what it measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (  # noqa: E402
+    REP_MS,
+    TOLERANCE,
+    WARMUP_MS,
+    command,
+    environment,
+    import_file,
+    log,
+    reference_attention,
+    rel_err,
+    save_results,
+)
+
+BATCH, HEADS = 2, 16
+SEQLENS = (1024, 2048, 4096, 8192, 16384)
+HEAD_DIMS = (64, 128, 256)
+OVERLAPS = ("none", "inter", "intra", "inter+intra")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu", default="h100", help="the profile the kernels are generated for")
+    ap.add_argument("--out", type=Path, default=Path("bench/results"))
+    ap.add_argument("--budget-s", type=float, default=480.0, help="stop timing after this many seconds")
+    return ap.parse_args(argv)
+
+
+class Run:
+    """The run's modules, record and clock."""
+
+    def __init__(self, args: argparse.Namespace, argv: list[str] | None) -> None:
+        import torch
+
+        from analyzer import hardware
+        from analyzer.codegen import generate
+        self.torch = torch
+        self.args = args
+        self.profile = hardware.load(args.gpu)
+        self.start = time.monotonic()
+        self.tmp = Path("/tmp/napkin_score_chains")
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        self.doc = {"command": command("score_chains.py", argv), "environment": environment(),
+                    "profile": args.gpu, "timer": f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}), median",
+                    "checks": [], "timing": [], "skipped": []}
+        self.generated, self.hopper = {}, {}
+        for diagram in ("sigmoid_attention", "mha", "causal_attention", "gqa"):
+            g = generate(diagram, args.gpu)
+            assert g.backend == "hopper", f"{diagram} on {args.gpu} generated {g.backend}"
+            self.generated[diagram] = g
+            self.hopper[diagram] = self._load(g, f"chains_hopper_{diagram}")
+        self.portable = self._load(generate("sigmoid_attention", args.gpu, backend="triton"), "chains_triton_sigmoid")
+
+    def _load(self, g, name):
+        path = self.tmp / f"{name}.py"
+        g.write(path)
+        return import_file(path, name)
+
+    def left(self) -> float:
+        return self.args.budget_s - (time.monotonic() - self.start)
+
+    def save(self) -> None:
+        save_results(self.args.out, f"score_chains_{self.args.gpu}", self.doc, markdown(self.doc))
+
+
+# ------------------------------------------------------------------------------------------ checks
+
+def inputs(torch, batch, heads_q, heads_kv, seq_q, seq_k, d, dtype, strided, outlier, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+
+    def make(heads, seq):
+        shape = (batch, seq, heads, d) if strided else (batch, heads, seq, d)
+        x = torch.randn(shape, device="cuda", dtype=torch.float32, generator=gen)
+        if outlier:
+            x += 10 * torch.randn(shape, device="cuda", generator=gen) * (torch.rand(shape, device="cuda",
+                                                                                     generator=gen) < 1e-3)
+        x = x.to(dtype)
+        return x.transpose(1, 2) if strided else x
+
+    return make(heads_q, seq_q), make(heads_kv, seq_k), make(heads_kv, seq_k)
+
+
+def case(diagram, d, seq_q, seq_k, dtype="fp16", strided=False, outlier=False, config=None, heads_q=3,
+         heads_kv=3):
+    return dict(diagram=diagram, causal=diagram == "causal_attention", sigmoid=diagram == "sigmoid_attention",
+                d=d, seq_q=seq_q, seq_k=seq_k, heads_q=heads_q, heads_kv=heads_kv, dtype=dtype, strided=strided,
+                outlier=outlier, config=config)
+
+
+def check_cases():
+    cases = []
+    for d in HEAD_DIMS:
+        for seq in (1, 17, 1000, 4096):
+            cases.append(case("sigmoid_attention", d, seq, seq, outlier=seq == 1000))
+    cases.append(case("sigmoid_attention", 128, 300, 1000, dtype="bf16", strided=True))
+    cases.append(case("sigmoid_attention", 64, 1000, 333, dtype="bf16", strided=True, outlier=True))
+    for n, chunk in ((1, 128), (2, 128), (3, 64)):
+        for overlap in OVERLAPS:
+            if n == 1 and "inter" in overlap:
+                continue
+            cases.append(case("sigmoid_attention", 128, 1000, 1000, config={
+                "WARPGROUPS": n, "BLOCK_X": chunk, "STAGES": 2, "OVERLAP": overlap,
+                "SCHEDULE": "persistent" if n == 2 else "tiles"}))
+    for diagram in ("mha", "causal_attention"):
+        for d in HEAD_DIMS:
+            cases.append(case(diagram, d, 1000, 1000, outlier=d == 64))
+        cases.append(case(diagram, 128, 17, 17, dtype="bf16", strided=True))
+    cases.append(case("gqa", 128, 1000, 1000, heads_q=8, heads_kv=2))
+    return cases
+
+
+def checks(run: Run) -> bool:
+    torch = run.torch
+    ok = True
+    for i, c in enumerate(check_cases()):
+        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[c["dtype"]]
+        q, k, v = inputs(torch, 2, c["heads_q"], c["heads_kv"], c["seq_q"], c["seq_k"], c["d"], dtype,
+                         c["strided"], c["outlier"], seed=i)
+        ref = reference_attention(torch, q, k, v, c["causal"], c["sigmoid"])
+        try:
+            out = run.hopper[c["diagram"]].attention(q, k, v, causal=c["causal"], config=c["config"])
+            torch.cuda.synchronize()
+            err = rel_err(torch, out, ref)
+        except Exception as exc:  # noqa: BLE001 - a failure is a result of the check
+            err, out = float("inf"), repr(exc)[:300]
+        row = {**c, "rel_err": err, "ok": err < TOLERANCE}
+        if not row["ok"]:
+            row["error"] = out if isinstance(out, str) else None
+        ok &= row["ok"]
+        run.doc["checks"].append(row)
+        log(f"check {i}: {c['diagram']} d={c['d']} {c['seq_q']}x{c['seq_k']} {c['dtype']} config={c['config']}: "
+            f"{err:.2e}")
+    run.save()
+    return ok
+
+
+# ------------------------------------------------------------------------------------------ timing
+
+def tflops(seq, d, seconds):
+    return 4 * BATCH * HEADS * seq * seq * d / seconds / 1e12
+
+
+def predicted(run: Run, diagram: str, seq: int, d: int, dtype: str) -> tuple[str, float]:
+    """The configuration the module launches at this size and the model's seconds for it."""
+    from analyzer.config.hopper import HopperParams, chosen_at, predicted_time
+    g = run.generated[diagram]
+    params = HopperParams.of(run.profile)
+    chain = g.hopper.scores
+    chosen = chosen_at(run.profile, d, dtype, causal=False, length=seq, instances=BATCH * HEADS, params=params,
+                       scores=chain)
+    return chosen.label(), predicted_time(run.profile, chosen, d, dtype, seq_q=seq, seq_k=seq,
+                                          instances=BATCH * HEADS, params=params, scores=chain)
+
+
+def timing(run: Run) -> None:
+    import torch.nn.functional as F
+    import triton
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    torch = run.torch
+    for d in (128, 64, 256):
+        for seq in SEQLENS:
+            if run.left() < 0:
+                run.doc["skipped"].append({"d": d, "seqlen": seq})
+                continue
+            q, k, v = (torch.randn(BATCH, HEADS, seq, d, device="cuda", dtype=torch.float16) for _ in range(3))
+            sigmoid, softmax = run.hopper["sigmoid_attention"], run.hopper["mha"]
+
+            def sdpa():
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    return F.scaled_dot_product_attention(q, k, v)
+
+            def eager():
+                return torch.sigmoid((q @ k.transpose(-2, -1)) * d ** -0.5) @ v
+
+            timed = {"sigmoid_hopper": lambda: sigmoid.attention(q, k, v),
+                     "sigmoid_triton": lambda: run.portable.attention(q, k, v),
+                     "softmax_hopper": lambda: softmax.attention(q, k, v),
+                     "sdpa_cudnn": sdpa}
+            if seq <= 8192:          # the scores whole: 2 x 16 x 8k x 8k fp16 is 4 GiB
+                timed["sigmoid_eager"] = eager
+            row = {"d": d, "seqlen": seq}
+            for name, fn in timed.items():
+                try:
+                    s = triton.testing.do_bench(fn, warmup=WARMUP_MS, rep=REP_MS) * 1e-3
+                    row[name] = round(tflops(seq, d, s), 1)
+                    row[f"{name}_us"] = round(s * 1e6, 1)
+                except Exception as exc:  # noqa: BLE001
+                    row[name] = None
+                    row[f"{name}_error"] = repr(exc)[:200]
+            for diagram, name in (("sigmoid_attention", "sigmoid_hopper"), ("mha", "softmax_hopper")):
+                label, s = predicted(run, diagram, seq, d, "fp16")
+                row[f"{name}_config"] = label
+                row[f"{name}_predicted_us"] = round(s * 1e6, 1)
+            log(f"timing d={d} L={seq}: " + ", ".join(f"{n} {row[n]}" for n in timed))
+            run.doc["timing"].append(row)
+            run.save()
+            del q, k, v
+            torch.cuda.empty_cache()
+
+
+# ------------------------------------------------------------------------------------------ report
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def markdown(doc) -> str:
+    env = doc["environment"]
+    lines = [f"# Score chains on the Hopper path: sigmoid attention beside softmax ({env.get('gpu')})", "",
+             f"Command: `{doc['command']}`  ", f"Date: {env.get('date')}; GPU: {env.get('gpu')}; "
+             f"torch {env.get('torch')}, triton {env.get('triton')}; timer: {doc['timer']}", ""]
+    checks = doc["checks"]
+    bad = [c for c in checks if not c["ok"]]
+    lines += [f"## Checks against float64: {len(checks) - len(bad)} of {len(checks)} within {TOLERANCE:g}", ""]
+    for c in bad:
+        lines.append(f"- FAILED {c['diagram']} d={c['d']} {c['seq_q']}x{c['seq_k']} {c['dtype']} config={c['config']}: "
+                     f"{c['rel_err']:.2e} {c.get('error') or ''}")
+    worst = max((c["rel_err"] for c in checks), default=0.0)
+    lines += [f"Largest relative error: {worst:.2e}", ""]
+    lines += [f"## Timing: {BATCH} x {HEADS} heads, fp16, not causal (TFLOP/s of 4 b h L^2 d)", "",
+              "| d | L | sigmoid Hopper | sigmoid portable | softmax Hopper | SDPA cuDNN | sigmoid eager "
+              "| sigmoid / softmax | sigmoid / portable | sigmoid measured / predicted | softmax measured / predicted "
+              "| sigmoid config |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["timing"]:
+        lines.append(
+            f"| {r['d']} | {r['seqlen']} | {r.get('sigmoid_hopper')} | {r.get('sigmoid_triton')} | "
+            f"{r.get('softmax_hopper')} | {r.get('sdpa_cudnn')} | {r.get('sigmoid_eager', '-')} | "
+            f"{ratio(r.get('sigmoid_hopper'), r.get('softmax_hopper'))} | "
+            f"{ratio(r.get('sigmoid_hopper'), r.get('sigmoid_triton'))} | "
+            f"{ratio(r.get('sigmoid_hopper_us'), r.get('sigmoid_hopper_predicted_us'))} | "
+            f"{ratio(r.get('softmax_hopper_us'), r.get('softmax_hopper_predicted_us'))} | "
+            f"{r.get('sigmoid_hopper_config')} |")
+    if doc["skipped"]:
+        lines += ["", f"Skipped (budget): {doc['skipped']}"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    run = Run(args, argv)
+    ok = checks(run)
+    if not ok:
+        log("checks failed: no timing")
+        run.save()
+        return 1
+    timing(run)
+    run.save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

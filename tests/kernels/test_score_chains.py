@@ -1,0 +1,146 @@
+"""The chain of scores the Hopper kernel reads off a diagram (analyzer.config.scores): which chains it
+takes and why it refuses the others, what the model counts for each, and the Gluon it renders for them.
+The kernels themselves run against float64 on an H100 in bench/score_chains.py; here they compile for
+sm_90a (tests/kernels/test_allocation.py compiles every shipped diagram's default file)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyzer import hardware
+from analyzer.codegen import generate
+from analyzer.codegen.hopper.kernel import SCORE_OPS, score_function
+from analyzer.common.errors import NapkinError
+from analyzer.config import hopper
+from analyzer.config.kernels import configure_kernels
+from analyzer.config.scores import SFU_PER_SCORE, SOFTMAX, ScoreOp, Scores
+from tests.kernels.hopper_build import compiled
+
+H100 = hardware.load("h100")
+
+HEAD = """\
+name: chain
+title: a chain of scores
+dtype: fp16
+levels: [gmem, smem]
+axes:
+  q: {default: 4096}
+  x: {default: 4096}
+  d: {default: 128}
+inputs:
+  Q: [q, d]
+  K: [x, d]
+  V: [x, d]
+ops:
+  - {name: S, primitive: dot, inputs: [Q, K], over: d, output: [q, x]}
+"""
+TAIL = """\
+outputs: [O]
+kernels:
+  - name: flash
+    partition:
+      smem: {group: {q: g_q}, stream: {x: s_x}}
+"""
+
+
+def chain_file(tmp_path: Path, ops: list[str], last: str = "dot") -> str:
+    """A diagram S = Q K^T, then `ops` (YAML flow mappings taking the previous op), then `last` with V."""
+    lines = [f"  - {op}" for op in ops]
+    prev = ops[-1].split("name: ")[1].split(",")[0] if ops else "S"
+    lines.append(f"  - {{name: O, primitive: {last}, inputs: [{prev}, V], over: x, output: [q, d]"
+                 + (", scale: d**-0.5}" if last == "softmax_dot" else "}"))
+    path = tmp_path / "chain.yaml"
+    path.write_text(HEAD + "\n".join(lines) + "\n" + TAIL)
+    return str(path)
+
+
+def scores_of_file(path: str) -> Scores | str:
+    return hopper.scores(configure_kernels(path, H100, sized=False))
+
+
+@pytest.mark.parametrize("diagram, expected", [
+    ("attention", SOFTMAX),
+    ("mha", SOFTMAX),
+    ("causal_attention", Scores(causal=True)),
+    ("sigmoid_attention", Scores((ScoreOp("Ss", "scale"), ScoreOp("P", "sigmoid")), softmax=False))])
+def test_the_shipped_diagrams_chains(diagram, expected):
+    found = hopper.scores(configure_kernels(diagram, H100, sized=False))
+    assert [(o.name, o.primitive) for o in found.ops] == [(o.name, o.primitive) for o in expected.ops]
+    assert (found.softmax, found.causal) == (expected.softmax, expected.causal)
+
+
+@pytest.mark.parametrize("ops, last, message", [
+    (["{name: P, primitive: sigmoid, inputs: [S], output: [q, x]}",
+      "{name: G, primitive: gelu, inputs: [P], output: [q, x]}"], "dot", "G is gelu between the contractions"),
+    (["{name: A, primitive: scale, inputs: [S], scale: 2, output: [q, x]}",
+      "{name: B, primitive: scale, inputs: [A], scale: 3, output: [q, x]}",
+      "{name: P, primitive: sigmoid, inputs: [B], output: [q, x]}"], "dot", "scaled twice"),
+    (["{name: A, primitive: relu, inputs: [S], output: [q, x]}",
+      "{name: Mk, primitive: causal_mask, inputs: [A], query: q, key: x, output: [q, x]}"], "softmax_dot",
+     "Mk is causal_mask after the first op")])
+def test_chains_the_kernel_does_not_render_are_refused_with_the_reason(tmp_path, ops, last, message):
+    path = chain_file(tmp_path, ops, last)
+    assert message in scores_of_file(path)
+    with pytest.raises(NapkinError, match=message):
+        generate(path, "h100", backend="hopper")
+    assert generate(path, "h100").backend == "triton"      # the portable module takes it instead
+
+
+def test_every_elementwise_op_the_chain_takes_has_a_lowering_and_a_cost():
+    assert set(SCORE_OPS) == set(SFU_PER_SCORE)
+
+
+def test_sigmoid_as_tanh_is_the_logistic_function():
+    """The lowering sigmoid(v) = tanh(v/2)/2 + 1/2, and that -inf (a causal mask's) gives 0 through it."""
+    v = np.concatenate([np.linspace(-30, 30, 2001), [-np.inf, np.inf]])
+    with np.errstate(over="ignore"):
+        logistic = 1 / (1 + np.exp(-v))
+    np.testing.assert_allclose(0.5 * np.tanh(0.5 * v) + 0.5, logistic, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("d, chunk", [(64, 128), (128, 128), (256, 64)])
+def test_the_model_counts_the_chains_special_function_work(d, chunk):
+    """Softmax: an exp2 a score and a rescale a row (s_x + 1 a row and chunk); sigmoid: one tanh a score
+    (s_x), and nothing a row. With the tensor cores the same, sigmoid is never predicted slower."""
+    sigmoid = Scores((ScoreOp("Ss", "scale"), ScoreOp("P", "sigmoid")), softmax=False)
+    c = hopper.configuration(H100, d, "fp16", warpgroups=2, chunk=chunk, stages=2, overlap="intra")
+    lanes = H100.per_sm_per_clock.sfu_ops
+    for scores, per_row in ((SOFTMAX, chunk + 1), (sigmoid, chunk)):
+        (sfu,) = [s for s in hopper._body(H100, c, d, "fp16", scores=scores) if s.lane == "sfu"]
+        assert math.isclose(sfu.clocks, per_row / lanes)
+    times = [hopper.predicted_time(H100, c, d, "fp16", seq_q=4096, seq_k=4096, instances=32, scores=s)
+             for s in (sigmoid, SOFTMAX)]
+    assert times[0] <= times[1]
+
+
+def test_the_rendered_chain_is_the_diagrams_order_and_its_names_stay_comments():
+    scores = Scores((ScoreOp("x\nimport os", "scale"), ScoreOp("P", "relu"), ScoreOp("Q", "sigmoid"),
+                     ScoreOp("R", "exp")), softmax=False)
+    text = score_function(scores, "d.yaml")
+    body = [line.split("#")[0].strip() for line in text.splitlines() if line.startswith("    s = ")]
+    assert body == [SCORE_OPS[p][0] for p in ("scale", "relu", "sigmoid", "exp")]
+    assert "\nimport os" not in text and "def _attn_tanh" in text
+    assert "_attn_tanh" not in score_function(SOFTMAX, "d.yaml")
+
+
+@pytest.mark.slow
+def test_a_chain_of_every_op_compiles_for_sm90a(tmp_path):
+    """relu, exp, scale and sigmoid in one chain, a causal mask first and a plain sum after, through
+    Triton's compiler for sm_90a (the shipped sigmoid_attention compiles in test_allocation)."""
+    path = chain_file(tmp_path, [
+        "{name: Mk, primitive: causal_mask, inputs: [S], query: q, key: x, output: [q, x]}",
+        "{name: A, primitive: scale, inputs: [Mk], scale: d**-0.5, output: [q, x]}",
+        "{name: B, primitive: exp, inputs: [A], output: [q, x]}",
+        "{name: C, primitive: relu, inputs: [B], output: [q, x]}",
+        "{name: P, primitive: sigmoid, inputs: [C], output: [q, x]}"])
+    g = generate(path, "h100")
+    assert g.backend == "hopper" and g.hopper.scores.causal and not g.hopper.scores.softmax
+    module = tmp_path / "chain_hopper.py"
+    g.write(module)
+    (result,) = compiled(module, [{"entry": {"WARPGROUPS": 2, "BLOCK_X": 128, "STAGES": 2, "OVERLAP": "intra",
+                                             "SCHEDULE": "tiles"}, "head_dim": 128, "dtype": "fp16"}])
+    assert result["spills"] == 0 and "wgmma.mma_async" in result["instructions"]
