@@ -174,19 +174,34 @@ def registers_per_consumer(profile: Profile, warpgroups: int) -> int:
 
 
 def configuration(profile: Profile, head_dim: int, dtype: str, *, warpgroups: int, chunk: int, stages: int,
-                  overlap: str, schedule: str = "tiles", causal: bool = False) -> HopperConfig:
-    """The configuration with its SMEM and register needs (Tables 1-2); `legal` says whether it fits."""
+                  overlap: str, schedule: str = "tiles", causal: bool = False,
+                  value_dim: int | None = None) -> HopperConfig:
+    """The configuration with its SMEM and register needs (Tables 1-2); `legal` says whether it fits.
+    `value_dim`: V's and the output's head dim where it is not the queries' and keys' (MLA's 192/128):
+    the output then leaves through a buffer of its own, not the query tile's."""
+    e = value_dim or head_dim
     rows = profile.divisors.mma[dtype].m
     threads = profile.divisors.mma_threads
     size = bytes_per_value(dtype)
-    smem = (warpgroups * rows * head_dim + 2 * stages * chunk * head_dim) * size
+    smem = (warpgroups * rows * head_dim + stages * chunk * (head_dim + e)) * size
+    if e != head_dim or head_blocks(head_dim)[1]:
+        smem += warpgroups * rows * e * size               # each consumer's output tile
     # the query tile's ready and empty, each stage's K and V ready and empty, and a turn per consumer
     smem += MBARRIER_BYTES * (2 + 4 * stages + warpgroups) + PARTITION_BYTES
-    fp32 = rows * (head_dim + chunk) // threads            # O accumulator and one chunk's scores
+    fp32 = rows * (e + chunk) // threads                   # O accumulator and one chunk's scores
     packed = rows * chunk * size // (4 * threads)          # the previous chunk's probabilities
     return HopperConfig(warpgroups=warpgroups, rows=rows, chunk=chunk, stages=stages, overlap=overlap,
                         schedule=schedule, smem_bytes=smem, registers=registers_per_consumer(profile, warpgroups),
                         registers_needed=fp32 + packed + REGISTER_RESERVE + (CAUSAL_RESERVE if causal else 0))
+
+
+def head_blocks(head_dim: int) -> tuple[int, int]:
+    """The column blocks the kernel loads a head dim of q and k in: itself where it is a power of two,
+    else the largest power of two below it and the rest (192 = 128 + 64); Gluon's tiles are powers of
+    two. (0, 0) where the rest is none (a head dim the kernel cannot load)."""
+    lo = 1 << (head_dim.bit_length() - 1)
+    hi = head_dim - lo
+    return (lo, hi) if hi & (hi - 1) == 0 else (0, 0)
 
 
 def legal(profile: Profile, c: HopperConfig) -> bool:
@@ -196,11 +211,13 @@ def legal(profile: Profile, c: HopperConfig) -> bool:
 
 
 def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False,
-               schedules: tuple[str, ...] = RANKED_SCHEDULES) -> list[HopperConfig]:
+               schedules: tuple[str, ...] = RANKED_SCHEDULES, value_dim: int | None = None) -> list[HopperConfig]:
     """Every legal configuration for `head_dim`: N up to what the register file holds; persistent only
     where it is ranked and every tile streams as many chunks (not causal: a static assignment cannot
     balance tiles that block skipping makes unequal)."""
     out = []
+    if not head_blocks(head_dim)[0]:
+        return out
     schedules = tuple(s for s in schedules if s == "tiles" or not causal)
     for n in range(1, profile.registers.per_sm // profile.divisors.mma_threads // 128 + 1):
         for chunk in CHUNKS:
@@ -208,36 +225,40 @@ def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False
                 for overlap in OVERLAPS:
                     for schedule in schedules:
                         c = configuration(profile, head_dim, dtype, warpgroups=n, chunk=chunk, stages=stages,
-                                          overlap=overlap, schedule=schedule, causal=causal)
+                                          overlap=overlap, schedule=schedule, causal=causal,
+                                          value_dim=value_dim)
                         if legal(profile, c):
                             out.append(c)
     return out
 
 
 def _body(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, efficiency: float = 1.0,
-          scores: Scores = SOFTMAX) -> tuple[Stage, ...]:
+          scores: Scores = SOFTMAX, value_dim: int | None = None) -> tuple[Stage, ...]:
     """Table 3's loop body per row of one chunk: QK^T and PV on the tensor cores (2 d s_x each, at
     `efficiency` of the datasheet rate), and the scores' work on the special function units: the
     softmax's exponentials and its rescale (s_x + 1), or what the diagram's chain of scores costs
-    (analyzer.config.scores: sigmoid attention's s_x tanh)."""
+    (analyzer.config.scores: sigmoid attention's s_x tanh). QK^T contracts the head dim, PV the keys into
+    `value_dim` columns (2 e s_x)."""
     clock = profile.clocks.tensor_hz * profile.sm_count
     tensor = profile.tensor_flops_per_s[dtype] / clock * efficiency
     contraction = 2 * head_dim * c.chunk / tensor
+    mix = 2 * (value_dim or head_dim) * c.chunk / tensor
     sfu = (c.chunk * scores.sfu_per_score + scores.sfu_per_row) / profile.per_sm_per_clock.sfu_ops
     label = "softmax (exp)" if scores == SOFTMAX else f"{scores.label()} (sfu)"
     return (Stage("S (dot)", "tensor", contraction), Stage(label, "sfu", sfu),
-            Stage("O (contraction)", "tensor", contraction))
+            Stage("O (contraction)", "tensor", mix))
 
 
 def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, overhead: float | None = None,
-                params: HopperParams | None = None, scores: Scores = SOFTMAX) -> dict[str, float]:
+                params: HopperParams | None = None, scores: Scores = SOFTMAX,
+                value_dim: int | None = None) -> dict[str, float]:
     """Seconds a block spends on one chunk, by what may bound it: `tensor` (the contractions at Section
     6's period, tensor cores saturated), `threads` (the period, set by the softmax and its overhead) and
     `loads` (the chunk's K and V from LOADS_FROM, shared by the SMs); the chunk takes the largest.
     `overhead` replaces the parameters' softmax overhead (Section 6's experiment varies it)."""
     params = params or HopperParams.of(profile)
     o = params.softmax_overhead if overhead is None else overhead
-    body = _body(profile, c, head_dim, dtype, params.tensor_efficiency, scores)
+    body = _body(profile, c, head_dim, dtype, params.tensor_efficiency, scores, value_dim)
     strategy = "intra" if c.intra else "inter"
     period = bound(body, groups=c.warpgroups, strategy=strategy, overhead=o)   # clk per row
     if c.warpgroups == 1 and not c.intra and params.lone_overlap:
@@ -247,7 +268,7 @@ def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, ov
         period -= params.lone_overlap * (period - bound(body, groups=1, strategy="intra", overhead=o))
     busy = c.warpgroups * sum(s.clocks for s in body if s.lane == "tensor")
     t_k = period * c.rows / profile.clocks.tensor_hz          # every group's rows, sharing the lanes
-    loaded = 2 * c.chunk * head_dim * bytes_per_value(dtype)     # a chunk of K and one of V
+    loaded = c.chunk * (head_dim + (value_dim or head_dim)) * bytes_per_value(dtype)   # a chunk of K and of V
     bandwidth = profile.level(LOADS_FROM).bandwidth_bytes_per_s * params.l2_efficiency
     t_h = loaded * profile.sm_count / bandwidth
     return {"tensor" if period <= busy * (1 + 1e-9) else "threads": t_k, "loads": t_h}
@@ -255,11 +276,12 @@ def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, ov
 
 def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, *, seq_q: int, seq_k: int,
                    instances: int, causal: bool = False, overhead: float | None = None,
-                   params: HopperParams | None = None, scores: Scores = SOFTMAX) -> float:
+                   params: HopperParams | None = None, scores: Scores = SOFTMAX,
+                   value_dim: int | None = None) -> float:
     """Seconds for `instances` (batch x query heads) of attention at these lengths (module docstring),
     with the profile's fitted parameters unless `params` are given."""
     params = params or HopperParams.of(profile)
-    chunk_s = max(chunk_times(profile, c, head_dim, dtype, overhead, params, scores).values()) + \
+    chunk_s = max(chunk_times(profile, c, head_dim, dtype, overhead, params, scores, value_dim).values()) + \
         params.chunk_overhead_s
     blocks_q = math.ceil(seq_q / c.block_rows)
     chunks, masked = causal_tiles(c, seq_q, seq_k) if causal else (math.ceil(seq_k / c.chunk), 0.0)
@@ -290,21 +312,21 @@ def causal_tiles(c: HopperConfig, seq_q: int, seq_k: int) -> tuple[float, float]
 
 
 def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: int, instances: int,
-           causal: bool = False, params: HopperParams | None = None, scores: Scores = SOFTMAX
-           ) -> list[tuple[float, HopperConfig]]:
+           causal: bool = False, params: HopperParams | None = None, scores: Scores = SOFTMAX,
+           value_dim: int | None = None) -> list[tuple[float, HopperConfig]]:
     """The legal configurations with their predicted seconds, the model's choice first: predictions
     within ALIKE of the fastest are ones the model cannot tell apart, and among them the tie rule
     (`_tie`) decides; the rest follow, fastest first."""
     params = params or HopperParams.of(profile)
     scored = [(predicted_time(profile, c, head_dim, dtype, seq_q=seq_q, seq_k=seq_k, instances=instances,
-                              causal=causal, params=params, scores=scores), c)
-              for c in candidates(profile, head_dim, dtype, causal)]
+                              causal=causal, params=params, scores=scores, value_dim=value_dim), c)
+              for c in candidates(profile, head_dim, dtype, causal, value_dim=value_dim)]
     if not scored:
         return []
     fastest = min(t for t, _ in scored)
 
     def order(tc: tuple[float, HopperConfig]) -> tuple:
-        tie = _tie(profile, tc[1], head_dim, dtype, params, scores)
+        tie = _tie(profile, tc[1], head_dim, dtype, params, scores, value_dim)
         if tc[0] <= fastest * (1 + ALIKE):
             return (0, *tie, tc[0])
         return (1, tc[0], *tie)        # beyond the band the time decides; the tie rule only among equals
@@ -312,24 +334,25 @@ def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: in
 
 
 def threads_bound(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, overhead: float | None = None,
-                  params: HopperParams | None = None, scores: Scores = SOFTMAX) -> bool:
+                  params: HopperParams | None = None, scores: Scores = SOFTMAX,
+                  value_dim: int | None = None) -> bool:
     """Whether a row's softmax (with the overhead) outlasts its two contractions: Section 6's lanes, the
     threads' the longer."""
     params = params or HopperParams.of(profile)
     o = params.softmax_overhead if overhead is None else overhead
-    body = _body(profile, c, head_dim, dtype, params.tensor_efficiency, scores)
+    body = _body(profile, c, head_dim, dtype, params.tensor_efficiency, scores, value_dim)
     tensor = sum(s.clocks for s in body if s.lane == "tensor")
     return sum(s.clocks for s in body if s.lane != "tensor") * (1 + o) >= tensor
 
 
 def _tie(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, params: HopperParams,
-         scores: Scores = SOFTMAX) -> tuple:
+         scores: Scores = SOFTMAX, value_dim: int | None = None) -> tuple:
     """Among configurations the model predicts alike: a block a tile (the hardware balances what the
     model does not see), larger chunks (fewer iterations, each with its barrier waits, which the model
     leaves out), fewer stages (less SMEM), more warpgroups, then the overlap PREFERRED for the lane that
     bounds the period."""
-    preferred = PREFERRED["threads" if threads_bound(profile, c, head_dim, dtype, params=params, scores=scores)
-                          else "tensor"]
+    preferred = PREFERRED["threads" if threads_bound(profile, c, head_dim, dtype, params=params, scores=scores,
+                                                     value_dim=value_dim) else "tensor"]
     return (SCHEDULES.index(c.schedule), -c.chunk, c.stages, -c.warpgroups, preferred.index(c.overlap))
 
 
@@ -347,7 +370,8 @@ class HopperTable:
 
 
 def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool,
-                 params: HopperParams | None = None, scores: Scores = SOFTMAX) -> HopperTable:
+                 params: HopperParams | None = None, scores: Scores = SOFTMAX,
+                 value_dim: int | None = None) -> HopperTable:
     """The first of `ranked` at every grid point (queries = keys = the length)."""
     params = params or HopperParams.of(profile)
     configs: list[HopperConfig] = []
@@ -356,7 +380,7 @@ def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool,
         row = []
         for instances in INSTANCES:
             first = chosen_at(profile, head_dim, dtype, causal=causal, length=length, instances=instances,
-                              params=params, scores=scores)
+                              params=params, scores=scores, value_dim=value_dim)
             if first not in configs:
                 configs.append(first)
             row.append(configs.index(first))
@@ -365,12 +389,13 @@ def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool,
 
 
 def chosen_at(profile: Profile, head_dim: int, dtype: str, *, causal: bool, length: float, instances: float,
-              params: HopperParams | None = None, scores: Scores = SOFTMAX) -> HopperConfig:
+              params: HopperParams | None = None, scores: Scores = SOFTMAX,
+              value_dim: int | None = None) -> HopperConfig:
     """The configuration hopper_table's cell nearest (`length`, `instances`) holds, computed alone: the
     first of `ranked` at that grid point."""
     ranking = ranked(profile, head_dim, dtype, seq_q=LENGTHS[nearest(LENGTHS, length)],
                      seq_k=LENGTHS[nearest(LENGTHS, length)], instances=INSTANCES[nearest(INSTANCES, instances)],
-                     causal=causal, params=params, scores=scores)
+                     causal=causal, params=params, scores=scores, value_dim=value_dim)
     if not ranking:
         raise NapkinError(f"no configuration of the Hopper kernel fits head dim {head_dim} on {profile.name}",
                           file=profile.source, field="levels.smem", hint="use --backend triton")
@@ -443,28 +468,30 @@ class HopperTables:
     register_cap: dict[int, int]
     consumer_registers: dict[int, int]
     scores: Scores = SOFTMAX          # what the consumers do between the contractions (the diagram's)
+    value_dim: int | None = None      # V's head dim where it is not the queries' (one for every table)
 
 
 def hopper_tables(profile: Profile, head_dims: tuple[int, ...], dtype: str, *, causal: bool,
-                  scores: Scores = SOFTMAX) -> HopperTables:
+                  scores: Scores = SOFTMAX, value_dim: int | None = None) -> HopperTables:
+    """`value_dim`: V's head dim where the diagram gives it an axis of its own (one for every head dim)."""
     params = HopperParams.of(profile)
-    tables = {d: hopper_table(profile, d, dtype, causal=causal, params=params, scores=scores) for d in head_dims}
+    tables = {d: hopper_table(profile, d, dtype, causal=causal, params=params, scores=scores, value_dim=value_dim)
+              for d in head_dims}
     # every warpgroup count a legal configuration has, not only the tables': config= may launch any
-    used = sorted({c.warpgroups for d in head_dims for c in candidates(profile, d, dtype, causal)})
+    used = sorted({c.warpgroups for d in head_dims for c in candidates(profile, d, dtype, causal,
+                                                                         value_dim=value_dim)})
     return HopperTables(tables, {n: register_cap(profile, n) for n in used},
-                        {n: registers_per_consumer(profile, n) for n in used}, scores)
+                        {n: registers_per_consumer(profile, n) for n in used}, scores, value_dim)
 
 
 def realisable(c: Configured) -> str | None:
     """None if the Hopper kernel realises `c`, else why not (one line): attention with one fused,
     streamed kernel, S = Q K^T over the head dim, the chain of scores analyzer.config.scores reads (a
     causal mask, elementwise ops, the online softmax or a plain sum), then the contraction with V over
-    the keys, and one head dim for q, k and v."""
+    the keys; V's head dim may be its own (MLA's 192/128: `value_dim`)."""
     r = c.roles
     if not isinstance(r, Attention):
         return f"{c.source_file} is not attention-shaped (the Hopper kernel realises streamed attention)"
-    if r.value_dim != r.head_dim:
-        return f"{c.source_file} has a value head dim of its own ({r.value_dim}); the Hopper kernel takes one"
     if len(c.kernels) != 1:
         return f"{c.source_file} has {len(c.kernels)} kernels; the Hopper kernel fuses attention into one"
     found = scores(c)
@@ -474,6 +501,15 @@ def realisable(c: Configured) -> str | None:
     if p.stream is None or p.stream.axes != (r.seq_k,):
         return f"{c.source_file}'s kernel does not stream the keys {r.seq_k}; the Hopper kernel does"
     return None
+
+
+def value_dim(c: Configured, sizes: dict[str, int] | None = None) -> int | None:
+    """V's (and the output's) head dim at `sizes` (the diagram's defaults fill the rest) where the diagram
+    gives it an axis of its own (MLA's e); None where V shares the queries' and keys' head dim."""
+    r = c.roles
+    if not isinstance(r, Attention) or r.value_dim == r.head_dim:
+        return None
+    return c.axis_sizes(sizes or {})(r.value_dim)
 
 
 def scores(c: Configured) -> Scores | str:
@@ -486,5 +522,5 @@ def scores(c: Configured) -> Scores | str:
     return scores_of(ops, r.head_dim, r.seq_k)
 
 
-__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "scores", "refusal",
+__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "head_blocks", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "scores", "value_dim", "refusal",
            "register_cap", "registers_per_consumer"]

@@ -40,6 +40,7 @@ from analyzer.config.hopper import (
     predicted_time,
     refusal,
     scores,
+    value_dim,
 )
 from analyzer.config.kernels import Configured, configure_kernels
 from analyzer.config.predict import predict_configured
@@ -87,7 +88,7 @@ def launch(diagram: str, gpu: str | Profile, *, backend: str | None = None, dtyp
             if not tables and one is None:
                 return Launch("hopper", structure)
             configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False)
-            return Launch("hopper", *_hopper(diagram, configured, profile, config, one))
+            return Launch("hopper", *_hopper(diagram, configured, profile, config, one, sets or {}))
     # ranked by the portable kernels' fit where one was measured on this GPU (hardware.portable_model)
     configured = configure_kernels(diagram, hardware.portable_model(profile), dtype=dtype, config=config,
                                    sets=sets, sized=chosen in SIZED)
@@ -95,17 +96,17 @@ def launch(diagram: str, gpu: str | Profile, *, backend: str | None = None, dtyp
 
 
 def _hopper(diagram: str, c: Configured, profile: Profile, config: str | None,
-            one: tuple[int, HopperConfig] | None) -> tuple[Configured, HopperTables]:
+            one: tuple[int, HopperConfig] | None, sets: dict[str, int]) -> tuple[Configured, HopperTables]:
     if one is None:
         return c, hopper_tables(profile, tuple(k for k in c.kernels[0].choices if k is not None), c.dtype,
-                                causal=c.roles.causal, scores=scores(c))
+                                causal=c.roles.causal, scores=scores(c), value_dim=value_dim(c, sets))
     head_dim, chosen = one
     (k,) = c.kernels
     if head_dim not in k.choices:
         raise NapkinError(f"--config {config} is for head dim {head_dim}, which {diagram} does not "
                           "configure", field="--config", hint="use --backend triton")
     return (replace(c, kernels=(replace(k, choices={head_dim: k.choices[head_dim]}),)),
-            replace(one_config_tables(profile, head_dim, chosen), scores=scores(c)))
+            replace(one_config_tables(profile, head_dim, chosen), scores=scores(c), value_dim=value_dim(c, sets)))
 
 
 @dataclass(frozen=True)
@@ -186,18 +187,19 @@ def _hopper_expected(c: Configured, tables: HopperTables | None, profile: Profil
     instances = math.prod(at(a) for a in instance_axes(r))
     params = HopperParams.of(profile)
     chain = scores(c)
+    e = value_dim(c, sizes)
     if tables is None:
         chosen = chosen_at(profile, head_dim, c.dtype, causal=r.causal, length=math.sqrt(seq_q * seq_k),
-                           instances=instances, params=params, scores=chain)
+                           instances=instances, params=params, scores=chain, value_dim=e)
     elif head_dim in tables.tables:
         chosen = tables.tables[head_dim].at(math.sqrt(seq_q * seq_k), instances)
     else:
         raise NapkinError(f"the Hopper kernel is configured for head dim {', '.join(map(str, tables.tables))}, "
                           f"not {head_dim}", field="--set", hint="use --backend triton")
     time_s = predicted_time(profile, chosen, head_dim, c.dtype, seq_q=seq_q, seq_k=seq_k,
-                            instances=instances, causal=r.causal, params=params, scores=chain)
-    flops = 4 * instances * seq_q * seq_k * head_dim / (2 if r.causal else 1)
-    parts = chunk_times(profile, chosen, head_dim, c.dtype, params=params, scores=chain)
+                            instances=instances, causal=r.causal, params=params, scores=chain, value_dim=e)
+    flops = 2 * instances * seq_q * seq_k * (head_dim + (e or head_dim)) / (2 if r.causal else 1)
+    parts = chunk_times(profile, chosen, head_dim, c.dtype, params=params, scores=chain, value_dim=e)
     if params.calibrated:
         model = f"the Hopper kernel's model {params.source}"
         if chain != SOFTMAX:

@@ -38,6 +38,7 @@ from analyzer.config.hopper import (
     ranked,
     refusal,
     scores,
+    value_dim,
 )
 from analyzer.config.kernels import configure_kernels
 from analyzer.config.launch import Expected, Launch, expected, launch, portable_label
@@ -222,13 +223,14 @@ def _hopper_sweep(launched: Launch, profile, dtype: str, sets: dict[str, int], k
 
     head_dim, seq_q, seq_k = size(r.head_dim), size(r.seq_q), size(r.seq_k)
     instances = math.prod(size(a) for a in instance_axes(r))
-    flops = 4 * instances * seq_q * seq_k * head_dim / (2 if r.causal else 1)
+    e = value_dim(c, shown)
+    flops = 2 * instances * seq_q * seq_k * (head_dim + (e or head_dim)) / (2 if r.causal else 1)
     rows = []
     params = HopperParams.of(profile)
     chain = scores(c)
     for t, config in ranked(profile, head_dim, dtype, seq_q=seq_q, seq_k=seq_k, instances=instances,
-                            causal=r.causal, params=params, scores=chain):
-        parts = chunk_times(profile, config, head_dim, dtype, params=params, scores=chain)
+                            causal=r.causal, params=params, scores=chain, value_dim=e):
+        parts = chunk_times(profile, config, head_dim, dtype, params=params, scores=chain, value_dim=e)
         rows.append(HopperRow(k.plan.name, config, t, flops, max(parts, key=parts.get)))
     if not rows:
         raise NapkinError(f"no configuration of the Hopper kernel fits head dim {head_dim} on {profile.name}",

@@ -70,13 +70,19 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
     element = {"fp16": gl.float16, "bf16": gl.bfloat16}[dtype]
     groups = entry["WARPGROUPS"]
     descs = {}
-    for name, block in (("q", [1, 1, module.ROWS, head_dim]), ("kv", [1, 1, entry["BLOCK_X"], head_dim])):
+    value_dim = module.VALUE_DIM or head_dim
+    lo = 1 << (head_dim.bit_length() - 1)       # the head dim's column blocks, as the launcher splits it
+    hi = head_dim - lo
+    for name, block in (("q", [1, 1, module.ROWS, lo]), ("k", [1, 1, entry["BLOCK_X"], lo]),
+                        ("v", [1, 1, entry["BLOCK_X"], value_dim]), ("o", [1, 1, module.ROWS, value_dim]),
+                        ("qh", [1, 1, module.ROWS, hi or lo]), ("kh", [1, 1, entry["BLOCK_X"], hi or lo])):
         layout = gl.NVMMASharedLayout.get_default_for(block, element)
         descs[name] = f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
     constexprs = {"ROWS": module.ROWS, "BLOCK_X": entry["BLOCK_X"], "STAGES": entry["STAGES"], "GROUPS": groups,
                   "CAUSAL": module.CAUSAL, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
-                  "SOFTMAX": module.SOFTMAX, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
-    signature = {"q_desc": descs["q"], "k_desc": descs["kv"], "v_desc": descs["kv"], "o_desc": descs["q"], **SCALARS,
+                  "SOFTMAX": module.SOFTMAX, "SPLIT": hi > 0, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
+    signature = {"q_desc": descs["q"], "k_desc": descs["k"], "v_desc": descs["v"], "o_desc": descs["o"],
+                 "qh_desc": descs["qh"], "kh_desc": descs["kh"], **SCALARS,
                  **dict.fromkeys(constexprs, "constexpr")}
     return (GluonASTSource(fn, signature=signature, constexprs=constexprs), GPUTarget("cuda", 90, 32),
             {"num_warps": 4, "maxnreg": module.REGISTER_CAP[groups]})

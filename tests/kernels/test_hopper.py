@@ -20,7 +20,7 @@ H100 = hardware.load("h100")
 
 @pytest.mark.parametrize("diagram, realised", [
     ("attention", True), ("mha", True), ("gqa", True), ("causal_attention", True),
-    ("sigmoid_attention", True), ("mla_attention", False), ("attention_unfused", False),
+    ("sigmoid_attention", True), ("mla_attention", True), ("attention_unfused", False),
     ("matmul", False), ("linear_attention", False)])
 def test_which_diagrams_the_hopper_kernel_realises(diagram, realised):
     """Streamed attention with one head dim whose scores pass through a chain the kernel renders
@@ -34,13 +34,14 @@ def test_default_backend_on_hopper():
     Triton module elsewhere; other GPUs the Triton module."""
     assert generate("mha", "h200").backend == "hopper"
     assert generate("sigmoid_attention", "h100").backend == "hopper"
-    assert generate("mla_attention", "h100").backend == "triton"
+    assert generate("mla_attention", "h100").backend == "hopper"
+    assert generate("linear_attention", "h100").backend == "triton"
     assert generate("mha", "a100").backend == "triton"
 
 
 @pytest.mark.parametrize("diagram, gpu, message", [
     ("attention_unfused", "h100", "has 3 kernels"),
-    ("mla_attention", "h200", "value head dim of its own"),
+    ("linear_attention", "h200", "not attention-shaped"),
     ("matmul", "h100", "not attention-shaped"),
     ("attention", "a100", "no warpgroup MMA and TMA")])
 def test_backend_hopper_refused(diagram, gpu, message):
@@ -218,10 +219,10 @@ def test_sweep_ranks_what_the_kernel_launches(diagram, sets, head_dim, length, i
 
 def test_sweep_backend_hopper_refused_where_it_cannot_be_realised():
     from analyzer.config.sweep import sweep
-    with pytest.raises(NapkinError, match="value head dim of its own"):
-        sweep("mla_attention", "h100", backend="hopper")
-    (s,) = sweep("mla_attention", "h100")
-    assert s.backend == "triton"
+    with pytest.raises(NapkinError, match="not attention-shaped"):
+        sweep("matmul", "h100", backend="hopper")
+    (s,) = sweep("mla_attention", "h100")             # V's head dim of its own: the kernel takes it apart
+    assert s.backend == "hopper"
     (s,) = sweep("sigmoid_attention", "h100")          # its chain of scores is one the kernel renders
     assert s.backend == "hopper"
 

@@ -144,3 +144,31 @@ def test_a_chain_of_every_op_compiles_for_sm90a(tmp_path):
     (result,) = compiled(module, [{"entry": {"WARPGROUPS": 2, "BLOCK_X": 128, "STAGES": 2, "OVERLAP": "intra",
                                              "SCHEDULE": "tiles"}, "head_dim": 128, "dtype": "fp16"}])
     assert result["spills"] == 0 and "wgmma.mma_async" in result["instructions"]
+
+
+# -- V's head dim apart from the queries' (MLA) ---------------------------------------------------------
+
+@pytest.mark.parametrize("head_dim, blocks", [(64, (64, 0)), (128, (128, 0)), (192, (128, 64)), (96, (64, 32)),
+                                              (256, (256, 0)), (224, (0, 0))])
+def test_a_head_dim_loads_in_column_blocks_of_powers_of_two(head_dim, blocks):
+    assert hopper.head_blocks(head_dim) == blocks
+    assert bool(hopper.candidates(H100, head_dim, "fp16")) == bool(blocks[0])
+
+
+def test_mla_counts_its_value_dim_and_its_own_output_tile():
+    """At d = 192, e = 128: N query tiles of d, `stages` chunks of K (d) and V (e), and an output tile of
+    e per consumer (the query tile is split in two column blocks and cannot hold it); registers for an
+    output accumulator of e columns. The model's loop body: QK^T 2 d s_x, PV 2 e s_x a row."""
+    c = hopper.configuration(H100, 192, "fp16", warpgroups=2, chunk=64, stages=2, overlap="intra", value_dim=128)
+    same = hopper.configuration(H100, 192, "fp16", warpgroups=2, chunk=64, stages=2, overlap="intra")
+    tiles = (2 * 64 * 192 + 2 * 64 * (192 + 128) + 2 * 64 * 128) * 2
+    assert c.smem_bytes - tiles == same.smem_bytes - (2 * 64 * 192 + 2 * 64 * 384 + 2 * 64 * 192) * 2 > 0
+    assert c.registers_needed == same.registers_needed - 64 * 64 // 128
+    tensor = [s.clocks for s in hopper._body(H100, c, 192, "fp16", value_dim=128) if s.lane == "tensor"]
+    assert tensor[1] / tensor[0] == pytest.approx(128 / 192)
+
+
+def test_mla_generates_the_hopper_kernel_for_its_value_dim():
+    g = generate("mla_attention", "h100")
+    assert g.backend == "hopper" and g.hopper.value_dim == 128 and 192 in g.hopper.tables
+    assert "VALUE_DIM = 128" in g.source

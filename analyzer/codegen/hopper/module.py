@@ -25,7 +25,7 @@ from analyzer.config.hopper import OVERLAPS, SCHEDULES, HopperConfig, HopperTabl
 
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
-           "CONSUMER_REGISTERS", "CAUSAL", "SOFTMAX", "_tma_ready", "_descriptor", "_sm_count")
+           "CONSUMER_REGISTERS", "CAUSAL", "SOFTMAX", "VALUE_DIM", "_tma_ready", "_descriptor", "_sm_count")
 
 
 def hopper_module(g) -> str:
@@ -105,6 +105,8 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               f"CAUSAL = {g.roles.causal}  # whether the diagram masks keys after each query (top-left aligned)",
               f"SOFTMAX = {g.hopper.scores.softmax}  # the online softmax normalises the scores (else a plain sum: "
               f"{g.hopper.scores.label()})",
+              f"VALUE_DIM = {g.hopper.value_dim!r}  # v's largest head dim, where it has an axis of its own (the "
+              "configurations fit it); None: q's",
               "GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}",
               "LOG2E = 1.4426950408889634  # exp(t) = exp2(t log2 e)"]
     lines += sized_helpers(g)
@@ -165,19 +167,32 @@ def {ids.launch[p.name]}(t, size, stride, scale, cfg=None):
         raise ValueError(f"config WARPGROUPS={{groups}}: the register file holds {{min(REGISTER_CAP)}} to "
                          f"{{max(REGISTER_CAP)}} consumer warpgroups and a producer")
     batch, heads, size_q, head_dim = q.shape
+    value_dim = v.shape[3]
+    if VALUE_DIM is None and value_dim != head_dim:
+        raise ValueError(f"v's head dim is {{value_dim}}, q's {{head_dim}}: this diagram gives them one axis")
+    if VALUE_DIM is not None and (value_dim > VALUE_DIM or value_dim < 16 or value_dim & (value_dim - 1)):
+        raise ValueError(f"v's head dim is {{value_dim}}: this kernel's configurations fit a power of two from 16 "
+                         f"to {{VALUE_DIM}} (generate it with --set for a larger one, or with --backend triton)")
     q, k, v = _tma_ready(q), _tma_ready(k), _tma_ready(v)
     o = _tma_ready(out)
-    q_block, kv_block = [1, 1, ROWS, head_dim], [1, 1, cfg['BLOCK_X'], head_dim]
+    # q's and k's head dim in column blocks of powers of two: itself, or 192 = 128 + 64 (SPLIT)
+    lo = 1 << (head_dim.bit_length() - 1)
+    hi = head_dim - lo
+    q_block, k_block = [1, 1, ROWS, lo], [1, 1, cfg['BLOCK_X'], lo]
+    v_block, o_block = [1, 1, cfg['BLOCK_X'], value_dim], [1, 1, ROWS, value_dim]
+    q_lo, k_lo = _descriptor(q, q_block), _descriptor(k, k_block)
+    q_hi = _descriptor(q, [1, 1, ROWS, hi]) if hi else q_lo
+    k_hi = _descriptor(k, [1, 1, cfg['BLOCK_X'], hi]) if hi else k_lo
     tiles = triton.cdiv(size_q, groups * ROWS) * batch * heads
     if cfg['SCHEDULE'] == 'persistent':
         grid = (min(tiles, _sm_count(q.device)),)  # a block an SM, each taking every grid-th tile
     else:
         grid = (tiles,)  # a block a tile, scheduled by the hardware
     {name}[grid](
-        _descriptor(q, q_block), _descriptor(k, kv_block), _descriptor(v, kv_block), _descriptor(o, q_block),
+        q_lo, k_lo, _descriptor(v, v_block), _descriptor(o, o_block), q_hi, k_hi,
         size_q, k.shape[2], batch * heads, heads, heads // k.shape[1], {qk_scale}, {score_scale},
         ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, CAUSAL=CAUSAL,
-        INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX,
+        INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
         CONSUMER_REGS=CONSUMER_REGISTERS[groups], num_warps=4, maxnreg=REGISTER_CAP[groups])
     if o is not out:
         out.copy_(o)

@@ -1,20 +1,23 @@
-"""Hopper kernels whose chain of scores is read off the diagram (analyzer.config.scores), beside napkin's
-softmax attention and the peers, on one GPU, in one run: correctness first, then timing.
+"""The diagrams the Hopper attention kernel realises beyond softmax attention, beside napkin's softmax
+attention and the peers, on one GPU, in one run: correctness first, then timing. The kernel reads
+the chain of scores off the diagram (analyzer.config.scores: sigmoid attention) and V's head dim
+apart from the queries' (MLA's 192/128: a head dim that is no power of two loads in two column blocks).
 
-1. Checks (before any timing), against float64 on the GPU: sigmoid_attention's Hopper module at head
-   dims 64, 128, 256, sequence lengths 1, 17, 1000, 4096, unequal query and key lengths, outliers,
-   strided inputs, fp16 and bf16, and each overlap and warpgroup count through config=; and the softmax
-   modules the same kernel text renders (mha, causal_attention, gqa), so that the chain's rendering
-   changed nothing of theirs.
-2. Timing, 2 x 16 heads, head dims 64, 128, 256, sequence lengths 1k to 16k: sigmoid_attention's Hopper
-   module; its portable Triton module (what napkin generated for it before); napkin's softmax attention
-   on the Hopper path at the same shape (mha); SDPA's cuDNN backend (softmax); and torch's unfused
-   sigmoid(q k^T / sqrt(d)) v, what a user writes without a fused kernel. Each napkin Hopper row beside
-   the model's prediction for the configuration the module launches.
+1. Checks (before any timing), against float64 on the GPU: sigmoid_attention's and mla_attention's
+   Hopper modules at their head dims, sequence lengths 1, 17, 1000, 4096, unequal query and key
+   lengths, outliers, strided inputs, fp16 and bf16, and each overlap and warpgroup count through
+   config=; and the softmax modules the same kernel text renders (mha, causal_attention, gqa).
+2. Sigmoid, 2 x 16 heads, head dims 64, 128, 256, sequence lengths 1k to 16k: its Hopper module; its
+   portable Triton module (what napkin generated for it before); napkin's softmax attention on the
+   Hopper path at the same shape (mha); SDPA's cuDNN backend (softmax); and torch's unfused
+   sigmoid(q k^T / sqrt(d)) v, what a user writes without a fused kernel.
+3. MLA 192/128, 2 x 16 heads, sequence lengths 1k to 16k: its Hopper module, its portable module, and
+   SDPA's cuDNN backend with the same head dims.
+Each napkin Hopper row beside the model's prediction for the configuration the module launches.
 
-    python bench/score_chains.py --gpu h100 --out bench/results
+    python bench/hopper_family.py --gpu h100 --out bench/results
 
-Writes score_chains_<gpu>.json and .md to --out after every step (a run cut short keeps what it measured).
+Writes hopper_family_<gpu>.json and .md to --out after every step (a run cut short keeps what it measured).
 """
 
 from __future__ import annotations
@@ -65,18 +68,19 @@ class Run:
         self.args = args
         self.profile = hardware.load(args.gpu)
         self.start = time.monotonic()
-        self.tmp = Path("/tmp/napkin_score_chains")
+        self.tmp = Path("/tmp/napkin_hopper_family")
         self.tmp.mkdir(parents=True, exist_ok=True)
-        self.doc = {"command": command("score_chains.py", argv), "environment": environment(),
+        self.doc = {"command": command("hopper_family.py", argv), "environment": environment(),
                     "profile": args.gpu, "timer": f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}), median",
-                    "checks": [], "timing": [], "skipped": []}
+                    "checks": [], "timing": [], "mla": [], "skipped": []}
         self.generated, self.hopper = {}, {}
-        for diagram in ("sigmoid_attention", "mha", "causal_attention", "gqa"):
+        for diagram in ("sigmoid_attention", "mla_attention", "mha", "causal_attention", "gqa"):
             g = generate(diagram, args.gpu)
             assert g.backend == "hopper", f"{diagram} on {args.gpu} generated {g.backend}"
             self.generated[diagram] = g
             self.hopper[diagram] = self._load(g, f"chains_hopper_{diagram}")
         self.portable = self._load(generate("sigmoid_attention", args.gpu, backend="triton"), "chains_triton_sigmoid")
+        self.portable_mla = self._load(generate("mla_attention", args.gpu, backend="triton"), "chains_triton_mla")
 
     def _load(self, g, name):
         path = self.tmp / f"{name}.py"
@@ -87,15 +91,15 @@ class Run:
         return self.args.budget_s - (time.monotonic() - self.start)
 
     def save(self) -> None:
-        save_results(self.args.out, f"score_chains_{self.args.gpu}", self.doc, markdown(self.doc))
+        save_results(self.args.out, f"hopper_family_{self.args.gpu}", self.doc, markdown(self.doc))
 
 
 # ------------------------------------------------------------------------------------------ checks
 
-def inputs(torch, batch, heads_q, heads_kv, seq_q, seq_k, d, dtype, strided, outlier, seed):
+def inputs(torch, batch, heads_q, heads_kv, seq_q, seq_k, d, dtype, strided, outlier, seed, e=None):
     gen = torch.Generator(device="cuda").manual_seed(seed)
 
-    def make(heads, seq):
+    def make(heads, seq, d=d):
         shape = (batch, seq, heads, d) if strided else (batch, heads, seq, d)
         x = torch.randn(shape, device="cuda", dtype=torch.float32, generator=gen)
         if outlier:
@@ -104,13 +108,13 @@ def inputs(torch, batch, heads_q, heads_kv, seq_q, seq_k, d, dtype, strided, out
         x = x.to(dtype)
         return x.transpose(1, 2) if strided else x
 
-    return make(heads_q, seq_q), make(heads_kv, seq_k), make(heads_kv, seq_k)
+    return make(heads_q, seq_q), make(heads_kv, seq_k), make(heads_kv, seq_k, e or d)
 
 
 def case(diagram, d, seq_q, seq_k, dtype="fp16", strided=False, outlier=False, config=None, heads_q=3,
-         heads_kv=3):
+         heads_kv=3, e=None):
     return dict(diagram=diagram, causal=diagram == "causal_attention", sigmoid=diagram == "sigmoid_attention",
-                d=d, seq_q=seq_q, seq_k=seq_k, heads_q=heads_q, heads_kv=heads_kv, dtype=dtype, strided=strided,
+                d=d, e=e, seq_q=seq_q, seq_k=seq_k, heads_q=heads_q, heads_kv=heads_kv, dtype=dtype, strided=strided,
                 outlier=outlier, config=config)
 
 
@@ -128,6 +132,17 @@ def check_cases():
             cases.append(case("sigmoid_attention", 128, 1000, 1000, config={
                 "WARPGROUPS": n, "BLOCK_X": chunk, "STAGES": 2, "OVERLAP": overlap,
                 "SCHEDULE": "persistent" if n == 2 else "tiles"}))
+    for seq in (1, 17, 1000, 4096):
+        cases.append(case("mla_attention", 192, seq, seq, e=128, outlier=seq == 1000))
+    cases.append(case("mla_attention", 192, 300, 1000, e=128, dtype="bf16", strided=True))
+    cases.append(case("mla_attention", 64, 1000, 1000, e=128))
+    cases.append(case("mla_attention", 128, 1000, 1000, e=128, dtype="bf16"))
+    for n, chunk in ((1, 128), (2, 64), (3, 64)):
+        for overlap in OVERLAPS:
+            if n == 1 and "inter" in overlap:
+                continue
+            cases.append(case("mla_attention", 192, 1000, 1000, e=128, config={
+                "WARPGROUPS": n, "BLOCK_X": chunk, "STAGES": 2, "OVERLAP": overlap, "SCHEDULE": "tiles"}))
     for diagram in ("mha", "causal_attention"):
         for d in HEAD_DIMS:
             cases.append(case(diagram, d, 1000, 1000, outlier=d == 64))
@@ -142,7 +157,7 @@ def checks(run: Run) -> bool:
     for i, c in enumerate(check_cases()):
         dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[c["dtype"]]
         q, k, v = inputs(torch, 2, c["heads_q"], c["heads_kv"], c["seq_q"], c["seq_k"], c["d"], dtype,
-                         c["strided"], c["outlier"], seed=i)
+                         c["strided"], c["outlier"], seed=i, e=c["e"])
         ref = reference_attention(torch, q, k, v, c["causal"], c["sigmoid"])
         try:
             out = run.hopper[c["diagram"]].attention(q, k, v, causal=c["causal"], config=c["config"])
@@ -155,7 +170,7 @@ def checks(run: Run) -> bool:
             row["error"] = out if isinstance(out, str) else None
         ok &= row["ok"]
         run.doc["checks"].append(row)
-        log(f"check {i}: {c['diagram']} d={c['d']} {c['seq_q']}x{c['seq_k']} {c['dtype']} config={c['config']}: "
+        log(f"check {i}: {c['diagram']} d={c['d']} e={c['e']} {c['seq_q']}x{c['seq_k']} {c['dtype']} config={c['config']}: "
             f"{err:.2e}")
     run.save()
     return ok
@@ -172,11 +187,11 @@ def predicted(run: Run, diagram: str, seq: int, d: int, dtype: str) -> tuple[str
     from analyzer.config.hopper import HopperParams, chosen_at, predicted_time
     g = run.generated[diagram]
     params = HopperParams.of(run.profile)
-    chain = g.hopper.scores
+    chain, e = g.hopper.scores, g.hopper.value_dim
     chosen = chosen_at(run.profile, d, dtype, causal=False, length=seq, instances=BATCH * HEADS, params=params,
-                       scores=chain)
+                       scores=chain, value_dim=e)
     return chosen.label(), predicted_time(run.profile, chosen, d, dtype, seq_q=seq, seq_k=seq,
-                                          instances=BATCH * HEADS, params=params, scores=chain)
+                                          instances=BATCH * HEADS, params=params, scores=chain, value_dim=e)
 
 
 def timing(run: Run) -> None:
@@ -225,6 +240,47 @@ def timing(run: Run) -> None:
             torch.cuda.empty_cache()
 
 
+def mla(run: Run) -> None:
+    """MLA 192/128: the Hopper module, the portable module and SDPA's cuDNN backend with the same head dims."""
+    import torch.nn.functional as F
+    import triton
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    torch = run.torch
+    d, e = 192, 128
+    for seq in SEQLENS:
+        if run.left() < 0:
+            run.doc["skipped"].append({"mla": seq})
+            continue
+        q, k = (torch.randn(BATCH, HEADS, seq, d, device="cuda", dtype=torch.float16) for _ in range(2))
+        v = torch.randn(BATCH, HEADS, seq, e, device="cuda", dtype=torch.float16)
+        hopper = run.hopper["mla_attention"]
+
+        def sdpa():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return F.scaled_dot_product_attention(q, k, v)
+
+        timed = {"mla_hopper": lambda: hopper.attention(q, k, v), "mla_triton": lambda: run.portable_mla.attention(q, k, v),
+                 "sdpa_cudnn": sdpa}
+        row = {"d": d, "e": e, "seqlen": seq}
+        flops = 2 * BATCH * HEADS * seq * seq * (d + e)
+        for name, fn in timed.items():
+            try:
+                s = triton.testing.do_bench(fn, warmup=WARMUP_MS, rep=REP_MS) * 1e-3
+                row[name] = round(flops / s / 1e12, 1)
+                row[f"{name}_us"] = round(s * 1e6, 1)
+            except Exception as exc:  # noqa: BLE001
+                row[name] = None
+                row[f"{name}_error"] = repr(exc)[:200]
+        label, s = predicted(run, "mla_attention", seq, d, "fp16")
+        row["mla_hopper_config"] = label
+        row["mla_hopper_predicted_us"] = round(s * 1e6, 1)
+        log(f"mla L={seq}: " + ", ".join(f"{n} {row[n]}" for n in timed))
+        run.doc["mla"].append(row)
+        run.save()
+        del q, k, v
+        torch.cuda.empty_cache()
+
+
 # ------------------------------------------------------------------------------------------ report
 
 def ratio(a, b):
@@ -233,14 +289,14 @@ def ratio(a, b):
 
 def markdown(doc) -> str:
     env = doc["environment"]
-    lines = [f"# Score chains on the Hopper path: sigmoid attention beside softmax ({env.get('gpu')})", "",
+    lines = [f"# The Hopper attention family beyond softmax: sigmoid and MLA 192/128 ({env.get('gpu')})", "",
              f"Command: `{doc['command']}`  ", f"Date: {env.get('date')}; GPU: {env.get('gpu')}; "
              f"torch {env.get('torch')}, triton {env.get('triton')}; timer: {doc['timer']}", ""]
     checks = doc["checks"]
     bad = [c for c in checks if not c["ok"]]
     lines += [f"## Checks against float64: {len(checks) - len(bad)} of {len(checks)} within {TOLERANCE:g}", ""]
     for c in bad:
-        lines.append(f"- FAILED {c['diagram']} d={c['d']} {c['seq_q']}x{c['seq_k']} {c['dtype']} config={c['config']}: "
+        lines.append(f"- FAILED {c['diagram']} d={c['d']} e={c['e']} {c['seq_q']}x{c['seq_k']} {c['dtype']} config={c['config']}: "
                      f"{c['rel_err']:.2e} {c.get('error') or ''}")
     worst = max((c["rel_err"] for c in checks), default=0.0)
     lines += [f"Largest relative error: {worst:.2e}", ""]
@@ -258,6 +314,13 @@ def markdown(doc) -> str:
             f"{ratio(r.get('sigmoid_hopper_us'), r.get('sigmoid_hopper_predicted_us'))} | "
             f"{ratio(r.get('softmax_hopper_us'), r.get('softmax_hopper_predicted_us'))} | "
             f"{r.get('sigmoid_hopper_config')} |")
+    lines += ["", f"## MLA 192/128: {BATCH} x {HEADS} heads, fp16, not causal (TFLOP/s of 2 b h L^2 (d + e))", "",
+              "| L | MLA Hopper | MLA portable | SDPA cuDNN | Hopper / cuDNN | Hopper / portable | measured / predicted "
+              "| config |", "|---|---|---|---|---|---|---|---|"]
+    for r in doc["mla"]:
+        lines.append(f"| {r['seqlen']} | {r.get('mla_hopper')} | {r.get('mla_triton')} | {r.get('sdpa_cudnn')} | "
+                     f"{ratio(r.get('mla_hopper'), r.get('sdpa_cudnn'))} | {ratio(r.get('mla_hopper'), r.get('mla_triton'))} | "
+                     f"{ratio(r.get('mla_hopper_us'), r.get('mla_hopper_predicted_us'))} | {r.get('mla_hopper_config')} |")
     if doc["skipped"]:
         lines += ["", f"Skipped (budget): {doc['skipped']}"]
     return "\n".join(lines) + "\n"
@@ -271,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         log("checks failed: no timing")
         run.save()
         return 1
+    mla(run)
     timing(run)
     run.save()
     return 0
