@@ -89,15 +89,16 @@ def _attn_tile(t, blocks_q, heads, kv_group, size_x, BLOCK_Q: gl.constexpr, BLOC
 
 
 @gluon.jit
-def _attn_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                   v_empty, tiles, blocks_q, heads, kv_group, size_x,
+def _attn_producer(q_desc, k_desc, v_desc, qh_desc, kh_desc, q_smem, k_smem, v_smem, qh_smem, kh_smem, q_ready,
+                   q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q, heads, kv_group, size_x,
                    ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr,
-                   CAUSAL: gl.constexpr):
+                   CAUSAL: gl.constexpr, SPLIT: gl.constexpr):
     """The producer: one warp with few registers. Per tile it loads the query tiles, then every chunk of
     K and V into a ring of STAGES SMEM buffers: wait until every consumer has released a buffer (its
     `empty` mbarrier), then let the TMA engine fill it and signal its `ready` mbarrier with the bytes.
     The next tile's first chunks load while the consumers finish this one; its queries wait until they
-    have stored their output (which passes through the query buffers)."""
+    have stored their output (which passes through the query buffers). A head dim that is no power of two
+    (SPLIT: 192 = 128 + 64) loads in two column blocks, q and qh, k and kh, under one mbarrier."""
     it = 0          # chunks loaded so far, over all tiles: the ring's position
     done = 0        # tiles loaded so far
     for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
@@ -105,27 +106,39 @@ def _attn_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_em
                                                                    GROUPS * ROWS, BLOCK_X, CAUSAL)
         ahead = gl.minimum(chunks, STAGES)
         for j in range(ahead):
-            _attn_load(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, it + j, idx_b, idx_hk,
-                       j * BLOCK_X, STAGES)
+            _attn_load(k_desc, v_desc, kh_desc, k_smem, v_smem, kh_smem, k_ready, k_empty, v_ready, v_empty, it + j,
+                       idx_b, idx_hk, j * BLOCK_X, STAGES, SPLIT)
         mbarrier.wait(q_empty, (done & 1) ^ 1)        # a fresh mbarrier passes phase 1: the first tile goes
-        mbarrier.expect(q_ready, GROUPS * q_desc.block_type.nbytes)
+        if SPLIT:
+            mbarrier.expect(q_ready, GROUPS * (q_desc.block_type.nbytes + qh_desc.block_type.nbytes))
+        else:
+            mbarrier.expect(q_ready, GROUPS * q_desc.block_type.nbytes)
         for w in gl.static_range(GROUPS):
             tma.async_copy_global_to_shared(q_desc, [idx_b, idx_h, row0 + w * ROWS, 0], q_ready, q_smem.index(w))
+            if SPLIT:
+                tma.async_copy_global_to_shared(qh_desc, [idx_b, idx_h, row0 + w * ROWS, q_desc.block_type.shape[3]],
+                                                q_ready, qh_smem.index(w))
         for j in range(ahead, chunks):
-            _attn_load(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, it + j, idx_b, idx_hk,
-                       j * BLOCK_X, STAGES)
+            _attn_load(k_desc, v_desc, kh_desc, k_smem, v_smem, kh_smem, k_ready, k_empty, v_ready, v_empty, it + j,
+                       idx_b, idx_hk, j * BLOCK_X, STAGES, SPLIT)
         it += chunks
         done += 1
 
 
 @gluon.jit
-def _attn_load(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, c, idx_b, idx_hk, key0,
-               STAGES: gl.constexpr):
-    """Chunk c of the ring (its stage c mod STAGES): K, then V, each once its buffer is free."""
+def _attn_load(k_desc, v_desc, kh_desc, k_smem, v_smem, kh_smem, k_ready, k_empty, v_ready, v_empty, c, idx_b, idx_hk,
+               key0, STAGES: gl.constexpr, SPLIT: gl.constexpr):
+    """Chunk c of the ring (its stage c mod STAGES): K (both its column blocks where SPLIT), then V, each
+    once its buffer is free."""
     s = c % STAGES
     phase = (c // STAGES) & 1
     mbarrier.wait(k_empty.index(s), phase ^ 1)
-    mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+    if SPLIT:
+        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes + kh_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(kh_desc, [idx_b, idx_hk, key0, k_desc.block_type.shape[3]], k_ready.index(s),
+                                        kh_smem.index(s))
+    else:
+        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(k_desc, [idx_b, idx_hk, key0, 0], k_ready.index(s), k_smem.index(s))
     mbarrier.wait(v_empty.index(s), phase ^ 1)
     mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
@@ -168,12 +181,25 @@ def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, cols, size
 
 
 @gluon.jit
-def _attn_step(j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine, turn_next,
+def _attn_qk(q_tile, qh_tile, k_tile, kh_tile, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, SPLIT: gl.constexpr,
+             s_layout: gl.constexpr):
+    """S = Q K^T, issued on the tensor cores without waiting: one wgmma, or, where the head dim is no
+    power of two (SPLIT), one a column block of it, the second accumulating onto the first."""
+    s_tok = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([ROWS, BLOCK_X], gl.float32, s_layout),
+                          use_acc=False, is_async=True)
+    if SPLIT:
+        s_tok = warpgroup_mma(qh_tile, kh_tile.permute((1, 0)), s_tok, is_async=True)
+    return s_tok
+
+
+@gluon.jit
+def _attn_step(j, it, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine,
+               turn_next,
                acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale,
-               ROWS: gl.constexpr, BLOCK_X: gl.constexpr, HEAD_D: gl.constexpr, STAGES: gl.constexpr,
-               CAUSAL: gl.constexpr, MASKED: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
-               FIRST: gl.constexpr, SOFTMAX: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
-               p_layout: gl.constexpr):
+               ROWS: gl.constexpr, BLOCK_X: gl.constexpr, HEAD_D: gl.constexpr, HEAD_DH: gl.constexpr,
+               HEAD_E: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
+               INTRA: gl.constexpr, INTER: gl.constexpr, FIRST: gl.constexpr, SOFTMAX: gl.constexpr,
+               SPLIT: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
     """One consumer warpgroup, chunk j of the tile (chunk it + j of the ring): S_j = Q K_j^T and
     O += P_(j-1) V_(j-1) on the tensor cores, the probabilities of S_j on the threads. INTRA issues both
     contractions before waiting for S_j alone, so the softmax runs under P V; otherwise it waits for both.
@@ -183,20 +209,20 @@ def _attn_step(j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty
     s = c % STAGES
     sp = (c - 1) % STAGES
     k_tile = k_smem.index(s).reshape([BLOCK_X, HEAD_D])
-    v_prev = v_smem.index(sp).reshape([BLOCK_X, HEAD_D])
+    kh_tile = kh_smem.index(s).reshape([BLOCK_X, HEAD_DH])
+    v_prev = v_smem.index(sp).reshape([BLOCK_X, HEAD_E])
     mbarrier.wait(k_ready.index(s), (c // STAGES) & 1)
     if INTER:
         mbarrier.wait(turn_mine, (c & 1) ^ FIRST)
-    s_tok = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([ROWS, BLOCK_X], gl.float32, s_layout),
-                          use_acc=False, is_async=True)
+    s_tok = _attn_qk(q_tile, qh_tile, k_tile, kh_tile, ROWS, BLOCK_X, SPLIT, s_layout)
     mbarrier.wait(v_ready.index(sp), ((c - 1) // STAGES) & 1)
     o_tok = warpgroup_mma(p_prev, v_prev, acc, is_async=True)
     if INTER:
         mbarrier.arrive(turn_next, count=1)
     if INTRA:
-        s_val, k_tile = warpgroup_mma_wait(1, deps=(s_tok, k_tile))     # S_j done; P V may still run
+        s_val, k_tile, kh_tile = warpgroup_mma_wait(1, deps=(s_tok, k_tile, kh_tile))   # S_j done; P V may run
     else:
-        s_val, acc, k_tile, v_prev = warpgroup_mma_wait(0, deps=(s_tok, o_tok, k_tile, v_prev))
+        s_val, acc, k_tile, kh_tile, v_prev = warpgroup_mma_wait(0, deps=(s_tok, o_tok, k_tile, kh_tile, v_prev))
     mbarrier.arrive(k_empty.index(s), count=1)
     p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, j * BLOCK_X + arange_x,
                                              size_x, MASKED, CAUSAL, SOFTMAX)
@@ -210,24 +236,29 @@ def _attn_step(j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty
 
 
 @gluon.jit
-def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
-                   turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale,
-                   ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr,
-                   GROUP: gl.constexpr, CAUSAL: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
-                   SOFTMAX: gl.constexpr):
+def _attn_consumer(q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready, q_empty,
+                   k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale,
+                   score_scale, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr,
+                   GROUPS: gl.constexpr, GROUP: gl.constexpr, CAUSAL: gl.constexpr, INTRA: gl.constexpr,
+                   INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
-    output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring."""
-    HEAD_D: gl.constexpr = q_desc.block_type.shape[3]
+    output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring. The
+    output (HEAD_E columns, V's head dim) leaves through o_smem: the query tile's buffer where V's head
+    dim is the queries', a buffer of its own otherwise."""
+    HEAD_D: gl.constexpr = q_desc.block_type.shape[3]       # the head dim's (first) column block
+    HEAD_DH: gl.constexpr = qh_desc.block_type.shape[3]     # its second, where SPLIT
+    HEAD_E: gl.constexpr = o_desc.block_type.shape[3]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_X, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, HEAD_D, 16])
+                                                       instr_shape=[16, HEAD_E, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     FIRST: gl.constexpr = 1 if GROUP == 0 else 0        # warpgroup 0 takes the first turn
     turn_mine = turns.index(GROUP)
     turn_next = turns.index((GROUP + 1) % GROUPS)
     q_tile = q_smem.index(GROUP).reshape([ROWS, HEAD_D])
+    qh_tile = qh_smem.index(GROUP).reshape([ROWS, HEAD_DH])
     arange_x = gl.arange(0, BLOCK_X, gl.SliceLayout(0, s_layout))
 
     it = 0          # chunks consumed so far, over all tiles: the ring's position (and the turns taken)
@@ -241,54 +272,56 @@ def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_r
         # chunk 0: S only, nothing to accumulate yet (masked: it may be the last or on the diagonal)
         s = it % STAGES
         k_tile = k_smem.index(s).reshape([BLOCK_X, HEAD_D])
+        kh_tile = kh_smem.index(s).reshape([BLOCK_X, HEAD_DH])
         mbarrier.wait(k_ready.index(s), (it // STAGES) & 1)
         if INTER:
             mbarrier.wait(turn_mine, (it & 1) ^ FIRST)
-        s_tok = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([ROWS, BLOCK_X], gl.float32, s_layout),
-                              use_acc=False, is_async=True)
+        s_tok = _attn_qk(q_tile, qh_tile, k_tile, kh_tile, ROWS, BLOCK_X, SPLIT, s_layout)
         if INTER:
             mbarrier.arrive(turn_next, count=1)
-        s_val, k_tile = warpgroup_mma_wait(0, deps=(s_tok, k_tile))
+        s_val, k_tile, kh_tile = warpgroup_mma_wait(0, deps=(s_tok, k_tile, kh_tile))
         mbarrier.arrive(k_empty.index(s), count=1)
         m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
         l_i = gl.full([ROWS], 0.0, gl.float32, row_layout)
         p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, arange_x, size_x,
                                                  True, CAUSAL, SOFTMAX)
         p_prev = gl.convert_layout(p.to(q_smem.dtype), p_layout)
-        acc = gl.zeros([ROWS, HEAD_D], gl.float32, o_layout)
+        acc = gl.zeros([ROWS, HEAD_E], gl.float32, o_layout)
 
         # chunks every row of the tile sees whole: no mask
         for j in range(1, unmasked):
             acc, p_prev, m_i, l_i = _attn_step(
-                j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine, turn_next, acc,
-                p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, ROWS, BLOCK_X, HEAD_D, STAGES,
-                CAUSAL, False, INTRA, INTER, FIRST, SOFTMAX, s_layout, o_layout, p_layout)
+                j, it, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine,
+                turn_next, acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, ROWS, BLOCK_X,
+                HEAD_D, HEAD_DH, HEAD_E, STAGES, CAUSAL, False, INTRA, INTER, FIRST, SOFTMAX, SPLIT, s_layout,
+                o_layout, p_layout)
         # chunks on the diagonal or past the last key: masked
         for j in range(gl.maximum(unmasked, 1), chunks):
             acc, p_prev, m_i, l_i = _attn_step(
-                j, it, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine, turn_next, acc,
-                p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, ROWS, BLOCK_X, HEAD_D, STAGES,
-                CAUSAL, True, INTRA, INTER, FIRST, SOFTMAX, s_layout, o_layout, p_layout)
+                j, it, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine,
+                turn_next, acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, ROWS, BLOCK_X,
+                HEAD_D, HEAD_DH, HEAD_E, STAGES, CAUSAL, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, s_layout,
+                o_layout, p_layout)
 
         # the last chunk's P V
         c = it + chunks - 1
         s = c % STAGES
-        v_tile = v_smem.index(s).reshape([BLOCK_X, HEAD_D])
+        v_tile = v_smem.index(s).reshape([BLOCK_X, HEAD_E])
         mbarrier.wait(v_ready.index(s), (c // STAGES) & 1)
         o_tok = warpgroup_mma(p_prev, v_tile, acc, is_async=True)
         acc, v_tile = warpgroup_mma_wait(0, deps=(o_tok, v_tile))
         mbarrier.arrive(v_empty.index(s), count=1)
 
-        # O = acc / l (acc itself with a plain sum), through this warpgroup's query buffer (no longer read)
-        # to GMEM by TMA, rows past the end of the queries clipped by the TMA engine; then the buffer is
-        # free for the next tile's queries
+        # O = acc / l (acc itself with a plain sum), through o_smem (this warpgroup's query buffer, no longer
+        # read, where the head dims agree) to GMEM by TMA, rows past the end of the queries clipped by the
+        # TMA engine; then the query buffer is free for the next tile's queries
         if SOFTMAX:
             o_val = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
         else:
             o_val = acc
-        q_smem.index(GROUP).store(o_val.to(q_smem.dtype).reshape([1, 1, ROWS, HEAD_D]))
+        o_smem.index(GROUP).store(o_val.to(o_smem.dtype).reshape([1, 1, ROWS, HEAD_E]))
         fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [idx_b, idx_h, row0 + GROUP * ROWS, 0], q_smem.index(GROUP))
+        tma.async_copy_shared_to_global(o_desc, [idx_b, idx_h, row0 + GROUP * ROWS, 0], o_smem.index(GROUP))
         tma.store_wait(0)
         mbarrier.arrive(q_empty, count=1)
         it += chunks
@@ -296,20 +329,33 @@ def _attn_consumer(q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_r
 
 
 @gluon.jit
-def _mha_flash(q_desc, k_desc, v_desc, o_desc, size_q, size_x, batch_heads, heads, kv_group, qk_scale, score_scale,
-        ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr,
+def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x, batch_heads, heads, kv_group, qk_scale,
+        score_scale, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr,
         CAUSAL: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr,
-        CONSUMER_REGS: gl.constexpr):
+        SPLIT: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     """A persistent block: it takes tiles of GROUPS x ROWS query rows of one (batch, head) in turn (every
     grid-th tile) and streams each against all its keys (up to the diagonal when CAUSAL). The descriptors
     view q, k, v and o as (batch, heads, seqlen, head_dim) with their own strides; k and v have
-    heads / kv_group heads (grouped-query attention)."""
+    heads / kv_group heads (grouped-query attention); v and o may have a head dim of their own (MLA). A head
+    dim of q and k that is no power of two (SPLIT) is two column blocks, the first in q_desc and k_desc,
+    the second in qh_desc and kh_desc (otherwise these are q_desc and k_desc again, unused)."""
     blocks_q = gl.cdiv(size_q, GROUPS * ROWS)
     tiles = blocks_q * batch_heads
 
-    # SMEM: the query tiles (one per consumer, reused for its output), the K and V rings, the mbarriers
+    # SMEM: the query tiles (one per consumer, reused for its output where V's head dim is the queries'; an
+    # output tile per consumer otherwise), the K and V rings, the mbarriers
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [GROUPS] + q_desc.block_type.shape, q_desc.layout)
+    if o_desc.block_type.shape[3] == q_desc.block_type.shape[3] and not SPLIT:
+        o_smem = q_smem
+    else:
+        o_smem = gl.allocate_shared_memory(o_desc.dtype, [GROUPS] + o_desc.block_type.shape, o_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES] + k_desc.block_type.shape, k_desc.layout)
+    if SPLIT:
+        qh_smem = gl.allocate_shared_memory(qh_desc.dtype, [GROUPS] + qh_desc.block_type.shape, qh_desc.layout)
+        kh_smem = gl.allocate_shared_memory(kh_desc.dtype, [STAGES] + kh_desc.block_type.shape, kh_desc.layout)
+    else:
+        qh_smem = q_smem
+        kh_smem = k_smem
     v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES] + v_desc.block_type.shape, v_desc.layout)
     q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -332,57 +378,67 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, size_q, size_x, batch_heads, head
     # worker partitions; setmaxnreg gives the consumers CONSUMER_REGS registers and the producer 24
     if GROUPS == 1:
         gl.warp_specialize([
-            (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
-                              BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA, INTER, SOFTMAX)),
-            (_attn_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                              v_ready, v_empty, tiles, blocks_q, heads, kv_group, size_x, ROWS, BLOCK_X, STAGES,
-                              GROUPS, CAUSAL)),
+            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
+                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA,
+                              INTER, SOFTMAX, SPLIT)),
+            (_attn_producer, (q_desc, k_desc, v_desc, qh_desc, kh_desc, q_smem, k_smem, v_smem, qh_smem, kh_smem,
+                              q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q, heads, kv_group,
+                              size_x, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, SPLIT)),
         ], [1], [24])
     elif GROUPS == 2:
         gl.warp_specialize([
-            (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
-                              BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA, INTER, SOFTMAX)),
-            (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
-                              BLOCK_X, STAGES, GROUPS, 1, CAUSAL, INTRA, INTER, SOFTMAX)),
-            (_attn_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                              v_ready, v_empty, tiles, blocks_q, heads, kv_group, size_x, ROWS, BLOCK_X, STAGES,
-                              GROUPS, CAUSAL)),
+            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
+                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA,
+                              INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
+                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 1, CAUSAL, INTRA,
+                              INTER, SOFTMAX, SPLIT)),
+            (_attn_producer, (q_desc, k_desc, v_desc, qh_desc, kh_desc, q_smem, k_smem, v_smem, qh_smem, kh_smem,
+                              q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q, heads, kv_group,
+                              size_x, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, SPLIT)),
         ], [4, 1], [CONSUMER_REGS, 24])
     elif GROUPS == 3:
         gl.warp_specialize([
-            (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
-                              BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA, INTER, SOFTMAX)),
-            (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
-                              BLOCK_X, STAGES, GROUPS, 1, CAUSAL, INTRA, INTER, SOFTMAX)),
-            (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
-                              BLOCK_X, STAGES, GROUPS, 2, CAUSAL, INTRA, INTER, SOFTMAX)),
-            (_attn_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                              v_ready, v_empty, tiles, blocks_q, heads, kv_group, size_x, ROWS, BLOCK_X, STAGES,
-                              GROUPS, CAUSAL)),
+            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
+                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA,
+                              INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
+                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 1, CAUSAL, INTRA,
+                              INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
+                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 2, CAUSAL, INTRA,
+                              INTER, SOFTMAX, SPLIT)),
+            (_attn_producer, (q_desc, k_desc, v_desc, qh_desc, kh_desc, q_smem, k_smem, v_smem, qh_smem, kh_smem,
+                              q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q, heads, kv_group,
+                              size_x, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, SPLIT)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
     elif GROUPS == 4:
         gl.warp_specialize([
-            (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
-                              BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA, INTER, SOFTMAX)),
-            (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
-                              BLOCK_X, STAGES, GROUPS, 1, CAUSAL, INTRA, INTER, SOFTMAX)),
-            (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
-                              BLOCK_X, STAGES, GROUPS, 2, CAUSAL, INTRA, INTER, SOFTMAX)),
-            (_attn_consumer, (q_desc, o_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
-                              v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale, score_scale, ROWS,
-                              BLOCK_X, STAGES, GROUPS, 3, CAUSAL, INTRA, INTER, SOFTMAX)),
-            (_attn_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                              v_ready, v_empty, tiles, blocks_q, heads, kv_group, size_x, ROWS, BLOCK_X, STAGES,
-                              GROUPS, CAUSAL)),
+            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
+                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA,
+                              INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
+                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 1, CAUSAL, INTRA,
+                              INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
+                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 2, CAUSAL, INTRA,
+                              INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
+                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 3, CAUSAL, INTRA,
+                              INTER, SOFTMAX, SPLIT)),
+            (_attn_producer, (q_desc, k_desc, v_desc, qh_desc, kh_desc, q_smem, k_smem, v_smem, qh_smem, kh_smem,
+                              q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q, heads, kv_group,
+                              size_x, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, SPLIT)),
         ], [4, 4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, 24])
     else:
         gl.static_assert(False, "no partition list for this many consumer warpgroups")
@@ -464,6 +520,7 @@ REGISTER_CAP = {1: 256, 2: 168, 3: 128, 4: 96}
 CONSUMER_REGISTERS = {1: 248, 2: 240, 3: 160, 4: 112}
 CAUSAL = False  # whether the diagram masks keys after each query (top-left aligned)
 SOFTMAX = True  # the online softmax normalises the scores (else a plain sum: softmax)
+VALUE_DIM = None  # v's largest head dim, where it has an axis of its own (the configurations fit it); None: q's
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 LOG2E = 1.4426950408889634  # exp(t) = exp2(t log2 e)
 
@@ -561,19 +618,32 @@ def _launch_flash(t, size, stride, scale, cfg=None):
         raise ValueError(f"config WARPGROUPS={groups}: the register file holds {min(REGISTER_CAP)} to "
                          f"{max(REGISTER_CAP)} consumer warpgroups and a producer")
     batch, heads, size_q, head_dim = q.shape
+    value_dim = v.shape[3]
+    if VALUE_DIM is None and value_dim != head_dim:
+        raise ValueError(f"v's head dim is {value_dim}, q's {head_dim}: this diagram gives them one axis")
+    if VALUE_DIM is not None and (value_dim > VALUE_DIM or value_dim < 16 or value_dim & (value_dim - 1)):
+        raise ValueError(f"v's head dim is {value_dim}: this kernel's configurations fit a power of two from 16 "
+                         f"to {VALUE_DIM} (generate it with --set for a larger one, or with --backend triton)")
     q, k, v = _tma_ready(q), _tma_ready(k), _tma_ready(v)
     o = _tma_ready(out)
-    q_block, kv_block = [1, 1, ROWS, head_dim], [1, 1, cfg['BLOCK_X'], head_dim]
+    # q's and k's head dim in column blocks of powers of two: itself, or 192 = 128 + 64 (SPLIT)
+    lo = 1 << (head_dim.bit_length() - 1)
+    hi = head_dim - lo
+    q_block, k_block = [1, 1, ROWS, lo], [1, 1, cfg['BLOCK_X'], lo]
+    v_block, o_block = [1, 1, cfg['BLOCK_X'], value_dim], [1, 1, ROWS, value_dim]
+    q_lo, k_lo = _descriptor(q, q_block), _descriptor(k, k_block)
+    q_hi = _descriptor(q, [1, 1, ROWS, hi]) if hi else q_lo
+    k_hi = _descriptor(k, [1, 1, cfg['BLOCK_X'], hi]) if hi else k_lo
     tiles = triton.cdiv(size_q, groups * ROWS) * batch * heads
     if cfg['SCHEDULE'] == 'persistent':
         grid = (min(tiles, _sm_count(q.device)),)  # a block an SM, each taking every grid-th tile
     else:
         grid = (tiles,)  # a block a tile, scheduled by the hardware
     _mha_flash[grid](
-        _descriptor(q, q_block), _descriptor(k, kv_block), _descriptor(v, kv_block), _descriptor(o, q_block),
+        q_lo, k_lo, _descriptor(v, v_block), _descriptor(o, o_block), q_hi, k_hi,
         size_q, k.shape[2], batch * heads, heads, heads // k.shape[1], scale['O'] * LOG2E, 1.0,
         ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, CAUSAL=CAUSAL,
-        INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX,
+        INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
         CONSUMER_REGS=CONSUMER_REGISTERS[groups], num_warps=4, maxnreg=REGISTER_CAP[groups])
     if o is not out:
         out.copy_(o)
