@@ -23,6 +23,7 @@ Writes hopper_family_<gpu>.json and .md to --out after every step (a run cut sho
 from __future__ import annotations
 
 import argparse
+import datetime
 import sys
 import time
 from pathlib import Path
@@ -70,7 +71,8 @@ class Run:
         self.start = time.monotonic()
         self.tmp = Path("/tmp/napkin_hopper_family")
         self.tmp.mkdir(parents=True, exist_ok=True)
-        self.doc = {"command": command("hopper_family.py", argv), "environment": environment(),
+        self.doc = {"command": command("hopper_family.py", argv), "date": datetime.date.today().isoformat(),
+                    "environment": environment(),
                     "profile": args.gpu, "timer": f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}), median",
                     "checks": [], "timing": [], "mla": [], "skipped": []}
         self.generated, self.hopper = {}, {}
@@ -290,7 +292,7 @@ def ratio(a, b):
 def markdown(doc) -> str:
     env = doc["environment"]
     lines = [f"# The Hopper attention family beyond softmax: sigmoid and MLA 192/128 ({env.get('gpu')})", "",
-             f"Command: `{doc['command']}`  ", f"Date: {env.get('date')}; GPU: {env.get('gpu')}; "
+             f"Command: `{doc['command']}`  ", f"Date: {doc['date']}; GPU: {env.get('gpu')}; "
              f"torch {env.get('torch')}, triton {env.get('triton')}; timer: {doc['timer']}", ""]
     checks = doc["checks"]
     bad = [c for c in checks if not c["ok"]]

@@ -1,6 +1,6 @@
 """The chain of scores the Hopper kernel reads off a diagram (analyzer.config.scores): which chains it
 takes and why it refuses the others, what the model counts for each, and the Gluon it renders for them.
-The kernels themselves run against float64 on an H100 in bench/score_chains.py; here they compile for
+The kernels themselves run against float64 on an H100 in bench/hopper_family.py; here they compile for
 sm_90a (tests/kernels/test_allocation.py compiles every shipped diagram's default file)."""
 
 from __future__ import annotations
