@@ -13,7 +13,6 @@ chunk of b, the tail ops once after the loop (Figure 27).
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import networkx as nx
@@ -119,21 +118,14 @@ def schedule(diagram: Diagram, kernel: Kernel, level: str, partition: Partition 
     return memo[key]
 
 
-_MEMOS: dict[int, tuple[weakref.ref, dict]] = {}
-
-
 def _memo(diagram: Diagram) -> dict:
-    """The schedules of one diagram object, dropped with it (a Diagram holds dicts: it has no hash, so
-    it is kept by identity)."""
-    key = id(diagram)
-    entry = _MEMOS.get(key)
-    if entry is None or entry[0]() is not diagram:
-        def forget(ref, key=key):
-            if _MEMOS.get(key, (None,))[0] is ref:
-                del _MEMOS[key]
-        entry = (weakref.ref(diagram, forget), {})
-        _MEMOS[key] = entry
-    return entry[1]
+    """The schedules of one diagram object, kept on it (a frozen dataclass's own attribute, as its op
+    index is): they go with it, where a table keyed by the diagram would keep it alive."""
+    memo = diagram.__dict__.get("_schedules")
+    if memo is None:
+        memo = {}
+        object.__setattr__(diagram, "_schedules", memo)
+    return memo
 
 
 def _schedule(diagram: Diagram, kernel: Kernel, level: str, partition: Partition | None) -> Schedule:

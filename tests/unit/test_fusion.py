@@ -94,3 +94,24 @@ def test_causal_mask_skips_blocks_only_when_every_reduction_ignores_masked_items
     d = compile_data(data, source="t.yaml")
     s = schedule(d, d.kernels[0], "smem")
     assert s.skip is None and "does not skip blocks" in s.notes[0]
+
+
+def test_a_schedule_is_remembered_per_diagram_object_and_dropped_with_it():
+    """fusion.schedule keeps what it derived on the diagram object (sweeps ask again for every
+    candidate); a diagram compiled again is not served another's, and one gone takes its schedules."""
+    import gc
+    import weakref
+    from dataclasses import replace
+
+    from analyzer.model import fusion
+    from analyzer.model.analysis import load
+    d = replace(load("attention"))          # a copy the loader's cache does not hold
+    k = d.kernels[0]
+    first = fusion.schedule(d, k, "smem")
+    assert fusion.schedule(d, k, "smem") is first
+    assert fusion.schedule(d, k, "gmem") is not first
+    assert fusion.schedule(replace(d), k, "smem") is not first
+    gone = weakref.ref(d)
+    del d, k, first
+    gc.collect()
+    assert gone() is None

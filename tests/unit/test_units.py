@@ -35,3 +35,15 @@ def test_a_cluster_level_prints_its_time_in_microseconds():
     text = console.export_text()
     assert "e+04 ns" not in text and re.search(r"dsmem .*│ [0-9.]+ us", text)
     assert not re.search(r"│ -[0-9.]+ [mun]?s\b", text)
+
+
+def test_a_remembered_substitution_is_sympys():
+    """expr.at remembers substitutions; whatever it serves is what subs gives, for any values."""
+    import sympy
+
+    from analyzer.common.expr import at, symbol
+    q, x = symbol("q"), symbol("x")
+    e = 2 * q * x + q ** 2 / x
+    for values in ({"q": 3, "x": 5}, {q: 3, "x": 5}, {"q": sympy.Rational(1, 3), "x": 7}, {"q": 3, "x": 5}):
+        expected = e.subs({q: values.get(q, values.get("q")), x: values["x"]})
+        assert at(e, values) == expected
