@@ -204,6 +204,8 @@ def _hopper_expected(c: Configured, tables: HopperTables | None, profile: Profil
         model = f"the Hopper kernel's model {params.source}"
         if chain != SOFTMAX:
             model += f", carried from softmax attention to its scores' {chain.label()}"
+        if e:
+            model += f", carried to V's head dim of its own ({e}; fitted where it is the queries')"
     else:
         model = f"the paper's idealised model: nobody measured the Hopper kernel on {profile.name}"
     return Expected("hopper", chosen.label(), time_s, flops, max(parts, key=parts.get), model,
