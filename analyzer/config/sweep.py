@@ -29,6 +29,7 @@ from analyzer.common.progress import Progress, silent
 from analyzer.common.version import __version__
 from analyzer.config.by_size import instance_axes
 from analyzer.config.choose import TIE, Choice, legal, rank_at, same_config
+from analyzer.config.configure import schedule_of
 from analyzer.config.hopper import (
     ALIKE,
     HopperConfig,
@@ -181,12 +182,23 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
     if kernel is not None and kernel not in names:
         raise NapkinError(f"--kernel {kernel}: {woven.name} has no such kernel",
                           hint=f"its kernels: {', '.join(names)}")
+    ranking = [kernel] if kernel else names
+    for name in ranking:        # a kernel with nothing to configure below SMEM: say so before ranking any
+        try:
+            schedule_of(base, name)
+        except NapkinError as exc:
+            if len(names) == 1:
+                raise
+            others = [n for n in names if n != name and _configurable(base, n)]
+            raise NapkinError(f"kernel {name!r} of {woven.name} streams no axis into a contraction: there is "
+                              "nothing to configure below SMEM", file=exc.file,
+                              hint=(f"rank the others alone: --kernel {' or --kernel '.join(others)}" if others
+                                    else exc.hint)) from None
     launched = launch(diagram, profile, backend="triton", dtype=dtype, sets=sets)
     e = expected(launched, profile, shown)
     chosen = dict(zip(names, launched.configured.launched(shown), strict=True))
     progress("configure", 1, 1)
     out = []
-    ranking = [kernel] if kernel else names
     for i, name in enumerate(ranking):
         progress("rank", i, len(ranking))
         choices = legal(base, profile, name, pins, dtype)
@@ -239,6 +251,14 @@ def _hopper_sweep(launched: Launch, profile, dtype: str, sets: dict[str, int], k
     at_row = next((i for i, row in enumerate(rows) if row.config == e.hopper), None)
     return Sweep(woven.name, profile.name, params.calibrated, dtype, k.plan.name, shown, rows,
                  time.perf_counter() - began, "hopper", e.model, at_row, e, tie=ALIKE)
+
+
+def _configurable(d, kernel: str) -> bool:
+    try:
+        schedule_of(d, kernel)
+    except NapkinError:
+        return False
+    return True
 
 
 def _row(c: Choice, time_s: float, flops: float, ones: dict[str, int], bound: str) -> Row:

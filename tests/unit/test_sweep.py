@@ -110,7 +110,10 @@ def test_cli_sweep_prints_the_ranking():
 
 @pytest.mark.parametrize("args, message, code", [
     (("sweep", "attention", "--gpu", "h200", "--set", "zz=3"), "no size or tile size 'zz'", 1),
-    (("sweep", "attention_unfused", "--gpu", "h200"), "nothing to configure below SMEM", 1),
+    (("sweep", "attention_unfused", "--gpu", "h200"),
+     "kernel 'softmax' of attention_unfused streams no axis into a contraction: there is nothing to configure "
+     "below SMEM (hint: rank the others alone: --kernel scores or --kernel values)", 1),
+    (("sweep", "attention_unfused", "--gpu", "h200", "--kernel", "softmax"), "nothing to configure below SMEM", 1),
     (("calibrate", "nosuch.json"), "no such recording", 1),
     (("calibrate", "bench/results/sweep_h200.json", "--held-out", "attention"), "FAMILY=SIZE", 2),
     (("calibrate", "bench/results/sweep_h200.json", "--registers", "nosuch.json"),
