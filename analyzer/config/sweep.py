@@ -174,10 +174,12 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
     sizes, _ = resolve_sizes(woven, {k: v for k, v in sets.items() if k in size_names})
     shown = {s.name: int(v) for s, v in sizes.items()}
     pins = {k: v for k, v in sets.items() if k in tile_names}
+    head_pin = {}
     if isinstance(roles, Attention):     # legality as the generator judges it: per head dim
         head = base.size(roles.head_dim)
         value = int(at(woven.size(roles.head_dim), sizes))
-        pins.update({str(s): value for s in head.free_symbols})
+        head_pin = {str(s): value for s in head.free_symbols}
+        pins.update(head_pin)
     names = [k.name for k in woven.kernels]
     if kernel is not None and kernel not in names:
         raise NapkinError(f"--kernel {kernel}: {woven.name} has no such kernel",
@@ -194,7 +196,9 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
                               "nothing to configure below SMEM", file=exc.file,
                               hint=(f"rank the others alone: --kernel {' or --kernel '.join(others)}" if others
                                     else exc.hint)) from None
-    launched = launch(diagram, profile, backend="triton", dtype=dtype, sets=sets)
+    # what napkin kernel launches at these sizes: its configuration for this head dim alone (the module
+    # configures every head dim; the others cannot be what a call at these sizes launches)
+    launched = launch(diagram, profile, backend="triton", dtype=dtype, sets={**sets, **head_pin})
     e = expected(launched, profile, shown)
     chosen = dict(zip(names, launched.configured.launched(shown), strict=True))
     progress("configure", 1, 1)
