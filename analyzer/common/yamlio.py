@@ -127,7 +127,7 @@ for _kind in ("null", "bool", "int", "float"):
 
 
 _PARSED: dict[tuple[str, str], Any] = {}   # (text, source) -> its data: one command reads a file many times
-_PARSED_MAX = 16
+_PARSED_MAX = 48     # every shipped diagram and profile (a test process reads them all), files of 1 MiB at most
 
 
 def load_text(text: str, *, source: str) -> Any:
