@@ -434,7 +434,7 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
     lines = ["DTYPES = (torch.float16, torch.bfloat16)", f"HEAD_DIMS = {dims}", "", "",
              *OVERLAP_HELPER.splitlines(), "", "",
              f"def attention(q, k, v, causal={r.causal}, out=None" + (f", {param}=None):" if param else "):"),
-             f'{INDENT}"""{py_doc(d.title)}: (batch, heads, seqlen, head_dim) tensors, like',
+             f'{INDENT}"""{py_doc(d.title)}: (batch, heads, seqlen, head_dim) tensors, laid out and called as',
              f"{INDENT}torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal={r.causal}"
              + (", enable_gqa=True" if r.group else "") + ").",
              f"{INDENT}k and v may have fewer heads than q when the diagram has a query group axis"

@@ -371,7 +371,7 @@ def _overlapping(tensor, others):
 
 
 def attention(q, k, v, causal=False, out=None, config=None):
-    """Grouped-query attention, fused and streamed: (batch, heads, seqlen, head_dim) tensors, like
+    """Grouped-query attention, fused and streamed: (batch, heads, seqlen, head_dim) tensors, laid out and called as
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=False, enable_gqa=True).
     k and v may have fewer heads than q when the diagram has a query group axis (g). `out`, if given, receives the result.
     `config`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of kernel

@@ -673,7 +673,7 @@ def _overlapping(tensor, others):
 
 
 def attention(q, k, v, causal=False, out=None, config=None):
-    """Multi-head attention, fused and streamed: (batch, heads, seqlen, head_dim) tensors, like
+    """Multi-head attention, fused and streamed: (batch, heads, seqlen, head_dim) tensors, laid out and called as
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=False).
     k and v may have fewer heads than q when the diagram has a query group axis (this one has none). `out`, if given, receives the result.
     `config`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of kernel

@@ -414,7 +414,7 @@ def _overlapping(tensor, others):
 
 
 def attention(q, k, v, causal=False, out=None, config=None):
-    """Attention whose values have a head dim of their own (multi-head latent attention): (batch, heads, seqlen, head_dim) tensors, like
+    """Attention whose values have a head dim of their own (multi-head latent attention): (batch, heads, seqlen, head_dim) tensors, laid out and called as
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=False).
     k and v may have fewer heads than q when the diagram has a query group axis (this one has none). `out`, if given, receives the result.
     v's last dimension is the value head dim (e), which may differ from q's and k's; so does the output's.
