@@ -265,6 +265,25 @@ def nvcc_version() -> str | None:
     return release[-1].split("release")[-1].strip() if release else out.strip()[-80:] or None
 
 
+def attention_inputs(torch: Any, batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_k: int, d: int,
+                     dtype: Any, strided: bool, outlier: bool, seed: int, e: int | None = None) -> tuple:
+    """q, k, v of a check on the GPU: N(0, 1) in `dtype`; `strided`, (batch, seqlen, heads, dim) views
+    transposed to (batch, heads, seqlen, dim); `outlier`, one value in a thousand 10x larger; `e`, v's
+    own head dim (MLA)."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+
+    def make(heads, seq, dim):
+        shape = (batch, seq, heads, dim) if strided else (batch, heads, seq, dim)
+        x = torch.randn(shape, device="cuda", dtype=torch.float32, generator=gen)
+        if outlier:
+            x += 10 * torch.randn(shape, device="cuda", generator=gen) * (torch.rand(shape, device="cuda",
+                                                                                     generator=gen) < 1e-3)
+        x = x.to(dtype)
+        return x.transpose(1, 2) if strided else x
+
+    return make(heads_q, seq_q, d), make(heads_kv, seq_k, d), make(heads_kv, seq_k, e or d)
+
+
 def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool, sigmoid: bool) -> Any:
     """float64 attention on the GPU: softmax(q k^T / sqrt(d)) v, or sigmoid(...) v."""
     q, k, v = q.double(), k.double(), v.double()

@@ -32,6 +32,7 @@ from bench.common import (  # noqa: E402
     REP_MS,
     TOLERANCE,
     WARMUP_MS,
+    attention_inputs,
     command,
     environment,
     import_file,
@@ -101,21 +102,6 @@ class Run:
 
 # ------------------------------------------------------------------------------------------ checks
 
-def inputs(torch, batch, heads_q, heads_kv, seq_q, seq_k, d, dtype, strided, outlier, seed):
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-
-    def make(heads, seq):
-        shape = (batch, seq, heads, d) if strided else (batch, heads, seq, d)
-        x = torch.randn(shape, device="cuda", dtype=torch.float32, generator=gen)
-        if outlier:
-            x += 10 * torch.randn(shape, device="cuda", generator=gen) * (torch.rand(shape, device="cuda",
-                                                                                     generator=gen) < 1e-3)
-        x = x.to(dtype)
-        return x.transpose(1, 2) if strided else x
-
-    return make(heads_q, seq_q), make(heads_kv, seq_k), make(heads_kv, seq_k)
-
-
 def check_cases():
     cases = []
     for diagram, causal in (("mha", False), ("causal_attention", True)):
@@ -148,7 +134,7 @@ def checks(run: Run) -> bool:
     ok = True
     for i, case in enumerate(check_cases()):
         dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[case["dtype"]]
-        q, k, v = inputs(torch, 2, case["heads_q"], case["heads_kv"], case["seq_q"], case["seq_k"], case["d"],
+        q, k, v = attention_inputs(torch, 2, case["heads_q"], case["heads_kv"], case["seq_q"], case["seq_k"], case["d"],
                          dtype, case["strided"], case["outlier"], seed=i)
         ref = reference_attention(torch, q, k, v, case["causal"], False)
         try:

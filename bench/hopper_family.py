@@ -34,6 +34,7 @@ from bench.common import (  # noqa: E402
     REP_MS,
     TOLERANCE,
     WARMUP_MS,
+    attention_inputs,
     command,
     environment,
     import_file,
@@ -98,21 +99,6 @@ class Run:
 
 # ------------------------------------------------------------------------------------------ checks
 
-def inputs(torch, batch, heads_q, heads_kv, seq_q, seq_k, d, dtype, strided, outlier, seed, e=None):
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-
-    def make(heads, seq, d=d):
-        shape = (batch, seq, heads, d) if strided else (batch, heads, seq, d)
-        x = torch.randn(shape, device="cuda", dtype=torch.float32, generator=gen)
-        if outlier:
-            x += 10 * torch.randn(shape, device="cuda", generator=gen) * (torch.rand(shape, device="cuda",
-                                                                                     generator=gen) < 1e-3)
-        x = x.to(dtype)
-        return x.transpose(1, 2) if strided else x
-
-    return make(heads_q, seq_q), make(heads_kv, seq_k), make(heads_kv, seq_k, e or d)
-
-
 def case(diagram, d, seq_q, seq_k, dtype="fp16", strided=False, outlier=False, config=None, heads_q=3,
          heads_kv=3, e=None):
     return dict(diagram=diagram, causal=diagram == "causal_attention", sigmoid=diagram == "sigmoid_attention",
@@ -158,7 +144,7 @@ def checks(run: Run) -> bool:
     ok = True
     for i, c in enumerate(check_cases()):
         dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[c["dtype"]]
-        q, k, v = inputs(torch, 2, c["heads_q"], c["heads_kv"], c["seq_q"], c["seq_k"], c["d"], dtype,
+        q, k, v = attention_inputs(torch, 2, c["heads_q"], c["heads_kv"], c["seq_q"], c["seq_k"], c["d"], dtype,
                          c["strided"], c["outlier"], seed=i, e=c["e"])
         ref = reference_attention(torch, q, k, v, c["causal"], c["sigmoid"])
         try:
