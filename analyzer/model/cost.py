@@ -108,6 +108,16 @@ class LevelCost:
 
 
 def level_cost(schedule: Schedule) -> LevelCost:
+    """The level's counts, derived once per schedule (analyzer.model.fusion.schedule remembers the
+    schedules of a diagram object, so a diagram analysed at many sizes counts each level once)."""
+    cost = schedule.__dict__.get("_cost")
+    if cost is None:
+        cost = _level_cost(schedule)
+        object.__setattr__(schedule, "_cost", cost)    # a frozen dataclass: the memo is no field
+    return cost
+
+
+def _level_cost(schedule: Schedule) -> LevelCost:
     d = schedule.diagram
     part = schedule.partition
     groups = part.group_sizes

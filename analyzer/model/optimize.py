@@ -49,9 +49,16 @@ class ClosedForm:
         return self.h_star.subs(MEMORY, memory)
 
 
+@lru_cache(maxsize=1024)
 def closed_form(transfers: sympy.Expr, memory: sympy.Expr, group: tuple[sympy.Symbol, ...],
                 stream: tuple[sympy.Symbol, ...]) -> ClosedForm | None:
-    """Minimise transfers over the group sizes with the leading memory term equal to M."""
+    """Minimise transfers over the group sizes with the leading memory term equal to M.
+
+    A function of its expressions alone, remembered by them (sympy's expressions are immutable and
+    hash by structure): every analysis of a diagram asks again for each level's optimum, and one
+    `sympy.solve` costs tens of milliseconds; a process that analyses one diagram at many sizes or on
+    many GPUs (napkin calibrate's sweeps, a report, the test suite) solved the same system hundreds of
+    times. Callers read the result; none changes it."""
     lead = _leading_memory(memory, group, stream)
     if lead is None:
         return None

@@ -28,6 +28,7 @@ from analyzer.cli.app import (
     parse_size_ranges,
 )
 from analyzer.common.errors import NapkinError
+from tests.run_napkin import in_process
 
 runner = CliRunner()
 
@@ -205,17 +206,15 @@ def test_the_size_plot_draws_each_gpu_and_bound():
       "--gpu", "t4"], "at most 64 analyses"),
 ])
 def test_comparison_misuse_exits_2(tmp_path, args, fragment):
-    proc = subprocess.run([sys.executable, "-m", "analyzer", *args], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
+    proc = in_process(tmp_path, *args)
     assert proc.returncode == 2 and fragment in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
     assert not list(tmp_path.iterdir())              # no partial output file
 
 
 def test_strict_exits_3_so_a_script_tells_it_from_a_usage_error(tmp_path):
-    run = [sys.executable, "-m", "analyzer", "configure", "attention", "--config", "fa3_fp16_intra"]
-    assert subprocess.run([*run, "--strict"], cwd=tmp_path, capture_output=True, timeout=120).returncode == 3
-    assert subprocess.run([*run, "--strict", "--overlap", "over"], cwd=tmp_path, capture_output=True,
-                          timeout=120).returncode == 2
+    run = ["configure", "attention", "--config", "fa3_fp16_intra"]
+    assert in_process(tmp_path, *run, "--strict").returncode == 3
+    assert in_process(tmp_path, *run, "--strict", "--overlap", "over").returncode == 2
 
 
 def test_sweep_json_has_a_schema_and_a_version():
@@ -230,8 +229,7 @@ def test_sweep_json_has_a_schema_and_a_version():
 
 
 def test_report_refuses_a_file_that_is_not_html(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "analyzer", "report", "attention", "-o", "report.txt"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = in_process(tmp_path, "report", "attention", "-o", "report.txt")
     assert proc.returncode == 2 and "writes one HTML page" in proc.stderr and not list(tmp_path.iterdir())
 
 

@@ -1,8 +1,9 @@
 """The command line on bad input: exit code 1, exactly one `error: ...` line on stderr, no traceback.
 
-Each case runs `python -m analyzer` in a subprocess whose current directory is an empty temporary
-folder, so napkin must find its shipped diagrams and profiles without relying on the directory it is
-started from.
+Each case runs napkin's main() from an empty temporary folder (tests.run_napkin.in_process), so napkin
+must find its shipped diagrams and profiles without relying on the directory it is started from; the
+cases that only a process shows (stdout a full device or a closed pipe) and the module's entry point run
+`python -m analyzer` itself.
 """
 
 from __future__ import annotations
@@ -10,19 +11,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-TIMEOUT = 120
-
-
-def napkin(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "NAPKIN_DEBUG"}
-    env["COLUMNS"] = "100"
-    return subprocess.run([sys.executable, "-m", "analyzer", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=TIMEOUT)
+from tests.run_napkin import in_process as napkin
+from tests.run_napkin import in_subprocess
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str, code: int = 1) -> str:
@@ -80,6 +74,16 @@ outputs: [S]
                                                                         "hardware") else None)
 def test_bad_request_is_one_error_line(tmp_path, args, fragments, code):
     assert_one_line_error(napkin(tmp_path, *args), *fragments, code=code)
+
+
+@pytest.mark.parametrize("args", [["analyze", "attn", "--gpu", "h100"], ["analyze", "attention", "--set", "q=0"],
+                                  ["analyze", "attention", "--bogus"]], ids=["refused", "usage", "click-usage"])
+def test_the_module_entry_point_ends_as_main_does(tmp_path, args):
+    """`python -m analyzer` (what the `napkin` script runs too) ends as main() does in-process: the same
+    exit code and error line, and nothing on stdout."""
+    alone, here = in_subprocess(tmp_path, *args), napkin(tmp_path, *args)
+    assert (alone.returncode, alone.stdout, alone.stderr) == (here.returncode, here.stdout, here.stderr)
+    assert_one_line_error(alone, code=here.returncode)
 
 
 @pytest.mark.parametrize("args, fragments", [
@@ -214,8 +218,7 @@ STDOUT_IDS = ["analyze", "rich-table", "echo", "help", "no-args-help"]
 def test_a_full_stdout_is_one_error_line(tmp_path, args):
     """regression: `napkin analyze attention --gpu h100 > /dev/full` ended in a traceback."""
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-m", "analyzer", *args], cwd=tmp_path, stdout=full,
-                              stderr=subprocess.PIPE, text=True, timeout=TIMEOUT, check=False)
+        proc = in_subprocess(tmp_path, *args, stdout=full, stderr=subprocess.PIPE)
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: stdout: "), proc.stderr
     assert "No space left on device" in proc.stderr and "hint:" in proc.stderr
@@ -228,8 +231,7 @@ def test_a_closed_pipe_ends_quietly_as_other_tools_do(tmp_path, args):
     read, write = os.pipe()
     os.close(read)
     try:
-        proc = subprocess.run([sys.executable, "-m", "analyzer", *args], cwd=tmp_path, stdout=write,
-                              stderr=subprocess.PIPE, text=True, timeout=TIMEOUT, check=False)
+        proc = in_subprocess(tmp_path, *args, stdout=write, stderr=subprocess.PIPE)
     finally:
         os.close(write)
     assert (proc.returncode, proc.stderr) == (141, "")
