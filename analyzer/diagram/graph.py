@@ -41,7 +41,7 @@ def load_diagram(path: Path) -> Diagram:
 
 
 _COMPILED: dict[tuple[str, str], Diagram] = {}   # (repr of the data, source) -> its diagram
-_COMPILED_MAX = 16
+_COMPILED_MAX = 64     # every shipped diagram in each element type a process asks for (a test worker, a report)
 
 
 def compile_data(data: object, *, source: str) -> Diagram:

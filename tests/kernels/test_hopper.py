@@ -164,7 +164,7 @@ def _covering(jobs):
     return [job for job in jobs if job in picked]
 
 
-@pytest.mark.slow    # six compiles for sm_90a, 5 s of Triton and ptxas each
+@pytest.mark.slow(seconds=26)    # six compiles for sm_90a, 5 s of Triton and ptxas each
 def test_configurations_of_every_kind_compile_for_sm90a(generated):
     """The configurations the mha module carries (every head dim, every size), and the causal (masks,
     block skipping) and grouped-query modules' at head dim 128, the latter in bf16, build for sm_90a: as

@@ -17,8 +17,8 @@ from analyzer.codegen.generator import generate
 from bench.matmul_wgmma import without_edge_loop
 from tests.kernels.portable_build import SERIALISED, compiled
 
-# both tests read four compilations in two processes (20 s)
-pytestmark = pytest.mark.slow
+# both tests read four compilations in two processes (13 s together)
+pytestmark = pytest.mark.slow(seconds=7)
 
 JOBS = [{"TILE_A": 128, "TILE_C": 128, "BLOCK_B": 64, "num_warps": 4, "num_stages": s} for s in (2, 3)]
 

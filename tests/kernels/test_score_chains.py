@@ -127,7 +127,7 @@ def test_the_rendered_chain_is_the_diagrams_order_and_its_names_stay_comments():
     assert "_attn_tanh" not in score_function(SOFTMAX, "d.yaml")
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=14)
 def test_a_chain_of_every_op_compiles_for_sm90a(tmp_path):
     """relu, exp, scale and sigmoid in one chain, a causal mask first and a plain sum after, through
     Triton's compiler for sm_90a (the shipped sigmoid_attention compiles in test_allocation)."""

@@ -30,7 +30,7 @@ def choices():
     return records, first_choices(records, profile)[0], kernel_choices(records, profile)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=20)
 def test_candidates_are_each_profiles_choice_and_the_fastest_measured(choices):
     from analyzer.calibrate.calibrate import KERNEL
     from analyzer.calibrate.validate import shape_of

@@ -57,6 +57,7 @@ def missing() -> None:
         pytest.skip(why)
 
 
+@pytest.mark.slow(seconds=8)    # a headless Chromium drives the page
 def test_the_page_renders_in_chromium(missing, tmp_path):
     """The page `napkin report attention --gpu h100 --gpu h200 -o report.html` writes, end to end."""
     path = tmp_path / "report.html"
@@ -89,6 +90,7 @@ def test_the_page_renders_in_chromium(missing, tmp_path):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
 
 
+@pytest.mark.slow(seconds=6)
 def test_the_adversarial_page_runs_nothing(missing, tmp_path):
     diagram, gpu = adversarial(tmp_path / "inputs")
     path = write_text(tmp_path / "report.html", page(str(diagram), [str(gpu)]), "--output")
