@@ -284,13 +284,17 @@ def attention_inputs(torch: Any, batch: int, heads_q: int, heads_kv: int, seq_q:
     return make(heads_q, seq_q, d), make(heads_kv, seq_k, d), make(heads_kv, seq_k, e or d)
 
 
-def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool, sigmoid: bool) -> Any:
-    """float64 attention on the GPU: softmax(q k^T / sqrt(d)) v, or sigmoid(...) v."""
+def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool, sigmoid: bool,
+                        softcap: float | None = None) -> Any:
+    """float64 attention on the GPU: softmax(q k^T / sqrt(d)) v, or sigmoid(...) v; `softcap`: the scores
+    bounded to softcap tanh(s / softcap) first (Gemma 2)."""
     q, k, v = q.double(), k.double(), v.double()
     groups = q.shape[1] // k.shape[1]
     if groups > 1:
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
     scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+    if softcap is not None:
+        scores = softcap * torch.tanh(scores / softcap)
     if causal:   # top-left aligned, as SDPA's is_causal
         keep = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
         scores = scores.masked_fill(~keep, float("-inf"))

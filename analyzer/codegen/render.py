@@ -33,10 +33,10 @@ from analyzer.diagram.compiled import Op
 from analyzer.model.fusion import Reducer
 
 # Elementwise primitives of one input and of two: each backend spells every one (Spelling)
-UNARY = ("exp", "sigmoid", "relu", "gelu", "reciprocal", "rsqrt")
+UNARY = ("exp", "sigmoid", "relu", "tanh", "gelu", "reciprocal", "rsqrt")
 BINARY = ("add", "sub", "mul", "div")
 # The primitives whose rendering is the backend's own code, not an entry of its table
-STRUCTURAL = ("dot", "softmax_dot", "softmax", "scale", "shift", "causal_mask", "sum", "max")
+STRUCTURAL = ("dot", "softmax_dot", "softmax", "scale", "shift", "softcap", "causal_mask", "sum", "max")
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Spelling:
     zero: str                      # the neutral element of a sum (and of a contraction's operand)
     neg_inf: str                   # of a maximum and a softmax
     log2e: str                     # log2 e: exp(t) = exp2(t log2 e)
-    number: str                    # a finite constant (shift's offset): a format of its float
+    number: str                    # a finite constant (shift's offset, softcap's cap): a format of its float
 
     def __post_init__(self) -> None:
         if set(self.unary) != set(UNARY) or set(self.binary) != set(BINARY):
@@ -134,17 +134,21 @@ def skips_mask(p: KernelPlan, op: Op, *, masked: bool) -> bool:
     return skip is not None and skip.mask is op and not masked
 
 
-POINTWISE = frozenset({"scale", "shift", *UNARY, *BINARY})
+POINTWISE = frozenset({"scale", "shift", "softcap", *UNARY, *BINARY})
 
 
 def pointwise(spell: Spelling, op: Op, args: Sequence[str], ids: PlanIds) -> str:
-    """The expression of elementwise op `op` (scale, shift, unary or binary) of its operands'
-    expressions `args`, in the backend's spelling; a scale factor is the kernel's argument."""
+    """The expression of elementwise op `op` (scale, shift, softcap, unary or binary) of its operands'
+    expressions `args`, in the backend's spelling; a scale factor is the kernel's argument, shift's
+    offset and softcap's cap are literals."""
     prim = op.primitive.name
     if prim == "scale":
         return f"{args[0]} * {ids.scale(op.name)}"
     if prim == "shift":
         return f"{args[0]} + {spell.number.format(float(op.applied.offset))}"
+    if prim == "softcap":          # cap tanh(v / cap)
+        cap = spell.number.format(float(op.applied.cap))
+        return f"({cap} * {spell.unary['tanh'].format(x=f'({args[0]}) / {cap}')})"
     if prim in spell.unary:
         return spell.unary[prim].format(x=args[0])
     if prim in spell.binary:

@@ -11,7 +11,8 @@ normalisation its second contraction asks for.
 
 Each elementwise op has the lowering the kernel gives it and what that costs on the special function
 unit (SFU), which the model's loop body counts (analyzer.config.hopper._body): sigmoid is 1/2 tanh(v/2) +
-1/2, one `tanh.approx.f32` a score, where 1/(1 + exp(-v)) would take an exp and a reciprocal.
+1/2, one `tanh.approx.f32` a score, where 1/(1 + exp(-v)) would take an exp and a reciprocal; tanh and
+softcap (cap tanh(v / cap), Gemma 2's bound on its scores) take one tanh.approx.f32 too.
 """
 
 from __future__ import annotations
@@ -25,16 +26,18 @@ from analyzer.diagram.compiled import Op
 
 # Elementwise primitives the consumers apply to the scores in registers, with the special-function
 # operations a score each costs as the kernel lowers it (analyzer.codegen.hopper.kernel)
-SFU_PER_SCORE = {"scale": 0, "relu": 0, "sigmoid": 1, "exp": 1}
+SFU_PER_SCORE = {"scale": 0, "relu": 0, "sigmoid": 1, "exp": 1, "tanh": 1, "softcap": 1}
 
 
 @dataclass(frozen=True)
 class ScoreOp:
-    """One elementwise op of the chain: its name in the diagram, its primitive, its factor (scale)."""
+    """One elementwise op of the chain: its name in the diagram, its primitive, its factor (scale) or
+    bound (softcap)."""
 
     name: str
     primitive: str
     scale: sympy.Expr | None = None
+    cap: sympy.Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,8 @@ def scores_of(ops: list[Op], head_dim: str, seq_k: str) -> Scores | str:
                     f"{', '.join(sorted(SFU_PER_SCORE))} to the scores, after a causal mask")
         if len(op.inputs) != 1:
             return f"{op.name} takes {len(op.inputs)} inputs; the Hopper kernel's score ops take the scores alone"
-        out.append(ScoreOp(op.name, p, op.applied.scale if p == "scale" else None))
+        out.append(ScoreOp(op.name, p, op.applied.scale if p == "scale" else None,
+                           op.applied.cap if p == "softcap" else None))
     if sum(o.primitive == "scale" for o in out) > 1:
         return "its scores are scaled twice; the Hopper kernel takes one factor (fold them into one scale)"
     return Scores(tuple(out), softmax=names[-1] == "softmax_dot", causal=causal)

@@ -44,6 +44,7 @@ class Applied:
     key: str | None = None
     scale: sympy.Expr | None = None
     offset: sympy.Expr | None = None     # shift's constant
+    cap: sympy.Expr | None = None        # softcap's bound
 
     @property
     def domain(self) -> tuple[str, ...]:
@@ -131,6 +132,30 @@ class Sigmoid(Primitive):
 
 class Relu(Primitive):
     name, doc = "relu", "max(v, 0) of every item."
+
+
+class Tanh(Primitive):
+    name, doc = "tanh", "Hyperbolic tangent of every item (special function unit)."
+
+    def flops(self, applied, extent):
+        return {"sfu": _size(applied.output, extent)}
+
+
+class Softcap(Primitive):
+    name = "softcap"
+    doc = ("cap tanh(v / cap) of every item (`cap`, e.g. 50): logits bounded to (-cap, cap) smoothly, as "
+           "Gemma 2 caps its attention scores.")
+    params = frozenset({"cap"})
+
+    def check(self, applied):
+        if applied.cap is None:
+            raise ValueError("softcap needs a `cap`, e.g. cap: 50")
+        if not applied.cap.is_positive:
+            raise ValueError(f"softcap's cap is {applied.cap}: a positive number")
+
+    def flops(self, applied, extent):
+        n = _size(applied.output, extent)
+        return {"sfu": n, "vector": 2 * n}   # tanh; the multiplies by 1/cap and cap
 
 
 class Gelu(Primitive):
@@ -311,8 +336,8 @@ class SoftmaxDot(Dot):
 
 
 REGISTRY: dict[str, Primitive] = {p.name: p for p in (
-    Dot(), SoftmaxDot(), Softmax(), Exp(), Sigmoid(), Relu(), Gelu(), Reciprocal(), Rsqrt(), Scale(),
-    Shift(), Add(), Sub(), Mul(), Div(), Sum(), Max(), CausalMask())}
+    Dot(), SoftmaxDot(), Softmax(), Exp(), Sigmoid(), Relu(), Tanh(), Gelu(), Reciprocal(), Rsqrt(), Scale(),
+    Shift(), Softcap(), Add(), Sub(), Mul(), Div(), Sum(), Max(), CausalMask())}
 
 
 def get(name: str, *, field: str | None = None) -> Primitive:

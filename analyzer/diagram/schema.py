@@ -79,6 +79,8 @@ class OpSpec(Strict):
     scale: SizeText | float | None = Field(None, description="Constant factor (e.g. `d**-0.5`).")
     offset: int | float | str | None = Field(None, description="shift: the constant added to every item "
                                              "(e.g. `1e-6`, RMSNorm's epsilon); a number.")
+    cap: int | float | str | None = Field(None, description="softcap: the bound of cap tanh(v / cap) (e.g. `50`, "
+                                          "Gemma 2's attention scores); a positive number.")
     query: str | None = Field(None, description="causal_mask: the query axis.")
     key: str | None = Field(None, description="causal_mask: the key axis.")
     weave: list[str] | None = Field(None, description="Optional: the weaved axes, checked against "

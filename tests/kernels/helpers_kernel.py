@@ -43,13 +43,16 @@ def written(g, path: Path):
     return m
 
 
-def reference(q, k, v, *, causal=False, sigmoid=False):
-    """Attention in float64, heads of k and v repeated for grouped-query (torch's enable_gqa)."""
+def reference(q, k, v, *, causal=False, sigmoid=False, softcap=None):
+    """Attention in float64, heads of k and v repeated for grouped-query (torch's enable_gqa); `softcap`:
+    the scores bounded to softcap tanh(s / softcap) before the softmax (Gemma 2)."""
     q, k, v = (x.double() for x in (q, k, v))
     if k.shape[1] != q.shape[1]:
         r = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(r, 1), v.repeat_interleave(r, 1)
     s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
     if causal:
         lq, lk = s.shape[-2:]
         s = s.masked_fill(torch.ones(lq, lk, dtype=torch.bool).triu(1), float("-inf"))

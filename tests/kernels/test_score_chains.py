@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sympy
 
 from analyzer import hardware
 from analyzer.codegen import generate
@@ -66,7 +67,8 @@ def scores_of_file(path: str) -> Scores | str:
     ("attention", SOFTMAX),
     ("mha", SOFTMAX),
     ("causal_attention", Scores(causal=True)),
-    ("sigmoid_attention", Scores((ScoreOp("Ss", "scale"), ScoreOp("P", "sigmoid")), softmax=False))])
+    ("sigmoid_attention", Scores((ScoreOp("Ss", "scale"), ScoreOp("P", "sigmoid")), softmax=False)),
+    ("softcap_attention", Scores((ScoreOp("Ss", "scale"), ScoreOp("C", "softcap"))))])
 def test_the_shipped_diagrams_chains(diagram, expected):
     found = hopper.scores(configure_kernels(diagram, H100, sized=False))
     assert [(o.name, o.primitive) for o in found.ops] == [(o.name, o.primitive) for o in expected.ops]
@@ -107,9 +109,10 @@ def test_the_model_counts_the_chains_special_function_work(d, chunk):
     """Softmax: an exp2 a score and a rescale a row (s_x + 1 a row and chunk); sigmoid: one tanh a score
     (s_x), and nothing a row. With the tensor cores the same, sigmoid is never predicted slower."""
     sigmoid = Scores((ScoreOp("Ss", "scale"), ScoreOp("P", "sigmoid")), softmax=False)
+    softcap = Scores((ScoreOp("Ss", "scale"), ScoreOp("C", "softcap", cap=sympy.Integer(50))))
     c = hopper.configuration(H100, d, "fp16", warpgroups=2, chunk=chunk, stages=2, overlap="intra")
     lanes = H100.per_sm_per_clock.sfu_ops
-    for scores, per_row in ((SOFTMAX, chunk + 1), (sigmoid, chunk)):
+    for scores, per_row in ((SOFTMAX, chunk + 1), (sigmoid, chunk), (softcap, 2 * chunk + 1)):
         (sfu,) = [s for s in hopper._body(H100, c, d, "fp16", scores=scores) if s.lane == "sfu"]
         assert math.isclose(sfu.clocks, per_row / lanes)
     times = [hopper.predicted_time(H100, c, d, "fp16", seq_q=4096, seq_k=4096, instances=32, scores=s)
@@ -127,16 +130,31 @@ def test_the_rendered_chain_is_the_diagrams_order_and_its_names_stay_comments():
     assert "_attn_tanh" not in score_function(SOFTMAX, "d.yaml")
 
 
+@pytest.mark.parametrize("cap", [50, 30, sympy.Rational(5, 2)])
+def test_softcap_is_rendered_with_its_cap_as_a_number(cap):
+    """cap tanh(v / cap) as cap * tanh(v * (1 / cap)), both numbers literals of the diagram's cap (no
+    argument), and equal to it in float64 over scores far beyond the cap."""
+    text = score_function(Scores((ScoreOp("C", "softcap", cap=sympy.sympify(cap)),)), "d.yaml")
+    (line,) = [line.split("#")[0].strip() for line in text.splitlines() if line.startswith("    s = ")]
+    assert line == f"s = {float(cap)!r} * _attn_tanh(s * {1 / float(cap)!r})" and "def _attn_tanh" in text
+    v = np.linspace(-1000, 1000, 4001)
+    c = float(cap)
+    np.testing.assert_allclose(c * np.tanh(v * (1 / c)), c * np.tanh(v / c), rtol=1e-14, atol=1e-14)
+
+
 @pytest.mark.slow(seconds=14)
 def test_a_chain_of_every_op_compiles_for_sm90a(tmp_path):
-    """relu, exp, scale and sigmoid in one chain, a causal mask first and a plain sum after, through
-    Triton's compiler for sm_90a (the shipped sigmoid_attention compiles in test_allocation)."""
+    """relu, exp, scale, sigmoid, tanh and softcap in one chain, a causal mask first and a plain sum
+    after, through Triton's compiler for sm_90a (the shipped sigmoid_attention and softcap_attention
+    compile in test_allocation)."""
     path = chain_file(tmp_path, [
         "{name: Mk, primitive: causal_mask, inputs: [S], query: q, key: x, output: [q, x]}",
         "{name: A, primitive: scale, inputs: [Mk], scale: d**-0.5, output: [q, x]}",
         "{name: B, primitive: exp, inputs: [A], output: [q, x]}",
         "{name: C, primitive: relu, inputs: [B], output: [q, x]}",
-        "{name: P, primitive: sigmoid, inputs: [C], output: [q, x]}"])
+        "{name: P, primitive: sigmoid, inputs: [C], output: [q, x]}",
+        "{name: T, primitive: tanh, inputs: [P], output: [q, x]}",
+        "{name: Cap, primitive: softcap, inputs: [T], cap: 2.5, output: [q, x]}"])
     g = generate(path, "h100")
     assert g.backend == "hopper" and g.hopper.scores.causal and not g.hopper.scores.softmax
     module = tmp_path / "chain_hopper.py"

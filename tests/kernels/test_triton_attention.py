@@ -21,7 +21,9 @@ DIAGRAMS = {  # diagram -> (causal, sigmoid, grouped-query)
     "causal_attention": (True, False, False),
     "sigmoid_attention": (False, True, False),
     "attention_unfused": (False, False, False),
+    "softcap_attention": (False, False, False),
 }
+SOFTCAP = {"softcap_attention": 50.0}    # the diagram's cap on its scores
 TOL = 1e-2
 
 
@@ -44,7 +46,19 @@ def test_matches_float64(diagram, seqlen, tmp_path):
     out = torch.full_like(q, float("nan"))                       # poison: every element must be written
     m.attention(q, k, v, causal=causal, out=out)
     assert torch.isfinite(out).all()
-    assert rel_err(out, reference(q, k, v, causal=causal, sigmoid=sigmoid)) < TOL
+    assert rel_err(out, reference(q, k, v, causal=causal, sigmoid=sigmoid, softcap=SOFTCAP.get(diagram))) < TOL
+
+
+def test_softcap_bounds_the_scores_the_kernel_sees(tmp_path):
+    """Scores beyond the cap (inputs scaled so that |q k^T| / sqrt(d) reaches hundreds) are bounded as
+    cap tanh(s / cap) bounds them: against the reference without the cap the output differs."""
+    m = module("softcap_attention", tmp_path)
+    q, k, v = _inputs((1, 2, 17, 128), (1, 2, 17, 128), torch.float16, "normal", seed=3)
+    q = q * 40
+    out = torch.full_like(q, float("nan"))
+    m.attention(q, k, v, out=out)
+    assert rel_err(out, reference(q, k, v, softcap=50.0)) < TOL
+    assert rel_err(out, reference(q, k, v)) > 10 * TOL
 
 
 # Triton 3.6's interpreter multiplies bf16 tiles as raw 16-bit integers in tl.dot, so bf16 runs are

@@ -159,7 +159,7 @@ def test_expand_bad_kernel_or_level(napkin, args, fragments):
 
 KERNEL = {   # the kernel configure picks: the first that streams an axis into a contraction
     "attention": "flash", "attention_unfused": "scores", "causal_attention": "flash", "gqa": "flash",
-    "matmul": "gemm", "mha": "flash", "mlp2": "mlp", "sigmoid_attention": "flash",
+    "matmul": "gemm", "mha": "flash", "mlp2": "mlp", "sigmoid_attention": "flash", "softcap_attention": "flash",
     "softmax_contraction": "online_softmax", "rmsnorm_matmul": "rmsnorm_mm", "mla_attention": "flash",
     "linear_attention": "linear"}
 # analyze's tiles for mlp2 hold one chunk of W1 and W2 (200 KiB on H100); configure double-buffers

@@ -45,7 +45,7 @@ def test_an_unknown_diagram_is_a_usage_error(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("diagram", ["causal_attention", "gqa", "mla_attention", "attention_unfused",
-                                     "sigmoid_attention"])
+                                     "sigmoid_attention", "softcap_attention"])
 def test_the_float64_evaluation_is_attention_in_the_calls_layout(diagram):
     """The diagram's ops, evaluated, against SDPA-style attention (heads grouped as SDPA's enable_gqa,
     the causal mask top-left aligned): the call's (batch, heads, seqlen, head_dim) tensors in and out."""
@@ -55,7 +55,9 @@ def test_the_float64_evaluation_is_attention_in_the_calls_layout(diagram):
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(*s[:2], n, s[3], generator=gen, dtype=torch.float64)
                for s, n in ((q, 24), (k, seq_k), (v, seq_k)))
-    want = reference_attention(torch, q, k, v, kwargs["causal"], diagram == "sigmoid_attention")
+    q = q * (8 if diagram == "softcap_attention" else 1)      # scores beyond the cap of 50
+    want = reference_attention(torch, q, k, v, kwargs["causal"], diagram == "sigmoid_attention",
+                               50.0 if diagram == "softcap_attention" else None)
     assert torch.allclose(D.reference(torch, c, [q, k, v]), want, rtol=1e-12, atol=1e-12)
 
 

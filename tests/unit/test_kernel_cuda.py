@@ -23,7 +23,8 @@ from analyzer.codegen.cuda.limits import CudaLimits
 from analyzer.common.errors import NapkinError
 from analyzer.hardware import Profile
 
-ATTENTION = ("attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "attention_unfused")
+ATTENTION = ("attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "softcap_attention",
+             "attention_unfused")
 DIAGRAMS = (*ATTENTION, "matmul", "rmsnorm_matmul", "mla_attention")
 ARCHS = ("75", "80", "90")
 
@@ -293,12 +294,14 @@ def test_nvcc_compiles_every_diagram_for_sm80_and_one_for_sm75_and_sm90(tmp_path
 
 # -- on a GPU -------------------------------------------------------------------------------------------
 
-def _reference(q, k, v, causal=False, sigmoid=False):
+def _reference(q, k, v, causal=False, sigmoid=False, softcap=None):
     q, k, v = q.double(), k.double(), v.double()
     group = q.shape[1] // k.shape[1]
     if group > 1:
         k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
     if causal:
         L, S = s.shape[-2:]
         s = s.masked_fill(torch.ones(L, S, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
@@ -322,7 +325,8 @@ def test_attention_matches_reference_on_gpu(tmp_path, name):
             k = torch.randn(batch, heads_kv, seq, dim, device="cuda", dtype=dtype)
             v = torch.randn(batch, heads_kv, seq, dim, device="cuda", dtype=dtype)
             out = m.attention(q, k, v, causal=name == "causal_attention")
-            ref = _reference(q, k, v, name == "causal_attention", name == "sigmoid_attention")
+            ref = _reference(q, k, v, name == "causal_attention", name == "sigmoid_attention",
+                             50.0 if name == "softcap_attention" else None)
             assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-2
 
 

@@ -13,7 +13,7 @@ from analyzer.diagram.compiled import Op
 
 SPELLING = Spelling(   # the functions are the prelude's (prelude.cuh)
     unary={"exp": "napkin::exp_({x})", "sigmoid": "napkin::sigmoid({x})", "relu": "napkin::relu({x})",
-           "gelu": "napkin::gelu({x})", "reciprocal": "napkin::rcp({x})", "rsqrt": "napkin::rsqrt_({x})"},
+           "tanh": "tanhf({x})", "gelu": "napkin::gelu({x})", "reciprocal": "napkin::rcp({x})", "rsqrt": "napkin::rsqrt_({x})"},
     binary={"add": "+", "sub": "-", "mul": "*", "div": "/"},
     zero="0.f", neg_inf="(-INFINITY)", log2e="1.4426950408889634f", number="{!r}f")
 RENDERED = SPELLING.rendered

@@ -351,7 +351,10 @@ SCORE_OPS = {
     "relu": ("s = gl.maximum(s, 0.0)", "max(v, 0)"),
     "exp": ("s = gl.exp2(s * 1.4426950408889634)", "exp(v) = exp2(v log2 e): one exp2 a score"),
     "sigmoid": ("s = 0.5 * _attn_tanh(0.5 * s) + 0.5", "1/(1 + exp(-v)) = tanh(v/2)/2 + 1/2: one tanh a score"),
+    "tanh": ("s = _attn_tanh(s)", "one tanh a score"),
+    "softcap": ("s = {cap} * _attn_tanh(s * {inverse})", "cap tanh(v / cap): one tanh a score"),
 }
+TANHS = ("sigmoid", "tanh", "softcap")     # the ops that call _attn_tanh
 
 TANH = '''
 
@@ -373,10 +376,12 @@ def score_function(scores: Scores, source: str) -> str:
                 ("the online softmax follows." if scores.softmax else "their values weight V as they are.")) + '"""']
     for op in scores.ops:
         code, what = SCORE_OPS[op.primitive]
+        if op.cap is not None:      # a number of the diagram, written as a literal (repr of a float)
+            code = code.format(cap=repr(float(op.cap)), inverse=repr(1 / float(op.cap)))
         lines.append(f"    {code}  # {py_comment(op.name)}: {op.primitive}, {what}")
     lines.append("    return s")
     text = "\n".join(lines)
-    return text + (TANH if any(o.primitive == "sigmoid" for o in scores.ops) else "")
+    return text + (TANH if any(o.primitive in TANHS for o in scores.ops) else "")
 
 
 def partitions(warpgroups: tuple[int, ...]) -> str:

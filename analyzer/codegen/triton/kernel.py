@@ -44,6 +44,7 @@ SPELLING = Spelling(
         "exp": "tl.exp({x})",
         "sigmoid": "tl.sigmoid({x})",
         "relu": "tl.maximum({x}, 0.0)",
+        "tanh": "(2.0 * tl.sigmoid(2.0 * ({x})) - 1.0)",     # tanh u = 2 sigmoid(2u) - 1: Triton has no tanh
         # GELU, tanh form: 0.5 x (1 + tanh u) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
         "gelu": "{x} * tl.sigmoid(1.5957691216057308 * ({x} + 0.044715 * {x} * {x} * {x}))",
         "reciprocal": "1.0 / {x}",
