@@ -104,6 +104,7 @@ def flex_softcap():
     def softcap(score, b, h, q_idx, kv_idx):
         return CAP * torch.tanh(score / CAP)
 
+    torch._dynamo.config.recompile_limit = 64      # one compile a shape: the timing's 8 exceed its default
     compiled = torch.compile(flex_attention, dynamic=False)
     return lambda q, k, v: compiled(q, k, v, score_mod=softcap)
 
@@ -242,7 +243,8 @@ def markdown(doc) -> str:
         lines.append(f"- FAILED {c['kernel']} d={c['d']} {c['seq_q']}x{c['seq_k']} {c['dtype']} config={c['config']}: "
                      f"{c['rel_err']:.2e} {c.get('error') or ''}")
     worst = max((c["rel_err"] for c in checks), default=0.0)
-    uncapped = min((c["uncapped_rel_err"] for c in checks if "uncapped_rel_err" in c), default=0.0)
+    uncapped = min((c["uncapped_rel_err"] for c in checks if "uncapped_rel_err" in c and c["seq_k"] > 1),
+                   default=0.0)      # one key: every weight is 1, capped or not
     lines += [f"Largest relative error: {worst:.2e}; attention without the cap is off by at least {uncapped:.2e}.", ""]
     lines += [f"## Timing: {BATCH} x {HEADS} heads, fp16, not causal (TFLOP/s of 4 b h L^2 d)", "",
               "| d | L | softcap Hopper | softcap portable | FlexAttention softcap | softmax Hopper | SDPA cuDNN (no cap) "

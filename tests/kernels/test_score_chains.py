@@ -190,3 +190,15 @@ def test_mla_generates_the_hopper_kernel_for_its_value_dim():
     g = generate("mla_attention", "h100")
     assert g.backend == "hopper" and g.hopper.value_dim == 128 and 192 in g.hopper.tables
     assert "VALUE_DIM = 128" in g.source
+
+
+@pytest.mark.parametrize("diagram", ["mha", "sigmoid_attention", "softcap_attention", "mla_attention"])
+def test_the_launcher_reads_only_the_scales_the_diagram_gives(diagram):
+    """regression: softcap_attention's softmax_dot has no `scale` (its scale op precedes the cap), and the
+    launcher read scale['O'] for the softmax: a KeyError at every call on the GPU."""
+    import re
+    g = generate(diagram, "h100")
+    assert g.backend == "hopper"
+    scaled = {o.name for o in g.diagram.ops if o.applied.scale is not None}
+    read = set(re.findall(r"scale\[\"([^\"]+)\"\]", g.source)) | set(re.findall(r"scale\['([^']+)'\]", g.source))
+    assert read and read <= scaled, (read, scaled)

@@ -147,8 +147,15 @@ def _launcher(g, ids, name: str) -> list[str]:
     r = g.roles
     last = g.diagram.op(p.schedule.kernel.ops[-1])
     scores = g.hopper.scores
-    # the softmax's scale (log2 e folds exp into exp2) and the chain's own scale op, 1 where there is none
-    qk_scale = f"scale[{py_str(last.name)}] * LOG2E" if scores.softmax else "1.0"
+    # the softmax's scale (log2 e folds exp into exp2; a softmax_dot without `scale` takes log2 e alone:
+    # softcap_attention scales in an op of its own, before the cap) and the chain's own scale op, 1 where
+    # there is none
+    if not scores.softmax:
+        qk_scale = "1.0"
+    elif last.applied.scale is None:
+        qk_scale = "LOG2E"
+    else:
+        qk_scale = f"scale[{py_str(last.name)}] * LOG2E"
     score_scale = f"scale[{py_str(scores.scale.name)}]" if scores.scale else "1.0"
     entry = f"CONFIGS[{py_str(p.name)}][size[{py_str(r.head_dim)}]]"
     t = {role: f"t[{py_str(n)}]" for role, n in (("q", r.query), ("k", r.key), ("v", r.value), ("o", r.output))}
