@@ -141,6 +141,9 @@ class Tanh(Primitive):
         return {"sfu": _size(applied.output, extent)}
 
 
+SMALLEST_CAP = 2.0 ** -126     # fp32's smallest normal number: cap and 1/cap stay finite, nonzero fp32
+
+
 class Softcap(Primitive):
     name = "softcap"
     doc = ("cap tanh(v / cap) of every item (`cap`, e.g. 50): logits bounded to (-cap, cap) smoothly, as "
@@ -152,6 +155,9 @@ class Softcap(Primitive):
             raise ValueError("softcap needs a `cap`, e.g. cap: 50")
         if not applied.cap.is_positive:
             raise ValueError(f"softcap's cap is {applied.cap}: a positive number")
+        if float(applied.cap) < SMALLEST_CAP:   # the kernels multiply by 1/cap in fp32
+            raise ValueError(f"softcap's cap is {applied.cap}: at least 2**-126 (fp32's smallest normal "
+                             "number), so that cap and 1/cap are fp32 numbers")
 
     def flops(self, applied, extent):
         n = _size(applied.output, extent)

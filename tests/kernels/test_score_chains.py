@@ -202,3 +202,15 @@ def test_the_launcher_reads_only_the_scales_the_diagram_gives(diagram):
     scaled = {o.name for o in g.diagram.ops if o.applied.scale is not None}
     read = set(re.findall(r"scale\[\"([^\"]+)\"\]", g.source)) | set(re.findall(r"scale\['([^']+)'\]", g.source))
     assert read and read <= scaled, (read, scaled)
+
+
+@pytest.mark.parametrize("cap, message", [("0", "a positive number"), ("-3", "a positive number"),
+                                          ("1e-320", "at least 2**-126")])
+def test_a_cap_no_fp32_kernel_can_compute_is_refused(tmp_path, cap, message):
+    """regression: a cap of 1e-320 wrote `s * inf` (a name Gluon does not know) into the kernel, and one of
+    1e-300 constants that fp32 rounds to 0 and infinity."""
+    path = chain_file(tmp_path, [f"{{name: C, primitive: softcap, inputs: [S], cap: {cap}, output: [q, x]}}"],
+                      "softmax_dot")
+    with pytest.raises(NapkinError) as refused:
+        generate(path, "h100")
+    assert message in str(refused.value)
