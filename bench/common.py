@@ -302,6 +302,24 @@ def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool, sigmoi
     return probs @ v
 
 
+def hopper_predicted(profile: Any, g: Any, seq: int, d: int, dtype: str, instances: int) -> tuple[str, float]:
+    """The configuration generated Hopper module `g` launches for `instances` (batch x heads) attention
+    problems of `seq` queries and keys at head dim `d`, and the model's seconds for it (its chain of
+    scores and value head dim, as the module's own)."""
+    from analyzer.config.hopper import HopperParams, chosen_at, predicted_time
+    params = HopperParams.of(profile)
+    chain, e = g.hopper.scores, g.hopper.value_dim
+    chosen = chosen_at(profile, d, dtype, causal=False, length=seq, instances=instances, params=params,
+                       scores=chain, value_dim=e)
+    return chosen.label(), predicted_time(profile, chosen, d, dtype, seq_q=seq, seq_k=seq, instances=instances,
+                                          params=params, scores=chain, value_dim=e)
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    """a / b to two decimals for a report, or '-' where either is missing."""
+    return f"{a / b:.2f}" if a and b else "-"
+
+
 def environment() -> dict[str, Any]:
     import torch
     import triton

@@ -37,8 +37,10 @@ from bench.common import (  # noqa: E402
     attention_inputs,
     command,
     environment,
+    hopper_predicted,
     import_file,
     log,
+    ratio,
     reference_attention,
     rel_err,
     save_results,
@@ -170,18 +172,6 @@ def tflops(seq, d, seconds):
     return 4 * BATCH * HEADS * seq * seq * d / seconds / 1e12
 
 
-def predicted(run: Run, diagram: str, seq: int, d: int, dtype: str) -> tuple[str, float]:
-    """The configuration the module launches at this size and the model's seconds for it."""
-    from analyzer.config.hopper import HopperParams, chosen_at, predicted_time
-    g = run.generated[diagram]
-    params = HopperParams.of(run.profile)
-    chain, e = g.hopper.scores, g.hopper.value_dim
-    chosen = chosen_at(run.profile, d, dtype, causal=False, length=seq, instances=BATCH * HEADS, params=params,
-                       scores=chain, value_dim=e)
-    return chosen.label(), predicted_time(run.profile, chosen, d, dtype, seq_q=seq, seq_k=seq,
-                                          instances=BATCH * HEADS, params=params, scores=chain, value_dim=e)
-
-
 def timing(run: Run) -> None:
     import torch.nn.functional as F
     import triton
@@ -218,7 +208,7 @@ def timing(run: Run) -> None:
                     row[name] = None
                     row[f"{name}_error"] = repr(exc)[:200]
             for diagram, name in (("sigmoid_attention", "sigmoid_hopper"), ("mha", "softmax_hopper")):
-                label, s = predicted(run, diagram, seq, d, "fp16")
+                label, s = hopper_predicted(run.profile, run.generated[diagram], seq, d, "fp16", BATCH * HEADS)
                 row[f"{name}_config"] = label
                 row[f"{name}_predicted_us"] = round(s * 1e6, 1)
             log(f"timing d={d} L={seq}: " + ", ".join(f"{n} {row[n]}" for n in timed))
@@ -259,7 +249,7 @@ def mla(run: Run) -> None:
             except Exception as exc:  # noqa: BLE001
                 row[name] = None
                 row[f"{name}_error"] = repr(exc)[:200]
-        label, s = predicted(run, "mla_attention", seq, d, "fp16")
+        label, s = hopper_predicted(run.profile, run.generated["mla_attention"], seq, d, "fp16", BATCH * HEADS)
         row["mla_hopper_config"] = label
         row["mla_hopper_predicted_us"] = round(s * 1e6, 1)
         log(f"mla L={seq}: " + ", ".join(f"{n} {row[n]}" for n in timed))
@@ -270,10 +260,6 @@ def mla(run: Run) -> None:
 
 
 # ------------------------------------------------------------------------------------------ report
-
-def ratio(a, b):
-    return f"{a / b:.2f}" if a and b else "-"
-
 
 def markdown(doc) -> str:
     env = doc["environment"]

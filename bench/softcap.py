@@ -35,8 +35,10 @@ from bench.common import (  # noqa: E402
     attention_inputs,
     command,
     environment,
+    hopper_predicted,
     import_file,
     log,
+    ratio,
     reference_attention,
     rel_err,
     save_results,
@@ -169,18 +171,6 @@ def tflops(seq, d, seconds):
     return 4 * BATCH * HEADS * seq * seq * d / seconds / 1e12
 
 
-def predicted(run: Run, diagram: str, seq: int, d: int) -> tuple[str, float]:
-    """The configuration the module launches at this size and the model's seconds for it."""
-    from analyzer.config.hopper import HopperParams, chosen_at, predicted_time
-    g = run.generated[diagram]
-    params = HopperParams.of(run.profile)
-    chain, e = g.hopper.scores, g.hopper.value_dim
-    chosen = chosen_at(run.profile, d, "fp16", causal=False, length=seq, instances=BATCH * HEADS, params=params,
-                       scores=chain, value_dim=e)
-    return chosen.label(), predicted_time(run.profile, chosen, d, "fp16", seq_q=seq, seq_k=seq,
-                                          instances=BATCH * HEADS, params=params, scores=chain, value_dim=e)
-
-
 def timing(run: Run) -> None:
     import torch.nn.functional as F
     import triton
@@ -213,7 +203,7 @@ def timing(run: Run) -> None:
                     row[name] = None
                     row[f"{name}_error"] = repr(exc)[:200]
             for diagram, name in (("softcap_attention", "softcap_hopper"), ("mha", "softmax_hopper")):
-                label, s = predicted(run, diagram, seq, d)
+                label, s = hopper_predicted(run.profile, run.generated[diagram], seq, d, "fp16", BATCH * HEADS)
                 row[f"{name}_config"] = label
                 row[f"{name}_predicted_us"] = round(s * 1e6, 1)
             log(f"timing d={d} L={seq}: " + ", ".join(f"{n} {row[n]}" for n in timed))
@@ -224,10 +214,6 @@ def timing(run: Run) -> None:
 
 
 # ------------------------------------------------------------------------------------------ report
-
-def ratio(a, b):
-    return f"{a / b:.2f}" if a and b else "-"
-
 
 def markdown(doc) -> str:
     env = doc["environment"]
