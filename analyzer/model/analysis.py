@@ -306,7 +306,7 @@ class TermModel:
         values["memory_bytes"] = evaluated["memory_bytes"]
         broken = np.full(n, "", dtype=object)      # the first divisor rule each configuration breaks
         for rule in (*hardware_divisors(low.schedule, self.profile), *skip_divides(low.schedule)):
-            fails = ~obeyed(rule, at, sizes, n) & (broken == "")
+            fails = ~obeyed(rule, at, sizes) & (broken == "")
             broken[fails] = rule.reason
         values["broken"] = broken
         weights = {m.level.name: m.level.feed_s_per_byte for m in self.models}

@@ -16,6 +16,8 @@ memory in bytes (every column, not only the leading term), divisor constraints (
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -230,14 +232,22 @@ def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: floa
         longest = max(range(len(axes)), key=lambda i: len(axes[i]))
         axes[longest] = axes[longest][::2] + ([axes[longest][-1]] if len(axes[longest]) % 2 == 0 else [])
         total = int(np.prod([len(a) for a in axes]))
-    grid = np.meshgrid(*[np.asarray(a, dtype=np.float64) for a in axes], indexing="ij") if axes else []
-    flat = {s: g.ravel() for s, g in zip(symbols, grid, strict=True)}
+    # an open grid (each symbol along an axis of its own): memory and the rules broadcast over it; the
+    # other terms are evaluated only where a configuration fits and obeys the rules
+    shape = tuple(len(a) for a in axes)
+    grid = np.meshgrid(*[np.asarray(a, dtype=np.float64) for a in axes], indexing="ij", sparse=True) if axes else []
+    open_ = dict(zip(symbols, grid, strict=True))
     n = total
-    values = evaluate_points(cost, sizes, flat, exprs)
-    fits = values["memory_bytes"] <= limit_bytes * (1 + 1e-12)
+    counts = tuple(cost.group_counts.items())
+
+    def full(values) -> np.ndarray:
+        return np.broadcast_to(values, shape).ravel()
+
+    memory = _evaluate(cost.memory_bytes, counts, sizes, open_, shape).ravel()
+    fits = memory <= limit_bytes * (1 + 1e-12)
     legal = np.ones(n, dtype=bool)
     for rule in (*divisible, *divides):
-        obeys = obeyed(rule, flat, sizes, n)
+        obeys = full(obeyed(rule, open_, sizes))
         if not obeys.any():   # only pinned sizes can break a rule for every candidate
             pins = ", ".join(f"{s.name}={v}" for s, v in pinned.items())
             raise NapkinError(f"{pins} {what}breaks a constraint: {rule.reason}",
@@ -247,29 +257,35 @@ def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: floa
     feasible = int(ok.sum())
     rules = tuple(dict.fromkeys(r.reason for r in (*divisible, *divides)))
     if not feasible:
-        smallest = float(values["memory_bytes"].min()) if n else float("nan")
+        smallest = float(memory.min()) if n else float("nan")
         rules_text = f"tiles obey: {'; '.join(rules)}; " if rules else ""
         raise NapkinError(f"no tile sizes {what}fit: the smallest configuration needs "
                           f"{smallest / 1024:.1f} KiB, the limit is {limit_bytes / 1024:.1f} KiB",
                           hint=f"{rules_text}pass smaller sizes with --set, unpin tile sizes, or use a "
                                "GPU with more memory")
+    index = np.unravel_index(np.flatnonzero(ok), shape) if axes else ()
+    flat = {s: np.asarray(a, dtype=np.float64)[i] for s, a, i in zip(symbols, axes, index, strict=True)}
+    values = evaluate_points(cost, sizes, flat, exprs)
     score = objective(values)
-    tiles = np.prod([flat[s] for s in symbols], axis=0) if symbols else np.ones(n)
-    keys = (-tiles, values["memory_bytes"], values["transfer_bytes"], score)
-    order = np.lexsort(tuple(np.where(ok, k, np.inf) for k in keys))
-    best = int(order[0])
+    # the lowest score first (NaN last), then fewer transfers, less memory, larger tiles: the ties
+    # for the lowest score are all that the later keys need to see
+    known = ~np.isnan(score)
+    top = np.flatnonzero(score == score[known].min()) if known.any() else np.arange(feasible)
+    tiles = np.prod([flat[s][top] for s in symbols], axis=0) if symbols else np.ones(len(top))
+    best = int(top[np.lexsort((-tiles, values["memory_bytes"][top], values["transfer_bytes"][top]))[0]])
     chosen = {s: int(flat[s][best]) for s in symbols}
     metrics = {k: float(v[best]) for k, v in values.items()}
     return Choice(chosen, metrics, n, feasible, limit_bytes, rules)
 
 
-def obeyed(rule: Divisible | Divides, flat: dict[sympy.Symbol, np.ndarray], sizes: dict[sympy.Symbol, int],
-           n: int) -> np.ndarray:
-    """Which of n configurations (partition symbol -> tile sizes) obey a divisor rule."""
+def obeyed(rule: Divisible | Divides, flat: dict[sympy.Symbol, np.ndarray],
+           sizes: dict[sympy.Symbol, int]) -> np.ndarray:
+    """Which configurations (partition symbol -> tile sizes, arrays that broadcast together) obey a
+    divisor rule."""
     if isinstance(rule, Divisible):
-        product = np.prod([flat[s] for s in rule.symbols], axis=0) * float(at(rule.factor, sizes))
+        product = math.prod((flat[s] for s in rule.symbols), start=float(at(rule.factor, sizes)))
         return np.mod(product, rule.divisor) == 0
-    big = flat[rule.big] if rule.big in flat else np.full(n, float(at(rule.big, sizes)))
+    big = flat[rule.big] if rule.big in flat else float(at(rule.big, sizes))
     return np.mod(big, flat[rule.small]) == 0
 
 
@@ -282,11 +298,11 @@ def evaluate_points(cost: LevelCost, sizes: dict[sympy.Symbol, int], points: dic
     exprs = {"transfers": cost.counted["transfers"], "transfer_bytes": cost.counted["transfer_bytes"],
              "memory_bytes": cost.memory_bytes, "memory": cost.memory,
              "groups": cost.counted["groups"], **(exprs or {})}
-    return {key: _evaluate(expr, counts, sizes, points, n) for key, expr in exprs.items()}
+    return {key: _evaluate(expr, counts, sizes, points, (n,)) for key, expr in exprs.items()}
 
 
 def _evaluate(expr: sympy.Expr, counts: tuple, sizes: dict[sympy.Symbol, int], flat: dict,
-              n: int) -> np.ndarray:
+              shape: tuple[int, ...]) -> np.ndarray:
     used, fn = _compiled(expr, counts)
     missing = [s for s in used if s not in flat and s not in sizes]
     if missing:
@@ -294,7 +310,7 @@ def _evaluate(expr: sympy.Expr, counts: tuple, sizes: dict[sympy.Symbol, int], f
     with np.errstate(all="ignore"):
         out = np.asarray(fn(*(flat[s] if s in flat else float(sizes[s]) for s in used)),
                          dtype=np.float64)
-    return np.broadcast_to(out, (n,)).copy()
+    return np.broadcast_to(out, shape).copy()
 
 
 @lru_cache(maxsize=4096)
