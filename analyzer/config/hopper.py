@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.common.errors import NapkinError
@@ -299,13 +300,18 @@ def causal_tiles(c: HopperConfig, seq_q: int, seq_k: int) -> tuple[float, float]
     to its diagonal, ceil((row0 + g_q) / s_x) of them (block skipping), of which the first
     floor((row0 + 1) / s_x) need no mask; chunk 0 always runs the masked step (it is the prologue's), and
     so do the chunks from there to the last. The last block's rows past seq_q are computed and clipped."""
-    whole = math.ceil(seq_k / c.chunk)
+    return _causal_tiles(c.block_rows, c.chunk, seq_q, seq_k)
+
+
+@lru_cache(maxsize=4096)     # a ranking asks it of every configuration; few block shapes share them all
+def _causal_tiles(block_rows: int, chunk: int, seq_q: int, seq_k: int) -> tuple[float, float]:
+    whole = math.ceil(seq_k / chunk)
     chunks = masked = 0
-    blocks = max(math.ceil(seq_q / c.block_rows), 1)
+    blocks = max(math.ceil(seq_q / block_rows), 1)
     for b in range(blocks):
-        row0 = b * c.block_rows
-        n = min(whole, math.ceil((row0 + c.block_rows) / c.chunk))
-        unmasked = min(seq_k // c.chunk, (row0 + 1) // c.chunk)
+        row0 = b * block_rows
+        n = min(whole, math.ceil((row0 + block_rows) / chunk))
+        unmasked = min(seq_k // chunk, (row0 + 1) // chunk)
         chunks += n
         masked += 1 + n - max(unmasked, 1)
     return chunks / blocks, masked / blocks
