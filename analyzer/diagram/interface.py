@@ -2,7 +2,7 @@
 
 An attention-shaped diagram (scores from a contraction of two inputs, then a contraction of what they
 become with a third input over the key axis) is called like torch's scaled_dot_product_attention:
-`attention(q, k, v, causal=...)` with tensors of shape (batch, heads, seqlen, head_dim), where k and v may
+`attention(q, k, v, causal=...)` (a causal mask or a sliding window, `window_mask`) with tensors of shape (batch, heads, seqlen, head_dim), where k and v may
 have fewer heads (grouped-query). The roles are read off the diagram's structure, not its names:
 
 - head_dim: the axis the scores' contraction reduces;   seq_q / seq_k: its m and n axes;
@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from analyzer.diagram.compiled import Diagram, Op
+from analyzer.diagram.primitives import CausalMask
 from analyzer.diagram.weave import Outer
 
 NORMALISERS = ("softmax", "softmax_dot", "sigmoid")   # what turns scores into attention weights
@@ -42,6 +43,7 @@ class Attention:
     heads: str | None
     group: str | None
     causal: bool
+    window: int | None = None     # keys a query sees under a sliding window (window_mask); None: all before it
 
     @property
     def outer(self) -> tuple[Outer, ...]:
@@ -94,9 +96,11 @@ def _attention(d: Diagram) -> Attention | None:
         return None
     if set(axes[q_name]) != {*shared, *group, seq_q, scores.applied.over}:
         return None
-    causal = any(o.primitive.name == "causal_mask" for o in d.ops)
+    masks = [o for o in d.ops if isinstance(o.primitive, CausalMask)]
+    windows = [int(o.applied.window) for o in masks if o.applied.window is not None]
     return Attention(q_name, k_name, v_name, mix.name, seq_q, seq_k, scores.applied.over, value_dim[0],
-                     next(iter(shared), None), group[0] if group else None, causal)
+                     next(iter(shared), None), group[0] if group else None, bool(masks),
+                     min(windows) if windows else None)
 
 
 def _feeds(d: Diagram, first: Op, last: Op) -> bool:

@@ -45,6 +45,7 @@ class Applied:
     scale: sympy.Expr | None = None
     offset: sympy.Expr | None = None     # shift's constant
     cap: sympy.Expr | None = None        # softcap's bound
+    window: sympy.Expr | None = None     # window_mask's width in keys
 
     @property
     def domain(self) -> tuple[str, ...]:
@@ -113,6 +114,11 @@ class Primitive:
     def tensor_roles(self, applied: Applied) -> dict[str, tuple[str, ...]] | None:
         """For a contraction: the m, n and k axes of the matrix multiply it runs as."""
         return None
+
+    def keeps_neg_inf(self, applied: Applied) -> bool:
+        """Whether a masked item (-inf) stays -inf through this function, so that what a mask-neutral
+        reducer after it ignores stays ignored (block skipping may then drop the masked blocks)."""
+        return False
 
 
 class Exp(Primitive):
@@ -194,6 +200,9 @@ class Shift(Primitive):
         if applied.offset is None:
             raise ValueError("shift needs an `offset`, e.g. offset: 1e-6")
 
+    def keeps_neg_inf(self, applied):
+        return True
+
 
 class Scale(Primitive):
     name, doc = "scale", "Multiply every item by a constant (`scale`, e.g. d**-0.5)."
@@ -202,6 +211,9 @@ class Scale(Primitive):
     def check(self, applied):
         if applied.scale is None:
             raise ValueError("scale needs a `scale` factor, e.g. scale: d**-0.5")
+
+    def keeps_neg_inf(self, applied):
+        return bool(applied.scale.is_positive)
 
 
 class CausalMask(Primitive):
@@ -215,12 +227,35 @@ class CausalMask(Primitive):
         for role in ("query", "key"):
             axis = getattr(applied, role)
             if axis is None:
-                raise ValueError(f"causal_mask needs a `{role}` axis")
+                raise ValueError(f"{self.name} needs a `{role}` axis")
             if axis not in axes:
-                raise ValueError(f"causal_mask {role} axis {axis!r} is not an axis of its input "
+                raise ValueError(f"{self.name} {role} axis {axis!r} is not an axis of its input "
                                  f"[{', '.join(axes)}]")
         if applied.query == applied.key:
-            raise ValueError("causal_mask needs two different axes for query and key")
+            raise ValueError(f"{self.name} needs two different axes for query and key")
+
+    def keys_before(self, applied: Applied) -> sympy.Expr | None:
+        """How many keys before its own position a query sees; None: all of them."""
+        return None
+
+
+class WindowMask(CausalMask):
+    name = "window_mask"
+    doc = ("A causal mask with a sliding window (`window`, e.g. 4096, as Mistral and Gemma 2): query i sees "
+           "keys i - window + 1 .. i, the rest set to -inf. Blocks entirely outside the window, above the "
+           "diagonal or before its left edge, can be skipped when streaming.")
+    params = frozenset({"query", "key", "window"})
+
+    def check(self, applied):
+        super().check(applied)
+        w = applied.window
+        if w is None:
+            raise ValueError("window_mask needs a `window`: how many keys a query sees, e.g. window: 4096")
+        if not (w.is_Integer and w >= 1):
+            raise ValueError(f"window_mask's window is {w}: a whole number of keys, at least 1")
+
+    def keys_before(self, applied):
+        return applied.window - 1
 
 
 class Binary(Primitive):
@@ -343,7 +378,7 @@ class SoftmaxDot(Dot):
 
 REGISTRY: dict[str, Primitive] = {p.name: p for p in (
     Dot(), SoftmaxDot(), Softmax(), Exp(), Sigmoid(), Relu(), Tanh(), Gelu(), Reciprocal(), Rsqrt(), Scale(),
-    Shift(), Softcap(), Add(), Sub(), Mul(), Div(), Sum(), Max(), CausalMask())}
+    Shift(), Softcap(), Add(), Sub(), Mul(), Div(), Sum(), Max(), CausalMask(), WindowMask())}
 
 
 def get(name: str, *, field: str | None = None) -> Primitive:

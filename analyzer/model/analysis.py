@@ -313,6 +313,15 @@ class TermModel:
         return Terms(self.kernel.name, d.dtype, values, weights)
 
 
+def _skipping(skip) -> str:
+    """What block skipping drops, in a line (analyzer.model.fusion.skip_extent counts it)."""
+    text = f"{skip.mask.name}: group of {skip.query} streams {skip.key} up to its diagonal"
+    if skip.before is not None:
+        text += (f", from the chunk of its first row's first {skip.key} (a window of {skip.before + 1}: "
+                 f"{skip.before} before a row's own)")
+    return text
+
+
 def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster: int | None,
             kernels: list) -> Analysis:
     kernel_out = []
@@ -338,8 +347,7 @@ def _result(d: Diagram, profile: Profile, gpu_source: str, sizes: dict, cluster:
         kernel_out.append(KernelOut(
             name=kernel.name, ops=list(kernel.ops), head=[o.name for o in sched.head],
             body=[o.name for o in sched.body], tail=[o.name for o in sched.tail],
-            block_skipping=(f"{sched.skip.mask.name}: group of {sched.skip.query} streams "
-                            f"{sched.skip.key} up to its diagonal") if sched.skip else None,
+            block_skipping=_skipping(sched.skip) if sched.skip else None,
             notes=list(sched.notes) + _level_notes(models), levels=level_out,
             flops={p: to_text(v) for p, v in lowest.cost.flops.items()},
             flops_value={p: float(at(v, subs)) for p, v in lowest.cost.flops.items()},

@@ -23,6 +23,7 @@ from analyzer.diagram.compiled import Diagram, Kernel, Op, Partition
 from analyzer.diagram.primitives import (
     REGISTRY,
     Accumulator,
+    CausalMask,
     Extent,
     pair_chunk_flops,
     pair_final_flops,
@@ -41,11 +42,13 @@ class Reducer:
 
 @dataclass(frozen=True)
 class Skip:
-    """Block skipping under a causal mask: group i of `query` streams `key` only up to its diagonal."""
+    """Block skipping under a causal mask: group i of `query` streams `key` only up to its diagonal,
+    and under a sliding window (window_mask) only from the chunk where its first row's window begins."""
 
     mask: Op
     query: str
     key: str
+    before: sympy.Expr | None = None    # keys before its own a query sees (window - 1); None: all
 
 
 @dataclass(frozen=True)
@@ -243,12 +246,15 @@ def _paired_softmax(diagram: Diagram, op: Op, b: str, members: set[str]) -> Op |
 
 def _skip(diagram: Diagram, body: tuple[Op, ...], reducers: list[Reducer], saves: list[str],
           partition: Partition, sub: nx.DiGraph) -> tuple[Skip | None, tuple[str, ...]]:
-    """Whether a causal mask lets group i of the query axis stop streaming at its diagonal."""
+    """Whether a causal mask lets group i of the query axis stop streaming at its diagonal (and a sliding
+    window start it where its first row's window begins): where every reducer ignores what is masked."""
     b = partition.stream[0]
-    masks = [o for o in body if o.primitive.name == "causal_mask" and o.applied.key == b]
+    masks = [o for o in body if isinstance(o.primitive, CausalMask) and o.applied.key == b]
     if not masks:
         return None, ()
-    mask = masks[0]
+    # the narrowest window decides where a group's keys start (a causal mask beside it changes nothing)
+    mask = min(masks, key=lambda o: (o.primitive.keys_before(o.applied) is None,
+                                     o.primitive.keys_before(o.applied) or 0))
     reasons = []
     for r in reducers:
         neutral = (r.softmax or r.op).primitive.mask_neutral
@@ -256,11 +262,19 @@ def _skip(diagram: Diagram, body: tuple[Op, ...], reducers: list[Reducer], saves
             reasons.append(f"{r.op.name} ({r.op.primitive.name}) is changed by masked items")
         elif not nx.has_path(sub, ("op", mask.name), ("op", r.op.name)):
             reasons.append(f"{r.op.name} does not read the masked scores")
+        else:
+            between = [o for o in body if o not in (mask, r.op, r.softmax)
+                       and nx.has_path(sub, ("op", mask.name), ("op", o.name))
+                       and nx.has_path(sub, ("op", o.name), ("op", r.op.name))]
+            turned = [o for o in between if not o.primitive.keeps_neg_inf(o.applied)]
+            if turned:
+                reasons.append(f"{turned[0].name} ({turned[0].primitive.name}) turns masked scores into "
+                               f"numbers {r.op.name} counts (mask after it to skip blocks)")
     if any(b in diagram.arrays[s].axes for s in saves):
         reasons.append(f"an output keeps axis {b!r}, so every block must be written")
     if reasons:
-        return None, (f"causal mask {mask.name!r} does not skip blocks: " + "; ".join(reasons),)
-    return Skip(mask, mask.applied.query, b), ()
+        return None, (f"{mask.primitive.name} {mask.name!r} does not skip blocks: " + "; ".join(reasons),)
+    return Skip(mask, mask.applied.query, b, mask.primitive.keys_before(mask.applied)), ()
 
 
 def skip_extent(schedule: Schedule) -> sympy.Expr:
@@ -269,6 +283,13 @@ def skip_extent(schedule: Schedule) -> sympy.Expr:
     Group i of the query axis (rows [i g, (i+1) g)) needs keys [0, min(b, (i+1) g)); averaged over the
     a/g groups this is (a + g)/2 when a <= b. Exact when the stream size divides g and g divides a
     (and b); analyzer.model.optimize enforces that.
+
+    Under a sliding window a query sees W = window - 1 keys before its own, so group i starts at the
+    chunk holding key i g - W: at i g - W' with W' = s ceil(W / s), W rounded up to whole chunks of s.
+    The groups from k = ceil(W' / g) on start there, so the mean drops by
+    (g (n (n - 1) - k (k - 1)) / 2 - W' (n - k)) / n over the n = a/g groups (0 when k >= n). Exact
+    under the same divisors, for queries that are not more than W' + g past the last key (every group
+    then starts before its end).
     """
     skip = schedule.skip
     assert skip is not None
@@ -277,5 +298,12 @@ def skip_extent(schedule: Schedule) -> sympy.Expr:
     g = schedule.partition.group_sizes.get(skip.query)
     if g is None:
         return sympy.Min(a, b)
-    return sympy.Piecewise(((a + g) / 2, sympy.Le(a, b)),
-                           ((b * (b + g) / 2 + b * (a - b)) / a, True))
+    causal = sympy.Piecewise(((a + g) / 2, sympy.Le(a, b)), ((b * (b + g) / 2 + b * (a - b)) / a, True))
+    if skip.before is None:
+        return causal
+    s = schedule.partition.stream[1]
+    w = s * sympy.ceiling(skip.before / s)      # W': the keys before a group's first row it streams
+    n, k = a / g, sympy.ceiling(w / g)
+    before = sympy.Piecewise(((g * (n * (n - 1) - k * (k - 1)) / 2 - w * (n - k)) / n, sympy.Lt(k, n)),
+                             (0, True))
+    return causal - before

@@ -75,10 +75,15 @@ def simulate(schedule: Schedule, sizes: dict[sympy.Symbol, int],
         steps = [(op, domain) for op in schedule.head]
         loop_start = len(steps)
         if b is not None:
-            last_query = (domain[schedule.skip.query].stop - 1) if schedule.skip else None
+            skip = schedule.skip
+            last_query = (domain[skip.query].stop - 1) if skip else None
+            window_start = (domain[skip.query].start - int(skip.before)) if skip and skip.before is not None \
+                else None
             for chunk in _ranges(extent[b], s_b):
                 if last_query is not None and chunk.start > last_query:
                     continue  # every key in this chunk is after every query of the group: masked
+                if window_start is not None and chunk.stop <= window_start:
+                    continue  # every key in this chunk is before every query's window: masked
                 steps += [(op, {**domain, b: chunk}) for op in schedule.body]
         steps += [(op, domain) for op in schedule.tail]
 
