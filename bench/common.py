@@ -285,9 +285,10 @@ def attention_inputs(torch: Any, batch: int, heads_q: int, heads_kv: int, seq_q:
 
 
 def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool, sigmoid: bool,
-                        softcap: float | None = None) -> Any:
+                        softcap: float | None = None, window: int | None = None) -> Any:
     """float64 attention on the GPU: softmax(q k^T / sqrt(d)) v, or sigmoid(...) v; `softcap`: the scores
-    bounded to softcap tanh(s / softcap) first (Gemma 2)."""
+    bounded to softcap tanh(s / softcap) first (Gemma 2); `window` (with `causal`): query i sees keys
+    i - window + 1 .. i only."""
     q, k, v = q.double(), k.double(), v.double()
     groups = q.shape[1] // k.shape[1]
     if groups > 1:
@@ -297,6 +298,8 @@ def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool, sigmoi
         scores = softcap * torch.tanh(scores / softcap)
     if causal:   # top-left aligned, as SDPA's is_causal
         keep = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
+        if window is not None:
+            keep = keep.triu(-(window - 1))
         scores = scores.masked_fill(~keep, float("-inf"))
     probs = torch.sigmoid(scores) if sigmoid else torch.softmax(scores, dim=-1)
     return probs @ v
@@ -309,10 +312,11 @@ def hopper_predicted(profile: Any, g: Any, seq: int, d: int, dtype: str, instanc
     from analyzer.config.hopper import HopperParams, chosen_at, predicted_time
     params = HopperParams.of(profile)
     chain, e = g.hopper.scores, g.hopper.value_dim
-    chosen = chosen_at(profile, d, dtype, causal=False, length=seq, instances=instances, params=params,
+    causal = g.roles.causal
+    chosen = chosen_at(profile, d, dtype, causal=causal, length=seq, instances=instances, params=params,
                        scores=chain, value_dim=e)
     return chosen.label(), predicted_time(profile, chosen, d, dtype, seq_q=seq, seq_k=seq, instances=instances,
-                                          params=params, scores=chain, value_dim=e)
+                                          causal=causal, params=params, scores=chain, value_dim=e)
 
 
 def ratio(a: float | None, b: float | None) -> str:

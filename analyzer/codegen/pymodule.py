@@ -436,7 +436,8 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
              f"def attention(q, k, v, causal={r.causal}, out=None" + (f", {param}=None):" if param else "):"),
              f'{INDENT}"""{py_doc(d.title)}: (batch, heads, seqlen, head_dim) tensors, laid out and called as',
              f"{INDENT}torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal={r.causal}"
-             + (", enable_gqa=True" if r.group else "") + ").",
+             + (", enable_gqa=True" if r.group else "") + ")"
+             + (f", with a sliding window:\n{INDENT}query i sees keys i - {r.window - 1} .. i only." if r.window else "."),
              f"{INDENT}k and v may have fewer heads than q when the diagram has a query group axis"
              f" ({r.group or 'this one has none'}). `out`, if given, receives the result."
              + (f"\n{INDENT}v's last dimension is the value head dim ({py_doc(r.value_dim)}), which may differ "

@@ -36,7 +36,8 @@ from analyzer.model.fusion import Reducer
 UNARY = ("exp", "sigmoid", "relu", "tanh", "gelu", "reciprocal", "rsqrt")
 BINARY = ("add", "sub", "mul", "div")
 # The primitives whose rendering is the backend's own code, not an entry of its table
-STRUCTURAL = ("dot", "softmax_dot", "softmax", "scale", "shift", "softcap", "causal_mask", "sum", "max")
+STRUCTURAL = ("dot", "softmax_dot", "softmax", "scale", "shift", "softcap", "causal_mask", "window_mask", "sum",
+              "max")
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,8 @@ def base2_scale(spell: Spelling, op: Op, ids: PlanIds) -> str:
 
 
 def skips_mask(p: KernelPlan, op: Op, *, masked: bool) -> bool:
-    """Whether causal mask `op` passes its input through unchanged: in the unmasked pass of a loop with
-    block skipping, whose chunks lie below the diagonal."""
+    """Whether mask `op` (causal or a window) passes its input through unchanged: in the unmasked pass of
+    a loop with block skipping, whose chunks lie below the diagonal (and inside every row's window)."""
     skip = p.schedule.skip
     return skip is not None and skip.mask is op and not masked
 
@@ -193,10 +194,17 @@ class PlanWalk:
             self.loop()
         self.emit_ops(s.tail, masked=True)
 
+    def spans(self) -> tuple[str, ...]:
+        """The passes over the chunks, in order: the interior chunks (no masks) and the edge ones
+        (masked: on the diagonal or past the end), and under a sliding window first the chunks where
+        some of the block's rows see only part (`left`, masked)."""
+        skip = self.s.skip
+        return ("left", "interior", "edge") if skip is not None and skip.before is not None else \
+            ("interior", "edge")
+
     def loop(self) -> None:
-        """The head's ops, the accumulators, the two passes over the body (interior chunks without
-        masks, then the edge chunks, masked: each from the values before the loop), the accumulators
-        finished."""
+        """The head's ops, the accumulators, the passes over the body (`spans`: interior chunks without
+        masks, edge chunks masked: each from the values before the loop), the accumulators finished."""
         s = self.s
         self.loop_head()
         self.emit_ops(s.head, masked=True)
@@ -205,11 +213,12 @@ class PlanWalk:
             self.init(r)
         self.chunks_open()
         before = dict(self.vals)
-        for masked in (False, True):
+        for span in self.spans():
+            masked = span != "interior"
             self.vals = dict(before)
-            self.pass_open(masked=masked)
+            self.pass_open(masked=masked, span=span)
             self.emit_ops(s.body, masked=masked)
-            self.pass_close(masked=masked)
+            self.pass_close(masked=masked, span=span)
         self.vals = before
         self.chunks_close()
         for r in s.reducers:
@@ -237,10 +246,10 @@ class PlanWalk:
     def chunks_open(self) -> None:
         """After the accumulators: the chunk bounds, or the loop over the chunks."""
 
-    def pass_open(self, *, masked: bool) -> None:
+    def pass_open(self, *, masked: bool, span: str) -> None:
         raise NotImplementedError
 
-    def pass_close(self, *, masked: bool) -> None:
+    def pass_close(self, *, masked: bool, span: str) -> None:
         raise NotImplementedError
 
     def chunks_close(self) -> None:

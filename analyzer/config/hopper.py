@@ -285,7 +285,7 @@ def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str,
     chunk_s = max(chunk_times(profile, c, head_dim, dtype, overhead, params, scores, value_dim).values()) + \
         params.chunk_overhead_s
     blocks_q = math.ceil(seq_q / c.block_rows)
-    chunks, masked = causal_tiles(c, seq_q, seq_k) if causal else (math.ceil(seq_k / c.chunk), 0.0)
+    chunks, masked = causal_tiles(c, seq_q, seq_k, scores.window) if causal else (math.ceil(seq_k / c.chunk), 0.0)
     waves = math.ceil(instances * blocks_q / profile.sm_count)
     tile_s = (chunks + params.mask_overhead * masked) * chunk_s + params.tile_overhead_s
     prologue_s = params.prologue_chunks * chunk_s
@@ -294,28 +294,33 @@ def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str,
     return params.launch_overhead_s + waves * (tile_s + prologue_s)
 
 
-def causal_tiles(c: HopperConfig, seq_q: int, seq_k: int) -> tuple[float, float]:
+def causal_tiles(c: HopperConfig, seq_q: int, seq_k: int, window: int | None = None) -> tuple[float, float]:
     """A causal tile's chunks and masked steps, on average over the query blocks, as the kernel walks them
     (analyzer.codegen.hopper: _attn_tile, _attn_consumer): the block at rows row0.. streams the chunks up
     to its diagonal, ceil((row0 + g_q) / s_x) of them (block skipping), of which the first
     floor((row0 + 1) / s_x) need no mask; chunk 0 always runs the masked step (it is the prologue's), and
-    so do the chunks from there to the last. The last block's rows past seq_q are computed and clipped."""
-    return _causal_tiles(c.block_rows, c.chunk, seq_q, seq_k)
+    so do the chunks from there to the last. The last block's rows past seq_q are computed and clipped.
+    Under a sliding window of `window` keys (W = window - 1 before a row's own) the block starts at chunk
+    floor((row0 - W) / s_x), and the chunks before the first that its last row sees whole are masked."""
+    return _causal_tiles(c.block_rows, c.chunk, seq_q, seq_k, -1 if window is None else window - 1)
 
 
 @lru_cache(maxsize=4096)     # a ranking asks it of every configuration; few block shapes share them all
-def _causal_tiles(block_rows: int, chunk: int, seq_q: int, seq_k: int) -> tuple[float, float]:
-    whole = math.ceil(seq_k / chunk)
+def _causal_tiles(block_rows: int, chunk: int, seq_q: int, seq_k: int, left: int) -> tuple[float, float]:
+    whole_chunks = math.ceil(seq_k / chunk)
     chunks = masked = 0
     blocks = max(math.ceil(seq_q / block_rows), 1)
     for b in range(blocks):
         row0 = b * block_rows
-        n = min(whole, math.ceil((row0 + block_rows) / chunk))
+        end = min(whole_chunks, math.ceil((row0 + block_rows) / chunk))
         unmasked = min(seq_k // chunk, (row0 + 1) // chunk)
-        chunks += n
-        masked += 1 + n - max(unmasked, 1)
+        first = whole = 0
+        if left >= 0:
+            first = max(row0 - left, 0) // chunk
+            whole = min(max(first, -(-max(row0 + block_rows - 1 - left, 0) // chunk)), unmasked)
+        chunks += end - first
+        masked += 1 + max(0, whole - first - 1) + max(0, end - max(unmasked, first + 1))
     return chunks / blocks, masked / blocks
-
 
 def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: int, instances: int,
            causal: bool = False, params: HopperParams | None = None, scores: Scores = SOFTMAX,

@@ -44,7 +44,7 @@ from analyzer.config.hopper import (
 )
 from analyzer.config.kernels import Configured, configure_kernels
 from analyzer.config.predict import predict_configured
-from analyzer.config.scores import SOFTMAX
+from analyzer.config.scores import SOFTMAX, pairs
 from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention, interface
 from analyzer.hardware import Profile
@@ -198,7 +198,7 @@ def _hopper_expected(c: Configured, tables: HopperTables | None, profile: Profil
                           f"not {head_dim}", field="--set", hint="use --backend triton")
     time_s = predicted_time(profile, chosen, head_dim, c.dtype, seq_q=seq_q, seq_k=seq_k,
                             instances=instances, causal=r.causal, params=params, scores=chain, value_dim=e)
-    flops = 2 * instances * seq_q * seq_k * (head_dim + (e or head_dim)) / (2 if r.causal else 1)
+    flops = 2 * instances * pairs(seq_q, seq_k, r.causal, r.window) * (head_dim + (e or head_dim))
     parts = chunk_times(profile, chosen, head_dim, c.dtype, params=params, scores=chain, value_dim=e)
     if params.calibrated:
         model = f"the Hopper kernel's model {params.source}"

@@ -2,7 +2,7 @@
 read off the diagram: the elementwise ops after S = Q K^T, in the diagram's order, and the
 normalisation its second contraction asks for.
 
-    dot (Q K^T over the head dim) -> [causal_mask] -> elementwise ops -> softmax_dot or dot (with V)
+    dot (Q K^T over the head dim) -> elementwise ops and masks -> softmax_dot or dot (with V)
 
 - `softmax_dot`: the online softmax (Appendix A.3.2): a running max and sum a row, every chunk's
   probabilities exp2'd and the output rescaled, divided by the sum at the end;
@@ -13,13 +13,20 @@ Each elementwise op has the lowering the kernel gives it and what that costs on 
 unit (SFU), which the model's loop body counts (analyzer.config.hopper._body): sigmoid is 1/2 tanh(v/2) +
 1/2, one `tanh.approx.f32` a score, where 1/(1 + exp(-v)) would take an exp and a reciprocal; tanh and
 softcap (cap tanh(v / cap), Gemma 2's bound on its scores) take one tanh.approx.f32 too.
+
+A mask (`causal_mask`, or `window_mask`: causal with a sliding window) sets -inf where the diagram puts
+it; the ops after it must carry a masked score to what the normalisation ignores (-inf before the
+softmax, 0 before a plain sum), so that the blocks it empties can be skipped: a softcap after a mask
+would turn -inf into -cap, which the softmax weighs.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import pairwise
 
+import numpy as np
 import sympy
 
 from analyzer.diagram.compiled import Op
@@ -27,6 +34,7 @@ from analyzer.diagram.compiled import Op
 # Elementwise primitives the consumers apply to the scores in registers, with the special-function
 # operations a score each costs as the kernel lowers it (analyzer.codegen.hopper.kernel)
 SFU_PER_SCORE = {"scale": 0, "relu": 0, "sigmoid": 1, "exp": 1, "tanh": 1, "softcap": 1}
+MASKS = ("causal_mask", "window_mask")      # set -inf where a key is after the query (or outside its window)
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,16 @@ class ScoreOp:
     primitive: str
     scale: sympy.Expr | None = None
     cap: sympy.Expr | None = None
+    window: int | None = None           # window_mask: the keys a query sees, its own included
+
+    def of(self, v: float) -> float:
+        """What this op makes of a score v (the masks' -inf traced through the ops after them)."""
+        if self.primitive == "scale":
+            return v * (1.0 if self.scale.is_positive else -1.0 if self.scale.is_negative else math.nan)
+        if self.primitive == "softcap":
+            return float(self.cap) * math.tanh(v / float(self.cap))
+        return {"relu": lambda: max(v, 0.0), "sigmoid": lambda: 0.5 * math.tanh(v / 2) + 0.5,
+                "exp": lambda: math.exp(v), "tanh": lambda: math.tanh(v)}.get(self.primitive, lambda: v)()
 
 
 @dataclass(frozen=True)
@@ -45,14 +63,23 @@ class Scores:
     """The chain of a diagram's scores. The default is softmax attention: no op between the
     contractions, the online softmax."""
 
-    ops: tuple[ScoreOp, ...] = ()
+    ops: tuple[ScoreOp, ...] = ()   # in the diagram's order, masks among them
     softmax: bool = True            # the online softmax; False: a plain running sum
-    causal: bool = False            # a causal mask first (top-left aligned)
+
+    @property
+    def causal(self) -> bool:
+        """Whether a mask hides the keys after each query (top-left aligned)."""
+        return any(o.primitive in MASKS for o in self.ops)
+
+    @property
+    def window(self) -> int | None:
+        """The keys a query sees under the narrowest sliding window, its own included; None: all before it."""
+        return min((o.window for o in self.ops if o.window is not None), default=None)
 
     @property
     def sfu_per_score(self) -> int:
         """SFU operations a score: the ops' and, with the softmax, its exp2."""
-        return sum(SFU_PER_SCORE[o.primitive] for o in self.ops) + (1 if self.softmax else 0)
+        return sum(SFU_PER_SCORE.get(o.primitive, 0) for o in self.ops) + (1 if self.softmax else 0)
 
     @property
     def sfu_per_row(self) -> int:
@@ -65,47 +92,62 @@ class Scores:
         return next((o for o in self.ops if o.primitive == "scale"), None)
 
     def label(self) -> str:
-        chain = [o.primitive for o in self.ops] + ["softmax" if self.softmax else "sum"]
-        return " -> ".join((["causal_mask"] if self.causal else []) + chain)
+        return " -> ".join([o.primitive for o in self.ops] + ["softmax" if self.softmax else "sum"])
 
 
 SOFTMAX = Scores()
+
+
+def pairs(seq_q: int, seq_k: int, causal: bool, window: int | None = None) -> float:
+    """The (query, key) pairs whose scores the attention weighs, as FlashAttention's benchmarks count
+    them: all of them; half under a causal mask; under a sliding window the exact count (query i, top-left
+    aligned, sees keys max(0, i - window + 1) .. min(i, seq_k - 1))."""
+    if not causal:
+        return float(seq_q * seq_k)
+    if window is None:
+        return seq_q * seq_k / 2
+    i = np.arange(seq_q)
+    return float(np.maximum(np.minimum(i, seq_k - 1) - np.maximum(i - window + 1, 0) + 1, 0).sum())
 
 
 def scores_of(ops: list[Op], head_dim: str, seq_k: str) -> Scores | str:
     """The score chain of a kernel's ops (the first contraction first), or why the Hopper kernel does not
     realise it (one line)."""
     names = [o.primitive.name for o in ops]
-    shape = "dot -> [causal_mask ->] elementwise ops -> softmax_dot or dot"
+    shape = "dot -> elementwise ops and masks -> softmax_dot or dot"
     if len(ops) < 2 or names[0] != "dot" or names[-1] not in ("dot", "softmax_dot"):
         return f"its kernel is {' -> '.join(names)}; the Hopper kernel realises {shape}"
     first, last = ops[0], ops[-1]
     if first.applied.over != head_dim or last.applied.over != seq_k:
         return "it contracts other axes than q k^T over the head dim and p v over the keys"
-    chain = ops[1:-1]
     for prev, op in pairwise(ops):
         if op.inputs[0] != prev.name:
             return f"{op.name} does not take {prev.name}: the Hopper kernel realises one chain of scores"
-    causal = bool(chain) and chain[0].primitive.name == "causal_mask"
-    if causal:
-        m = chain[0].applied
-        if m.key != seq_k:
-            return f"{chain[0].name} masks along {m.key}, not the keys {seq_k}"
-        chain = chain[1:]
     out = []
-    for op in chain:
+    for op in ops[1:-1]:
         p = op.primitive.name
-        if p not in SFU_PER_SCORE:
-            where = "after the first op" if p == "causal_mask" else "between the contractions"
-            return (f"{op.name} is {p} {where}; the Hopper kernel applies "
-                    f"{', '.join(sorted(SFU_PER_SCORE))} to the scores, after a causal mask")
+        if p not in SFU_PER_SCORE and p not in MASKS:
+            return (f"{op.name} is {p} between the contractions; the Hopper kernel applies "
+                    f"{', '.join(sorted(SFU_PER_SCORE))} and {' or '.join(MASKS)} to the scores")
         if len(op.inputs) != 1:
             return f"{op.name} takes {len(op.inputs)} inputs; the Hopper kernel's score ops take the scores alone"
+        if p in MASKS and op.applied.key != seq_k:
+            return f"{op.name} masks along {op.applied.key}, not the keys {seq_k}"
         out.append(ScoreOp(op.name, p, op.applied.scale if p == "scale" else None,
-                           op.applied.cap if p == "softcap" else None))
+                           op.applied.cap if p == "softcap" else None,
+                           int(op.applied.window) if p == "window_mask" else None))
+    softmax = names[-1] == "softmax_dot"
+    for i, o in enumerate(out):
+        if o.primitive in MASKS:
+            masked = -math.inf
+            for after in out[i + 1:]:
+                masked = after.of(masked)
+            if masked != (-math.inf if softmax else 0.0):
+                return (f"{o.name} ({o.primitive}) comes before ops that turn a masked score into {masked:g}, which "
+                        f"the {'softmax' if softmax else 'sum'} weighs; put the mask after them")
     if sum(o.primitive == "scale" for o in out) > 1:
         return "its scores are scaled twice; the Hopper kernel takes one factor (fold them into one scale)"
-    return Scores(tuple(out), softmax=names[-1] == "softmax_dot", causal=causal)
+    return Scores(tuple(out), softmax=softmax)
 
 
-__all__ = ["SFU_PER_SCORE", "SOFTMAX", "ScoreOp", "Scores", "scores_of"]
+__all__ = ["MASKS", "SFU_PER_SCORE", "SOFTMAX", "ScoreOp", "Scores", "pairs", "scores_of"]

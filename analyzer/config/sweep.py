@@ -43,6 +43,7 @@ from analyzer.config.hopper import (
 )
 from analyzer.config.kernels import configure_kernels
 from analyzer.config.launch import Expected, Launch, expected, launch, portable_label
+from analyzer.config.scores import pairs
 from analyzer.config.sweep_result import SweepOut, SweepReport
 from analyzer.diagram.interface import Attention, interface
 from analyzer.diagram.weave import compile_woven, outer_tiles, source_data
@@ -240,7 +241,7 @@ def _hopper_sweep(launched: Launch, profile, dtype: str, sets: dict[str, int], k
     head_dim, seq_q, seq_k = size(r.head_dim), size(r.seq_q), size(r.seq_k)
     instances = math.prod(size(a) for a in instance_axes(r))
     e = value_dim(c, shown)
-    flops = 2 * instances * seq_q * seq_k * (head_dim + (e or head_dim)) / (2 if r.causal else 1)
+    flops = 2 * instances * pairs(seq_q, seq_k, r.causal, r.window) * (head_dim + (e or head_dim))
     rows = []
     params = HopperParams.of(profile)
     chain = scores(c)

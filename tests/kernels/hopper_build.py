@@ -79,7 +79,7 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
         layout = gl.NVMMASharedLayout.get_default_for(block, element)
         descs[name] = f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
     constexprs = {"ROWS": module.ROWS, "BLOCK_X": entry["BLOCK_X"], "STAGES": entry["STAGES"], "GROUPS": groups,
-                  "CAUSAL": module.CAUSAL, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
+                  "CAUSAL": module.CAUSAL, "LEFT": module.LEFT, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
                   "SOFTMAX": module.SOFTMAX, "SPLIT": hi > 0, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
     signature = {"q_desc": descs["q"], "k_desc": descs["k"], "v_desc": descs["v"], "o_desc": descs["o"],
                  "qh_desc": descs["qh"], "kh_desc": descs["kh"], **SCALARS,

@@ -66,7 +66,7 @@ def scores_of_file(path: str) -> Scores | str:
 @pytest.mark.parametrize("diagram, expected", [
     ("attention", SOFTMAX),
     ("mha", SOFTMAX),
-    ("causal_attention", Scores(causal=True)),
+    ("causal_attention", Scores((ScoreOp("Sm", "causal_mask"),))),
     ("sigmoid_attention", Scores((ScoreOp("Ss", "scale"), ScoreOp("P", "sigmoid")), softmax=False)),
     ("softcap_attention", Scores((ScoreOp("Ss", "scale"), ScoreOp("C", "softcap"))))])
 def test_the_shipped_diagrams_chains(diagram, expected):
@@ -81,9 +81,12 @@ def test_the_shipped_diagrams_chains(diagram, expected):
     (["{name: A, primitive: scale, inputs: [S], scale: 2, output: [q, x]}",
       "{name: B, primitive: scale, inputs: [A], scale: 3, output: [q, x]}",
       "{name: P, primitive: sigmoid, inputs: [B], output: [q, x]}"], "dot", "scaled twice"),
-    (["{name: A, primitive: relu, inputs: [S], output: [q, x]}",
-      "{name: Mk, primitive: causal_mask, inputs: [A], query: q, key: x, output: [q, x]}"], "softmax_dot",
-     "Mk is causal_mask after the first op")])
+    (["{name: Mk, primitive: causal_mask, inputs: [S], query: q, key: x, output: [q, x]}",
+      "{name: C, primitive: softcap, inputs: [Mk], cap: 50, output: [q, x]}"], "softmax_dot",
+     "comes before ops that turn a masked score into -50"),
+    (["{name: Mk, primitive: window_mask, inputs: [S], query: q, key: x, window: 8, output: [q, x]}",
+      "{name: P, primitive: relu, inputs: [Mk], output: [q, x]}"], "softmax_dot",
+     "turn a masked score into 0, which the softmax weighs")])
 def test_chains_the_kernel_does_not_render_are_refused_with_the_reason(tmp_path, ops, last, message):
     path = chain_file(tmp_path, ops, last)
     assert message in scores_of_file(path)
@@ -144,17 +147,18 @@ def test_softcap_is_rendered_with_its_cap_as_a_number(cap):
 
 @pytest.mark.slow(seconds=14)
 def test_a_chain_of_every_op_compiles_for_sm90a(tmp_path):
-    """relu, exp, scale, sigmoid, tanh and softcap in one chain, a causal mask first and a plain sum
-    after, through Triton's compiler for sm_90a (the shipped sigmoid_attention and softcap_attention
+    """relu, exp, scale, tanh and softcap in one chain, then a sliding-window mask, a sigmoid (which
+    turns the masked -inf into the 0 a plain sum ignores) and the plain sum, through Triton's compiler for
+    sm_90a (the shipped sigmoid_attention and softcap_attention
     compile in test_allocation)."""
     path = chain_file(tmp_path, [
-        "{name: Mk, primitive: causal_mask, inputs: [S], query: q, key: x, output: [q, x]}",
-        "{name: A, primitive: scale, inputs: [Mk], scale: d**-0.5, output: [q, x]}",
+        "{name: A, primitive: scale, inputs: [S], scale: d**-0.5, output: [q, x]}",
         "{name: B, primitive: exp, inputs: [A], output: [q, x]}",
         "{name: C, primitive: relu, inputs: [B], output: [q, x]}",
-        "{name: P, primitive: sigmoid, inputs: [C], output: [q, x]}",
-        "{name: T, primitive: tanh, inputs: [P], output: [q, x]}",
-        "{name: Cap, primitive: softcap, inputs: [T], cap: 2.5, output: [q, x]}"])
+        "{name: T, primitive: tanh, inputs: [C], output: [q, x]}",
+        "{name: Cap, primitive: softcap, inputs: [T], cap: 2.5, output: [q, x]}",
+        "{name: Mk, primitive: window_mask, inputs: [Cap], query: q, key: x, window: 100, output: [q, x]}",
+        "{name: P, primitive: sigmoid, inputs: [Mk], output: [q, x]}"])
     g = generate(path, "h100")
     assert g.backend == "hopper" and g.hopper.scores.causal and not g.hopper.scores.softmax
     module = tmp_path / "chain_hopper.py"

@@ -255,7 +255,16 @@ class MmaKernel(FragmentWriter):
         else:
             c.line(f"const int hi = (int){n.size(axis)};  // the launcher checks sizes < 2**31")
             c.line(f"const int mid = (hi / {B}) * {B};")
-        c.line(f"const int n_chunks = (hi + {B} - 1) / {B};")
+        if skip is not None and skip.before is not None:
+            w, row0 = int(skip.before), f"{blk} * {tile}"
+            c.comment(f"and a sliding window: each row sees the {w} {axis} before it, so the block starts at the "
+                      f"chunk of its first row's first {axis}; from `whole` on every row sees a chunk whole")
+            c.line(f"const int lo = ({row0} > {w} ? {row0} - {w} : 0) / {B} * {B};")
+            c.line(f"const int whole = (int)napkin_min64(mid, napkin_max64(lo, ({row0} + {tile} - 1 - {w} > 0 ? "
+                   f"{row0} + {tile} - 1 - {w} + {B} - 1 : 0) / {B} * {B}));")
+        else:
+            c.line("const int lo = 0;")
+        c.line(f"const int n_chunks = (hi - lo + {B} - 1) / {B};")
         stage_terms = []
         self.stage_at: dict[str, str] = {}          # streamed array -> its offset in a buffer
         for name, elems in self.stage_off.items():
@@ -272,7 +281,7 @@ class MmaKernel(FragmentWriter):
         c.close("};")
         c.line("// prologue: the first NBUF - 1 chunks in flight")
         c.open("for (int b = 0; b < NBUF - 1; ++b)")
-        c.line(f"if (b < n_chunks) load_chunk(b * {B}, b);")
+        c.line(f"if (b < n_chunks) load_chunk(lo + b * {B}, b);")
         c.line("napkin::commit();")
         c.close()
         c.line("napkin::wait<NBUF - 1>();  // the head's tiles")
@@ -284,11 +293,11 @@ class MmaKernel(FragmentWriter):
         B, lim = self.ext(st.name), self.lim(st.name)
         c.comment(f"stream {st.axes[0]} in chunks of {B}: interior chunks without masks, then the edge chunks")
         c.open("for (int ci = 0; ci < n_chunks; ++ci)")
-        c.line(f"const int start = ci * {B};")
+        c.line(f"const int start = lo + ci * {B};")
         c.line("__syncthreads();  // every warp is done with the buffer the next load overwrites")
         c.open("")
         c.line("const int nc = ci + NBUF - 1;")
-        c.line(f"if (nc < n_chunks) load_chunk(nc * {B}, nc % NBUF);")
+        c.line(f"if (nc < n_chunks) load_chunk(lo + nc * {B}, nc % NBUF);")
         c.line("napkin::commit();")
         c.close()
         c.line("napkin::wait<NBUF - 1>();")
@@ -302,20 +311,27 @@ class MmaKernel(FragmentWriter):
             c.line(f"const uint32_t {sm.su} = napkin::smem_u32({sm.name});")
             c.line(f"(void){sm.su};")
 
-    def pass_open(self, *, masked: bool) -> None:
-        """The interior chunks (no masks) or, in the same loop, the edge chunks (masked)."""
+    def pass_open(self, *, masked: bool, span: str) -> None:
+        """The interior chunks (no masks) or, in the same loop, the edge chunks (masked), and under a
+        sliding window first those at its left edge (masked)."""
         c = self.c
-        if masked:
-            c.close("} else {  // edge chunk: masked")
+        if span == "left":
+            c.open("if (start < whole)")
+            c.line("// the window's left edge: masked")
+        elif span == "interior" and "left" in self.spans():
+            c.close("} else if (start < mid) {  // interior chunk: no masks")
             c.depth += 1
-        else:
+        elif span == "interior":
             c.open("if (start < mid)")
             c.line("// interior chunk: no masks")
+        else:
+            c.close("} else {  // edge chunk: masked")
+            c.depth += 1
         for name in self.stage_off:
             self.vals[name] = self.smem(name)
 
-    def pass_close(self, *, masked: bool) -> None:
-        if masked:
+    def pass_close(self, *, masked: bool, span: str) -> None:
+        if span == "edge":      # the last branch of the loop's if
             self.c.close()
 
     def chunks_close(self) -> None:
@@ -401,17 +417,19 @@ class MmaKernel(FragmentWriter):
                 dims = self.canon(x.dims if len(x.dims) >= len(rest[0].dims) else rest[0].dims)
             self.ew(name, dims, lambda ctx, t: pointwise(SPELLING, op, [self.at(v, t, ctx) for v in args],
                                                          self.n))
-        elif prim == "causal_mask":
+        elif prim in ("causal_mask", "window_mask"):
             if skips_mask(self.p, op, masked=masked):
                 self.vals[name] = x   # interior chunks lie below the diagonal
                 return
             q, key = op.applied.query, op.applied.key
+            w = None if op.applied.window is None else int(op.applied.window)
 
             def cond(ctx, t):
                 oq = self.offs(q, self.index_of(self.p.dim_of[q], t, ctx))
                 ok = self.offs(key, self.index_of(self.p.dim_of[key], t, ctx))
-                return f"({oq} >= {ok}) ? {self.at(x, t, ctx)} : {NEG_INF}"
-            c.comment(f"{name}: causal mask")
+                inside = f"{oq} >= {ok}" if w is None else f"{oq} >= {ok} && {ok} > {oq} - {w}"
+                return f"({inside}) ? {self.at(x, t, ctx)} : {NEG_INF}"
+            c.comment(f"{name}: causal mask" + ("" if w is None else f", a window of {w}"))
             self.ew(name, dims, cond)
         elif prim == "softmax":
             over = self.p.dim_of[op.applied.over]

@@ -154,11 +154,13 @@ class PointKernel(CudaWriter):
                 expr = pointwise(SPELLING, op, args, self.n)
                 if prim == "shift":
                     expr = f"({expr})"
-            elif prim == "causal_mask":
+            elif prim in ("causal_mask", "window_mask"):
                 q, key = op.applied.query, op.applied.key
                 oq = self.offs(q, self.local(p.dim_of[q]))
                 ok = self.offs(key, self.local(p.dim_of[key]))
-                expr = f"(({oq} >= {ok}) ? {args[0]} : {NEG_INF})"
+                inside = f"{oq} >= {ok}" + ("" if op.applied.window is None else
+                                            f" && {ok} > {oq} - {int(op.applied.window)}")
+                expr = f"(({inside}) ? {args[0]} : {NEG_INF})"
             else:
                 raise unrenderable(p, f"primitive {prim!r} ({name!r}) in a kernel without contractions", op)
         emit(f"const float {var} = {expr};")

@@ -26,6 +26,8 @@ def file_code() -> list[str]:
     """What the .cu defines after the prelude besides the kernels: helpers and the error strings."""
     out = ["static inline __host__ __device__ int64_t napkin_min64(int64_t a, int64_t b) "
            "{ return a < b ? a : b; }",
+           "static inline __host__ __device__ int64_t napkin_max64(int64_t a, int64_t b) "
+           "{ return a < b ? b : a; }",
            "static constexpr __host__ __device__ int napkin_round8(int n) { return (n + 7) / 8 * 8; }",
            "",
            'extern "C" const char* napkin_error_string(int code)',

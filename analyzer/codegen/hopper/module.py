@@ -25,7 +25,7 @@ from analyzer.config.hopper import OVERLAPS, SCHEDULES, HopperConfig, HopperTabl
 
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
-           "CONSUMER_REGISTERS", "CAUSAL", "SOFTMAX", "VALUE_DIM", "_tma_ready", "_descriptor", "_sm_count")
+           "CONSUMER_REGISTERS", "CAUSAL", "LEFT", "SOFTMAX", "VALUE_DIM", "_tma_ready", "_descriptor", "_sm_count")
 
 
 def hopper_module(g) -> str:
@@ -103,6 +103,8 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               f"REGISTER_CAP = {g.hopper.register_cap!r}",
               f"CONSUMER_REGISTERS = {g.hopper.consumer_registers!r}",
               f"CAUSAL = {g.roles.causal}  # whether the diagram masks keys after each query (top-left aligned)",
+              f"LEFT = {-1 if g.roles.window is None else int(g.roles.window) - 1}  # keys before its own a query sees "
+              "under the diagram's sliding window; -1: all",
               f"SOFTMAX = {g.hopper.scores.softmax}  # the online softmax normalises the scores (else a plain sum: "
               f"{g.hopper.scores.label()})",
               f"VALUE_DIM = {g.hopper.value_dim!r}  # v's largest head dim, where it has an axis of its own (the "
@@ -199,7 +201,7 @@ def {ids.launch[p.name]}(t, size, stride, scale, cfg=None):
         q_lo, k_lo, _descriptor(v, v_block), _descriptor(o, o_block), q_hi, k_hi,
         size_q, k.shape[2], batch * heads, heads, heads // k.shape[1], {qk_scale}, {score_scale},
         ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, CAUSAL=CAUSAL,
-        INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
+        LEFT=LEFT, INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
         CONSUMER_REGS=CONSUMER_REGISTERS[groups], num_warps=4, maxnreg=REGISTER_CAP[groups])
     if o is not out:
         out.copy_(o)

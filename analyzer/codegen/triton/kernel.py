@@ -69,7 +69,7 @@ def check_renderable(p: KernelPlan) -> None:
 
 
 # What a kernel writes as it is: its own locals, and the module's names it uses (analyzer.codegen.names)
-KERNEL_LOCALS = ("ELEM", "pid", "band", "first", "rows", "rest", "hi", "mid", "start", "t", "p", "alpha",
+KERNEL_LOCALS = ("ELEM", "pid", "band", "first", "rows", "rest", "lo", "whole", "hi", "mid", "start", "t", "p", "alpha",
                  "m_new", "m_use", "tl", "triton")
 
 
@@ -301,28 +301,42 @@ class _Writer(PlanWalk):
 
     # -- the streamed loop (its order: analyzer.codegen.render.PlanWalk) --------------------------------
     def chunks_open(self) -> None:
-        """The loop's bounds: `hi` the stream's end for this block, `mid` the end of the interior."""
+        """The loop's bounds: `hi` the stream's end for this block, `mid` the end of the interior; under a
+        sliding window `lo` its start and `whole` the first chunk every row of the block sees whole."""
         st, n = self.stream, self.n
         axis = st.axes[0]
         block = n.block(st.name)
         skip = self.s.skip
         if skip is not None:
             q = skip.query
+            row0 = f"{n('blk_{}', q)} * {n.tile(q)}"
             self.comment(f"causal block skipping: this block's {q} rows see {axis} up to their last row")
             self.line(f"hi = tl.minimum({n.size(axis)}, ({n('blk_{}', q)} + 1) * {n.tile(q)})")
-            self.line(f"mid = tl.minimum(({n.size(axis)} // {block}) * {block}, "
-                      f"(({n('blk_{}', q)} * {n.tile(q)} + 1) // {block}) * {block})")
+            self.line(f"mid = tl.minimum(({n.size(axis)} // {block}) * {block}, (({row0} + 1) // {block}) * {block})")
+            if skip.before is not None:
+                w = int(skip.before)
+                self.comment(f"and a sliding window: each row sees the {w} {axis} before it, so the block "
+                             f"starts at the chunk of its first row's first {axis}")
+                self.line(f"lo = (tl.maximum({row0} - {w}, 0) // {block}) * {block}")
+                self.line(f"whole = tl.minimum(mid, tl.maximum(lo, tl.cdiv(tl.maximum({row0} + {n.tile(q)} - 1 - {w}, "
+                          f"0), {block}) * {block}))")
         else:
             self.line(f"hi = {n.size(axis)}")
             self.line(f"mid = ({n.size(axis)} // {block}) * {block}")
 
-    def pass_open(self, *, masked: bool) -> None:
-        """One loop over the chunks: the interior ones (no masks) or the edge ones (masked)."""
+    SPANS = {"left": ("lo", "whole", "the window's left edge: masked"),
+             "interior": ("0", "mid", "interior chunks: no masks"),
+             "edge": ("mid", "hi", "edge chunks: masked")}
+
+    def pass_open(self, *, masked: bool, span: str) -> None:
+        """One loop over the chunks: the interior ones (no masks), the edge ones (masked), or under a
+        sliding window those at its left edge (masked; the interior then starts at `whole`)."""
         st, n = self.stream, self.n
         axis = st.axes[0]
         block = n.block(st.name)
-        lo, end, what = ("mid", "hi", "edge chunks: masked") if masked else \
-            ("0", "mid", "interior chunks: no masks")
+        lo, end, what = self.SPANS[span]
+        if span == "interior" and "left" in self.spans():
+            lo = "whole"
         self.comment(f"stream {axis} in chunks of {block} ({what})")
         self.line(f"for start in range({lo}, {end}, {block}):")
         self.depth += 1
@@ -330,7 +344,7 @@ class _Writer(PlanWalk):
         if masked:
             self.line(f"{self.mask_of(st.name)} = {self.offs(axis)} < hi")
 
-    def pass_close(self, *, masked: bool) -> None:
+    def pass_close(self, *, masked: bool, span: str) -> None:
         self.depth -= 1
 
     def init(self, r: Reducer) -> None:
@@ -386,14 +400,19 @@ class _Writer(PlanWalk):
         # everything but a contraction computes in fp32: a loaded fp16 tile is widened first (sums,
         # squares and rsqrt in fp16 lose digits, and Triton's math takes fp32 only)
         (x, *rest) = ins = [self.widened(v) for v in ins]
-        if prim == "causal_mask":
+        if prim in ("causal_mask", "window_mask"):
             if skips_mask(self.p, op, masked=masked):
                 self.vals[name] = x   # interior chunks lie below the diagonal
                 return
             q, k = op.applied.query, op.applied.key
-            cond = (f"{self.expand(self.offs(q), self.p.dim_of[q], x.dims)} >= "
-                    f"{self.expand(self.offs(k), self.p.dim_of[k], x.dims)}")
-            self.line(f"{out} = tl.where({cond}, {x.name}, {SPELLING.neg_inf})  # causal mask")
+            oq = self.expand(self.offs(q), self.p.dim_of[q], x.dims)
+            ok = self.expand(self.offs(k), self.p.dim_of[k], x.dims)
+            if prim == "causal_mask":
+                self.line(f"{out} = tl.where({oq} >= {ok}, {x.name}, {SPELLING.neg_inf})  # causal mask")
+            else:
+                w = int(op.applied.window)
+                self.line(f"{out} = tl.where(({oq} >= {ok}) & ({ok} > {oq} - {w}), {x.name}, {SPELLING.neg_inf})"
+                          f"  # causal, a window of {w}")
         elif prim in POINTWISE:
             dims = x.dims
             if rest:        # a binary op: both operands laid out as the one with more dims
