@@ -129,8 +129,12 @@ def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, cols, size
             s_val = gl.where(cols[None, :] < size_x, s_val, 0.0)
     if SOFTMAX:
         m_new = gl.maximum(m_i, gl.max(s_val, 1) * qk_scale)
-        p = gl.exp2(s_val * qk_scale - m_new[:, None])
-        alpha = gl.exp2(m_i - m_new)
+        if MASKED:      # a row that has seen no key yet (before its window) subtracts 0, not -inf - -inf
+            m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+        else:
+            m_use = m_new
+        p = gl.exp2(s_val * qk_scale - m_use[:, None])
+        alpha = gl.exp2(m_i - m_use)
         l_i = l_i * alpha + gl.sum(p, 1)
     else:
         p = s_val
