@@ -174,11 +174,14 @@ def evaluate(torch: Any, d, arrays: dict[str, Any]) -> dict[str, Any]:
         elif prim == "softcap":
             cap = float(at(a.cap, symbols))
             out[op.name] = cap * torch.tanh(x / cap)
-        elif prim == "causal_mask":
+        elif prim in ("causal_mask", "window_mask"):
             q, k = a.output.index(a.query), a.output.index(a.key)
             rows_ = torch.arange(x.shape[q], device=x.device).reshape([-1 if i == q else 1 for i in range(x.dim())])
             cols = torch.arange(x.shape[k], device=x.device).reshape([-1 if i == k else 1 for i in range(x.dim())])
-            out[op.name] = x.masked_fill(cols > rows_, float("-inf"))
+            hidden = cols > rows_
+            if a.window is not None:        # and the keys before the window
+                hidden = hidden | (cols <= rows_ - int(a.window))
+            out[op.name] = x.masked_fill(hidden, float("-inf"))
         else:
             out[op.name] = {"exp": torch.exp, "sigmoid": torch.sigmoid, "relu": torch.relu, "tanh": torch.tanh,
                             "reciprocal": torch.reciprocal, "rsqrt": torch.rsqrt,

@@ -83,7 +83,7 @@ class OpSpec(Strict):
                                           "Gemma 2's attention scores); a positive number.")
     query: str | None = Field(None, description="causal_mask, window_mask: the query axis.")
     key: str | None = Field(None, description="causal_mask, window_mask: the key axis.")
-    window: int | str | None = Field(None, description="window_mask: how many keys a query sees, its own "
+    window: int | float | str | None = Field(None, description="window_mask: how many keys a query sees, its own "
                                      "and those before it (e.g. `4096`, Mistral's and Gemma 2's sliding "
                                      "window); a whole number.")
     weave: list[str] | None = Field(None, description="Optional: the weaved axes, checked against "

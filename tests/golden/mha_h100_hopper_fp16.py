@@ -69,10 +69,13 @@ __all__ = ['attention']
 
 @gluon.jit
 def _attn_tile(t, blocks_q, heads, kv_group, size_x, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr,
-               CAUSAL: gl.constexpr):
+               CAUSAL: gl.constexpr, LEFT: gl.constexpr):
     """Tile t of the persistent schedule: which (batch, head) and which query rows, and the chunks of keys
-    it streams, of which the first `unmasked` need no mask. The tiles of one head are consecutive, so
-    the SMs share its K and V in L2; causal tiles run longest first (block skipping makes them unequal)."""
+    it streams, first .. chunks - 1, of which those from `whole` to `unmasked` need no mask. The tiles of
+    one head are consecutive, so the SMs share its K and V in L2; causal tiles run longest first (block
+    skipping makes them unequal). Under a sliding window (LEFT >= 0: a row sees the LEFT keys before its
+    own) the tile starts at the chunk of its first row's first key, and its rows see whole chunks from
+    `whole` on."""
     bh = t // blocks_q
     blk = t % blocks_q
     if CAUSAL:
@@ -85,14 +88,20 @@ def _attn_tile(t, blocks_q, heads, kv_group, size_x, BLOCK_Q: gl.constexpr, BLOC
     if CAUSAL:
         chunks = gl.minimum(chunks, gl.cdiv(row0 + BLOCK_Q, BLOCK_X))     # block skipping
         unmasked = gl.minimum(unmasked, (row0 + 1) // BLOCK_X)
-    return idx_b, idx_h, idx_h // kv_group, row0, chunks, unmasked
+    if LEFT >= 0:
+        first = gl.maximum(row0 - LEFT, 0) // BLOCK_X                   # block skipping on the left
+        whole = gl.minimum(gl.maximum(first, gl.cdiv(gl.maximum(row0 + BLOCK_Q - 1 - LEFT, 0), BLOCK_X)), unmasked)
+    else:
+        first = 0
+        whole = 0
+    return idx_b, idx_h, idx_h // kv_group, row0, first, whole, unmasked, chunks
 
 
 @gluon.jit
 def _attn_producer(q_desc, k_desc, v_desc, qh_desc, kh_desc, q_smem, k_smem, v_smem, qh_smem, kh_smem, q_ready,
                    q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q, heads, kv_group, size_x,
                    ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr,
-                   CAUSAL: gl.constexpr, SPLIT: gl.constexpr):
+                   CAUSAL: gl.constexpr, LEFT: gl.constexpr, SPLIT: gl.constexpr):
     """The producer: one warp with few registers. Per tile it loads the query tiles, then every chunk of
     K and V into a ring of STAGES SMEM buffers: wait until every consumer has released a buffer (its
     `empty` mbarrier), then let the TMA engine fill it and signal its `ready` mbarrier with the bytes.
@@ -102,12 +111,13 @@ def _attn_producer(q_desc, k_desc, v_desc, qh_desc, kh_desc, q_smem, k_smem, v_s
     it = 0          # chunks loaded so far, over all tiles: the ring's position
     done = 0        # tiles loaded so far
     for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
-        idx_b, idx_h, idx_hk, row0, chunks, unmasked = _attn_tile(t, blocks_q, heads, kv_group, size_x,
-                                                                   GROUPS * ROWS, BLOCK_X, CAUSAL)
-        ahead = gl.minimum(chunks, STAGES)
+        idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = _attn_tile(
+            t, blocks_q, heads, kv_group, size_x, GROUPS * ROWS, BLOCK_X, CAUSAL, LEFT)
+        n = chunks - first
+        ahead = gl.minimum(n, STAGES)
         for j in range(ahead):
             _attn_load(k_desc, v_desc, kh_desc, k_smem, v_smem, kh_smem, k_ready, k_empty, v_ready, v_empty, it + j,
-                       idx_b, idx_hk, j * BLOCK_X, STAGES, SPLIT)
+                       idx_b, idx_hk, (first + j) * BLOCK_X, STAGES, SPLIT)
         mbarrier.wait(q_empty, (done & 1) ^ 1)        # a fresh mbarrier passes phase 1: the first tile goes
         if SPLIT:
             mbarrier.expect(q_ready, GROUPS * (q_desc.block_type.nbytes + qh_desc.block_type.nbytes))
@@ -118,10 +128,10 @@ def _attn_producer(q_desc, k_desc, v_desc, qh_desc, kh_desc, q_smem, k_smem, v_s
             if SPLIT:
                 tma.async_copy_global_to_shared(qh_desc, [idx_b, idx_h, row0 + w * ROWS, q_desc.block_type.shape[3]],
                                                 q_ready, qh_smem.index(w))
-        for j in range(ahead, chunks):
+        for j in range(ahead, n):
             _attn_load(k_desc, v_desc, kh_desc, k_smem, v_smem, kh_smem, k_ready, k_empty, v_ready, v_empty, it + j,
-                       idx_b, idx_hk, j * BLOCK_X, STAGES, SPLIT)
-        it += chunks
+                       idx_b, idx_hk, (first + j) * BLOCK_X, STAGES, SPLIT)
+        it += n
         done += 1
 
 
@@ -146,23 +156,20 @@ def _attn_load(k_desc, v_desc, kh_desc, k_smem, v_smem, kh_smem, k_ready, k_empt
 
 
 @gluon.jit
-def _attn_scores(s, score_scale):
+def _attn_scores(s, score_scale, rows, cols, MASKED: gl.constexpr):
     """The scores' ops of diagrams/mha.yaml, in its order; none: the online softmax follows."""
     return s
 
 @gluon.jit
 def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, cols, size_x, MASKED: gl.constexpr,
-                        CAUSAL: gl.constexpr, SOFTMAX: gl.constexpr):
+                        SOFTMAX: gl.constexpr):
     """What weights V for one chunk in registers: the diagram's ops on the scores (_attn_scores), then the
     online softmax (Appendix A.3.2, base 2: exp(t) = exp2(t log2 e)), with the factor that rescales what
     was accumulated and the new running max and sum; or, without SOFTMAX, the ops' values as they are (a
-    plain running sum, A.3.1; alpha, m and l are then unused). Only chunks past the end of the keys or on
-    the diagonal are MASKED: the causal mask sets -inf before the ops, as the diagram orders them, and
-    keys past the end weigh nothing."""
-    if MASKED:
-        if CAUSAL:
-            s_val = gl.where(cols[None, :] <= rows[:, None], s_val, float("-inf"))   # top-left, as SDPA's
-    s_val = _attn_scores(s_val, score_scale)
+    plain running sum, A.3.1; alpha, m and l are then unused). Only chunks past the end of the keys, on
+    the diagonal or on a window's left edge are MASKED: the diagram's masks set -inf where it puts them
+    among the ops, and keys past the end weigh nothing."""
+    s_val = _attn_scores(s_val, score_scale, rows, cols, MASKED)
     if MASKED:
         if SOFTMAX:
             s_val = gl.where(cols[None, :] < size_x, s_val, float("-inf"))
@@ -170,8 +177,12 @@ def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, cols, size
             s_val = gl.where(cols[None, :] < size_x, s_val, 0.0)
     if SOFTMAX:
         m_new = gl.maximum(m_i, gl.max(s_val, 1) * qk_scale)
-        p = gl.exp2(s_val * qk_scale - m_new[:, None])
-        alpha = gl.exp2(m_i - m_new)
+        if MASKED:      # a row that has seen no key yet (before its window) subtracts 0, not -inf - -inf
+            m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+        else:
+            m_use = m_new
+        p = gl.exp2(s_val * qk_scale - m_use[:, None])
+        alpha = gl.exp2(m_i - m_use)
         l_i = l_i * alpha + gl.sum(p, 1)
     else:
         p = s_val
@@ -197,7 +208,7 @@ def _attn_step(j, it, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty
                turn_next,
                acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale,
                ROWS: gl.constexpr, BLOCK_X: gl.constexpr, HEAD_D: gl.constexpr, HEAD_DH: gl.constexpr,
-               HEAD_E: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
+               HEAD_E: gl.constexpr, STAGES: gl.constexpr, MASKED: gl.constexpr,
                INTRA: gl.constexpr, INTER: gl.constexpr, FIRST: gl.constexpr, SOFTMAX: gl.constexpr,
                SPLIT: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
     """One consumer warpgroup, chunk j of the tile (chunk it + j of the ring): S_j = Q K_j^T and
@@ -225,7 +236,7 @@ def _attn_step(j, it, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty
         s_val, acc, k_tile, kh_tile, v_prev = warpgroup_mma_wait(0, deps=(s_tok, o_tok, k_tile, kh_tile, v_prev))
     mbarrier.arrive(k_empty.index(s), count=1)
     p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, j * BLOCK_X + arange_x,
-                                             size_x, MASKED, CAUSAL, SOFTMAX)
+                                             size_x, MASKED, SOFTMAX)
     if INTRA:
         acc, v_prev = warpgroup_mma_wait(0, deps=(o_tok, v_prev))
     mbarrier.arrive(v_empty.index(sp), count=1)
@@ -239,8 +250,8 @@ def _attn_step(j, it, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty
 def _attn_consumer(q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready, q_empty,
                    k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale,
                    score_scale, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr,
-                   GROUPS: gl.constexpr, GROUP: gl.constexpr, CAUSAL: gl.constexpr, INTRA: gl.constexpr,
-                   INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr):
+                   GROUPS: gl.constexpr, GROUP: gl.constexpr, CAUSAL: gl.constexpr, LEFT: gl.constexpr,
+                   INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
     output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring. The
     output (HEAD_E columns, V's head dim) leaves through o_smem: the query tile's buffer where V's head
@@ -264,12 +275,14 @@ def _attn_consumer(q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_
     it = 0          # chunks consumed so far, over all tiles: the ring's position (and the turns taken)
     done = 0        # tiles done so far
     for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
-        idx_b, idx_h, idx_hk, row0, chunks, unmasked = _attn_tile(t, blocks_q, heads, kv_group, size_x,
-                                                                   GROUPS * ROWS, BLOCK_X, CAUSAL)
+        idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = _attn_tile(
+            t, blocks_q, heads, kv_group, size_x, GROUPS * ROWS, BLOCK_X, CAUSAL, LEFT)
         rows = row0 + GROUP * ROWS + gl.arange(0, ROWS, row_layout)
+        ring = it - first       # chunk j of the tile is chunk ring + j of the ring
         mbarrier.wait(q_ready, done & 1)
 
-        # chunk 0: S only, nothing to accumulate yet (masked: it may be the last or on the diagonal)
+        # chunk `first`: S only, nothing to accumulate yet (masked: it may be the last, on the diagonal or on a
+        # window's left edge)
         s = it % STAGES
         k_tile = k_smem.index(s).reshape([BLOCK_X, HEAD_D])
         kh_tile = kh_smem.index(s).reshape([BLOCK_X, HEAD_DH])
@@ -283,28 +296,35 @@ def _attn_consumer(q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_
         mbarrier.arrive(k_empty.index(s), count=1)
         m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
         l_i = gl.full([ROWS], 0.0, gl.float32, row_layout)
-        p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows, arange_x, size_x,
-                                                 True, CAUSAL, SOFTMAX)
+        p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, rows,
+                                                 first * BLOCK_X + arange_x, size_x, True, SOFTMAX)
         p_prev = gl.convert_layout(p.to(q_smem.dtype), p_layout)
         acc = gl.zeros([ROWS, HEAD_E], gl.float32, o_layout)
 
-        # chunks every row of the tile sees whole: no mask
-        for j in range(1, unmasked):
+        # chunks on a window's left edge: masked
+        for j in range(first + 1, whole):
             acc, p_prev, m_i, l_i = _attn_step(
-                j, it, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine,
+                j, ring, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine,
                 turn_next, acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, ROWS, BLOCK_X,
-                HEAD_D, HEAD_DH, HEAD_E, STAGES, CAUSAL, False, INTRA, INTER, FIRST, SOFTMAX, SPLIT, s_layout,
+                HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, s_layout,
+                o_layout, p_layout)
+        # chunks every row of the tile sees whole: no mask
+        for j in range(gl.maximum(whole, first + 1), unmasked):
+            acc, p_prev, m_i, l_i = _attn_step(
+                j, ring, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine,
+                turn_next, acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, ROWS, BLOCK_X,
+                HEAD_D, HEAD_DH, HEAD_E, STAGES, False, INTRA, INTER, FIRST, SOFTMAX, SPLIT, s_layout,
                 o_layout, p_layout)
         # chunks on the diagonal or past the last key: masked
-        for j in range(gl.maximum(unmasked, 1), chunks):
+        for j in range(gl.maximum(unmasked, first + 1), chunks):
             acc, p_prev, m_i, l_i = _attn_step(
-                j, it, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine,
+                j, ring, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine,
                 turn_next, acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, ROWS, BLOCK_X,
-                HEAD_D, HEAD_DH, HEAD_E, STAGES, CAUSAL, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, s_layout,
+                HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, s_layout,
                 o_layout, p_layout)
 
         # the last chunk's P V
-        c = it + chunks - 1
+        c = ring + chunks - 1
         s = c % STAGES
         v_tile = v_smem.index(s).reshape([BLOCK_X, HEAD_E])
         mbarrier.wait(v_ready.index(s), (c // STAGES) & 1)
@@ -324,17 +344,18 @@ def _attn_consumer(q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_
         tma.async_copy_shared_to_global(o_desc, [idx_b, idx_h, row0 + GROUP * ROWS, 0], o_smem.index(GROUP))
         tma.store_wait(0)
         mbarrier.arrive(q_empty, count=1)
-        it += chunks
+        it += chunks - first
         done += 1
 
 
 @gluon.jit
 def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x, batch_heads, heads, kv_group, qk_scale,
         score_scale, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr,
-        CAUSAL: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr,
-        SPLIT: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+        CAUSAL: gl.constexpr, LEFT: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
+        SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     """A persistent block: it takes tiles of GROUPS x ROWS query rows of one (batch, head) in turn (every
-    grid-th tile) and streams each against all its keys (up to the diagonal when CAUSAL). The descriptors
+    grid-th tile) and streams each against all its keys (up to the diagonal when CAUSAL, from its rows'
+    window when LEFT >= 0: the keys a row sees before its own). The descriptors
     view q, k, v and o as (batch, heads, seqlen, head_dim) with their own strides; k and v have
     heads / kv_group heads (grouped-query attention); v and o may have a head dim of their own (MLA). A head
     dim of q and k that is no power of two (SPLIT) is two column blocks, the first in q_desc and k_desc,
@@ -380,65 +401,65 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
         gl.warp_specialize([
             (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
                               q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA,
-                              INTER, SOFTMAX, SPLIT)),
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, LEFT,
+                              INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_producer, (q_desc, k_desc, v_desc, qh_desc, kh_desc, q_smem, k_smem, v_smem, qh_smem, kh_smem,
                               q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q, heads, kv_group,
-                              size_x, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, SPLIT)),
+                              size_x, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, LEFT, SPLIT)),
         ], [1], [24])
     elif GROUPS == 2:
         gl.warp_specialize([
             (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
                               q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA,
-                              INTER, SOFTMAX, SPLIT)),
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, LEFT,
+                              INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
                               q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 1, CAUSAL, INTRA,
-                              INTER, SOFTMAX, SPLIT)),
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 1, CAUSAL, LEFT,
+                              INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_producer, (q_desc, k_desc, v_desc, qh_desc, kh_desc, q_smem, k_smem, v_smem, qh_smem, kh_smem,
                               q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q, heads, kv_group,
-                              size_x, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, SPLIT)),
+                              size_x, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, LEFT, SPLIT)),
         ], [4, 1], [CONSUMER_REGS, 24])
     elif GROUPS == 3:
         gl.warp_specialize([
             (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
                               q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA,
-                              INTER, SOFTMAX, SPLIT)),
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, LEFT,
+                              INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
                               q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 1, CAUSAL, INTRA,
-                              INTER, SOFTMAX, SPLIT)),
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 1, CAUSAL, LEFT,
+                              INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
                               q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 2, CAUSAL, INTRA,
-                              INTER, SOFTMAX, SPLIT)),
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 2, CAUSAL, LEFT,
+                              INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_producer, (q_desc, k_desc, v_desc, qh_desc, kh_desc, q_smem, k_smem, v_smem, qh_smem, kh_smem,
                               q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q, heads, kv_group,
-                              size_x, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, SPLIT)),
+                              size_x, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, LEFT, SPLIT)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
     elif GROUPS == 4:
         gl.warp_specialize([
             (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
                               q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, INTRA,
-                              INTER, SOFTMAX, SPLIT)),
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, LEFT,
+                              INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
                               q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 1, CAUSAL, INTRA,
-                              INTER, SOFTMAX, SPLIT)),
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 1, CAUSAL, LEFT,
+                              INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
                               q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 2, CAUSAL, INTRA,
-                              INTER, SOFTMAX, SPLIT)),
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 2, CAUSAL, LEFT,
+                              INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
                               q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 3, CAUSAL, INTRA,
-                              INTER, SOFTMAX, SPLIT)),
+                              size_x, qk_scale, score_scale, ROWS, BLOCK_X, STAGES, GROUPS, 3, CAUSAL, LEFT,
+                              INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_producer, (q_desc, k_desc, v_desc, qh_desc, kh_desc, q_smem, k_smem, v_smem, qh_smem, kh_smem,
                               q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q, heads, kv_group,
-                              size_x, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, SPLIT)),
+                              size_x, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, LEFT, SPLIT)),
         ], [4, 4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, 24])
     else:
         gl.static_assert(False, "no partition list for this many consumer warpgroups")
@@ -519,6 +540,7 @@ ROWS = 64  # query rows of a consumer warpgroup: wgmma's m
 REGISTER_CAP = {1: 256, 2: 168, 3: 128, 4: 96}
 CONSUMER_REGISTERS = {1: 248, 2: 240, 3: 160, 4: 112}
 CAUSAL = False  # whether the diagram masks keys after each query (top-left aligned)
+LEFT = -1  # keys before its own a query sees under the diagram's sliding window; -1: all
 SOFTMAX = True  # the online softmax normalises the scores (else a plain sum: softmax)
 VALUE_DIM = None  # v's largest head dim, where it has an axis of its own (the configurations fit it); None: q's
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
@@ -643,7 +665,7 @@ def _launch_flash(t, size, stride, scale, cfg=None):
         q_lo, k_lo, _descriptor(v, v_block), _descriptor(o, o_block), q_hi, k_hi,
         size_q, k.shape[2], batch * heads, heads, heads // k.shape[1], scale['O'] * LOG2E, 1.0,
         ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, CAUSAL=CAUSAL,
-        INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
+        LEFT=LEFT, INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
         CONSUMER_REGS=CONSUMER_REGISTERS[groups], num_warps=4, maxnreg=REGISTER_CAP[groups])
     if o is not out:
         out.copy_(o)

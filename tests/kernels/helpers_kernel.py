@@ -43,9 +43,10 @@ def written(g, path: Path):
     return m
 
 
-def reference(q, k, v, *, causal=False, sigmoid=False, softcap=None):
+def reference(q, k, v, *, causal=False, sigmoid=False, softcap=None, window=None):
     """Attention in float64, heads of k and v repeated for grouped-query (torch's enable_gqa); `softcap`:
-    the scores bounded to softcap tanh(s / softcap) before the softmax (Gemma 2)."""
+    the scores bounded to softcap tanh(s / softcap) before the softmax (Gemma 2); `window` (causal):
+    query i sees keys i - window + 1 .. i only."""
     q, k, v = (x.double() for x in (q, k, v))
     if k.shape[1] != q.shape[1]:
         r = q.shape[1] // k.shape[1]
@@ -55,7 +56,10 @@ def reference(q, k, v, *, causal=False, sigmoid=False, softcap=None):
         s = softcap * torch.tanh(s / softcap)
     if causal:
         lq, lk = s.shape[-2:]
-        s = s.masked_fill(torch.ones(lq, lk, dtype=torch.bool).triu(1), float("-inf"))
+        hidden = torch.ones(lq, lk, dtype=torch.bool).triu(1)
+        if window is not None:
+            hidden |= torch.ones(lq, lk, dtype=torch.bool).tril(-window)
+        s = s.masked_fill(hidden, float("-inf"))
     return (torch.sigmoid(s) if sigmoid else torch.softmax(s, -1)) @ v
 
 

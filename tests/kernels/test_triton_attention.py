@@ -13,7 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from helpers_kernel import module, outliers, reference, rel_err  # noqa: E402
+from helpers_kernel import module, outliers, reference, rel_err, written  # noqa: E402
+
+from analyzer.codegen import generate  # noqa: E402
 
 DIAGRAMS = {  # diagram -> (causal, sigmoid, grouped-query)
     "attention": (False, False, False),
@@ -24,7 +26,7 @@ DIAGRAMS = {  # diagram -> (causal, sigmoid, grouped-query)
     "attention_unfused": (False, False, False),
     "softcap_attention": (False, False, False),
 }
-SOFTCAP = {"softcap_attention": 50.0}    # the diagram's cap on its scores
+SOFTCAP = {"softcap_attention": 50.0}    # the diagram's cap on its scores (gemma2_local_attention: below)
 TOL = 1e-2
 LONG = 333    # several blocks of queries and keys along both axes, the last one partial, under the interpreter
 
@@ -49,6 +51,29 @@ def test_matches_float64(diagram, seqlen, tmp_path):
     m.attention(q, k, v, causal=causal, out=out)
     assert torch.isfinite(out).all()
     assert rel_err(out, reference(q, k, v, causal=causal, sigmoid=sigmoid, softcap=SOFTCAP.get(diagram))) < TOL
+
+
+@pytest.mark.parametrize("window", [1, 40])
+def test_a_sliding_window_matches_float64(window, tmp_path):
+    """gemma2_local_attention with a window short enough to bite at 100 tokens (its own, 4096, does so
+    only on the GPU: bench/local_attention.py): the blocks before a window skipped, its left edge masked."""
+    import yaml
+
+    from analyzer.common import resources
+    data = yaml.safe_load(resources.shipped("diagrams")["gemma2_local_attention"].read_text())
+    data["ops"] = [dict(o, window=window) if o["primitive"] == "window_mask" else o for o in data["ops"]]
+    data["dtype"] = "fp16"      # the interpreter's tl.dot multiplies bf16 as integers (below)
+    path = tmp_path / "local.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    m = written(generate(str(path), "a100", backend="triton"), tmp_path)
+    q, k, v = _inputs((1, 2, 100, 64), (1, 2, 100, 64), torch.float16, "normal", seed=window)
+    q = q * 8                   # scores the cap bends
+    out = torch.full_like(q, float("nan"))
+    m.attention(q, k, v, causal=True, out=out)
+    assert torch.isfinite(out).all()
+    ref = reference(q, k, v, causal=True, softcap=50.0, window=window)
+    assert rel_err(out, ref) < TOL
+    assert rel_err(out, reference(q, k, v, causal=True, softcap=50.0)) > 10 * TOL     # the window bites
 
 
 def test_softcap_bounds_the_scores_the_kernel_sees(tmp_path):

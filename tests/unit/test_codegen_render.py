@@ -66,11 +66,11 @@ class _Recorder(render.PlanWalk):
     def chunks_open(self):
         self.log.append("chunks_open")
 
-    def pass_open(self, *, masked):
+    def pass_open(self, *, masked, span):
         self.log.append(("pass", masked))
         self.vals["seen"] = masked            # each pass starts from the values before the loop
 
-    def pass_close(self, *, masked):
+    def pass_close(self, *, masked, span):
         self.log.append(("end", masked))
 
     def chunks_close(self):

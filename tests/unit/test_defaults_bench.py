@@ -61,6 +61,24 @@ def test_the_float64_evaluation_is_attention_in_the_calls_layout(diagram):
     assert torch.allclose(D.reference(torch, c, [q, k, v]), want, rtol=1e-12, atol=1e-12)
 
 
+def test_the_float64_evaluation_of_a_sliding_window(tmp_path):
+    """gemma2_local_attention (cap 50, then causal with a window), its window narrowed to 16 keys so that
+    it bites at 40 tokens: its evaluation is attention with the window's mask."""
+    import yaml
+
+    from analyzer.common import resources
+    data = yaml.safe_load(resources.shipped("diagrams")["gemma2_local_attention"].read_text())
+    data["ops"] = [dict(o, window=16) if o["primitive"] == "window_mask" else o for o in data["ops"]]
+    path = tmp_path / "local.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    c = configure_kernels(str(path), "h100", sized=False, ranked=False)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 40, 128, generator=gen, dtype=torch.float64) for _ in range(3))  # d: its default
+    want = reference_attention(torch, q * 8, k, v, True, False, 50.0, 16)
+    assert torch.allclose(D.reference(torch, c, [q * 8, k, v]), want, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(want, reference_attention(torch, q * 8, k, v, True, False, 50.0), atol=1e-3)
+
+
 def test_the_float64_evaluation_of_the_other_diagrams():
     gen = torch.Generator().manual_seed(0)
 

@@ -115,3 +115,42 @@ def test_a_schedule_is_remembered_per_diagram_object_and_dropped_with_it():
     del d, k, first
     gc.collect()
     assert gone() is None
+
+
+def _local(window: int | None = 4096, cap_after_mask: bool = False) -> dict:
+    """gemma2_local_attention's file, with another window, or with its softcap moved after the mask."""
+    data = copy.deepcopy(load_file(resources.shipped("diagrams")["gemma2_local_attention"]))
+    by = {o["name"]: o for o in data["ops"]}
+    if window is not None:
+        by["Cw"]["window"] = window
+    if cap_after_mask:      # S -> Ss -> Cw -> C -> O: the mask before the cap
+        by["Cw"]["inputs"], by["C"]["inputs"], by["O"]["inputs"] = ["Ss"], ["Cw"], ["C", "V"]
+        data["ops"] = [by[n] for n in ("S", "Ss", "Cw", "C", "O")]
+    return data
+
+
+def test_a_window_skips_blocks_before_it_too():
+    d = compile_data(_local(100), source="t.yaml")
+    s = schedule(d, d.kernels[0], "smem")
+    assert s.skip is not None and s.skip.mask.name == "Cw" and s.skip.before == 99
+
+
+def test_a_mask_before_an_op_that_turns_minus_infinity_into_a_weight_skips_nothing():
+    """cap tanh(-inf / cap) = -cap: the softmax weighs what the mask hid, so no block may be dropped."""
+    d = compile_data(_local(cap_after_mask=True), source="t.yaml")
+    s = schedule(d, d.kernels[0], "smem")
+    assert s.skip is None and "C (softcap) turns masked scores into numbers O counts" in s.notes[0]
+
+
+@pytest.mark.parametrize("window, message", [
+    (0, "a whole number of keys, at least 1"), (2.5, "a whole number of keys"), ("q", "unknown name 'q'")])
+def test_a_window_is_a_whole_number_of_keys(window, message):
+    with pytest.raises(NapkinError, match=message):
+        compile_data(_local(window), source="t.yaml")
+
+
+def test_window_mask_needs_its_window():
+    data = _local()
+    del data["ops"][3]["window"]
+    with pytest.raises(NapkinError, match="window_mask needs a `window`"):
+        compile_data(data, source="t.yaml")
