@@ -103,7 +103,7 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               f"REGISTER_CAP = {g.hopper.register_cap!r}",
               f"CONSUMER_REGISTERS = {g.hopper.consumer_registers!r}",
               f"CAUSAL = {g.roles.causal}  # whether the diagram masks keys after each query (top-left aligned)",
-              f"LEFT = {-1 if g.roles.window is None else int(g.roles.window) - 1}  # keys before its own a query sees "
+              f"LEFT = {-1 if g.hopper.scores.window is None else g.hopper.scores.window - 1}  # keys before its own a query sees "
               "under the diagram's sliding window; -1: all",
               f"SOFTMAX = {g.hopper.scores.softmax}  # the online softmax normalises the scores (else a plain sum: "
               f"{g.hopper.scores.label()})",
