@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from analyzer.config.result import ConfigurationReport
+from analyzer.model.constraints import one_index_axes
 
 
 @dataclass(frozen=True)
@@ -30,12 +31,5 @@ class Choice:
 
 
 def batch_axes(s) -> set[str]:
-    """Axes a contraction of the kernel keeps in both operands: a two-dimensional tensor-core tile
-    cannot span them, so a block takes one index of each."""
-    axes_of = s.diagram.axes_of()
-    found: set[str] = set()
-    for op in s.ops:
-        if op.primitive.contraction:
-            first, second = (set(axes_of[i]) for i in op.inputs)
-            found |= (first & second & set(op.applied.output))
-    return found
+    """Axes a contraction of the kernel keeps in both operands: a block takes one index of each."""
+    return one_index_axes(s)

@@ -7,6 +7,8 @@ relabelling is legal (the fusion theorem) is checked later, by analyzer.model.fu
 
 from __future__ import annotations
 
+import copy
+
 from pathlib import Path
 
 import networkx as nx
@@ -44,10 +46,42 @@ _COMPILED: dict[tuple[str, str], Diagram] = {}   # (repr of the data, source) ->
 _COMPILED_MAX = 64     # every shipped diagram in each element type a process asks for (a test worker, a report)
 
 
+# The axes a call weaves an attention diagram over (analyzer.diagram.interface: BATCH, HEADS) and their
+# group sizes: a tile size the diagram names so is renamed (`_weave_safe`) in every compiled copy alike
+WEAVE_NAMES = ("batch", "heads")
+
+
+def _weave_safe(data: object) -> object:
+    """`data` with its own tile sizes named like a weaved axis or its group size (`batch`, `g_heads`)
+    renamed `<name>_tile`: the diagram compiled alone and weaved then name the same tiles, and the
+    weave's axes keep their names. A partition's entry for a weaved axis is the weave's own."""
+    claimed = {*WEAVE_NAMES, *(f"g_{n}" for n in WEAVE_NAMES)}
+    parts = [part for k in (data.get("kernels") if isinstance(data, dict) else None) or [] if isinstance(k, dict)
+             for part in (k.get("partition") or {}).values() if isinstance(part, dict)] \
+        if isinstance(data, dict) and isinstance(data.get("kernels"), list) else []
+    if not any(isinstance(m, dict) and any(a not in WEAVE_NAMES and isinstance(s, str) and s in claimed
+                                           for a, s in m.items())
+               for part in parts for m in (part.get("group"), part.get("stream"))):
+        return data
+    data = copy.deepcopy(data)
+    for k in data["kernels"]:
+        if not isinstance(k, dict) or not isinstance(k.get("partition"), dict):
+            continue
+        for part in k["partition"].values():
+            for kind in ("group", "stream"):
+                mapping = part.get(kind) if isinstance(part, dict) else None
+                if isinstance(mapping, dict):
+                    for axis, sym in mapping.items():
+                        if axis not in WEAVE_NAMES and isinstance(sym, str) and sym in claimed:
+                            mapping[axis] = f"{sym}_tile"
+    return data
+
+
 def compile_data(data: object, *, source: str) -> Diagram:
     """The compiled diagram of document `data`. The same document compiles to the same (immutable)
     Diagram object once per process: one command compiles a file several times, and the configuration
     search caches its legal candidates by diagram (analyzer.config.choose.legal)."""
+    data = _weave_safe(data)
     key = (repr(data), source)          # plain data (YAML's core types): its repr is its content
     if key not in _COMPILED:
         if len(_COMPILED) >= _COMPILED_MAX:

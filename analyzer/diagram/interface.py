@@ -8,6 +8,9 @@ have fewer heads (grouped-query). The roles are read off the diagram's structure
 - head_dim: the axis the scores' contraction reduces;   seq_q / seq_k: its m and n axes;
 - heads: an axis shared by the query, key and value;    group: an axis only the query has (GQA);
 - value_dim: the value's axis that the output keeps;
+- extras: inputs besides q, k and v that enter the scores between the two contractions as the second
+  operand of an op (ALiBi's slopes, an additive bias), passed after v; each laid out as (batch, heads,
+  then its own axes among seq_q and seq_k), broadcast like SDPA's attn_mask;
 - and between the two contractions the scores are normalised (softmax, softmax_dot or sigmoid).
 
 The diagram is weaved over `batch`, and over `heads` where it has no head axis (analyzer.diagram.weave).
@@ -44,6 +47,7 @@ class Attention:
     group: str | None
     causal: bool
     window: int | None = None     # keys a query sees under a sliding window (window_mask); None: all before it
+    extras: tuple[str, ...] = ()  # inputs of the score chain besides q, k and v, in file order
 
     @property
     def outer(self) -> tuple[Outer, ...]:
@@ -66,16 +70,17 @@ def interface(d: Diagram) -> Attention | Plain:
 
 
 def _attention(d: Diagram) -> Attention | None:
-    inputs = {n for n, a in d.arrays.items() if a.role == "input"}
+    inputs = [n for n, a in d.arrays.items() if a.role == "input"]
     contractions = [o for o in d.ops if o.primitive.contraction]
-    if len(inputs) != 3 or len(d.outputs) != 1 or len(contractions) != 2:
+    if len(inputs) < 3 or len(d.outputs) != 1 or len(contractions) != 2:
         return None
     scores, mix = contractions
-    if not set(scores.inputs) <= inputs or len(set(scores.inputs)) != 2:
+    if not set(scores.inputs) <= set(inputs) or len(set(scores.inputs)) != 2:
         return None
     q_name, k_name = scores.inputs
-    (v_name,) = inputs - {q_name, k_name}
-    if v_name not in mix.inputs or mix.name != d.outputs[0] or not _feeds(d, scores, mix):
+    v_name = mix.inputs[1]
+    extras = tuple(n for n in inputs if n not in (q_name, k_name, v_name))
+    if v_name not in inputs or mix.name != d.outputs[0] or not _feeds(d, scores, mix, extras):
         return None
     chain = [o for o in d.ops if o.column > scores.column and o.column <= mix.column]
     if not any(o.primitive.name in NORMALISERS for o in chain):
@@ -96,23 +101,30 @@ def _attention(d: Diagram) -> Attention | None:
         return None
     if set(axes[q_name]) != {*shared, *group, seq_q, scores.applied.over}:
         return None
+    if any(not set(axes[e]) <= {*shared, *group, seq_q, seq_k} for e in extras):
+        return None     # an extra input is laid out along the heads and the two sequences only
     masks = [o for o in d.ops if isinstance(o.primitive, CausalMask)]
     windows = [int(o.applied.window) for o in masks if o.applied.window is not None]
     return Attention(q_name, k_name, v_name, mix.name, seq_q, seq_k, scores.applied.over, value_dim[0],
                      next(iter(shared), None), group[0] if group else None, bool(masks),
-                     min(windows) if windows else None)
+                     min(windows) if windows else None, extras)
 
 
-def _feeds(d: Diagram, first: Op, last: Op) -> bool:
-    """Whether `first`'s output reaches `last` through single-input elementwise ops only."""
+def _feeds(d: Diagram, first: Op, last: Op, extras: tuple[str, ...]) -> bool:
+    """Whether `first`'s output reaches `last` through elementwise ops only, each taking the chain as its
+    first input and, if any, one of `extras` as its second; and the extras feed nothing else."""
     name = first.name
+    used: list[str] = []
     while True:
         users = d.consumers(name)
         if len(users) != 1:
             return False
         user = users[0]
         if user is last:
-            return user.inputs[0] == name
-        if user.primitive.arity != 1 and user.primitive.name != "softmax":
+            return user.inputs[0] == name and sorted(used) == sorted(extras) \
+                and all(len(d.consumers(e)) == 1 for e in extras)
+        if user.inputs[0] != name or (user.primitive.arity != 1 and user.primitive.name != "softmax"
+                                      and (len(user.inputs) != 2 or user.inputs[1] not in extras)):
             return False
+        used += user.inputs[1:]
         name = user.name

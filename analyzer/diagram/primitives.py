@@ -258,6 +258,37 @@ class WindowMask(CausalMask):
         return applied.window - 1
 
 
+class Alibi(Primitive):
+    name = "alibi"
+    doc = ("ALiBi's linear bias (Press et al. 2022): v - m |i - j| for the item of `query` index i and `key` "
+           "index j, m the second input, a slope per head (an input without the query and key axes, e.g. "
+           "`slopes: []`, which the call weaves into a (batch, heads) tensor, as FlashAttention's "
+           "alibi_slopes). Finite, so a masked item stays -inf through it.")
+    arity = 2
+    params = frozenset({"query", "key"})
+
+    def check(self, applied):
+        scores, slopes = applied.inputs
+        for role in ("query", "key"):
+            axis = getattr(applied, role)
+            if axis is None:
+                raise ValueError(f"alibi needs a `{role}` axis")
+            if axis not in scores:
+                raise ValueError(f"alibi {role} axis {axis!r} is not an axis of its first input "
+                                 f"[{', '.join(scores)}]")
+            if axis in slopes:
+                raise ValueError(f"alibi's slopes (its second input) vary along its {role} axis {axis!r}; "
+                                 "a slope is one number a head: give the slopes no query or key axis")
+        if applied.query == applied.key:
+            raise ValueError("alibi needs two different axes for query and key")
+
+    def flops(self, applied, extent):
+        return {"vector": 3 * _size(applied.output, extent)}   # |i - j|, times m, subtracted
+
+    def keeps_neg_inf(self, applied):
+        return True
+
+
 class Binary(Primitive):
     """Elementwise function of two inputs; an input lacking an axis is copied along it (a weave)."""
 
@@ -378,7 +409,7 @@ class SoftmaxDot(Dot):
 
 REGISTRY: dict[str, Primitive] = {p.name: p for p in (
     Dot(), SoftmaxDot(), Softmax(), Exp(), Sigmoid(), Relu(), Tanh(), Gelu(), Reciprocal(), Rsqrt(), Scale(),
-    Shift(), Softcap(), Add(), Sub(), Mul(), Div(), Sum(), Max(), CausalMask(), WindowMask())}
+    Shift(), Softcap(), Add(), Sub(), Mul(), Div(), Sum(), Max(), CausalMask(), WindowMask(), Alibi())}
 
 
 def get(name: str, *, field: str | None = None) -> Primitive:

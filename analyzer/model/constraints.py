@@ -3,7 +3,8 @@
 - Tensor cores multiply tiles of fixed shape (wgmma m64nNk16 on Hopper, mma.sync m16n8k16 on Ampere):
   along each contraction's m, n and k axes the tile must be a multiple of the instruction's size.
 - GMEM->SMEM transfers move 128 consecutive bytes: when the contiguous (last) axis of a transferred
-  array is partitioned, its tile must span a multiple of 128 bytes.
+  array is partitioned, its tile must span a multiple of 128 bytes (not along an axis a block takes one
+  index of, such as the heads: a per-head slope is one value a block).
 - Block skipping under a causal mask is counted exactly when stream chunks do not straddle group
   boundaries: the stream size divides the group size, which divides the axis.
 """
@@ -16,6 +17,18 @@ from analyzer.common.dtypes import bytes_per_value
 from analyzer.hardware import Profile
 from analyzer.model.fusion import Schedule
 from analyzer.model.optimize import Divides, Divisible
+
+
+def one_index_axes(schedule: Schedule) -> set[str]:
+    """Axes a contraction of the kernel keeps in both operands (batch, heads): a two-dimensional
+    tensor-core tile cannot span them, so a block takes one index of each."""
+    axes_of = schedule.diagram.axes_of()
+    found: set[str] = set()
+    for op in schedule.ops:
+        if op.primitive.contraction:
+            first, second = (set(axes_of[i]) for i in op.inputs)
+            found |= (first & second & set(op.applied.output))
+    return found
 
 
 def hardware_divisors(schedule: Schedule, profile: Profile) -> tuple[Divisible, ...]:
@@ -39,6 +52,8 @@ def hardware_divisors(schedule: Schedule, profile: Profile) -> tuple[Divisible, 
                 rules.append(Divisible(syms, divisor, reason, factor))
     for name in schedule.loads + schedule.saves:
         array = d.arrays[name]
+        if not array.axes or array.axes[-1] in one_index_axes(schedule):
+            continue        # a scalar, or one value a block (a slope a head): no rows to coalesce
         last = array.axes[-1]
         step = profile.divisors.coalesce_bytes // bytes_per_value(array.dtype)
         if last in symbol_of and step > 1:
