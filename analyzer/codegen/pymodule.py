@@ -24,6 +24,7 @@ import sympy
 from sympy.printing.pycode import pycode
 
 from analyzer.codegen.escape import py_comment, py_doc, py_str
+from analyzer.codegen.helpers_text import OVERLAP_HELPER
 from analyzer.codegen.names import PYTHON_RESERVED, Scope
 from analyzer.codegen.render import scaled_ops
 from analyzer.common.errors import NapkinError
@@ -89,8 +90,10 @@ def header(g, wrapper: str, language: str = "Python", configurations: list[str] 
     if isinstance(g.roles, Attention):
         r = g.roles
         woven = " and ".join(o.axis for o in r.outer)
-        lines.append(f"Call: {wrapper}(q, k, v, causal={r.causal}) on (batch, heads, seqlen, head_dim) "
-                     f"tensors; the diagram is weaved over {woven}")
+        extras = "".join(f", then its {n} as ({', '.join(extra_shape(r, d.arrays[n].axes, shown=True))})"
+                         for n in r.extras)
+        lines.append(f"Call: {wrapper}(q, k, v{', ...' if r.extras else ''}, causal={r.causal}) on (batch, heads, "
+                     f"seqlen, head_dim) tensors{extras}; the diagram is weaved over {woven}")
     else:
         lines.append(f"Call: {wrapper}({', '.join(g.roles.inputs)}), each with its diagram axes in order")
     for k in g.kernels:
@@ -210,50 +213,6 @@ def sized_helpers(g) -> list[str]:
 # Checks a call's config= against CONFIG_KEYS (True: a power of two, False: a positive int, a tuple:
 # one of its values); the module's own names only (its locals shadow nothing it
 # calls: the module's globals are reserved, analyzer.codegen.names)
-PER_KERNEL_HELPER = '''\
-def _per_kernel(config, name="config"):
-    """A call's `config` as {kernel: the configuration to launch, or None for CONFIGS' choice}, checked
-    against CONFIG_KEYS before anything runs; `name` is the wrapper's parameter, for the messages."""
-    if config is None:
-        return dict.fromkeys(CONFIG_KEYS)
-    if not isinstance(config, dict):
-        raise ValueError(f"{name} must be a dict, not {type(config).__name__}")
-    keyed = set(config) <= set(CONFIG_KEYS) or all(isinstance(entry, dict) for entry in config.values())
-    if len(CONFIG_KEYS) == 1 and not keyed:
-        config = dict.fromkeys(CONFIG_KEYS, config)  # the one kernel's configuration
-    chosen = dict.fromkeys(CONFIG_KEYS)
-    for kernel, entry in config.items():
-        if kernel not in CONFIG_KEYS:
-            raise ValueError(f"{name} names kernel {kernel!r}; this module's kernels are "
-                             f"{', '.join(map(repr, CONFIG_KEYS))}")
-        keys = CONFIG_KEYS[kernel]
-        where = f"{name}[{kernel!r}]"
-        if not isinstance(entry, dict):
-            raise ValueError(f"{where} must be a dict with the keys {list(keys)}, "
-                             f"not {type(entry).__name__}")
-        problems = ([f"missing {key!r}" for key in keys if key not in entry]
-                    + [f"unknown {key!r}" for key in entry if key not in keys])
-        if problems:
-            raise ValueError(f"{where} must have the keys {list(keys)}: {', '.join(problems)}")
-        for key, rule in keys.items():
-            value = entry[key]
-            if isinstance(rule, tuple):  # one of these values
-                if value not in rule:
-                    raise ValueError(f"{where}[{key!r}] must be one of {rule}, not {value!r}")
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{where}[{key!r}] must be a positive int, not {value!r}")
-            if rule and value & (value - 1):
-                raise ValueError(f"{where}[{key!r}] must be a power of two, not {value}")
-        chosen[kernel] = dict(entry)
-    return chosen
-'''
-
-
-
-
-
-
 
 
 # -- the wrapper ------------------------------------------------------------------------------------
@@ -303,7 +262,7 @@ def wrapper(g, ids: ModuleIds, *, config: bool = False, device: str | None = Non
     head_dims = sorted(set.intersection(*(set(k.choices) for k in keyed))) if keyed else None
     if isinstance(r, Attention):
         param = scope("config") if config else None
-        lines = _attention_wrapper(g, r, head_dims, param, device)
+        lines = _attention_wrapper(g, r, head_dims, param, device, scope)
     else:
         lines = _plain_wrapper(g, r, ids.wrapper, scope, config)
         param = scope("config") if config else None      # the claim _plain_wrapper made after the inputs
@@ -327,7 +286,7 @@ def wrapper(g, ids: ModuleIds, *, config: bool = False, device: str | None = Non
                      f"+ str({local(axis)}))")
     scales = ", ".join(f"{py_str(o.name)}: {_size_code(o.applied.scale, d, local)}" for o in scaled)
     lines.append(f"{INDENT}scale = {{{scales}}}")
-    inputs = set(r.inputs if isinstance(r, Plain) else (r.query, r.key, r.value))
+    inputs = set(r.inputs if isinstance(r, Plain) else (r.query, r.key, r.value, *r.extras))
     outputs = set(d.outputs)
     for k in g.kernels:
         for name in k.plan.schedule.saves:
@@ -379,27 +338,6 @@ def _common_checks(tensors: list[str], device: str | None = None) -> list[str]:
     """).splitlines()
 
 
-OVERLAP_HELPER = '''\
-def _overlapping(tensor, others):
-    """Whether `tensor` has elements that share memory with each other (a zero or overlapping stride)
-    or with any of `others`: writing it would then change what the kernel reads, or race."""
-    start = tensor.data_ptr()
-    dims = sorted((s, n) for s, n in zip(tensor.stride(), tensor.shape) if n > 1)
-    reach = 0
-    for s, n in dims:
-        if s <= reach:
-            return True
-        reach += s * (n - 1)
-    end = start + (reach + 1) * tensor.element_size()
-    for other in others:
-        lo = other.data_ptr()
-        hi = lo + (sum(s * (n - 1) for s, n in zip(other.stride(), other.shape)) + 1) * other.element_size()
-        if other.numel() and lo < end and start < hi:
-            return True
-    return False
-'''
-
-
 def _head_dim_checks(g, r: Attention) -> str:
     """The wrapper's checks of the head dims, indented as the wrapper's body (dedented with it): one
     head-dim axis for q, k and v, or (multi-head latent attention) a value axis of its own, at most as
@@ -422,9 +360,19 @@ def _head_dim_checks(g, r: Attention) -> str:
     return textwrap.indent(textwrap.dedent(lines), "    ")
 
 
+def extra_shape(r: Attention, axes: tuple[str, ...], *, shown: bool = False) -> list[str]:
+    """The call's shape of an extra input of the scores with diagram axes `axes` (the wrapper's size names,
+    or with `shown` as messages and docs name them): (batch, heads), then its own sequence axes in the
+    diagram's order."""
+    seqs = {r.seq_q: "seq_q", r.seq_k: "seq_k"}
+    return ["batch", "heads" if shown else "heads_q", *(seqs[a] for a in axes if a in seqs)]
+
+
 def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str | None,
-                       device: str | None = None) -> list[str]:
+                       device: str | None = None, scope: Scope | None = None) -> list[str]:
     d = g.diagram
+    extras = [scope("{}", n, case="lower") for n in r.extras] if r.extras else []
+    params = ", ".join(["q", "k", "v", *extras])
     q_axes, k_axes, v_axes, o_axes = (d.arrays[n].axes for n in (r.query, r.key, r.value, r.output))
     dims = repr(tuple(head_dims)) if head_dims is not None else "None  # any: no kernel keeps d whole"
     other = ("non-causal" if r.causal else "causal")
@@ -433,7 +381,7 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
                       f"causal={not r.causal}")
     lines = ["DTYPES = (torch.float16, torch.bfloat16)", f"HEAD_DIMS = {dims}", "", "",
              *OVERLAP_HELPER.splitlines(), "", "",
-             f"def attention(q, k, v, causal={r.causal}, out=None" + (f", {param}=None):" if param else "):"),
+             f"def attention({params}, causal={r.causal}, out=None" + (f", {param}=None):" if param else "):"),
              f'{INDENT}"""{py_doc(d.title)}: (batch, heads, seqlen, head_dim) tensors, laid out and called as',
              f"{INDENT}torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal={r.causal}"
              + (", enable_gqa=True" if r.group else "") + ")"
@@ -442,6 +390,9 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
              f" ({r.group or 'this one has none'}). `out`, if given, receives the result."
              + (f"\n{INDENT}v's last dimension is the value head dim ({py_doc(r.value_dim)}), which may differ "
                 "from q's and k's; so does the output's." if r.value_dim != r.head_dim else "")
+             + "".join(f"\n{INDENT}{a}: the diagram's {py_doc(n)}, of shape "
+                       f"({', '.join(extra_shape(r, d.arrays[n].axes, shown=True))}) or any shape that broadcasts to it."
+                       for n, a in zip(r.extras, extras, strict=True))
              + (f"\n{config_doc(g, param)}" if param else "") + '"""',
              f"{INDENT}if not isinstance(causal, bool):",
              f"{INDENT}    raise TypeError(f\"causal must be True or False, not {{causal!r}}\")",
@@ -449,7 +400,7 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
              f"{INDENT}    raise ValueError({realises})"]
     if param:
         lines.append(config_check(param))
-    lines += [INDENT + x for x in _common_checks(["q", "k", "v"], device)]
+    lines += [INDENT + x for x in _common_checks(["q", "k", "v", *extras], device)]
     lines += [INDENT + x for x in textwrap.dedent(f"""\
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError("q, k and v must be 4-D (batch, heads, seqlen, head_dim); got "
@@ -500,6 +451,19 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
         raise ValueError("out shares memory with itself (a zero or overlapping stride) or with q, k or v; "
                          "pass a tensor of its own")
     """).splitlines()]
+    for name, a in zip(r.extras, extras, strict=True):    # broadcast to the call's shape: a view, no copy
+        shape = ", ".join(extra_shape(r, d.arrays[name].axes))
+        shown = ", ".join(extra_shape(r, d.arrays[name].axes, shown=True))
+        lines += [INDENT + x for x in textwrap.dedent(f"""\
+        try:
+            {a} = {a}.broadcast_to(({shape},))
+        except RuntimeError:
+            raise ValueError({py_str(a + " must broadcast to (" + shown + ") = ")} + str(({shape},))
+                             + "; got shape "
+                             + str(tuple({a}.shape))) from None
+        if _overlapping(out, ({a},)):
+            raise ValueError({py_str("out shares memory with " + a + "; pass a tensor of its own")})
+        """).splitlines()]
 
     def dims_of(axes, tensor, seq):
         parts = []
@@ -509,7 +473,7 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
             elif a == "heads":
                 parts.append(f"{py_str(a)}: {tensor}.stride(1)")
             elif a == r.heads:
-                mult = " * group" if (r.group and tensor in ("q", "out")) else ""
+                mult = " * group" if (r.group and tensor in ("q", "out", *extras)) else ""
                 parts.append(f"{py_str(a)}: {tensor}.stride(1){mult}")
             elif a == r.group:
                 parts.append(f"{py_str(a)}: {tensor}.stride(1)")
@@ -519,12 +483,22 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
                 parts.append(f"{py_str(a)}: {tensor}.stride(3)")
         return "{" + ", ".join(parts) + "}"
 
+    def extra_dims(axes, tensor):
+        """An extra's strides: (batch, heads) as q's, then its sequence axes from dimension 2 on."""
+        own = [a for a in axes if a in (r.seq_q, r.seq_k)]
+        parts = [f"{py_str(a)}: {tensor}.stride({2 + own.index(a)})" for a in own]
+        head = dims_of([a for a in axes if a not in own], tensor, None)[1:-1]
+        return "{" + ", ".join([p for p in (head,) if p] + parts) + "}"
+
     lines.append(f"{INDENT}t = {{{py_str(r.query)}: q, {py_str(r.key)}: k, {py_str(r.value)}: v, "
-                 f"{py_str(r.output)}: out}}")
+                 + "".join(f"{py_str(n)}: {a}, " for n, a in zip(r.extras, extras, strict=True))
+                 + f"{py_str(r.output)}: out}}")
     lines.append(f"{INDENT}stride = {{")
     for name, tensor, axes, seq in ((r.query, "q", q_axes, r.seq_q), (r.key, "k", k_axes, r.seq_k),
                                     (r.value, "v", v_axes, r.seq_k), (r.output, "out", o_axes, r.seq_q)):
         lines.append(f"{INDENT * 2}{py_str(name)}: {dims_of(axes, tensor, seq)},")
+    for name, a in zip(r.extras, extras, strict=True):
+        lines.append(f"{INDENT * 2}{py_str(name)}: {extra_dims(d.arrays[name].axes, a)},")
     lines.append(f"{INDENT}}}")
     return lines
 

@@ -36,8 +36,8 @@ from analyzer.model.fusion import Reducer
 UNARY = ("exp", "sigmoid", "relu", "tanh", "gelu", "reciprocal", "rsqrt")
 BINARY = ("add", "sub", "mul", "div")
 # The primitives whose rendering is the backend's own code, not an entry of its table
-STRUCTURAL = ("dot", "softmax_dot", "softmax", "scale", "shift", "softcap", "causal_mask", "window_mask", "sum",
-              "max")
+STRUCTURAL = ("dot", "softmax_dot", "softmax", "scale", "shift", "softcap", "causal_mask", "window_mask", "alibi",
+              "sum", "max")
 
 
 @dataclass(frozen=True)

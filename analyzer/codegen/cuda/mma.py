@@ -431,6 +431,16 @@ class MmaKernel(FragmentWriter):
                 return f"({inside}) ? {self.at(x, t, ctx)} : {NEG_INF}"
             c.comment(f"{name}: causal mask" + ("" if w is None else f", a window of {w}"))
             self.ew(name, dims, cond)
+        elif prim == "alibi":
+            q, key = op.applied.query, op.applied.key
+            (m,) = rest
+
+            def alibi(ctx, t):      # v - m |i - j|
+                oq = self.offs(q, self.index_of(self.p.dim_of[q], t, ctx))
+                ok = self.offs(key, self.index_of(self.p.dim_of[key], t, ctx))
+                return f"{self.at(x, t, ctx)} - {self.at(m, t, ctx)} * fabsf((float)({oq} - {ok}))"
+            c.comment(f"{name}: ALiBi's linear bias, {m.name} a slope")
+            self.ew(name, dims, alibi)
         elif prim == "softmax":
             over = self.p.dim_of[op.applied.over]
             c.comment(f"{name} = softmax of {op.inputs[0]} over {op.applied.over}")

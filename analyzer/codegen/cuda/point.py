@@ -161,6 +161,10 @@ class PointKernel(CudaWriter):
                 inside = f"{oq} >= {ok}" + ("" if op.applied.window is None else
                                             f" && {ok} > {oq} - {int(op.applied.window)}")
                 expr = f"(({inside}) ? {args[0]} : {NEG_INF})"
+            elif prim == "alibi":          # v - m |i - j|
+                oq = self.offs(op.applied.query, self.local(p.dim_of[op.applied.query]))
+                ok = self.offs(op.applied.key, self.local(p.dim_of[op.applied.key]))
+                expr = f"({args[0]} - {args[1]} * fabsf((float)({oq} - {ok})))"
             else:
                 raise unrenderable(p, f"primitive {prim!r} ({name!r}) in a kernel without contractions", op)
         emit(f"const float {var} = {expr};")

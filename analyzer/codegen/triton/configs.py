@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 from analyzer.codegen.escape import py_str
-from analyzer.codegen.pymodule import PER_KERNEL_HELPER, sized_helpers
+from analyzer.codegen.helpers_text import PER_KERNEL_HELPER
+from analyzer.codegen.pymodule import sized_helpers
 from analyzer.codegen.triton import kernel as tr
 from analyzer.diagram.interface import Attention
 

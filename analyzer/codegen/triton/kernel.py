@@ -413,6 +413,13 @@ class _Writer(PlanWalk):
                 w = int(op.applied.window)
                 self.line(f"{out} = tl.where(({oq} >= {ok}) & ({ok} > {oq} - {w}), {x.name}, {SPELLING.neg_inf})"
                           f"  # causal, a window of {w}")
+        elif prim == "alibi":       # v - m |i - j|, the positions of the query and key axes
+            (m,) = rest
+            q, k = op.applied.query, op.applied.key
+            oq = self.expand(self.offs(q), self.p.dim_of[q], x.dims)
+            ok = self.expand(self.offs(k), self.p.dim_of[k], x.dims)
+            self.line(f"{out} = {x.name} - {self.broadcast(m, x.dims)} * tl.abs({oq} - {ok}).to(tl.float32)"
+                      "  # ALiBi's linear bias")
         elif prim in POINTWISE:
             dims = x.dims
             if rest:        # a binary op: both operands laid out as the one with more dims
