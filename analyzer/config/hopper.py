@@ -176,10 +176,11 @@ def registers_per_consumer(profile: Profile, warpgroups: int) -> int:
 
 def configuration(profile: Profile, head_dim: int, dtype: str, *, warpgroups: int, chunk: int, stages: int,
                   overlap: str, schedule: str = "tiles", causal: bool = False,
-                  value_dim: int | None = None) -> HopperConfig:
+                  value_dim: int | None = None, bias: bool = False) -> HopperConfig:
     """The configuration with its SMEM and register needs (Tables 1-2); `legal` says whether it fits.
     `value_dim`: V's and the output's head dim where it is not the queries' and keys' (MLA's 192/128):
-    the output then leaves through a buffer of its own, not the query tile's."""
+    the output then leaves through a buffer of its own, not the query tile's. `bias`: the chain adds a
+    bias from memory, which the producer lands a tile a consumer and stage beside V."""
     e = value_dim or head_dim
     rows = profile.divisors.mma[dtype].m
     threads = profile.divisors.mma_threads
@@ -188,6 +189,8 @@ def configuration(profile: Profile, head_dim: int, dtype: str, *, warpgroups: in
     if e != head_dim or head_blocks(head_dim)[1]:
         smem += warpgroups * rows * e * size               # each consumer's output tile
     # the query tile's ready and empty, each stage's K and V ready and empty, and a turn per consumer
+    if bias:
+        smem += stages * warpgroups * rows * chunk * size  # each consumer's tile of the bias a stage
     smem += MBARRIER_BYTES * (2 + 4 * stages + warpgroups) + PARTITION_BYTES
     fp32 = rows * (e + chunk) // threads                   # O accumulator and one chunk's scores
     packed = rows * chunk * size // (4 * threads)          # the previous chunk's probabilities
@@ -212,7 +215,8 @@ def legal(profile: Profile, c: HopperConfig) -> bool:
 
 
 def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False,
-               schedules: tuple[str, ...] = RANKED_SCHEDULES, value_dim: int | None = None) -> list[HopperConfig]:
+               schedules: tuple[str, ...] = RANKED_SCHEDULES, value_dim: int | None = None,
+               bias: bool = False) -> list[HopperConfig]:
     """Every legal configuration for `head_dim`: N up to what the register file holds; persistent only
     where it is ranked and every tile streams as many chunks (not causal: a static assignment cannot
     balance tiles that block skipping makes unequal)."""
@@ -227,7 +231,7 @@ def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False
                     for schedule in schedules:
                         c = configuration(profile, head_dim, dtype, warpgroups=n, chunk=chunk, stages=stages,
                                           overlap=overlap, schedule=schedule, causal=causal,
-                                          value_dim=value_dim)
+                                          value_dim=value_dim, bias=bias)
                         if legal(profile, c):
                             out.append(c)
     return out
@@ -238,13 +242,15 @@ def _body(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, efficien
     """Table 3's loop body per row of one chunk: QK^T and PV on the tensor cores (2 d s_x each, at
     `efficiency` of the datasheet rate), and the scores' work on the special function units: the
     softmax's exponentials and its rescale (s_x + 1), or what the diagram's chain of scores costs
-    (analyzer.config.scores: sigmoid attention's s_x tanh). QK^T contracts the head dim, PV the keys into
+    (analyzer.config.scores: sigmoid attention's s_x tanh), with the fp32 lane work an op adds beyond the
+    softmax's (ALiBi's 2 s_x, at the lanes' rate) in the same stage: the threads issue both. QK^T contracts the head dim, PV the keys into
     `value_dim` columns (2 e s_x)."""
     clock = profile.clocks.tensor_hz * profile.sm_count
     tensor = profile.tensor_flops_per_s[dtype] / clock * efficiency
     contraction = 2 * head_dim * c.chunk / tensor
     mix = 2 * (value_dim or head_dim) * c.chunk / tensor
-    sfu = (c.chunk * scores.sfu_per_score + scores.sfu_per_row) / profile.per_sm_per_clock.sfu_ops
+    sfu = (c.chunk * scores.sfu_per_score + scores.sfu_per_row) / profile.per_sm_per_clock.sfu_ops \
+        + c.chunk * scores.vector_per_score / profile.per_sm_per_clock.fp32_fma    # ALiBi's on the lanes
     label = "softmax (exp)" if scores == SOFTMAX else f"{scores.label()} (sfu)"
     return (Stage("S (dot)", "tensor", contraction), Stage(label, "sfu", sfu),
             Stage("O (contraction)", "tensor", mix))
@@ -272,6 +278,9 @@ def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, ov
     loaded = c.chunk * (head_dim + (value_dim or head_dim)) * bytes_per_value(dtype)   # a chunk of K and of V
     bandwidth = profile.level(LOADS_FROM).bandwidth_bytes_per_s * params.l2_efficiency
     t_h = loaded * profile.sm_count / bandwidth
+    if scores.bias is not None:    # the block's rows of the bias at the chunk's keys: read once, from HBM
+        t_h += c.block_rows * c.chunk * bytes_per_value(dtype) * profile.sm_count / \
+            profile.level("gmem").bandwidth_bytes_per_s
     return {"tensor" if period <= busy * (1 + 1e-9) else "threads": t_k, "loads": t_h}
 
 
@@ -331,7 +340,7 @@ def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: in
     params = params or HopperParams.of(profile)
     scored = [(predicted_time(profile, c, head_dim, dtype, seq_q=seq_q, seq_k=seq_k, instances=instances,
                               causal=causal, params=params, scores=scores, value_dim=value_dim), c)
-              for c in candidates(profile, head_dim, dtype, causal, value_dim=value_dim)]
+              for c in candidates(profile, head_dim, dtype, causal, value_dim=value_dim, bias=scores.bias is not None)]
     if not scored:
         return []
     fastest = min(t for t, _ in scored)
@@ -510,7 +519,8 @@ def _hopper_tables(profile: Profile, head_dims: tuple[int, ...], dtype: str, *, 
               for d in head_dims}
     # every warpgroup count a legal configuration has, not only the tables': config= may launch any
     used = sorted({c.warpgroups for d in head_dims for c in candidates(profile, d, dtype, causal,
-                                                                         value_dim=value_dim)})
+                                                                         value_dim=value_dim,
+                                                                         bias=scores.bias is not None)})
     return HopperTables(tables, {n: register_cap(profile, n) for n in used},
                         {n: registers_per_consumer(profile, n) for n in used}, scores, value_dim)
 
@@ -529,6 +539,11 @@ def realisable(c: Configured) -> str | None:
     if isinstance(found, str):
         return f"{c.source_file}: {found}"
     p = c.kernels[0].plan
+    if found.bias is not None:
+        axes = c.diagram.arrays[c.diagram.op(found.bias.name).inputs[1]].axes
+        if r.seq_q not in axes or r.seq_k not in axes:
+            return (f"{c.source_file}: its bias {c.diagram.op(found.bias.name).inputs[1]} is not laid along both "
+                    f"{r.seq_q} and {r.seq_k}; the Hopper kernel loads a bias by query and key tiles")
     if p.stream is None or p.stream.axes != (r.seq_k,):
         return f"{c.source_file}'s kernel does not stream the keys {r.seq_k}; the Hopper kernel does"
     return None
@@ -550,7 +565,7 @@ def scores(c: Configured) -> Scores | str:
     if not isinstance(r, Attention):
         return "not attention-shaped"
     ops = [c.diagram.op(n) for n in c.kernels[0].plan.schedule.kernel.ops]
-    return scores_of(ops, r.head_dim, r.seq_k)
+    return scores_of(ops, r.head_dim, r.seq_k, r.seq_q, r.extras)
 
 
 __all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "head_blocks", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "scores", "value_dim", "refusal",

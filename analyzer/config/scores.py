@@ -12,7 +12,14 @@ normalisation its second contraction asks for.
 Each elementwise op has the lowering the kernel gives it and what that costs on the special function
 unit (SFU), which the model's loop body counts (analyzer.config.hopper._body): sigmoid is 1/2 tanh(v/2) +
 1/2, one `tanh.approx.f32` a score, where 1/(1 + exp(-v)) would take an exp and a reciprocal; tanh and
-softcap (cap tanh(v / cap), Gemma 2's bound on its scores) take one tanh.approx.f32 too.
+softcap (cap tanh(v / cap), Gemma 2's bound on its scores) take one tanh.approx.f32 too. ALiBi's bias
+(v - m |i - j|, m a slope per head loaded once a tile) takes no SFU operation but fp32 ones on the
+threads' vector lanes, which the body counts at the lanes' rate beside the SFU's work: two a score
+(|i - j| from the positions as floats, then a fused multiply-add), or one where the softmax makes the
+bias a column's alone (`ScoreOp.shifted`): under a causal mask every weighed key has j <= i, so
+-m |i - j| = m (j - r) - m (i - r) for any r, and the softmax ignores what is the same along a row.
+An additive bias (`add` with an input of the call: SDPA's float attn_mask) is one add a score on the
+lanes and a tile of the bias a chunk, which the consumers load from memory (the model's loads count it).
 
 A mask (`causal_mask`, or `window_mask`: causal with a sliding window) sets -inf where the diagram puts
 it; the ops after it must carry a masked score to what the normalisation ignores (-inf before the
@@ -33,7 +40,11 @@ from analyzer.diagram.compiled import Op
 
 # Elementwise primitives the consumers apply to the scores in registers, with the special-function
 # operations a score each costs as the kernel lowers it (analyzer.codegen.hopper.kernel)
-SFU_PER_SCORE = {"scale": 0, "relu": 0, "sigmoid": 1, "exp": 1, "tanh": 1, "softcap": 1}
+SFU_PER_SCORE = {"scale": 0, "relu": 0, "sigmoid": 1, "exp": 1, "tanh": 1, "softcap": 1, "alibi": 0, "add": 0}
+# fp32 operations a score each costs on the vector lanes beyond what the calibrated softmax overhead covers
+VECTOR_PER_SCORE = {"alibi": 2, "alibi shifted": 1, "add": 1}
+SLOPED = ("alibi",)        # ops whose second input is a slope a head (an extra input of the call)
+BIASED = ("add",)          # ops whose second input is a bias read from memory a chunk (an extra input)
 MASKS = ("causal_mask", "window_mask")      # set -inf where a key is after the query (or outside its window)
 
 
@@ -47,9 +58,12 @@ class ScoreOp:
     scale: sympy.Expr | None = None
     cap: sympy.Expr | None = None
     window: int | None = None           # window_mask: the keys a query sees, its own included
+    shifted: bool = False               # alibi: applied as m (j - r), the row's part left to the softmax
 
     def of(self, v: float) -> float:
         """What this op makes of a score v (the masks' -inf traced through the ops after them)."""
+        if self.primitive in SLOPED or self.primitive in BIASED:
+            return v            # a finite bias added: -inf stays -inf
         if self.primitive == "scale":
             return v * (1.0 if self.scale.is_positive else -1.0 if self.scale.is_negative else math.nan)
         if self.primitive == "softcap":
@@ -82,6 +96,32 @@ class Scores:
         return sum(SFU_PER_SCORE.get(o.primitive, 0) for o in self.ops) + (1 if self.softmax else 0)
 
     @property
+    def vector_per_score(self) -> int:
+        """fp32 vector-lane operations a score the ops add (ALiBi's distance and multiply-add)."""
+        return sum(VECTOR_PER_SCORE.get(o.primitive + (" shifted" if o.shifted else ""), 0) for o in self.ops)
+
+    @property
+    def bias(self) -> ScoreOp | None:
+        """The chain's additive bias (a tile of it loaded a chunk), or None."""
+        return next((o for o in self.ops if o.primitive in BIASED), None)
+
+    @property
+    def folded(self) -> bool:
+        """Whether the kernel folds the scale op into the softmax's exp2 factor: a positive factor whose
+        later ops are masks and a shifted ALiBi only (applied as m (j - r) / factor), so S takes no
+        multiply a score. Only with ALiBi: plain chains keep the text they were measured with."""
+        sc = self.scale
+        if sc is None or not self.softmax or not sc.scale.is_positive or self.slope is None:
+            return False
+        after = self.ops[self.ops.index(sc) + 1:]
+        return all(o.primitive in MASKS or o.shifted for o in after)
+
+    @property
+    def slope(self) -> ScoreOp | None:
+        """The chain's ALiBi op (its slope a head, loaded once a tile), or None."""
+        return next((o for o in self.ops if o.primitive in SLOPED), None)
+
+    @property
     def sfu_per_row(self) -> int:
         """SFU operations a row and chunk beyond its scores': the softmax's rescale, exp2(m_old - m_new)."""
         return 1 if self.softmax else 0
@@ -110,9 +150,10 @@ def pairs(seq_q: int, seq_k: int, causal: bool, window: int | None = None) -> fl
     return float(np.maximum(np.minimum(i, seq_k - 1) - np.maximum(i - window + 1, 0) + 1, 0).sum())
 
 
-def scores_of(ops: list[Op], head_dim: str, seq_k: str) -> Scores | str:
+def scores_of(ops: list[Op], head_dim: str, seq_k: str, seq_q: str | None = None,
+              extras: tuple[str, ...] = ()) -> Scores | str:
     """The score chain of a kernel's ops (the first contraction first), or why the Hopper kernel does not
-    realise it (one line)."""
+    realise it (one line). `extras`: the call's inputs of the scores besides q, k and v (ALiBi's slopes)."""
     names = [o.primitive.name for o in ops]
     shape = "dot -> elementwise ops and masks -> softmax_dot or dot"
     if len(ops) < 2 or names[0] != "dot" or names[-1] not in ("dot", "softmax_dot"):
@@ -129,7 +170,16 @@ def scores_of(ops: list[Op], head_dim: str, seq_k: str) -> Scores | str:
         if p not in SFU_PER_SCORE and p not in MASKS:
             return (f"{op.name} is {p} between the contractions; the Hopper kernel applies "
                     f"{', '.join(sorted(SFU_PER_SCORE))} and {' or '.join(MASKS)} to the scores")
-        if len(op.inputs) != 1:
+        if p in SLOPED:
+            if len(op.inputs) != 2 or op.inputs[1] not in extras:
+                return f"{op.name} ({p}) takes its slopes from an input of the call; the Hopper kernel loads them so"
+            if (op.applied.query, op.applied.key) != (seq_q, seq_k):
+                return f"{op.name} ({p}) measures distances along {op.applied.query} and {op.applied.key}, not the " \
+                       f"query and key positions {seq_q} and {seq_k}"
+        elif p in BIASED:
+            if len(op.inputs) != 2 or op.inputs[1] not in extras or op.inputs[0] == op.inputs[1]:
+                return f"{op.name} ({p}) adds what is not an input of the call; the Hopper kernel adds a bias it loads"
+        elif len(op.inputs) != 1:
             return f"{op.name} takes {len(op.inputs)} inputs; the Hopper kernel's score ops take the scores alone"
         if p in MASKS and op.applied.key != seq_k:
             return f"{op.name} masks along {op.applied.key}, not the keys {seq_k}"
@@ -147,7 +197,26 @@ def scores_of(ops: list[Op], head_dim: str, seq_k: str) -> Scores | str:
                         f"the {'softmax' if softmax else 'sum'} weighs; put the mask after them")
     if sum(o.primitive == "scale" for o in out) > 1:
         return "its scores are scaled twice; the Hopper kernel takes one factor (fold them into one scale)"
+    if sum(o.primitive in BIASED for o in out) > 1:
+        return "its scores take two biases; the Hopper kernel loads one (add them into one input)"
+    if sum(o.primitive in SLOPED for o in out) > 1:
+        return "its scores take two ALiBi biases; the Hopper kernel loads one slope a head (add the slopes)"
+    out = [_shifted(o, out[i + 1:], softmax, any(x.primitive in MASKS for x in out)) for i, o in enumerate(out)]
     return Scores(tuple(out), softmax=softmax)
 
 
-__all__ = ["MASKS", "SFU_PER_SCORE", "SOFTMAX", "ScoreOp", "Scores", "pairs", "scores_of"]
+ROW_INVARIANT = ("scale", *MASKS)     # ops that keep a constant a row a constant a row (or -inf)
+
+
+def _shifted(op: ScoreOp, after: list[ScoreOp], softmax: bool, masked: bool) -> ScoreOp:
+    """ALiBi's op as the kernel may apply it: m (j - r) alone where the softmax follows through ops that
+    keep a row's constant a row's constant and a mask keeps only keys j <= i (the row's part, -m (i - r),
+    then changes no probability)."""
+    if op.primitive not in SLOPED or not softmax or not masked or any(a.primitive not in ROW_INVARIANT
+                                                                        for a in after):
+        return op
+    return ScoreOp(op.name, op.primitive, shifted=True)
+
+
+__all__ = ["BIASED", "MASKS", "SFU_PER_SCORE", "SLOPED", "SOFTMAX", "VECTOR_PER_SCORE", "ScoreOp", "Scores", "pairs",
+           "scores_of"]

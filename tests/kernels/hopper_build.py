@@ -20,7 +20,8 @@ from analyzer.codegen.hopper.kernel import HELPERS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCALARS = {"size_q": "i32", "size_x": "i32", "batch_heads": "i32", "heads": "i32", "kv_group": "i32",
-           "qk_scale": "fp32", "score_scale": "fp32"}
+           "qk_scale": "fp32", "score_scale": "fp32", "slope_stride_b": "i32", "slope_stride_h": "i32",
+           "slope_scale": "fp32", "bias_b_rows": "i32", "bias_h_rows": "i32"}
 INSTRUCTIONS = ("wgmma.mma_async", "setmaxnreg", "cp.async.bulk.tensor", "mbarrier.try_wait")
 
 
@@ -75,14 +76,16 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
     hi = head_dim - lo
     for name, block in (("q", [1, 1, module.ROWS, lo]), ("k", [1, 1, entry["BLOCK_X"], lo]),
                         ("v", [1, 1, entry["BLOCK_X"], value_dim]), ("o", [1, 1, module.ROWS, value_dim]),
-                        ("qh", [1, 1, module.ROWS, hi or lo]), ("kh", [1, 1, entry["BLOCK_X"], hi or lo])):
+                        ("qh", [1, 1, module.ROWS, hi or lo]), ("kh", [1, 1, entry["BLOCK_X"], hi or lo]),
+                        ("b", [module.ROWS, entry["BLOCK_X"]] if module.BIAS else [1, 1, entry["BLOCK_X"], lo])):
         layout = gl.NVMMASharedLayout.get_default_for(block, element)
         descs[name] = f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
     constexprs = {"ROWS": module.ROWS, "BLOCK_X": entry["BLOCK_X"], "STAGES": entry["STAGES"], "GROUPS": groups,
-                  "CAUSAL": module.CAUSAL, "LEFT": module.LEFT, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
+                  "CAUSAL": module.CAUSAL, "LEFT": module.LEFT, "ALIBI": module.ALIBI, "BIAS": module.BIAS, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
                   "SOFTMAX": module.SOFTMAX, "SPLIT": hi > 0, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
     signature = {"q_desc": descs["q"], "k_desc": descs["k"], "v_desc": descs["v"], "o_desc": descs["o"],
-                 "qh_desc": descs["qh"], "kh_desc": descs["kh"], **SCALARS,
+                 "qh_desc": descs["qh"], "kh_desc": descs["kh"], **SCALARS, "slope_ptr": f"*{dtype}",
+                 "b_desc": descs["b"],
                  **dict.fromkeys(constexprs, "constexpr")}
     return (GluonASTSource(fn, signature=signature, constexprs=constexprs), GPUTarget("cuda", 90, 32),
             {"num_warps": 4, "maxnreg": module.REGISTER_CAP[groups]})

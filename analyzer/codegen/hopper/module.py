@@ -9,10 +9,10 @@ Which configured diagrams it realises is analyzer.config.hopper.realisable's to 
 from __future__ import annotations
 
 from analyzer.codegen.escape import py_comment, py_doc, py_str
+from analyzer.codegen.helpers_text import PER_KERNEL_HELPER
 from analyzer.codegen.hopper.kernel import HELPERS, render_kernel
 from analyzer.codegen.pymodule import (
     MODULE_GLOBALS,
-    PER_KERNEL_HELPER,
     checked_python,
     guarded_imports,
     header,
@@ -25,7 +25,8 @@ from analyzer.config.hopper import OVERLAPS, SCHEDULES, HopperConfig, HopperTabl
 
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
-           "CONSUMER_REGISTERS", "CAUSAL", "LEFT", "SOFTMAX", "VALUE_DIM", "_tma_ready", "_descriptor", "_sm_count")
+           "CONSUMER_REGISTERS", "CAUSAL", "LEFT", "ALIBI", "BIAS", "SOFTMAX", "VALUE_DIM", "_tma_ready", "_descriptor", "_sm_count",
+           "_bias_descriptor")
 
 
 def hopper_module(g) -> str:
@@ -105,6 +106,10 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               f"CAUSAL = {g.roles.causal}  # whether the diagram masks keys after each query (top-left aligned)",
               f"LEFT = {-1 if g.hopper.scores.window is None else g.hopper.scores.window - 1}  # keys before its own a query sees "
               "under the diagram's sliding window; -1: all",
+              f"ALIBI = {g.hopper.scores.slope is not None}  # whether the scores take ALiBi's bias, a slope a head "
+              "(an input of the call)",
+              f"BIAS = {g.hopper.scores.bias is not None}  # whether the scores take an additive bias, a tile of it "
+              "a chunk (an input of the call)",
               f"SOFTMAX = {g.hopper.scores.softmax}  # the online softmax normalises the scores (else a plain sum: "
               f"{g.hopper.scores.label()})",
               f"VALUE_DIM = {g.hopper.value_dim!r}  # v's largest head dim, where it has an axis of its own (the "
@@ -140,7 +145,23 @@ def _descriptor(tensor, block, layouts={}):
     key = (tuple(block), tensor.dtype)
     if key not in layouts:
         layouts[key] = gl.NVMMASharedLayout.get_default_for(block, GL_DTYPES[tensor.dtype])
-    return TensorDescriptor(tensor, list(tensor.shape), list(tensor.stride()), block, layouts[key])'''
+    return TensorDescriptor(tensor, list(tensor.shape), list(tensor.stride()), block, layouts[key])
+
+
+def _bias_descriptor(bias, block):
+    """A TMA descriptor of a (batch, heads, queries, keys) bias as rows of keys, and the rows a batch entry
+    and a head span in it (0 along an axis the call broadcasts, a stride of 0, which the TMA engine does
+    not take: the bias is read without it). Rows past a head's queries read the next head's, which only
+    rows past the end of the queries see, and the output drops them."""
+    size = [1 if s == 0 else n for n, s in zip(bias.shape, bias.stride())]
+    view = bias.as_strided(size, [s or 1 for s in bias.stride()]).contiguous()   # a copy only if strided
+    rows = view.reshape(-1, size[3])
+    if size[3] * rows.element_size() % 16:     # rows the TMA engine cannot step: keys padded to 16 bytes
+        padded = rows.new_zeros(rows.shape[0], -(-size[3] * rows.element_size() // 16) * 16 // rows.element_size())
+        padded[:, :size[3]] = rows
+        rows = padded
+    return _descriptor(_tma_ready(rows), block), size[1] * size[2] if size[0] > 1 else 0, \
+        size[2] if size[1] > 1 else 0'''
 
 
 def _launcher(g, ids, name: str) -> list[str]:
@@ -159,13 +180,25 @@ def _launcher(g, ids, name: str) -> list[str]:
     else:
         qk_scale = f"scale[{py_str(last.name)}] * LOG2E"
     score_scale = f"scale[{py_str(scores.scale.name)}]" if scores.scale else "1.0"
+    if scores.folded:       # the chain's scale multiplies exp2's factor instead of every score
+        qk_scale = f"{score_scale} * {qk_scale}"
     entry = f"CONFIGS[{py_str(p.name)}][size[{py_str(r.head_dim)}]]"
     t = {role: f"t[{py_str(n)}]" for role, n in (("q", r.query), ("k", r.key), ("v", r.value), ("o", r.output))}
+    sloped = scores.slope
+    # ALiBi's slopes: a (batch, heads) view of the call's tensor (broadcast: strides may be 0); else q, unused
+    slopes = (f"t[{py_str(g.diagram.op(sloped.name).inputs[1])}]" if sloped else "q")
+    slope_strides = "slopes.stride(0), slopes.stride(1)" if sloped else "0, 0"
+    # the additive bias: the call's (batch, heads, queries, keys) tensor, broadcast where a stride is 0
+    biased = scores.bias
+    bias = f"t[{py_str(g.diagram.op(biased.name).inputs[1])}]" if biased else "None"
+    # the slopes' factor: 1 / the chain's scale where the kernel folds that into exp2's factor
+    slope_scale = f"1.0 / {score_scale}" if scores.folded else "1.0"
     body = f'''\
 def {ids.launch[p.name]}(t, size, stride, scale, cfg=None):
     """Kernel {py_doc(repr(p.name))}: t, size, scale map names to tensors and numbers (the descriptors carry
     the strides); cfg is the configuration to launch (checked by _per_kernel), None for CONFIGS' choice."""
     q, k, v, out = {t["q"]}, {t["k"]}, {t["v"]}, {t["o"]}
+    slopes = {slopes}
     if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] != 9:
         raise ValueError(f"this kernel runs on a Hopper GPU (sm_90), not on {{q.device}}; generate it "
                          "with --backend triton for other GPUs or the interpreter")
@@ -192,6 +225,10 @@ def {ids.launch[p.name]}(t, size, stride, scale, cfg=None):
     q_lo, k_lo = _descriptor(q, q_block), _descriptor(k, k_block)
     q_hi = _descriptor(q, [1, 1, ROWS, hi]) if hi else q_lo
     k_hi = _descriptor(k, [1, 1, cfg['BLOCK_X'], hi]) if hi else k_lo
+    if BIAS:  # a TMA view of the bias without its broadcast axes (size 1), stepped over only where it has them
+        b_desc, bias_b_rows, bias_h_rows = _bias_descriptor({bias}, [ROWS, cfg['BLOCK_X']])
+    else:
+        b_desc, bias_b_rows, bias_h_rows = k_lo, 0, 0
     tiles = triton.cdiv(size_q, groups * ROWS) * batch * heads
     if cfg['SCHEDULE'] == 'persistent':
         grid = (min(tiles, _sm_count(q.device)),)  # a block an SM, each taking every grid-th tile
@@ -200,8 +237,8 @@ def {ids.launch[p.name]}(t, size, stride, scale, cfg=None):
     {name}[grid](
         q_lo, k_lo, _descriptor(v, v_block), _descriptor(o, o_block), q_hi, k_hi,
         size_q, k.shape[2], batch * heads, heads, heads // k.shape[1], {qk_scale}, {score_scale},
-        ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, CAUSAL=CAUSAL,
-        LEFT=LEFT, INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
+        slopes, {slope_strides}, {slope_scale}, b_desc, bias_b_rows, bias_h_rows, ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups,
+        CAUSAL=CAUSAL, LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
         CONSUMER_REGS=CONSUMER_REGISTERS[groups], num_warps=4, maxnreg=REGISTER_CAP[groups])
     if o is not out:
         out.copy_(o)
