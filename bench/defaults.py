@@ -58,7 +58,8 @@ BUDGET_S = 540
 
 def inputs(g) -> tuple[list[list[int]], dict[str, Any]]:
     """The shapes of the wrapper's tensors at the diagram's default sizes, and its keyword arguments:
-    (batch, heads, seqlen, head_dim) for attention, with the key/value heads of a grouped-query diagram;
+    (batch, heads, seqlen, head_dim) for attention, with the key/value heads of a grouped-query diagram,
+    then the scores' other inputs (ALiBi's slopes: (batch, heads));
     the diagram's axes in order for the others."""
     from analyzer.diagram.interface import Attention
     size = g.axis_sizes({})
@@ -67,8 +68,10 @@ def inputs(g) -> tuple[list[list[int]], dict[str, Any]]:
         heads = size(r.heads) if r.heads else size("heads")
         queries = heads * (size(r.group) if r.group else 1)
         batch = size("batch")
+        extras = [[batch, queries, *(size(a) for a in g.diagram.arrays[n].axes if a in (r.seq_q, r.seq_k))]
+                  for n in r.extras]       # the scores' other inputs: (batch, heads, their sequence axes)
         return ([[batch, queries, size(r.seq_q), size(r.head_dim)], [batch, heads, size(r.seq_k), size(r.head_dim)],
-                 [batch, heads, size(r.seq_k), size(r.value_dim)]], {"causal": r.causal})
+                 [batch, heads, size(r.seq_k), size(r.value_dim)], *extras], {"causal": r.causal})
     return [[size(a) for a in g.diagram.arrays[n].axes] for n in r.inputs], {}
 
 
@@ -174,6 +177,11 @@ def evaluate(torch: Any, d, arrays: dict[str, Any]) -> dict[str, Any]:
         elif prim == "softcap":
             cap = float(at(a.cap, symbols))
             out[op.name] = cap * torch.tanh(x / cap)
+        elif prim == "alibi":                # v - m |i - j|
+            q, k = a.output.index(a.query), a.output.index(a.key)
+            rows_ = torch.arange(x.shape[q], device=x.device).reshape([-1 if i == q else 1 for i in range(x.dim())])
+            cols = torch.arange(x.shape[k], device=x.device).reshape([-1 if i == k else 1 for i in range(x.dim())])
+            out[op.name] = x - aligned(op.inputs[1], a.output) * (rows_ - cols).abs().double()
         elif prim in ("causal_mask", "window_mask"):
             q, k = a.output.index(a.query), a.output.index(a.key)
             rows_ = torch.arange(x.shape[q], device=x.device).reshape([-1 if i == q else 1 for i in range(x.dim())])
@@ -202,6 +210,16 @@ def reference(torch: Any, g, tensors: list[Any]) -> Any:
     for name, t, seq, dim in ((r.query, tensors[0], r.seq_q, r.head_dim), (r.key, tensors[1], r.seq_k, r.head_dim),
                               (r.value, tensors[2], r.seq_k, r.value_dim)):
         arrays[name] = _from_call(t, d.arrays[name].axes, r, seq, dim, size)
+    for name, t in zip(r.extras, tensors[3:], strict=True):     # (batch, heads, then its sequence axes)
+        axes = d.arrays[name].axes
+        heads = [h for h in _heads(r) if h in axes]
+        seqs = [a for a in axes if a in (r.seq_q, r.seq_k)]
+        lengths = {r.seq_q: tensors[0].shape[2], r.seq_k: tensors[1].shape[2]}     # the call's, not the defaults
+        shape = (size("batch"), size(r.heads) * (size(r.group) if r.group else 1) if r.heads else size("heads"),
+                 *(lengths[a] for a in seqs))
+        t = t.broadcast_to(shape).reshape(shape[0], *[size(h) for h in heads], *shape[2:])
+        have = ["batch", *heads, *seqs]
+        arrays[name] = t.permute(*[have.index(a) for a in axes])
     o = evaluate(torch, d, arrays)[r.output]
     return _to_call(o, d.arrays[r.output].axes, r, r.seq_q, r.value_dim)
 

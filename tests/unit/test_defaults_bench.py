@@ -79,6 +79,36 @@ def test_the_float64_evaluation_of_a_sliding_window(tmp_path):
     assert not torch.allclose(want, reference_attention(torch, q * 8, k, v, True, False, 50.0), atol=1e-3)
 
 
+def test_the_float64_evaluation_of_alibi():
+    """alibi_attention: its slopes, the call's fourth tensor (batch, heads), broadcast from (heads,), one
+    head and batch entry at the defaults; its
+    evaluation is attention with - m |i - j| on the scaled scores, under the causal mask."""
+    c = configure_kernels("alibi_attention", "h100", sized=False, ranked=False)
+    shapes, kwargs = D.inputs(c)
+    assert shapes[3] == [1, 1] and kwargs == {"causal": True}
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 40, 128, generator=gen, dtype=torch.float64) for _ in range(3))  # the defaults
+    slopes = torch.tensor([0.25], dtype=torch.float64)
+    want = reference_attention(torch, q, k, v, True, False, slopes=slopes)
+    assert torch.allclose(D.reference(torch, c, [q, k, v, slopes]), want, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(want, reference_attention(torch, q, k, v, True, False), atol=1e-3)
+
+
+def test_the_float64_evaluation_of_an_additive_bias():
+    """bias_attention: its bias, the call's fourth tensor (batch, heads, q, x); its evaluation is
+    attention with the bias added to the scaled scores, under the causal mask."""
+    c = configure_kernels("bias_attention", "h100", sized=False, ranked=False)
+    shapes, _ = D.inputs(c)
+    assert shapes[3] == [1, 1, 8192, 8192]
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 8192, 128, generator=gen, dtype=torch.float64)[:, :, :40] for _ in range(3))
+    bias = torch.randn(1, 1, 40, 40, generator=gen, dtype=torch.float64) * 3
+    s = q @ k.transpose(-1, -2) * 128 ** -0.5 + bias
+    s = s.masked_fill(torch.ones(40, 40, dtype=torch.bool).triu(1), float("-inf"))
+    want = torch.softmax(s, -1) @ v
+    assert torch.allclose(D.reference(torch, c, [q, k, v, bias]), want, rtol=1e-12, atol=1e-12)
+
+
 def test_the_float64_evaluation_of_the_other_diagrams():
     gen = torch.Generator().manual_seed(0)
 
