@@ -46,6 +46,7 @@ from bench.common import (  # noqa: E402
     import_file,
     log,
     ratio,
+    reference_attention,
     rel_err,
     save_results,
 )
@@ -63,16 +64,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=Path("bench/results"))
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop timing after this many seconds")
     return ap.parse_args(argv)
-
-
-def reference(torch, q, k, v, bias, causal: bool):
-    """float64 attention on the GPU with the bias added to the scaled scores (SDPA's float attn_mask)."""
-    q, k, v = q.double(), k.double(), v.double()
-    s = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5 + bias.double()
-    if causal:
-        keep = torch.ones(s.shape[-2:], dtype=torch.bool, device=q.device).tril()
-        s = s.masked_fill(~keep, float("-inf"))
-    return torch.softmax(s, dim=-1) @ v
 
 
 class Run:
@@ -196,8 +187,8 @@ def _check(run: Run, name: str, fn, c: dict, seed: int) -> bool:
     gen = torch.Generator(device="cuda").manual_seed(seed)
     shape = {"heads": (heads,), "batch x heads": (2, heads), "one": ()}[c["bias"]] + (c["seq"], c["seq"])
     bias = (torch.randn(shape, device="cuda", generator=gen) * SPREAD).to(dtype)
-    ref = reference(torch, q, k, v, bias, c["causal"])
-    plain = reference(torch, q, k, v, torch.zeros_like(bias), c["causal"])     # what it must not give
+    ref = reference_attention(torch, q, k, v, c["causal"], False, bias=bias)
+    plain = reference_attention(torch, q, k, v, c["causal"], False)     # no bias: what it must not give
     try:
         out = fn(q, k, v, bias)
         torch.cuda.synchronize()

@@ -285,11 +285,12 @@ def attention_inputs(torch: Any, batch: int, heads_q: int, heads_kv: int, seq_q:
 
 
 def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool, sigmoid: bool,
-                        softcap: float | None = None, window: int | None = None, slopes: Any = None) -> Any:
+                        softcap: float | None = None, window: int | None = None, slopes: Any = None,
+                        bias: Any = None) -> Any:
     """float64 attention on the GPU: softmax(q k^T / sqrt(d)) v, or sigmoid(...) v; `softcap`: the scores
     bounded to softcap tanh(s / softcap) first (Gemma 2); `window` (with `causal`): query i sees keys
     i - window + 1 .. i only; `slopes` (broadcast to (batch, heads)): ALiBi's bias - m |i - j| added to
-    the scaled scores."""
+    the scaled scores; `bias`: a tensor added to the scaled scores (SDPA's float attn_mask)."""
     q, k, v = q.double(), k.double(), v.double()
     groups = q.shape[1] // k.shape[1]
     if groups > 1:
@@ -300,6 +301,8 @@ def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool, sigmoi
         j = torch.arange(k.shape[2], device=q.device, dtype=torch.float64)
         m = slopes.double().broadcast_to(q.shape[:2])
         scores = scores - m[:, :, None, None] * (i[:, None] - j[None, :]).abs()
+    if bias is not None:
+        scores = scores + bias.double()
     if softcap is not None:
         scores = softcap * torch.tanh(scores / softcap)
     if causal:   # top-left aligned, as SDPA's is_causal

@@ -3,6 +3,9 @@ them): the per-call configuration's check, and the test for an output that overl
 
 from __future__ import annotations
 
+# Checks a call's config= against CONFIG_KEYS (True: a power of two, False: a positive int, a tuple:
+# one of its values); the module's own names only (its locals shadow nothing it
+# calls: the module's globals are reserved, analyzer.codegen.names)
 PER_KERNEL_HELPER = '''\
 def _per_kernel(config, name="config"):
     """A call's `config` as {kernel: the configuration to launch, or None for CONFIGS' choice}, checked

@@ -210,11 +210,6 @@ def sized_helpers(g) -> list[str]:
             f"{INDENT}return entry['configs'][row[_nearest(INSTANCES, instances)]]"]
 
 
-# Checks a call's config= against CONFIG_KEYS (True: a power of two, False: a positive int, a tuple:
-# one of its values); the module's own names only (its locals shadow nothing it
-# calls: the module's globals are reserved, analyzer.codegen.names)
-
-
 # -- the wrapper ------------------------------------------------------------------------------------
 
 def _symbol_axes(d: Diagram) -> dict[sympy.Symbol, str]:
@@ -369,9 +364,9 @@ def extra_shape(r: Attention, axes: tuple[str, ...], *, shown: bool = False) -> 
 
 
 def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str | None,
-                       device: str | None = None, scope: Scope | None = None) -> list[str]:
+                       device: str | None, scope: Scope) -> list[str]:
     d = g.diagram
-    extras = [scope("{}", n, case="lower") for n in r.extras] if r.extras else []
+    extras = [scope("{}", n, case="lower") for n in r.extras]   # after `config`: an extra named so gets another
     params = ", ".join(["q", "k", "v", *extras])
     q_axes, k_axes, v_axes, o_axes = (d.arrays[n].axes for n in (r.query, r.key, r.value, r.output))
     dims = repr(tuple(head_dims)) if head_dims is not None else "None  # any: no kernel keeps d whole"

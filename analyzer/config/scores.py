@@ -60,6 +60,11 @@ class ScoreOp:
     window: int | None = None           # window_mask: the keys a query sees, its own included
     shifted: bool = False               # alibi: applied as m (j - r), the row's part left to the softmax
 
+    @property
+    def lowering(self) -> str:
+        """The key of the kernel's lowering and of its lane count (ALiBi's two: whole, and shifted)."""
+        return f"{self.primitive} shifted" if self.shifted else self.primitive
+
     def of(self, v: float) -> float:
         """What this op makes of a score v (the masks' -inf traced through the ops after them)."""
         if self.primitive in SLOPED or self.primitive in BIASED:
@@ -98,7 +103,7 @@ class Scores:
     @property
     def vector_per_score(self) -> int:
         """fp32 vector-lane operations a score the ops add (ALiBi's distance and multiply-add)."""
-        return sum(VECTOR_PER_SCORE.get(o.primitive + (" shifted" if o.shifted else ""), 0) for o in self.ops)
+        return sum(VECTOR_PER_SCORE.get(o.lowering, 0) for o in self.ops)
 
     @property
     def bias(self) -> ScoreOp | None:

@@ -465,7 +465,7 @@ def score_function(scores: Scores, source: str) -> str:
             lines += [f"    if MASKED:  # {py_comment(op.name)}: {op.primitive}, {what}",
                       f"        s = gl.where({inside}, s, float(\"-inf\"))"]
             continue
-        code, what = SCORE_OPS[op.primitive + (" shifted" if op.shifted else "")]
+        code, what = SCORE_OPS[op.lowering]
         if op.cap is not None:      # a number of the diagram, written as a literal (repr of a float)
             code = code.format(cap=repr(float(op.cap)), inverse=repr(1 / float(op.cap)))
         lines.append(f"    {code}  # {py_comment(op.name)}: {op.primitive}, {what}")
