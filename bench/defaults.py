@@ -97,7 +97,7 @@ def rows(diagrams: list[str], gpu: str, backends: tuple[str, ...]) -> list[dict[
     backend's, then triton's and cuda's where they render the diagram and are not its default."""
     from analyzer import hardware
     from analyzer.common.errors import NapkinError
-    from analyzer.config.launch import Launch, allocated, sizes_of
+    from analyzer.config.launch import allocated, sizes_of
     profile = hardware.load(gpu)
     out = []
     for diagram in diagrams:
@@ -121,7 +121,7 @@ def rows(diagrams: list[str], gpu: str, backends: tuple[str, ...]) -> list[dict[
                            command=g.command, dtype=g.dtype, shapes=shapes, kwargs=kwargs, reduction=length,
                            tolerance=tolerance(g.dtype, length), configuration=e.configuration,
                            predicted_s=e.time_s, tensor_flops=e.tensor_flops,
-                           smem_counted=allocated(Launch(g.backend, g, g.hopper), profile, sizes_of(g, None)))
+                           smem_counted=allocated(g.as_launch, profile, sizes_of(g, None)))
             out.append(row)
     return out
 

@@ -37,7 +37,7 @@ def calibrate(
         "--registers", metavar="FILE", help="A compile recording (bench/results/compiled_h200.json): fit the "
                             "compiler's register count into the profile, and report it against "
                             "Tables 1 and 2.")] = None,
-    kernel: Annotated[Literal["portable", "hopper"], typer.Option(
+    kernel: Annotated[Literal["portable", "hopper"], typer.Option(       # analyzer.calibrate.fits.FITS
         "--kernel", help="portable: the Triton kernels' model (a recording of bench/sweep_h200.py); hopper: "
                          "the Hopper kernel's (bench/hopper_sweep.py).")] = "portable",
     across: Annotated[Optional[str], typer.Option(
@@ -49,33 +49,27 @@ def calibrate(
                                      "--across's) anyway; refused without it.")] = False,
 ) -> None:
     """Fit the model's stated assumptions to measured times; write a calibrated profile and a report."""
+    from analyzer.calibrate.fits import DEFAULT, FITS
     other, other_gpu = _across(across)
-    if kernel == "hopper":
-        for option, value in (("--plot", plot), ("--held-out", held_out), ("--registers", registers)):
-            if value is not None:
-                raise UsageError(f"{option} is for --kernel portable", hint="leave it out with --kernel hopper")
-        _calibrate_hopper(recording, gpu, output, report, across, other, other_gpu, allow_gpu_mismatch)
-        return
-    from analyzer.calibrate.calibrate import calibrate as run
-    from analyzer.report.calibration import summary, write
+    fit = FITS[kernel]
+    given = {"--plot": plot, "--held-out": held_out, "--registers": registers,
+             "--samples": samples if samples != 40 else None}
+    for option, value in given.items():
+        if value is not None and option not in fit.options:
+            takers = " or ".join(f.name for f in FITS.values() if option in f.options)
+            raise UsageError(f"{option} is for --kernel {takers}", hint=f"leave it out with --kernel {kernel}")
     for option, path in (("--output", output), ("--report", report), ("--plot", plot)):
         if path is not None:
             check_target(path, option)
     if plot is not None:
         from analyzer.plot.output import output_format
         output_format(plot, "--plot")
-    sizes = None
-    if held_out:
-        sizes = {}
-        for item in held_out:
-            family, _, size = item.partition("=")
-            if not family or not size.isdigit():
-                raise UsageError(f"--held-out {item!r}: expected FAMILY=SIZE, e.g. attention=8192")
-            sizes[family] = int(size)
+    options = {"held_out_size": _held_out(held_out), "registers": registers, "samples": samples}
+    options = {keyword: options[keyword] for keyword in fit.options.values() if keyword}
     with progress_bar("calibrate") as progress:
-        result = run(recording, gpu, held_out_size=sizes, samples=samples, registers=registers,
-                     other=other, other_gpu=other_gpu, allow_gpu_mismatch=allow_gpu_mismatch, progress=progress)
-    words = ["napkin", "calibrate", recording, "--gpu", gpu]
+        result = fit.run(recording, gpu, other=other, other_gpu=other_gpu, allow_gpu_mismatch=allow_gpu_mismatch,
+                         progress=progress, **options)
+    words = ["napkin", "calibrate", recording, "--gpu", gpu] + (["--kernel", kernel] if kernel != DEFAULT else [])
     for flag, value in (("-o", output), ("--report", report), ("--plot", plot)):
         if value:
             words += [flag, value]
@@ -88,7 +82,25 @@ def calibrate(
         words += ["--across", across]
     if allow_gpu_mismatch:
         words += ["--allow-gpu-mismatch"]
-    for path in write(result, " ".join(words), output, report, plot):
+    REPORTED[kernel](result, " ".join(words), output, report, plot)
+
+
+def _held_out(held_out: list[str] | None) -> dict[str, int] | None:
+    """--held-out FAMILY=SIZE ... as a dict (None without it)."""
+    if not held_out:
+        return None
+    sizes = {}
+    for item in held_out:
+        family, _, size = item.partition("=")
+        if not family or not size.isdigit():
+            raise UsageError(f"--held-out {item!r}: expected FAMILY=SIZE, e.g. attention=8192")
+        sizes[family] = int(size)
+    return sizes
+
+
+def _portable_done(result, command: str, output: str | None, report: str | None, plot: str | None) -> None:
+    from analyzer.report.calibration import summary, write
+    for path in write(result, command, output, report, plot):
         wrote(path)
     cal = result.calibrated.calibration
     for name, value in cal.as_params().items():
@@ -112,23 +124,9 @@ def _across(across: str | None) -> tuple[str | None, str | None]:
     return other, other_gpu
 
 
-def _calibrate_hopper(recording: str, gpu: str, output: str | None, report: str | None, across: str | None,
-                      other: str | None, other_gpu: str | None, allow_gpu_mismatch: bool) -> None:
-    from analyzer.calibrate.hopper import calibrate as run
+def _hopper_done(result, command: str, output: str | None, report: str | None, plot: None) -> None:
     from analyzer.report.hopper_calibration import summary, write
-    for option, path in (("--output", output), ("--report", report)):
-        if path is not None:
-            check_target(path, option)
-    with progress_bar("calibrate") as progress:
-        result = run(recording, gpu, other=other, other_gpu=other_gpu, allow_gpu_mismatch=allow_gpu_mismatch,
-                     progress=progress)
-    words = ["napkin", "calibrate", recording, "--gpu", gpu, "--kernel", "hopper"]
-    for flag, value in (("-o", output), ("--report", report), ("--across", across)):
-        if value:
-            words += [flag, value]
-    if allow_gpu_mismatch:
-        words += ["--allow-gpu-mismatch"]
-    for path in write(result, " ".join(words), output, report):
+    for path in write(result, command, output, report):
         wrote(path)
     for name, value in result.fitted.uncertainty.items():
         typer.echo(f"  {name} = {getattr(result.fitted.params, name):.4g} ± {value:.2g}"
@@ -137,3 +135,5 @@ def _calibrate_hopper(recording: str, gpu: str, output: str | None, report: str 
         typer.echo(line)
 
 
+# What each fit of analyzer.calibrate.fits.FITS writes and prints (its report lives in report/)
+REPORTED = {"portable": _portable_done, "hopper": _hopper_done}

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from analyzer.common.atomic import check_target, named_file, write_files
 from analyzer.common.errors import NapkinError
+from analyzer.config.family import FAMILIES
 
 OPTION = "--output"
-SUFFIX = {"triton": ".py", "hopper": ".py", "cuda": ".cu"}          # what -o names, per backend
-WHAT = {"triton": "one Python module", "hopper": "one Python module",
-        "cuda": "a .cu file and its .py loader beside it"}
+SUFFIX = {f.name: f.suffix for f in FAMILIES}          # what -o names, per family
+WHAT = {f.name: f.files for f in FAMILIES}
 
 
 def kernel_paths(output: str | Path, backend: str) -> list[Path]:
@@ -31,7 +31,7 @@ def kernel_paths(output: str | Path, backend: str) -> list[Path]:
             hint += f", or pass --backend {other}"
         raise NapkinError(f"{str(output)!r}: the {backend} backend writes {WHAT[backend]}, so the name "
                           f"must end with {suffix}", field=OPTION, hint=hint)
-    return [path, path.with_suffix(".py")] if backend == "cuda" else [path]
+    return [path] if suffix == ".py" else [path, path.with_suffix(".py")]      # a source and its loader
 
 
 def check_kernel_target(output: str | Path, backend: str) -> list[Path]:

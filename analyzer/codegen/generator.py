@@ -28,13 +28,13 @@ from analyzer.codegen.cuda.limits import CudaLimits
 from analyzer.codegen.files import write_kernel
 from analyzer.codegen.hopper import hopper_module
 from analyzer.codegen.triton import triton_module
-from analyzer.common.errors import NapkinError
 from analyzer.common.progress import Progress, silent
 from analyzer.common.units import seconds, si
 from analyzer.config.element_type import GENERATED
+from analyzer.config.family import FAMILIES, Family, family
 from analyzer.config.hopper import HopperTables
 from analyzer.config.kernels import Configured, KernelConfigs
-from analyzer.config.launch import SIZED, Expected, Launch, expected, launch, sizes_of  # noqa: F401 - SIZED re-exported
+from analyzer.config.launch import Expected, Launch, expected, launch, sizes_of
 from analyzer.hardware import Profile
 
 DTYPES = GENERATED                 # the element types a generated kernel takes
@@ -42,17 +42,27 @@ DTYPES = GENERATED                 # the element types a generated kernel takes
 
 @dataclass(frozen=True, kw_only=True)
 class KernelFile(Configured):
-    """What a backend renders: the configured kernels, the backend, the command that regenerates the
+    """What a backend renders: the configured kernels, their family, the command that regenerates the
     file and the model's prediction its header states; for CUDA the GPU's limits its kernels respect,
     for Hopper the configurations by head dim and size."""
 
-    backend: str
+    family: Family
     command: str
     prediction: str
     prediction_at: str
     cuda_limits: CudaLimits | None = None    # from the profile, for the CUDA backend
     hopper: HopperTables | None = None       # from the profile, for the Hopper backend
     expected: Expected | None = None         # the prediction the header states, as values
+
+    @property
+    def backend(self) -> str:
+        """The family's name: the backend that renders the file (--backend)."""
+        return self.family.name
+
+    @property
+    def as_launch(self) -> Launch:
+        """What napkin kernel launched to render this file, as the model's questions take it."""
+        return Launch(self.family, self, self.hopper)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,14 +77,32 @@ class Generated(KernelFile):
         return write_kernel(path, self.backend, self.source, dict(self.extra))
 
 
-# Each backend: a kernel file -> (its source, its companion files by suffix)
-Renderer = Callable[[KernelFile], tuple[str, dict[str, str]]]
-RENDERERS: dict[str, Renderer] = {
-    "hopper": lambda f: (hopper_module(f), {}),
-    "triton": lambda f: (triton_module(f), {}),
-    "cuda": cuda_files,
+@dataclass(frozen=True)
+class Generator:
+    """A family's generator: a kernel file -> (its source, its companion files by suffix); `prepare`
+    first fills in what the family's kernels need of the GPU, and the launch its header predicts."""
+
+    render: Callable[[KernelFile], tuple[str, dict[str, str]]]
+    prepare: Callable[[KernelFile, Launch, Profile], tuple[KernelFile, Launch]] = \
+        lambda file, launched, profile: (file, launched)
+
+
+def _cuda_prepared(file: KernelFile, launched: Launch, profile: Profile) -> tuple[KernelFile, Launch]:
+    """The CUDA kernels respect the GPU's limits, and the header predicts what they run: the variants,
+    clamped (analyzer.codegen.cuda.as_run)."""
+    file = replace(file, cuda_limits=CudaLimits.of(profile))
+    return file, replace(launched, configured=replace(launched.configured, kernels=as_run(file)))
+
+
+# The families (analyzer.config.family) say what they realise and how the model times them; codegen sits
+# above config, so their generators join them here, by name (tests/unit/test_families.py holds the two
+# lists to each other).
+GENERATORS: dict[str, Generator] = {
+    "hopper": Generator(lambda f: (hopper_module(f), {})),
+    "triton": Generator(lambda f: (triton_module(f), {})),
+    "cuda": Generator(cuda_files, _cuda_prepared),
 }
-BACKENDS = tuple(RENDERERS)
+BACKENDS = tuple(f.name for f in FAMILIES)
 
 
 def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dtype: str | None = None,
@@ -84,24 +112,22 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
     the GPU and the diagram allow it and triton elsewhere; `dtype`: fp16 or bf16, default the diagram's
     own (analyzer.config.element_type: a type the kernel cannot honour is refused; `note` says where it
     generates another than the file declares)."""
-    if backend is not None and backend not in RENDERERS:
-        raise NapkinError(f"{backend!r}: expected {' or '.join(BACKENDS)}", field="--backend")
+    if backend is not None:
+        family(backend)         # a word that names no family: the one-line error before any work
     profile = hardware.load(gpu)
     progress("generate", 0, 3)
     launched = launch(diagram, profile, backend=backend, dtype=dtype, config=config, sets=sets)
-    chosen, configured, tables = launched.backend, launched.configured, launched.hopper
+    configured, generator = launched.configured, GENERATORS[launched.backend]
     progress("generate", 1, 3)
-    file = KernelFile(**_fields(configured), backend=chosen,
-                      command=_command(diagram, _gpu_word(gpu, profile), chosen, configured.dtype, config,
-                                       sets or {}),
-                      prediction="", prediction_at="",
-                      cuda_limits=CudaLimits.of(profile) if chosen == "cuda" else None, hopper=tables)
-    if chosen == "cuda":        # the header predicts what the CUDA kernels run: the variants, clamped
-        launched = replace(launched, configured=replace(configured, kernels=as_run(file)))
+    file = KernelFile(**_fields(configured), family=launched.family,
+                      command=_command(diagram, _gpu_word(gpu, profile), launched.backend, configured.dtype,
+                                       config, sets or {}),
+                      prediction="", prediction_at="", hopper=launched.hopper)
+    file, launched = generator.prepare(file, launched, profile)
     e, prediction, prediction_at = _prediction(launched, profile, sets or {})
     file = replace(file, prediction=prediction, prediction_at=prediction_at, expected=e)
     progress("generate", 2, 3)
-    source, extra = RENDERERS[chosen](file)
+    source, extra = generator.render(file)
     progress("generate", 3, 3)
     return Generated(**_fields(file), source=source, extra=extra)
 
@@ -123,8 +149,8 @@ def _prediction(launched: Launch, profile: Profile, sets: dict[str, int]) -> tup
     e = expected(launched, profile, sizes)
     shown = ", ".join(f"{k}={v}" for k, v in e.sizes.items())
     given = [k for k in sets if k in e.sizes]
-    ran = ", as the CUDA kernel runs it" if launched.backend == "cuda" else ""
-    return (e, (f"{seconds(e.time_s)}, {si(e.throughput_flops_per_s, 'FLOP/s')} ({e.configuration}{ran}), "
+    return (e, (f"{seconds(e.time_s)}, {si(e.throughput_flops_per_s, 'FLOP/s')} ({e.configuration}"
+                f"{launched.family.as_run}), "
                 f"{e.bound}-bound; {e.model}"),
             f"{profile.name}, {shown}" + (f"; {', '.join(given)} from --set" if given else ""))
 

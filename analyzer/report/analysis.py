@@ -9,6 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from analyzer.common.units import binary, seconds, si
+from analyzer.config.family import family
+from analyzer.config.ranking import HopperRow
 from analyzer.model.result import Analysis, ClassicRuleOut, KernelOut, LevelOut
 
 
@@ -71,7 +73,7 @@ def headline(a: Analysis) -> list[Text]:
     if e is None:
         why = f" ({a.expected_absent})" if a.expected_absent else ""
         return [Text(f"expected: no generated kernel to time{why}", style="bold"), bound]
-    kernel = "Hopper kernel" if e.backend == "hopper" else f"portable {e.backend} module"
+    kernel = family(e.backend).title.removeprefix("the ")
     share = f"; the expected time is {e.time_s / t.predicted_time_s:.2f}x this" if t.predicted_time_s else ""
     return [Text(f"expected {seconds(e.time_s)}, {si(e.throughput_flops_per_s, 'FLOP/s')}: the {kernel} "
                  f"napkin kernel generates, launching {e.configuration}; {e.bound}-bound; {e.model}",
@@ -292,7 +294,7 @@ def sweep_text(sweeps, top: int = 0) -> Group:
     """napkin sweep: one table per kernel, fastest first (analyzer.config.sweep.Sweep)."""
     parts: list = []
     for s in sweeps:
-        if s.backend == "hopper":
+        if isinstance(s.rows[0], HopperRow):        # the Hopper kernel's rows: whole configurations
             parts += _hopper_sweep_text(s, top)
             continue
         sizes = ", ".join(f"{k}={v}" for k, v in s.sizes.items())

@@ -28,13 +28,13 @@ from urllib.parse import quote
 
 import sympy
 
-from analyzer import hardware
 from analyzer.codegen import generate
 from analyzer.common import resources
 from analyzer.common.errors import NapkinError
 from analyzer.common.expr import MEMORY, at, symbol
 from analyzer.common.units import binary, seconds, si
 from analyzer.common.version import __version__
+from analyzer.config.family import family
 from analyzer.config.launch import with_expected
 from analyzer.config.screen import configure_screen
 from analyzer.diagram.compiled import Diagram
@@ -233,25 +233,15 @@ def accuracy(profile: Profile, a: Analysis) -> str:
     if not e.calibrated:
         return (f"accuracy: not validated. Nobody measured this kernel on {profile.name}: its expected time is "
                 f"the paper's idealised model, and so is napkin analyze's bound beside it ({SUMMARY}).")
-    if e.backend == "hopper":
-        fit, carrier = hardware.hopper_fit(profile)
-        held = {what: f"{_pct(h.median)} on {what}" for what, h in fit.held_out().items()}
-        kernel = "the Hopper kernel's model"
-    else:
-        fitted = hardware.portable_model(profile)
-        carrier = fitted.name
-        held = {family: f"{_pct(h.median)}" + (f" (90th percentile {_pct(h.p90)})" if h.p90 is not None else "")
-                + f" on {family}" for family, h in fitted.calibration.held_out().items()}
-        kernel = "the portable kernel's model"
+    found = family(e.backend).accuracy(profile)
+    kernel = found.model if found else f"{family(e.backend).title}'s model"
+    carrier = found.carrier if found else profile.name
+    held = found.held_out if found else {}
     if not held:
         return (f"accuracy: {kernel}, fitted on {carrier}, does not say its error on records held out of the fit "
                 f"(napkin calibrate writes it into the profile; {SUMMARY}).")
     return (f"accuracy: on records held out of its fit, {kernel}, fitted on {carrier}, was off by a median "
             f"{' and '.join(held.values())} ({SUMMARY}).")
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
 
 
 # -- the drawing and the figures ---------------------------------------------------------------------
@@ -421,7 +411,7 @@ def _kernels(diagram: str, analysed: list[Gpu], sets: dict, dtype: str | None) -
         except NapkinError as exc:
             parts.append(join([tag("h3", g.profile.name), _absent(f"no kernel generated: {exc.message}")]))
             continue
-        language = "cuda" if k.backend == "cuda" else "python"
+        language = k.family.language
         note = tag("p", f"note: {k.note}", class_="note") if k.note else ""
         summary = tag("summary", f"{g.profile.name}: {k.backend} backend, {len(k.source.splitlines())} lines "
                                  f"({k.command})")

@@ -27,7 +27,7 @@ SCRATCH = 4096      # bytes napkin may count above Triton's allocation: its redu
 
 def hopper_job(g, path) -> dict:
     """The Hopper module's launch at its default sizes: the CONFIGS entry napkin expects it to take."""
-    config = expected(Launch("hopper", g, g.hopper), hardware.load(g.gpu), sizes_of(g, None)).hopper
+    config = expected(g.as_launch, hardware.load(g.gpu), sizes_of(g, None)).hopper
     head_dim = g.axis_sizes({})(g.roles.head_dim)
     return {"module": str(path), "hopper": {"entry": config.entry(), "head_dim": head_dim, "dtype": g.dtype}}
 
@@ -44,7 +44,7 @@ def kernels(tmp_path_factory):
         profile = hardware.load(gpu)
         for name in sorted(resources.shipped("diagrams")):
             g = generate(name, profile)
-            launch = Launch(g.backend, g, g.hopper)
+            launch = g.as_launch
             counts = allocated(launch, profile, sizes_of(g, None))
             key = (name, g.backend, g.dtype, expected(launch, profile, sizes_of(g, None)).configuration)
             if key not in keys:
