@@ -698,9 +698,10 @@ def _bias_descriptor(bias, block):
     return _descriptor(_tma_ready(rows), block), size[1] * size[2] if size[0] > 1 else 0,         size[2] if size[1] > 1 else 0
 
 
-def _launch_flash(t, size, stride, scale, cfg=None):
-    """Kernel 'flash': t, size, scale map names to tensors and numbers (the descriptors carry
-    the strides); cfg is the configuration to launch (checked by _per_kernel), None for CONFIGS' choice."""
+def _launch_flash(t, size, scale, cfg=None):
+    """Kernel 'flash': t, size, scale map names to tensors and numbers (the TMA descriptors
+    read the strides off the tensors); cfg is the configuration to launch (checked by _per_kernel), None
+    for CONFIGS' choice."""
     q, k, v, out = t['Q'], t['K'], t['V'], t['O']
     slopes = q
     if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] != 9:
@@ -776,11 +777,11 @@ def attention(q, k, v, causal=False, out=None, config=None):
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=False).
     k and v may have fewer heads than q when the diagram has a query group axis (this one has none). `out`, if given, receives the result.
     `config`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of kernel
-    names to dicts with the keys CONFIG_KEYS lists (tiles, num_warps, num_stages), or (one kernel here)
-    that kernel's dict alone."""
+    names to dicts with the keys CONFIG_KEYS lists (WARPGROUPS, BLOCK_X, STAGES, OVERLAP, SCHEDULE), or
+    (one kernel here) that kernel's dict alone."""
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, not {causal!r}")
-    if causal != False:
+    if causal:
         raise ValueError('this kernel realises diagrams/mha.yaml, which is not causal; generate the causal diagram for causal=True')
     config = _per_kernel(config)  # kernel -> its configuration, or None for CONFIGS' choice
     for name, tensor in zip(('q', 'k', 'v'), (q, k, v,)):
@@ -830,13 +831,7 @@ def attention(q, k, v, causal=False, out=None, config=None):
         raise ValueError("out shares memory with itself (a zero or overlapping stride) or with q, k or v; "
                          "pass a tensor of its own")
     t = {'Q': q, 'K': k, 'V': v, 'O': out}
-    stride = {
-        'Q': {'batch': q.stride(0), 'h': q.stride(1), 'q': q.stride(2), 'd': q.stride(3)},
-        'K': {'batch': k.stride(0), 'h': k.stride(1), 'x': k.stride(2), 'd': k.stride(3)},
-        'V': {'batch': v.stride(0), 'h': v.stride(1), 'x': v.stride(2), 'd': v.stride(3)},
-        'O': {'batch': out.stride(0), 'h': out.stride(1), 'q': out.stride(2), 'd': out.stride(3)},
-    }
     size_d = size['d']
     scale = {'O': 1/math.sqrt(size_d)}
-    _launch_flash(t, size, stride, scale, config['flash'])
+    _launch_flash(t, size, scale, config['flash'])
     return out

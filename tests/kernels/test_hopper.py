@@ -140,6 +140,16 @@ def test_kernel_text_is_a_package_file():
     assert defined - {"_mha_flash", "_sigmoid_attention_flash"} == set(kernel.HELPERS)
 
 
+def test_the_wrapper_speaks_to_the_hopper_kernel():
+    """The torch wrapper the module shares with the Triton one names this kernel's configuration keys,
+    passes no strides (the TMA descriptors read them off the tensors) and tests `causal` as a bool."""
+    source = generate("causal_attention", "h100").source
+    assert "CONFIG_KEYS lists (WARPGROUPS, BLOCK_X, STAGES, OVERLAP, SCHEDULE)" in source
+    assert "stride = {" not in source and "stride[" not in source
+    assert "def _launch_flash(t, size, scale, cfg=None):" in source
+    assert "    if not causal:\n        raise ValueError(" in source and "causal !=" not in source
+
+
 def _configs(g):
     """Every (head dim, configuration) generated file `g` carries in its CONFIGS."""
     return [(d, c.entry()) for d, table in g.hopper.tables.items() for c in table.configs]
