@@ -4,8 +4,8 @@ the torch wrapper that checks its inputs and launches the kernels in the diagram
 The wrapper of an attention-shaped diagram is `attention(q, k, v, causal=..., out=None, config=None)` in
 the layout of torch's scaled_dot_product_attention (analyzer.diagram.interface); any other diagram's
 takes its inputs in file order, e.g. `matmul(A, B, config=None)`. `config` (where the backend's
-launchers take one: the Triton module) launches a configuration of the caller's instead of the CONFIGS
-table's choice, checked first against CONFIG_KEYS.
+launchers take one: the Triton and Hopper modules) launches a configuration of the caller's instead of
+the CONFIGS table's choice, checked first against CONFIG_KEYS.
 
 No text of the diagram becomes code: identifiers are claimed from scopes (analyzer.codegen.names), so
 the wrapper's own locals, the module's globals and the kernels' variables never collide with what the
@@ -172,12 +172,13 @@ def _str_list(names) -> str:
     return "[" + ", ".join(py_str(n) for n in names) + "]"
 
 
-def config_doc(g, param: str) -> str:
-    """The wrapper's docstring on its `config` parameter (spelled `param`), as indented lines."""
+def config_doc(g, param: str, keys: str) -> str:
+    """The wrapper's docstring on its `config` parameter (spelled `param`), as indented lines; `keys`:
+    what a kernel's configuration holds, as the docstring names it."""
     alone = (", or (one kernel here) that kernel's dict alone" if len(g.kernels) == 1 else
              "; a kernel it leaves out keeps CONFIGS' choice")
     text = (f"`{param}`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of "
-            f"kernel names to dicts with the keys CONFIG_KEYS lists (tiles, num_warps, num_stages){alone}.")
+            f"kernel names to dicts with the keys CONFIG_KEYS lists ({keys}){alone}.")
     return "\n".join(INDENT + line for line in textwrap.wrap(text, 100))
 
 
@@ -245,11 +246,15 @@ def size_checks(d: Diagram) -> list[tuple[str, sympy.Expr, str]]:
     return out
 
 
-def wrapper(g, ids: ModuleIds, *, config: bool = False, device: str | None = None) -> list[str]:
-    """The wrapper's lines. `config`: whether it takes a configuration per call (`config=None`, checked
-    by the module's _per_kernel, each kernel's passed to its launcher as `cfg`); a backend whose
-    launchers take none (the CUDA loader) leaves it off. `device`: the GPU the kernels need, where
-    Triton's interpreter cannot run them (the Hopper module's "a Hopper GPU (sm_90)")."""
+def wrapper(g, ids: ModuleIds, *, config: str | None = None, device: str | None = None,
+            strides: bool = True) -> list[str]:
+    """The wrapper's lines. `config`: what a configuration of the backend's holds, as the docstring names
+    it (the Triton module's "tiles, num_warps, num_stages"), where the wrapper takes one per call
+    (`config=None`, checked by the module's _per_kernel, each kernel's passed to its launcher as `cfg`);
+    None for a backend whose launchers take none (the CUDA loader). `device`: the GPU the kernels need,
+    where Triton's interpreter cannot run them (the Hopper module's "a Hopper GPU (sm_90)"). `strides`:
+    whether the launchers take the arrays' strides (`stride`: array -> axis -> stride); the Hopper
+    launcher's TMA descriptors read them off the tensors."""
     d = g.diagram
     r = g.roles
     scope = Scope(WRAPPER_LOCALS, parent=ids.scope)
@@ -257,9 +262,9 @@ def wrapper(g, ids: ModuleIds, *, config: bool = False, device: str | None = Non
     head_dims = sorted(set.intersection(*(set(k.choices) for k in keyed))) if keyed else None
     if isinstance(r, Attention):
         param = scope("config") if config else None
-        lines = _attention_wrapper(g, r, head_dims, param, device, scope)
+        lines = _attention_wrapper(g, r, head_dims, param, config, device, strides, scope)
     else:
-        lines = _plain_wrapper(g, r, ids.wrapper, scope, config)
+        lines = _plain_wrapper(g, r, ids.wrapper, scope, config, strides)
         param = scope("config") if config else None      # the claim _plain_wrapper made after the inputs
     # sizes tied together in the diagram, scale factors, intermediates, launches
 
@@ -292,11 +297,12 @@ def wrapper(g, ids: ModuleIds, *, config: bool = False, device: str | None = Non
             shape = ", ".join(f"size[{py_str(a)}]" for a in arr.axes)
             lines.append(f"{INDENT}t[{py_str(name)}] = torch.empty(({shape},), dtype={dtype}, device=device)"
                          f"  # {py_comment(name)} passes through GMEM")
-            lines.append(f"{INDENT}stride[{py_str(name)}] = dict(zip({_str_list(arr.axes)}, "
-                         f"t[{py_str(name)}].stride()))")
+            if strides:
+                lines.append(f"{INDENT}stride[{py_str(name)}] = dict(zip({_str_list(arr.axes)}, "
+                             f"t[{py_str(name)}].stride()))")
     for k in g.kernels:
         chosen = f", {param}[{py_str(k.plan.name)}]" if param else ""
-        lines.append(f"{INDENT}{ids.launch[k.plan.name]}(t, size, stride, scale{chosen})")
+        lines.append(f"{INDENT}{ids.launch[k.plan.name]}(t, size, {'stride, ' if strides else ''}scale{chosen})")
     ret = ", ".join(f"t[{py_str(o)}]" for o in d.outputs) if isinstance(r, Plain) else "out"
     lines.append(f"{INDENT}return {ret}")
     return lines
@@ -363,8 +369,8 @@ def extra_shape(r: Attention, axes: tuple[str, ...], *, shown: bool = False) -> 
     return ["batch", "heads" if shown else "heads_q", *(seqs[a] for a in axes if a in seqs)]
 
 
-def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str | None,
-                       device: str | None, scope: Scope) -> list[str]:
+def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str | None, keys: str | None,
+                       device: str | None, strides: bool, scope: Scope) -> list[str]:
     d = g.diagram
     extras = [scope("{}", n, case="lower") for n in r.extras]   # after `config`: an extra named so gets another
     params = ", ".join(["q", "k", "v", *extras])
@@ -388,10 +394,10 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
              + "".join(f"\n{INDENT}{a}: the diagram's {py_doc(n)}, of shape "
                        f"({', '.join(extra_shape(r, d.arrays[n].axes, shown=True))}) or any shape that broadcasts to it."
                        for n, a in zip(r.extras, extras, strict=True))
-             + (f"\n{config_doc(g, param)}" if param else "") + '"""',
+             + (f"\n{config_doc(g, param, keys)}" if param else "") + '"""',
              f"{INDENT}if not isinstance(causal, bool):",
              f"{INDENT}    raise TypeError(f\"causal must be True or False, not {{causal!r}}\")",
-             f"{INDENT}if causal != {r.causal}:",
+             f"{INDENT}if {'not ' if r.causal else ''}causal:",
              f"{INDENT}    raise ValueError({realises})"]
     if param:
         lines.append(config_check(param))
@@ -488,6 +494,8 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
     lines.append(f"{INDENT}t = {{{py_str(r.query)}: q, {py_str(r.key)}: k, {py_str(r.value)}: v, "
                  + "".join(f"{py_str(n)}: {a}, " for n, a in zip(r.extras, extras, strict=True))
                  + f"{py_str(r.output)}: out}}")
+    if not strides:
+        return lines
     lines.append(f"{INDENT}stride = {{")
     for name, tensor, axes, seq in ((r.query, "q", q_axes, r.seq_q), (r.key, "k", k_axes, r.seq_k),
                                     (r.value, "v", v_axes, r.seq_k), (r.output, "out", o_axes, r.seq_q)):
@@ -498,7 +506,7 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
     return lines
 
 
-def _plain_wrapper(g, r: Plain, name: str, scope: Scope, config: bool) -> list[str]:
+def _plain_wrapper(g, r: Plain, name: str, scope: Scope, config: str | None, strides: bool) -> list[str]:
     """`name(<inputs>)`: the inputs in file order, each a parameter named like its array (lower case,
     claimed in the wrapper's scope, so `X` and `x`, `out` or `torch` each get a parameter of its own),
     then `config=None` where the wrapper takes one (claimed after the inputs: an input `config` keeps
@@ -512,7 +520,7 @@ def _plain_wrapper(g, r: Plain, name: str, scope: Scope, config: bool) -> list[s
     lines = ["DTYPES = (torch.float16, torch.bfloat16)", "", "",
              f"def {name}({', '.join(args + ([f'{param}=None'] if param else []))}):",
              f'{INDENT}"""{py_doc(d.title)}: {py_doc(shown)} -> {py_doc(result)}.'
-             + (f"\n{config_doc(g, param)}" if param else "") + '"""']
+             + (f"\n{config_doc(g, param, config)}" if param else "") + '"""']
     if param:
         lines.append(config_check(param))
     lines += [INDENT + x for x in _common_checks(args)]
@@ -532,12 +540,14 @@ def _plain_wrapper(g, r: Plain, name: str, scope: Scope, config: bool) -> list[s
     lines.append(f"{INDENT}    raise ValueError(f\"empty axis in {{size}}\")")
     pairs = list(zip(r.inputs, args, strict=True))
     lines.append(f"{INDENT}t = {{{', '.join(f'{py_str(n)}: {a}' for n, a in pairs)}}}")
-    strides = ", ".join(f"{py_str(n)}: dict(zip({_str_list(d.arrays[n].axes)}, {a}.stride()))"
-                        for n, a in pairs)
-    lines.append(f"{INDENT}stride = {{{strides}}}")
+    if strides:
+        by_array = ", ".join(f"{py_str(n)}: dict(zip({_str_list(d.arrays[n].axes)}, {a}.stride()))"
+                             for n, a in pairs)
+        lines.append(f"{INDENT}stride = {{{by_array}}}")
     for o in r.outputs:
         axes = d.arrays[o].axes
         shape = ", ".join(f"size[{py_str(x)}]" for x in axes)
         lines.append(f"{INDENT}t[{py_str(o)}] = torch.empty(({shape},), dtype=dtype, device=device)")
-        lines.append(f"{INDENT}stride[{py_str(o)}] = dict(zip({_str_list(axes)}, t[{py_str(o)}].stride()))")
+        if strides:
+            lines.append(f"{INDENT}stride[{py_str(o)}] = dict(zip({_str_list(axes)}, t[{py_str(o)}].stride()))")
     return lines

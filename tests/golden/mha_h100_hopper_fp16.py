@@ -68,14 +68,21 @@ __all__ = ['attention']
 
 
 @gluon.jit
-def _attn_tile(t, blocks_q, heads, kv_group, size_x, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr,
-               CAUSAL: gl.constexpr, LEFT: gl.constexpr):
-    """Tile t of the persistent schedule: which (batch, head) and which query rows, and the chunks of keys
-    it streams, first .. chunks - 1, of which those from `whole` to `unmasked` need no mask. The tiles of
-    one head are consecutive, so the SMs share its K and V in L2; causal tiles run longest first (block
-    skipping makes them unequal). Under a sliding window (LEFT >= 0: a row sees the LEFT keys before its
-    own) the tile starts at the chunk of its first row's first key, and its rows see whole chunks from
-    `whole` on."""
+def _attn_ring(c, STAGES: gl.constexpr):
+    """Chunk c's place in the ring of STAGES SMEM buffers: its stage, and the phase its mbarriers are in
+    for it (the parity of the times the ring has come round), which a wait names."""
+    return c % STAGES, (c // STAGES) & 1
+
+
+@gluon.jit
+def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, CAUSAL: gl.constexpr, LEFT: gl.constexpr):
+    """Tile t of the persistent schedule (sched: tiles, blocks_q, heads, kv_group, size_x): which (batch,
+    head) and which query rows, and the chunks of keys it streams, first .. chunks - 1, of which those
+    from `whole` to `unmasked` need no mask. The tiles of one head are consecutive, so the SMs share its
+    K and V in L2; causal tiles run longest first (block skipping makes them unequal). Under a sliding
+    window (LEFT >= 0: a row sees the LEFT keys before its own) the tile starts at the chunk of its first
+    row's first key, and its rows see whole chunks from `whole` on."""
+    tiles, blocks_q, heads, kv_group, size_x = sched
     bh = t // blocks_q
     blk = t % blocks_q
     if CAUSAL:
@@ -98,9 +105,7 @@ def _attn_tile(t, blocks_q, heads, kv_group, size_x, BLOCK_Q: gl.constexpr, BLOC
 
 
 @gluon.jit
-def _attn_producer(q_desc, k_desc, v_desc, qh_desc, kh_desc, b_desc, q_smem, k_smem, v_smem, qh_smem, kh_smem,
-                   b_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q, heads, kv_group,
-                   size_x, bias_b_rows, bias_h_rows, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
+def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
                    STAGES: gl.constexpr, GROUPS: gl.constexpr, CAUSAL: gl.constexpr, LEFT: gl.constexpr,
                    SPLIT: gl.constexpr, BIAS: gl.constexpr):
     """The producer: one warp with few registers. Per tile it loads the query tiles, then every chunk of
@@ -110,17 +115,22 @@ def _attn_producer(q_desc, k_desc, v_desc, qh_desc, kh_desc, b_desc, q_smem, k_s
     have stored their output (which passes through the query buffers). A head dim that is no power of two
     (SPLIT: 192 = 128 + 64) loads in two column blocks, q and qh, k and kh, under one mbarrier. With BIAS
     each chunk's V comes with each consumer's tile of the bias (its rows at the chunk's keys), under V's
-    mbarrier: a consumer reads its bias before the chunk's softmax and releases it with V after PV."""
+    mbarrier: a consumer reads its bias before the chunk's softmax and releases it with V after PV.
+    Its grouped arguments are the kernel's (descs, smem, bars, sched, bias_rows: see there)."""
+    q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, b_desc = descs
+    q_smem, k_smem, v_smem, o_smem, qh_smem, kh_smem, b_smem = smem
+    q_ready, q_empty, kv_bars = bars
+    tiles, blocks_q, heads, kv_group, size_x = sched
+    bias_b_rows, bias_h_rows = bias_rows
     it = 0          # chunks loaded so far, over all tiles: the ring's position
     done = 0        # tiles loaded so far
     for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
         idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = _attn_tile(
-            t, blocks_q, heads, kv_group, size_x, GROUPS * ROWS, BLOCK_X, CAUSAL, LEFT)
+            t, sched, GROUPS * ROWS, BLOCK_X, CAUSAL, LEFT)
         n = chunks - first
         ahead = gl.minimum(n, STAGES)
         for j in range(ahead):
-            _attn_load(k_desc, v_desc, kh_desc, b_desc, k_smem, v_smem, kh_smem, b_smem, k_ready, k_empty, v_ready,
-                       v_empty, it + j, idx_b, idx_hk, (first + j) * BLOCK_X,
+            _attn_load(descs, smem, kv_bars, it + j, idx_b, idx_hk, (first + j) * BLOCK_X,
                        idx_b * bias_b_rows + idx_h * bias_h_rows + row0, ROWS, STAGES, GROUPS, SPLIT, BIAS)
         mbarrier.wait(q_empty, (done & 1) ^ 1)        # a fresh mbarrier passes phase 1: the first tile goes
         if SPLIT:
@@ -133,21 +143,21 @@ def _attn_producer(q_desc, k_desc, v_desc, qh_desc, kh_desc, b_desc, q_smem, k_s
                 tma.async_copy_global_to_shared(qh_desc, [idx_b, idx_h, row0 + w * ROWS, q_desc.block_type.shape[3]],
                                                 q_ready, qh_smem.index(w))
         for j in range(ahead, n):
-            _attn_load(k_desc, v_desc, kh_desc, b_desc, k_smem, v_smem, kh_smem, b_smem, k_ready, k_empty, v_ready,
-                       v_empty, it + j, idx_b, idx_hk, (first + j) * BLOCK_X,
+            _attn_load(descs, smem, kv_bars, it + j, idx_b, idx_hk, (first + j) * BLOCK_X,
                        idx_b * bias_b_rows + idx_h * bias_h_rows + row0, ROWS, STAGES, GROUPS, SPLIT, BIAS)
         it += n
         done += 1
 
 
 @gluon.jit
-def _attn_load(k_desc, v_desc, kh_desc, b_desc, k_smem, v_smem, kh_smem, b_smem, k_ready, k_empty, v_ready, v_empty,
-               c, idx_b, idx_hk, key0, bias_row0, ROWS: gl.constexpr, STAGES: gl.constexpr,
+def _attn_load(descs, smem, kv_bars, c, idx_b, idx_hk, key0, bias_row0, ROWS: gl.constexpr, STAGES: gl.constexpr,
                GROUPS: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr):
     """Chunk c of the ring (its stage c mod STAGES): K (both its column blocks where SPLIT), then V (and
     with BIAS each consumer's rows of the bias at the chunk's keys), each once its buffer is free."""
-    s = c % STAGES
-    phase = (c // STAGES) & 1
+    q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, b_desc = descs
+    q_smem, k_smem, v_smem, o_smem, qh_smem, kh_smem, b_smem = smem
+    k_ready, k_empty, v_ready, v_empty = kv_bars
+    s, phase = _attn_ring(c, STAGES)
     mbarrier.wait(k_empty.index(s), phase ^ 1)
     if SPLIT:
         mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes + kh_desc.block_type.nbytes)
@@ -204,10 +214,12 @@ def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, slope, slope_col
 
 
 @gluon.jit
-def _attn_qk(q_tile, qh_tile, k_tile, kh_tile, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, SPLIT: gl.constexpr,
+def _attn_qk(q_tiles, k_tile, kh_tile, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, SPLIT: gl.constexpr,
              s_layout: gl.constexpr):
     """S = Q K^T, issued on the tensor cores without waiting: one wgmma, or, where the head dim is no
-    power of two (SPLIT), one a column block of it, the second accumulating onto the first."""
+    power of two (SPLIT), one a column block of it (q_tiles: the query tile's blocks), the second
+    accumulating onto the first."""
+    q_tile, qh_tile = q_tiles
     s_tok = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([ROWS, BLOCK_X], gl.float32, s_layout),
                           use_acc=False, is_async=True)
     if SPLIT:
@@ -216,30 +228,36 @@ def _attn_qk(q_tile, qh_tile, k_tile, kh_tile, ROWS: gl.constexpr, BLOCK_X: gl.c
 
 
 @gluon.jit
-def _attn_step(j, it, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine,
-               turn_next,
-               acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols,
-               b_smem, b_first, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, HEAD_D: gl.constexpr, HEAD_DH: gl.constexpr,
-               HEAD_E: gl.constexpr, STAGES: gl.constexpr, MASKED: gl.constexpr,
-               INTRA: gl.constexpr, INTER: gl.constexpr, FIRST: gl.constexpr, SOFTMAX: gl.constexpr,
-               SPLIT: gl.constexpr, BIAS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
-               p_layout: gl.constexpr):
+def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.constexpr, ROWS: gl.constexpr,
+               BLOCK_X: gl.constexpr, HEAD_D: gl.constexpr, HEAD_DH: gl.constexpr, HEAD_E: gl.constexpr,
+               STAGES: gl.constexpr, MASKED: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
+               FIRST: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr,
+               layouts: gl.constexpr):
     """One consumer warpgroup, chunk j of the tile (chunk it + j of the ring): S_j = Q K_j^T and
     O += P_(j-1) V_(j-1) on the tensor cores, the probabilities of S_j on the threads. INTRA issues both
     contractions before waiting for S_j alone, so the softmax runs under P V; otherwise it waits for both.
     INTER takes this warpgroup's turn (an mbarrier ring over the warpgroups) before issuing and passes it
-    on after: one warpgroup's softmax runs under the next one's contractions (ping-pong)."""
+    on after: one warpgroup's softmax runs under the next one's contractions (ping-pong). state: what
+    the loop carries (acc, p_prev, m_i, l_i), returned for chunk j + 1; scores: what the scores' ops read
+    besides the chunk (the tile's rows, the chunk's columns from its first, the keys, the scales, the
+    ALiBi slope)."""
+    q_smem, k_smem, v_smem, o_smem, qh_smem, kh_smem, b_smem = smem
+    k_ready, k_empty, v_ready, v_empty = kv_bars
+    turn_mine, turn_next = turn
+    acc, p_prev, m_i, l_i = state
+    rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols = scores
+    s_layout, o_layout, p_layout = layouts
     c = it + j
-    s = c % STAGES
-    sp = (c - 1) % STAGES
+    s, phase = _attn_ring(c, STAGES)
+    sp, phase_prev = _attn_ring(c - 1, STAGES)
     k_tile = k_smem.index(s).reshape([BLOCK_X, HEAD_D])
     kh_tile = kh_smem.index(s).reshape([BLOCK_X, HEAD_DH])
     v_prev = v_smem.index(sp).reshape([BLOCK_X, HEAD_E])
-    mbarrier.wait(k_ready.index(s), (c // STAGES) & 1)
+    mbarrier.wait(k_ready.index(s), phase)
     if INTER:
         mbarrier.wait(turn_mine, (c & 1) ^ FIRST)
-    s_tok = _attn_qk(q_tile, qh_tile, k_tile, kh_tile, ROWS, BLOCK_X, SPLIT, s_layout)
-    mbarrier.wait(v_ready.index(sp), ((c - 1) // STAGES) & 1)
+    s_tok = _attn_qk(q_tiles, k_tile, kh_tile, ROWS, BLOCK_X, SPLIT, s_layout)
+    mbarrier.wait(v_ready.index(sp), phase_prev)
     o_tok = warpgroup_mma(p_prev, v_prev, acc, is_async=True)
     if INTER:
         mbarrier.arrive(turn_next, count=1)
@@ -249,7 +267,7 @@ def _attn_step(j, it, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty
         s_val, acc, k_tile, kh_tile, v_prev = warpgroup_mma_wait(0, deps=(s_tok, o_tok, k_tile, kh_tile, v_prev))
     mbarrier.arrive(k_empty.index(s), count=1)
     if BIAS:        # this warpgroup's rows of the bias at chunk j's keys, landed with V_j
-        mbarrier.wait(v_ready.index(s), (c // STAGES) & 1)
+        mbarrier.wait(v_ready.index(s), phase)
         bias = b_smem.index(b_first + s).load(s_layout)
     else:
         bias = 0.0
@@ -260,15 +278,13 @@ def _attn_step(j, it, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty
     mbarrier.arrive(v_empty.index(sp), count=1)
     if SOFTMAX:
         acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-    p_next = gl.convert_layout(p.to(q_tile.dtype), p_layout)     # the fragment strategy: P stays in registers
+    p_next = gl.convert_layout(p.to(q_smem.dtype), p_layout)     # the fragment strategy: P stays in registers
     return acc, p_next, m_i, l_i
 
 
 @gluon.jit
-def _attn_consumer(q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready, q_empty,
-                   k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group, size_x, qk_scale,
-                   score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale, b_smem, ROWS: gl.constexpr,
-                   BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr, GROUP: gl.constexpr, CAUSAL: gl.constexpr,
+def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
+                   STAGES: gl.constexpr, GROUPS: gl.constexpr, GROUP: gl.constexpr, CAUSAL: gl.constexpr,
                    LEFT: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr, INTRA: gl.constexpr,
                    INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
@@ -276,7 +292,15 @@ def _attn_consumer(q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_
     output (HEAD_E columns, V's head dim) leaves through o_smem: the query tile's buffer where V's head
     dim is the queries', a buffer of its own otherwise. With ALIBI, the tile's head has a slope (ALiBi's m,
     one number a (batch, head) at slope_ptr), loaded once a tile. With BIAS, each chunk's scores take this
-    warpgroup's tile of the bias, which the producer lands in b_smem with the chunk's V."""
+    warpgroup's tile of the bias, which the producer lands in b_smem with the chunk's V. Its grouped
+    arguments are the kernel's (descs, smem, bars, sched, scales, slopes: see there)."""
+    q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, b_desc = descs
+    q_smem, k_smem, v_smem, o_smem, qh_smem, kh_smem, b_smem = smem
+    q_ready, q_empty, kv_bars = bars
+    k_ready, k_empty, v_ready, v_empty = kv_bars
+    tiles, blocks_q, heads, kv_group, size_x = sched
+    qk_scale, score_scale = scales
+    slope_ptr, slope_stride_b, slope_stride_h, slope_scale = slopes
     HEAD_D: gl.constexpr = q_desc.block_type.shape[3]       # the head dim's (first) column block
     HEAD_DH: gl.constexpr = qh_desc.block_type.shape[3]     # its second, where SPLIT
     HEAD_E: gl.constexpr = o_desc.block_type.shape[3]
@@ -293,12 +317,17 @@ def _attn_consumer(q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_
     qh_tile = qh_smem.index(GROUP).reshape([ROWS, HEAD_DH])
     arange_x = gl.arange(0, BLOCK_X, gl.SliceLayout(0, s_layout))
     b_first: gl.constexpr = GROUP * STAGES          # this warpgroup's bias tiles in b_smem, one a stage
+    # what every chunk's step takes besides the kernel's groups: the query tile's column blocks, this
+    # warpgroup's turn, the layouts (and, a tile, what the scores' ops read)
+    q_tiles = (q_tile, qh_tile)
+    turn = (turn_mine, turn_next)
+    layouts: gl.constexpr = (s_layout, o_layout, p_layout)
 
     it = 0          # chunks consumed so far, over all tiles: the ring's position (and the turns taken)
     done = 0        # tiles done so far
     for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
         idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = _attn_tile(
-            t, blocks_q, heads, kv_group, size_x, GROUPS * ROWS, BLOCK_X, CAUSAL, LEFT)
+            t, sched, GROUPS * ROWS, BLOCK_X, CAUSAL, LEFT)
         first_row = row0 + GROUP * ROWS
         rows = first_row + gl.arange(0, ROWS, row_layout)
         if ALIBI:   # the head's slope, and its bias at the chunk's columns relative to the tile's first row
@@ -312,19 +341,19 @@ def _attn_consumer(q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_
 
         # chunk `first`: S only, nothing to accumulate yet (masked: it may be the last, on the diagonal or on a
         # window's left edge)
-        s = it % STAGES
+        s, phase = _attn_ring(it, STAGES)
         k_tile = k_smem.index(s).reshape([BLOCK_X, HEAD_D])
         kh_tile = kh_smem.index(s).reshape([BLOCK_X, HEAD_DH])
-        mbarrier.wait(k_ready.index(s), (it // STAGES) & 1)
+        mbarrier.wait(k_ready.index(s), phase)
         if INTER:
             mbarrier.wait(turn_mine, (it & 1) ^ FIRST)
-        s_tok = _attn_qk(q_tile, qh_tile, k_tile, kh_tile, ROWS, BLOCK_X, SPLIT, s_layout)
+        s_tok = _attn_qk(q_tiles, k_tile, kh_tile, ROWS, BLOCK_X, SPLIT, s_layout)
         if INTER:
             mbarrier.arrive(turn_next, count=1)
         s_val, k_tile, kh_tile = warpgroup_mma_wait(0, deps=(s_tok, k_tile, kh_tile))
         mbarrier.arrive(k_empty.index(s), count=1)
         if BIAS:
-            mbarrier.wait(v_ready.index(s), (it // STAGES) & 1)
+            mbarrier.wait(v_ready.index(s), phase)
             bias = b_smem.index(b_first + s).load(s_layout)
         else:
             bias = 0.0
@@ -336,33 +365,27 @@ def _attn_consumer(q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_
         p_prev = gl.convert_layout(p.to(q_smem.dtype), p_layout)
         acc = gl.zeros([ROWS, HEAD_E], gl.float32, o_layout)
 
+        scores = (rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols)   # what the scores' ops read
         # chunks on a window's left edge: masked
         for j in range(first + 1, whole):
             acc, p_prev, m_i, l_i = _attn_step(
-                j, ring, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine,
-                turn_next, acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, slope,
-                slope_cols, b_smem, b_first, ROWS, BLOCK_X, HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA,
-                INTER, FIRST, SOFTMAX, SPLIT, BIAS, s_layout, o_layout, p_layout)
+                j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
+                HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, layouts)
         # chunks every row of the tile sees whole: no mask
         for j in range(gl.maximum(whole, first + 1), unmasked):
             acc, p_prev, m_i, l_i = _attn_step(
-                j, ring, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine,
-                turn_next, acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, slope,
-                slope_cols, b_smem, b_first, ROWS, BLOCK_X, HEAD_D, HEAD_DH, HEAD_E, STAGES, False, INTRA,
-                INTER, FIRST, SOFTMAX, SPLIT, BIAS, s_layout, o_layout, p_layout)
+                j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
+                HEAD_D, HEAD_DH, HEAD_E, STAGES, False, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, layouts)
         # chunks on the diagonal or past the last key: masked
         for j in range(gl.maximum(unmasked, first + 1), chunks):
             acc, p_prev, m_i, l_i = _attn_step(
-                j, ring, q_tile, qh_tile, k_smem, kh_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn_mine,
-                turn_next, acc, p_prev, m_i, l_i, rows, arange_x, size_x, qk_scale, score_scale, slope,
-                slope_cols, b_smem, b_first, ROWS, BLOCK_X, HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA,
-                INTER, FIRST, SOFTMAX, SPLIT, BIAS, s_layout, o_layout, p_layout)
+                j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
+                HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, layouts)
 
         # the last chunk's P V
-        c = ring + chunks - 1
-        s = c % STAGES
+        s, phase = _attn_ring(ring + chunks - 1, STAGES)
         v_tile = v_smem.index(s).reshape([BLOCK_X, HEAD_E])
-        mbarrier.wait(v_ready.index(s), (c // STAGES) & 1)
+        mbarrier.wait(v_ready.index(s), phase)
         o_tok = warpgroup_mma(p_prev, v_tile, acc, is_async=True)
         acc, v_tile = warpgroup_mma_wait(0, deps=(o_tok, v_tile))
         mbarrier.arrive(v_empty.index(s), count=1)
@@ -440,85 +463,58 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     for w in gl.static_range(GROUPS):
         mbarrier.init(turns.index(w), count=1)
 
+    # what the partitions take, in a few grouped values: each unpacks what it uses (a partition is passed
+    # only the values it reads)
+    descs = (q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, b_desc)    # the TMA descriptors
+    smem = (q_smem, k_smem, v_smem, o_smem, qh_smem, kh_smem, b_smem)     # their SMEM buffers
+    kv_bars = (k_ready, k_empty, v_ready, v_empty)                        # the ring's mbarriers
+    bars = (q_ready, q_empty, kv_bars)                                    # the query buffers', then the ring's
+    sched = (tiles, blocks_q, heads, kv_group, size_x)                    # the tiles and what places them
+    scales = (qk_scale, score_scale)                                      # exp2's factor, the chain's scale
+    slopes = (slope_ptr, slope_stride_b, slope_stride_h, slope_scale)     # ALiBi's slopes: where, and a factor
+    bias_rows = (bias_b_rows, bias_h_rows)                                # the bias's rows a batch entry, a head
+
     # warp specialisation: consumer 0 runs in the kernel's own 4 warps, consumers 1.. and the producer in
     # worker partitions; setmaxnreg gives the consumers CONSUMER_REGS registers and the producer 24
     if GROUPS == 1:
         gl.warp_specialize([
-            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
-                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale,
-                              b_smem, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_producer, (q_desc, k_desc, v_desc, qh_desc, kh_desc, b_desc, q_smem, k_smem, v_smem, qh_smem,
-                              kh_smem, b_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q,
-                              heads, kv_group, size_x, bias_b_rows, bias_h_rows, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL,
-                              LEFT, SPLIT, BIAS)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 0,
+                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, LEFT,
+                              SPLIT, BIAS)),
         ], [1], [24])
     elif GROUPS == 2:
         gl.warp_specialize([
-            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
-                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale,
-                              b_smem, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
-                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale,
-                              b_smem, ROWS, BLOCK_X, STAGES, GROUPS, 1, CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_producer, (q_desc, k_desc, v_desc, qh_desc, kh_desc, b_desc, q_smem, k_smem, v_smem, qh_smem,
-                              kh_smem, b_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q,
-                              heads, kv_group, size_x, bias_b_rows, bias_h_rows, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL,
-                              LEFT, SPLIT, BIAS)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 0,
+                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 1,
+                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, LEFT,
+                              SPLIT, BIAS)),
         ], [4, 1], [CONSUMER_REGS, 24])
     elif GROUPS == 3:
         gl.warp_specialize([
-            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
-                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale,
-                              b_smem, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
-                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale,
-                              b_smem, ROWS, BLOCK_X, STAGES, GROUPS, 1, CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
-                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale,
-                              b_smem, ROWS, BLOCK_X, STAGES, GROUPS, 2, CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_producer, (q_desc, k_desc, v_desc, qh_desc, kh_desc, b_desc, q_smem, k_smem, v_smem, qh_smem,
-                              kh_smem, b_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q,
-                              heads, kv_group, size_x, bias_b_rows, bias_h_rows, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL,
-                              LEFT, SPLIT, BIAS)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 0,
+                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 1,
+                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 2,
+                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, LEFT,
+                              SPLIT, BIAS)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
     elif GROUPS == 4:
         gl.warp_specialize([
-            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
-                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale,
-                              b_smem, ROWS, BLOCK_X, STAGES, GROUPS, 0, CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
-                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale,
-                              b_smem, ROWS, BLOCK_X, STAGES, GROUPS, 1, CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
-                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale,
-                              b_smem, ROWS, BLOCK_X, STAGES, GROUPS, 2, CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_consumer, (q_desc, o_desc, qh_desc, q_smem, o_smem, qh_smem, k_smem, kh_smem, v_smem, q_ready,
-                              q_empty, k_ready, k_empty, v_ready, v_empty, turns, tiles, blocks_q, heads, kv_group,
-                              size_x, qk_scale, score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale,
-                              b_smem, ROWS, BLOCK_X, STAGES, GROUPS, 3, CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_producer, (q_desc, k_desc, v_desc, qh_desc, kh_desc, b_desc, q_smem, k_smem, v_smem, qh_smem,
-                              kh_smem, b_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, tiles, blocks_q,
-                              heads, kv_group, size_x, bias_b_rows, bias_h_rows, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL,
-                              LEFT, SPLIT, BIAS)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 0,
+                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 1,
+                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 2,
+                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 3,
+                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, LEFT,
+                              SPLIT, BIAS)),
         ], [4, 4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, 24])
     else:
         gl.static_assert(False, "no partition list for this many consumer warpgroups")
@@ -702,9 +698,10 @@ def _bias_descriptor(bias, block):
     return _descriptor(_tma_ready(rows), block), size[1] * size[2] if size[0] > 1 else 0,         size[2] if size[1] > 1 else 0
 
 
-def _launch_flash(t, size, stride, scale, cfg=None):
-    """Kernel 'flash': t, size, scale map names to tensors and numbers (the descriptors carry
-    the strides); cfg is the configuration to launch (checked by _per_kernel), None for CONFIGS' choice."""
+def _launch_flash(t, size, scale, cfg=None):
+    """Kernel 'flash': t, size, scale map names to tensors and numbers (the TMA descriptors
+    read the strides off the tensors); cfg is the configuration to launch (checked by _per_kernel), None
+    for CONFIGS' choice."""
     q, k, v, out = t['Q'], t['K'], t['V'], t['O']
     slopes = q
     if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] != 9:
@@ -780,11 +777,11 @@ def attention(q, k, v, causal=False, out=None, config=None):
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=False).
     k and v may have fewer heads than q when the diagram has a query group axis (this one has none). `out`, if given, receives the result.
     `config`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of kernel
-    names to dicts with the keys CONFIG_KEYS lists (tiles, num_warps, num_stages), or (one kernel here)
-    that kernel's dict alone."""
+    names to dicts with the keys CONFIG_KEYS lists (WARPGROUPS, BLOCK_X, STAGES, OVERLAP, SCHEDULE), or
+    (one kernel here) that kernel's dict alone."""
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, not {causal!r}")
-    if causal != False:
+    if causal:
         raise ValueError('this kernel realises diagrams/mha.yaml, which is not causal; generate the causal diagram for causal=True')
     config = _per_kernel(config)  # kernel -> its configuration, or None for CONFIGS' choice
     for name, tensor in zip(('q', 'k', 'v'), (q, k, v,)):
@@ -834,13 +831,7 @@ def attention(q, k, v, causal=False, out=None, config=None):
         raise ValueError("out shares memory with itself (a zero or overlapping stride) or with q, k or v; "
                          "pass a tensor of its own")
     t = {'Q': q, 'K': k, 'V': v, 'O': out}
-    stride = {
-        'Q': {'batch': q.stride(0), 'h': q.stride(1), 'q': q.stride(2), 'd': q.stride(3)},
-        'K': {'batch': k.stride(0), 'h': k.stride(1), 'x': k.stride(2), 'd': k.stride(3)},
-        'V': {'batch': v.stride(0), 'h': v.stride(1), 'x': v.stride(2), 'd': v.stride(3)},
-        'O': {'batch': out.stride(0), 'h': out.stride(1), 'q': out.stride(2), 'd': out.stride(3)},
-    }
     size_d = size['d']
     scale = {'O': 1/math.sqrt(size_d)}
-    _launch_flash(t, size, stride, scale, config['flash'])
+    _launch_flash(t, size, scale, config['flash'])
     return out

@@ -113,6 +113,43 @@ def test_golden_source():
     assert source == path.read_text()
 
 
+def test_kernel_text_is_a_package_file():
+    """The Gluon text is attention.gluon, package data beside analyzer.codegen.hopper.kernel (the wheel
+    ships the package's files): a module carries it from its first @gluon.jit on, the diagram deciding
+    only its three placeholders. HELPERS names every function it defines (the module's scope reserves
+    them), and the ring's stage and phase are written once, in _attn_ring, which every wait on K or V
+    takes them from."""
+    import ast
+    import re
+    from importlib import resources
+
+    from analyzer.codegen.hopper import kernel
+    text = resources.files("analyzer.codegen.hopper").joinpath("attention.gluon").read_text(encoding="utf-8")
+    assert kernel.KERNEL.get_identifiers() == ["scores", "kernel", "partitions"]
+    note, body = text.split("\n@gluon.jit\n", 1)
+    assert all(line.startswith("#") or not line for line in note.splitlines())
+    sources = [generate(name, "h100").source for name in ("mha", "sigmoid_attention")]     # without, with tanh
+    for source in sources:
+        assert all(part.strip("\n") in source for part in re.split(r"\$\w+", body))
+        assert note not in source and "$" not in source.replace('"tanh.approx.f32 $0, $1;"', "")
+        assert source.count("// STAGES) & 1") == 1 and source.count("% STAGES") == 1
+        waits = re.findall(r"mbarrier\.wait\((\w+)\.index\((\w+)\), (\w+)", source)
+        assert waits and all(f"{s}, {phase} = _attn_ring(" in source for _, s, phase in waits)
+    defined = {node.name for source in sources for node in ast.parse(source).body
+               if isinstance(node, ast.FunctionDef) and any("gluon.jit" in ast.unparse(d) for d in node.decorator_list)}
+    assert defined - {"_mha_flash", "_sigmoid_attention_flash"} == set(kernel.HELPERS)
+
+
+def test_the_wrapper_speaks_to_the_hopper_kernel():
+    """The torch wrapper the module shares with the Triton one names this kernel's configuration keys,
+    passes no strides (the TMA descriptors read them off the tensors) and tests `causal` as a bool."""
+    source = generate("causal_attention", "h100").source
+    assert "CONFIG_KEYS lists (WARPGROUPS, BLOCK_X, STAGES, OVERLAP, SCHEDULE)" in source
+    assert "stride = {" not in source and "stride[" not in source
+    assert "def _launch_flash(t, size, scale, cfg=None):" in source
+    assert "    if not causal:\n        raise ValueError(" in source and "causal !=" not in source
+
+
 def _configs(g):
     """Every (head dim, configuration) generated file `g` carries in its CONFIGS."""
     return [(d, c.entry()) for d, table in g.hopper.tables.items() for c in table.configs]

@@ -1,7 +1,8 @@
 """Write the standalone Python module of the Hopper attention kernel: header, the Gluon kernel
 (analyzer.codegen.hopper.kernel), its configurations by head dim and problem size
 (analyzer.config.hopper), the launcher that builds the TMA descriptors, and the torch wrapper
-(analyzer.codegen.pymodule), the same as the portable Triton module's.
+(analyzer.codegen.pymodule), the portable Triton module's with this kernel's configuration keys and
+without strides (the descriptors carry them).
 
 Which configured diagrams it realises is analyzer.config.hopper.realisable's to say.
 """
@@ -53,7 +54,8 @@ def hopper_module(g) -> str:
     out += ["", ""]
     out += _configs(g, tables)
     out += _launcher(g, ids, name)
-    out += wrapper(g, ids, config=True, device="a Hopper GPU (sm_90)")
+    keys = ", ".join(next(iter(tables.values())).configs[0].entry())     # WARPGROUPS, BLOCK_X, ...
+    out += wrapper(g, ids, config=keys, device="a Hopper GPU (sm_90)", strides=False)
     return checked_python("\n".join(out).rstrip() + "\n", g.source_file)
 
 
@@ -194,9 +196,10 @@ def _launcher(g, ids, name: str) -> list[str]:
     # the slopes' factor: 1 / the chain's scale where the kernel folds that into exp2's factor
     slope_scale = f"1.0 / {score_scale}" if scores.folded else "1.0"
     body = f'''\
-def {ids.launch[p.name]}(t, size, stride, scale, cfg=None):
-    """Kernel {py_doc(repr(p.name))}: t, size, scale map names to tensors and numbers (the descriptors carry
-    the strides); cfg is the configuration to launch (checked by _per_kernel), None for CONFIGS' choice."""
+def {ids.launch[p.name]}(t, size, scale, cfg=None):
+    """Kernel {py_doc(repr(p.name))}: t, size, scale map names to tensors and numbers (the TMA descriptors
+    read the strides off the tensors); cfg is the configuration to launch (checked by _per_kernel), None
+    for CONFIGS' choice."""
     q, k, v, out = {t["q"]}, {t["k"]}, {t["v"]}, {t["o"]}
     slopes = {slopes}
     if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] != 9:

@@ -41,7 +41,7 @@ def triton_module(g) -> str:
     out.append(cf.configs(g, ids.kernels))
     out += _band_helper(g)
     out += _launchers(g, ids)
-    out += wrapper(g, ids, config=True)
+    out += wrapper(g, ids, config="tiles, num_warps, num_stages")
     return checked_python("\n".join(out).rstrip() + "\n", g.source_file)
 
 
