@@ -149,7 +149,7 @@ def plan(d: Diagram, s: Schedule, choice: Choice) -> KernelPlan:
 def streamed_operands(r: Reducer) -> tuple[str, str, Op]:
     """A streamed contraction's operands and the op whose scale its online softmax applies: a softmax
     paired with the contraction (softmax -> dot) is folded in, so its input is streamed instead."""
-    first, second = r.op.inputs
+    first, second = r.op.operands
     if r.softmax is None:
         return first, second, r.op
     src = r.softmax
@@ -174,7 +174,7 @@ def _dim_name(members: tuple[str, ...], axes: list[str], dims: list[Dim]) -> str
 
 def _check_op(d: Diagram, op: Op, tiles_of: dict, dim_of: dict, where: str) -> None:
     if op.primitive.contraction:
-        a, b = (tiles_of[i] for i in op.inputs)
+        a, b = (tiles_of[i] for i in op.operands)
         k = dim_of[op.applied.over]
         if len(a) != 2 or len(b) != 2 or k not in a or k not in b:
             raise NapkinError(f"op {op.name!r} ({op.primitive.name}): a generated kernel contracts "
