@@ -5,7 +5,9 @@ Read off the diagram's structure at its lowest level (Sections 2.3-2.4, 5.1):
 - grid axes: grouped axes whose blocks take one index (the weaved batch and heads, a contraction's
   batch axes); each block of the grid owns one index of each and a tile of every other grouped axis;
 - tile dimensions: the other axes, gathered by where they occur. Grouped axes that occur in exactly the
-  same arrays form one dimension (grouped-query attention's g and q: the rows of one block); the
+  same arrays form one dimension (grouped-query attention's g and q: the rows of one block; a softmax's
+  sink, a logit a row copied along the rows' axes it lacks, is not counted: a sink a query head is
+  read along the rows g q by its g alone); the
   streamed axis is a dimension of its own, walked by the loop (Figure 27); an axis neither grouped nor
   streamed is whole in every block (the head dimension d);
 - every array is a tile of at most two dimensions, which is what a tensor-core matrix multiply takes.
@@ -115,7 +117,8 @@ def plan(d: Diagram, s: Schedule, choice: Choice) -> KernelPlan:
             if axis in batch and tiles.get(groups[axis].name, 1) != 1:
                 notes.append(f"{groups[axis].name} = 1: {axis!r} is a batch axis of a contraction, "
                              "and a tensor-core tile is two-dimensional")
-    signature = {a: frozenset(n for n in arrays if a in axes_of[n]) for a in used if a not in grid}
+    sinks = {o.sink for o in s.ops if o.sink is not None}
+    signature = {a: frozenset(n for n in arrays if a in axes_of[n] and n not in sinks) for a in used if a not in grid}
     dims: list[Dim] = []
     dim_of: dict[str, str] = {}
     for axis in signature:

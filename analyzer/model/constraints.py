@@ -4,8 +4,8 @@
   along each contraction's m, n and k axes the tile must be a multiple of the instruction's size.
 - GMEM->SMEM transfers move 128 consecutive bytes: when the contiguous (last) axis of a transferred
   array is partitioned, its tile must span a multiple of 128 bytes (not along an axis a block takes one
-  index of, such as the heads: a per-head slope or sink is one value a block, in a kernel with a
-  contraction and in one without, where the weave gives batch and heads one-index tiles).
+  index of, such as the heads: a per-head slope is one value a block; nor for a softmax's sink, a
+  logit a row that a block reads once, before its loop).
 - Block skipping under a causal mask is counted exactly when stream chunks do not straddle group
   boundaries: the stream size divides the group size, which divides the axis.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 import sympy
 
 from analyzer.common.dtypes import bytes_per_value
-from analyzer.diagram.graph import WEAVE_NAMES
 from analyzer.hardware import Profile
 from analyzer.model.fusion import Schedule
 from analyzer.model.optimize import Divides, Divisible
@@ -52,11 +51,11 @@ def hardware_divisors(schedule: Schedule, profile: Profile) -> tuple[Divisible, 
                 reason = (f"{'*'.join(s.name for s in syms)} multiple of {divisor}: "
                           f"{profile.divisors.mma_instruction} {role} of {op.name}")
                 rules.append(Divisible(syms, divisor, reason, factor))
-    one_index = one_index_axes(schedule) | (set(WEAVE_NAMES) & set(symbol_of))   # the weave's: one-index tiles
+    sinks = {op.sink for op in schedule.ops}
     for name in schedule.loads + schedule.saves:
         array = d.arrays[name]
-        if not array.axes or array.axes[-1] in one_index:
-            continue        # a scalar, or one value a block (a slope or a sink a head): no rows to coalesce
+        if not array.axes or array.axes[-1] in one_index_axes(schedule) or name in sinks:
+            continue        # a scalar, one value a block (a slope a head) or a sink: no rows to coalesce
         last = array.axes[-1]
         step = profile.divisors.coalesce_bytes // bytes_per_value(array.dtype)
         if last in symbol_of and step > 1:

@@ -253,3 +253,34 @@ def test_the_cuda_softmaxes_with_a_sink_compile(tmp_path):
                                "-gencode=arch=compute_80,code=sm_80", "-cubin", "-o", str(path.with_suffix(".cubin")),
                                str(path)], capture_output=True, text=True, check=False)
         assert proc.returncode == 0, f"{name}: {proc.stderr[-3000:]}"
+
+
+def grouped(data: dict) -> dict:
+    """sink_attention with grouped-query heads (as gpt-oss): h key/value heads, g query heads each, a sink
+    a query head (sinks: [h, g])."""
+    data = copy.deepcopy(data)
+    data["axes"] = {"h": {"default": 2, "doc": "key/value heads"}, "g": {"default": 4, "doc": "query heads a key/value head"},
+                    **data["axes"]}
+    data["inputs"] = {"Q": ["h", "g", "q", "d"], "K": ["h", "x", "d"], "V": ["h", "x", "d"], "sinks": ["h", "g"]}
+    for op in data["ops"]:
+        op["output"] = ["h", "g", *op["output"]] if op["name"] != "S" else ["h", "g", "q", "x"]
+    data["kernels"] = [{"name": "flash", "partition": {"smem": {"group": {"h": "g_h", "g": "g_g", "q": "g_q"},
+                                                               "stream": {"x": "s_x"}}}}]
+    return data
+
+
+@pytest.mark.slow(seconds=12)
+@pytest.mark.parametrize("pin", [{}, {"g_g": 2}])
+def test_grouped_query_heads_take_a_sink_a_query_head(tmp_path, pin):
+    """k and v with fewer heads, a sink for each query head: one head a block (the sink a scalar), and two
+    query heads a block (g_g = 2: the sink a vector along the block's rows g q, read by g alone)."""
+    pytest.importorskip("triton")
+    from helpers_kernel import written
+    m = written(generate(_write(tmp_path, grouped(_data())), "a100", backend="triton", sets=pin), tmp_path)
+    g = torch.Generator().manual_seed(13)
+    q = torch.randn(1, 8, 45, 64, generator=g).half()
+    k, v = (torch.randn(1, 2, 45, 64, generator=g).half() for _ in range(2))
+    s = torch.linspace(-2, 3, 8).half()
+    out = m.attention(q, k, v, s, causal=True)
+    ref = _reference(q, k.repeat_interleave(4, 1), v.repeat_interleave(4, 1), s)
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-2
