@@ -6,8 +6,7 @@ Read off the diagram's structure at its lowest level (Sections 2.3-2.4, 5.1):
   batch axes); each block of the grid owns one index of each and a tile of every other grouped axis;
 - tile dimensions: the other axes, gathered by where they occur. Grouped axes that occur in exactly the
   same arrays form one dimension (grouped-query attention's g and q: the rows of one block; a softmax's
-  sink, a logit a row copied along the rows' axes it lacks, is not counted: a sink a query head is
-  read along the rows g q by its g alone); the
+  sink is not counted, a logit a row that a sink a query head gives the rows g q by its g alone); the
   streamed axis is a dimension of its own, walked by the loop (Figure 27); an axis neither grouped nor
   streamed is whole in every block (the head dimension d);
 - every array is a tile of at most two dimensions, which is what a tensor-core matrix multiply takes.

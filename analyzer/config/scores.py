@@ -198,7 +198,8 @@ def scores_of(ops: list[Op], head_dim: str, seq_k: str, seq_q: str | None = None
                            int(op.applied.window) if p == "window_mask" else None))
     softmax = names[-1] == "softmax_dot"
     if last.sink is not None and (last.sink not in extras or set(last.applied.inputs[2]) & {seq_q, seq_k}):
-        return f"{last.name}'s sink {last.sink} is not a logit a head from the call; the Hopper kernel would load one so"
+        return (f"{last.name}'s sink {last.sink} is not a logit a head from the call; the Hopper kernel would load "
+                "one so")
     for i, o in enumerate(out):
         if o.primitive in MASKS:
             masked = -math.inf

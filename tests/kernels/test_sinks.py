@@ -259,8 +259,8 @@ def grouped(data: dict) -> dict:
     """sink_attention with grouped-query heads (as gpt-oss): h key/value heads, g query heads each, a sink
     a query head (sinks: [h, g])."""
     data = copy.deepcopy(data)
-    data["axes"] = {"h": {"default": 2, "doc": "key/value heads"}, "g": {"default": 4, "doc": "query heads a key/value head"},
-                    **data["axes"]}
+    data["axes"] = {"h": {"default": 2, "doc": "key/value heads"},
+                    "g": {"default": 4, "doc": "query heads a key/value head"}, **data["axes"]}
     data["inputs"] = {"Q": ["h", "g", "q", "d"], "K": ["h", "x", "d"], "V": ["h", "x", "d"], "sinks": ["h", "g"]}
     for op in data["ops"]:
         op["output"] = ["h", "g", *op["output"]] if op["name"] != "S" else ["h", "g", "q", "x"]
