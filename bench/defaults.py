@@ -149,18 +149,20 @@ def evaluate(torch: Any, d, arrays: dict[str, Any]) -> dict[str, Any]:
         prim = op.primitive.name
         scale = float(at(a.scale, symbols)) if a.scale is not None else None
         if prim in ("dot", "softmax_dot"):
-            first, second = op.inputs
+            first, second = op.operands
             x = out[first]
             if prim == "softmax_dot":
                 axis = axes_of[first].index(a.over)
-                x = torch.softmax(x * (scale if scale is not None else 1.0), dim=axis)
+                x = _softmax(torch, x * (scale if scale is not None else 1.0), axis,
+                             aligned(op.sink, axes_of[first]) if op.sink else None)
             spec = (f"{''.join(letters[x] for x in axes_of[first])},{''.join(letters[x] for x in axes_of[second])}"
                     f"->{''.join(letters[x] for x in a.output)}")
             out[op.name] = torch.einsum(spec, x, out[second])
             continue
         x = aligned(op.inputs[0], a.output) if prim not in ("sum", "max", "softmax") else out[op.inputs[0]]
         if prim == "softmax":
-            y = torch.softmax(x * (scale if scale is not None else 1.0), dim=axes_of[op.inputs[0]].index(a.over))
+            y = _softmax(torch, x * (scale if scale is not None else 1.0), axes_of[op.inputs[0]].index(a.over),
+                         aligned(op.sink, axes_of[op.inputs[0]]) if op.sink else None)
             out[op.name] = y.permute(*[axes_of[op.inputs[0]].index(o) for o in a.output])
         elif prim in ("sum", "max"):
             dim = axes_of[op.inputs[0]].index(a.over)
@@ -195,6 +197,17 @@ def evaluate(torch: Any, d, arrays: dict[str, Any]) -> dict[str, Any]:
                             "reciprocal": torch.reciprocal, "rsqrt": torch.rsqrt,
                             "gelu": lambda t: torch.nn.functional.gelu(t, approximate="tanh")}[prim](x)
     return out
+
+
+def _softmax(torch: Any, x: Any, axis: int, sink: Any = None) -> Any:
+    """softmax of `x` along `axis`; `sink` (x's layout, size 1 along `axis` and wherever it is copied),
+    logits that join the denominator and weigh nothing: one more column, dropped after the softmax."""
+    if sink is None:
+        return torch.softmax(x, dim=axis)
+    shape = list(x.shape)
+    shape[axis] = 1
+    both = torch.cat([x, sink.expand(shape)], dim=axis)
+    return torch.softmax(both, dim=axis).narrow(axis, 0, x.shape[axis])
 
 
 def reference(torch: Any, g, tensors: list[Any]) -> Any:

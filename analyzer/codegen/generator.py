@@ -12,7 +12,9 @@ Without a backend named, a GPU with warpgroup MMA and TMA (a Hopper profile) get
 where the diagram is one it realises (analyzer.config.hopper.realisable) and no tile of the portable
 kernel is pinned (--set g_q=...); a configuration the diagram names (--config NAME) is realised as the
 Hopper kernel runs it where it can be (analyzer.config.hopper.named: fragment strategy, fp16 or bf16),
-by the portable module otherwise; every other call gets the portable Triton module.
+by the portable module otherwise; every other call gets the portable Triton module. Attention the
+Hopper kernel does not realise on a Hopper GPU (a softmax with a sink, say) gets the portable module with
+a note that says why (napkin kernel prints it).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from analyzer.config.family import FAMILIES, Family, family
 from analyzer.config.hopper import HopperTables
 from analyzer.config.kernels import Configured, KernelConfigs
 from analyzer.config.launch import Expected, Launch, expected, launch, sizes_of
+from analyzer.diagram.interface import Attention
 from analyzer.hardware import Profile
 
 DTYPES = GENERATED                 # the element types a generated kernel takes
@@ -118,6 +121,9 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
     progress("generate", 0, 3)
     launched = launch(diagram, profile, backend=backend, dtype=dtype, config=config, sets=sets)
     configured, generator = launched.configured, GENERATORS[launched.backend]
+    if launched.portable_why and isinstance(configured.roles, Attention):    # attention the Hopper kernel refused
+        why = f"{launched.family.title}, not the Hopper kernel: {launched.portable_why}"
+        configured = replace(configured, note="; ".join(filter(None, (configured.note, why))))
     progress("generate", 1, 3)
     file = KernelFile(**_fields(configured), family=launched.family,
                       command=_command(diagram, _gpu_word(gpu, profile), launched.backend, configured.dtype,

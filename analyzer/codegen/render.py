@@ -12,8 +12,9 @@ here, once:
   two passes over the body from the same values, the finished accumulators, then the tail; a softmax
   paired with a contraction is not written on its own but folded into it as online softmax;
 - the neutral element a masked slot gets from what consumes it (`neutral`), the operands a streamed
-  contraction reads (`streamed_operands`), the base-2 scale of an online softmax (`base2_scale`),
-  and a causal mask that interior chunks skip (`skips_mask`);
+  contraction reads (`streamed_operands`), the base-2 scale of an online softmax (`base2_scale`) and
+  its sink (`sink_of`: exp(sink - m) joins the finished sum, in base 2 log2 e times the sink), and a
+  causal mask that interior chunks skip (`skips_mask`);
 - the expression of an elementwise primitive from its operands' expressions (`pointwise`).
 
 What differs stays with each backend: a Triton tile is one value, a CUDA one a loop over mma
@@ -104,7 +105,7 @@ def runtime_axes(p: KernelPlan) -> tuple[str, ...]:
 def contraction_dims(p: KernelPlan, op: Op) -> tuple[str, str, str]:
     """(m, n, k) dims of a contraction: m from its first input, n from its second, k the contracted."""
     k = p.dim_of[op.applied.over]
-    a, b = (p.tiles_of[i] for i in op.inputs)
+    a, b = (p.tiles_of[i] for i in op.operands)
     m = next(d for d in a if d != k)
     n = next(d for d in b if d != k)
     return m, n, k
@@ -121,6 +122,12 @@ def neutral(spell: Spelling, prim: str) -> str:
 def is_online(r: Reducer) -> bool:
     """Whether a streamed reducer is an online softmax folded into its contraction (Appendix A.3.2)."""
     return r.softmax is not None or r.op.primitive.name == "softmax_dot"
+
+
+def sink_of(r: Reducer) -> str | None:
+    """The sink logits of an online softmax (softmax_dot's, or the paired softmax's), or None: what the
+    finished sum takes once a row, exp(sink - m), before it divides the accumulator."""
+    return (r.softmax or r.op).sink
 
 
 def base2_scale(spell: Spelling, op: Op, ids: PlanIds) -> str:
@@ -258,4 +265,4 @@ class PlanWalk:
 
 __all__ = ["UNARY", "BINARY", "STRUCTURAL", "POINTWISE", "Spelling", "check_plan", "pointers", "loaded",
            "scaled_ops", "runtime_axes", "contraction_dims", "neutral", "is_online", "streamed_operands",
-           "base2_scale", "skips_mask", "pointwise", "PlanWalk"]
+           "sink_of", "base2_scale", "skips_mask", "pointwise", "PlanWalk"]

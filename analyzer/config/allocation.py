@@ -123,7 +123,7 @@ def allocation(p: KernelPlan, sizes: Mapping[str, int], *, stages: int, warps: i
             first, second, _ = streamed_operands(r)
             online = r.softmax is not None or op.primitive.name == "softmax_dot"
         elif op.primitive.contraction:
-            first, second = op.inputs
+            first, second = op.operands
         else:
             staged += _scratch(p, op, phase, laid_as_loaded, elements, lambda dim: _extent(p, dim, sizes), warps,
                                element)
@@ -198,11 +198,14 @@ def register_bytes(p: KernelPlan, sizes: Mapping[str, int], *, stages: int, prof
     read_by_dot: set[str] = set()
     last_use: dict[str, str] = {}
     for op in s.ops:
-        inputs = op.inputs
+        inputs = op.operands if op.primitive.contraction else op.inputs
         if op.name in reducer_of and op.primitive.contraction:
             inputs = streamed_operands(reducer_of[op.name])[:2]
         for name in inputs:
             last_use[name] = max(last_use.get(name, "head"), phase_of[op.name], key=PHASES.index)
+        if op.sink is not None:    # a softmax's sink joins the sum once the row is complete
+            phase = "tail" if op.name in reducer_of else phase_of[op.name]
+            last_use[op.sink] = max(last_use.get(op.sink, "head"), phase, key=PHASES.index)
         if op.primitive.contraction and op.name not in paired:
             first, second = inputs
             online = op.name in reducer_of and (reducer_of[op.name].softmax is not None

@@ -116,6 +116,10 @@ def _expand(s: Schedule) -> Expansion:
     if b is not None:
         depth -= 1
     for r in s.reducers:
+        sink = (r.softmax or r.op).sink
+        if sink is not None:
+            lines.append(Line(f"z <- z + exp({sink} - mu)", "tail: the sink joins the sum (special function unit)",
+                              depth))
         if r.softmax is not None or r.accumulator.aux_per_row:
             lines.append(Line(f"{shape(r.op.name)} <- {r.op.name} / z", "tail: normalise once", depth))
     for op in s.tail:
@@ -156,7 +160,7 @@ def _accumulate(r: Reducer, shape, tile) -> list[tuple[str, str]]:
     out = shape(op.name)
     b = op.applied.over
     if r.softmax is not None or r.accumulator.aux_per_row:
-        scores, values = op.inputs if r.softmax is None else (r.softmax.inputs[0], op.inputs[1])
+        scores, values = op.operands if r.softmax is None else (r.softmax.inputs[0], op.inputs[1])
         scale = (r.softmax or op).applied.scale
         beta = f"{to_text(scale)} * " if scale is not None else ""
         rows = ", ".join(tile(a) for a in r.rows)

@@ -539,6 +539,9 @@ def realisable(c: Configured) -> str | None:
     if isinstance(found, str):
         return f"{c.source_file}: {found}"
     p = c.kernels[0].plan
+    if found.sink:     # Scores reads it; the kernel's finalisation does not add it yet
+        return (f"{c.source_file}: its softmax takes a sink ({c.diagram.op(r.output).sink}), which the Hopper kernel "
+                "does not add to its sum yet")
     if found.bias is not None:
         axes = c.diagram.arrays[c.diagram.op(found.bias.name).inputs[1]].axes
         if r.seq_q not in axes or r.seq_k not in axes:

@@ -5,7 +5,8 @@ Read off the diagram's structure at its lowest level (Sections 2.3-2.4, 5.1):
 - grid axes: grouped axes whose blocks take one index (the weaved batch and heads, a contraction's
   batch axes); each block of the grid owns one index of each and a tile of every other grouped axis;
 - tile dimensions: the other axes, gathered by where they occur. Grouped axes that occur in exactly the
-  same arrays form one dimension (grouped-query attention's g and q: the rows of one block); the
+  same arrays form one dimension (grouped-query attention's g and q: the rows of one block; a softmax's
+  sink is not counted, a logit a row that a sink a query head gives the rows g q by its g alone); the
   streamed axis is a dimension of its own, walked by the loop (Figure 27); an axis neither grouped nor
   streamed is whole in every block (the head dimension d);
 - every array is a tile of at most two dimensions, which is what a tensor-core matrix multiply takes.
@@ -115,7 +116,8 @@ def plan(d: Diagram, s: Schedule, choice: Choice) -> KernelPlan:
             if axis in batch and tiles.get(groups[axis].name, 1) != 1:
                 notes.append(f"{groups[axis].name} = 1: {axis!r} is a batch axis of a contraction, "
                              "and a tensor-core tile is two-dimensional")
-    signature = {a: frozenset(n for n in arrays if a in axes_of[n]) for a in used if a not in grid}
+    sinks = {o.sink for o in s.ops if o.sink is not None}
+    signature = {a: frozenset(n for n in arrays if a in axes_of[n] and n not in sinks) for a in used if a not in grid}
     dims: list[Dim] = []
     dim_of: dict[str, str] = {}
     for axis in signature:
@@ -149,7 +151,7 @@ def plan(d: Diagram, s: Schedule, choice: Choice) -> KernelPlan:
 def streamed_operands(r: Reducer) -> tuple[str, str, Op]:
     """A streamed contraction's operands and the op whose scale its online softmax applies: a softmax
     paired with the contraction (softmax -> dot) is folded in, so its input is streamed instead."""
-    first, second = r.op.inputs
+    first, second = r.op.operands
     if r.softmax is None:
         return first, second, r.op
     src = r.softmax
@@ -174,7 +176,7 @@ def _dim_name(members: tuple[str, ...], axes: list[str], dims: list[Dim]) -> str
 
 def _check_op(d: Diagram, op: Op, tiles_of: dict, dim_of: dict, where: str) -> None:
     if op.primitive.contraction:
-        a, b = (tiles_of[i] for i in op.inputs)
+        a, b = (tiles_of[i] for i in op.operands)
         k = dim_of[op.applied.over]
         if len(a) != 2 or len(b) != 2 or k not in a or k not in b:
             raise NapkinError(f"op {op.name!r} ({op.primitive.name}): a generated kernel contracts "

@@ -5,7 +5,10 @@ normalisation its second contraction asks for.
     dot (Q K^T over the head dim) -> elementwise ops and masks -> softmax_dot or dot (with V)
 
 - `softmax_dot`: the online softmax (Appendix A.3.2): a running max and sum a row, every chunk's
-  probabilities exp2'd and the output rescaled, divided by the sum at the end;
+  probabilities exp2'd and the output rescaled, divided by the sum at the end; with a sink (its third
+  input, a logit a head from the call: gpt-oss's attention sinks, `Scores.sink`) exp(sink - m) joins
+  the sum before the division, one exp2 a row (log2 e times the sink, in the exp2 domain's units), and
+  nothing else changes;
 - `dot`: a plain running sum (Appendix A.3.1): the ops' values weight V as they are, nothing is
   rescaled and nothing divides the output (sigmoid attention).
 
@@ -84,6 +87,7 @@ class Scores:
 
     ops: tuple[ScoreOp, ...] = ()   # in the diagram's order, masks among them
     softmax: bool = True            # the online softmax; False: a plain running sum
+    sink: bool = False              # the softmax's sum takes exp(sink - m) once a row (a logit a head, an input)
 
     @property
     def causal(self) -> bool:
@@ -137,7 +141,8 @@ class Scores:
         return next((o for o in self.ops if o.primitive == "scale"), None)
 
     def label(self) -> str:
-        return " -> ".join([o.primitive for o in self.ops] + ["softmax" if self.softmax else "sum"])
+        normalise = ("softmax with a sink" if self.sink else "softmax") if self.softmax else "sum"
+        return " -> ".join([o.primitive for o in self.ops] + [normalise])
 
 
 SOFTMAX = Scores()
@@ -192,6 +197,9 @@ def scores_of(ops: list[Op], head_dim: str, seq_k: str, seq_q: str | None = None
                            op.applied.cap if p == "softcap" else None,
                            int(op.applied.window) if p == "window_mask" else None))
     softmax = names[-1] == "softmax_dot"
+    if last.sink is not None and (last.sink not in extras or set(last.applied.inputs[2]) & {seq_q, seq_k}):
+        return (f"{last.name}'s sink {last.sink} is not a logit a head from the call; the Hopper kernel would load "
+                "one so")
     for i, o in enumerate(out):
         if o.primitive in MASKS:
             masked = -math.inf
@@ -207,7 +215,7 @@ def scores_of(ops: list[Op], head_dim: str, seq_k: str, seq_q: str | None = None
     if sum(o.primitive in SLOPED for o in out) > 1:
         return "its scores take two ALiBi biases; the Hopper kernel loads one slope a head (add the slopes)"
     out = [_shifted(o, out[i + 1:], softmax, any(x.primitive in MASKS for x in out)) for i, o in enumerate(out)]
-    return Scores(tuple(out), softmax=softmax)
+    return Scores(tuple(out), softmax=softmax, sink=last.sink is not None)
 
 
 ROW_INVARIANT = ("scale", *MASKS)     # ops that keep a constant a row a constant a row (or -inf)

@@ -55,6 +55,16 @@ class Op:
     def output(self) -> str:
         return self.name
 
+    @property
+    def operands(self) -> tuple[str, ...]:
+        """Its inputs without a softmax's sink: what it computes on (a contraction's two operands)."""
+        return self.inputs[:self.primitive.arity]
+
+    @property
+    def sink(self) -> str | None:
+        """The array of its softmax's sink logits (softmax and softmax_dot's optional last input), or None."""
+        return self.inputs[-1] if len(self.inputs) > self.primitive.arity else None
+
     def broadcast(self, axes_of: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
         """Inputs that are copied along weaved axes they lack: input -> those axes."""
         copied = {}

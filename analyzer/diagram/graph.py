@@ -256,9 +256,11 @@ class _Compiler:
         if prim.needs_over and spec.over is None:
             raise NapkinError(f"primitive {prim.name} needs `over`: the axis it acts on",
                               field=f"{path}.over")
-        if len(spec.inputs) != prim.arity:
-            raise NapkinError(f"primitive {prim.name} takes {prim.arity} input(s), got "
-                              f"{len(spec.inputs)}", field=f"{path}.inputs")
+        if len(spec.inputs) not in prim.arities:
+            raise NapkinError(f"primitive {prim.name} takes {' or '.join(map(str, prim.arities))} input(s), got "
+                              f"{len(spec.inputs)}", field=f"{path}.inputs",
+                              hint=f"the last of {prim.arity + 1} is the softmax's sink logits, one a row"
+                              if prim.takes_sink else None)
         for i, name in enumerate(spec.inputs):
             if name not in known:
                 raise NapkinError(f"unknown array {name!r}", field=f"{path}.inputs[{i}]",

@@ -9,8 +9,9 @@ have fewer heads (grouped-query). The roles are read off the diagram's structure
 - heads: an axis shared by the query, key and value;    group: an axis only the query has (GQA);
 - value_dim: the value's axis that the output keeps;
 - extras: inputs besides q, k and v that enter the scores between the two contractions as the second
-  operand of an op (ALiBi's slopes, an additive bias), passed after v; each laid out as (batch, heads,
-  then its own axes among seq_q and seq_k), broadcast like SDPA's attn_mask;
+  operand of an op (ALiBi's slopes, an additive bias) or as the softmax's sink logits (the last input of
+  softmax or softmax_dot), passed after v in file order; each laid out as (batch, heads, then its own
+  axes among seq_q and seq_k), broadcast like SDPA's attn_mask;
 - and between the two contractions the scores are normalised (softmax, softmax_dot or sigmoid).
 
 The diagram is weaved over `batch`, and over `heads` where it has no head axis (analyzer.diagram.weave).
@@ -78,7 +79,7 @@ def _attention(d: Diagram) -> Attention | None:
     if not set(scores.inputs) <= set(inputs) or len(set(scores.inputs)) != 2:
         return None
     q_name, k_name = scores.inputs
-    v_name = mix.inputs[1]
+    v_name = mix.operands[1]
     extras = tuple(n for n in inputs if n not in (q_name, k_name, v_name))
     if v_name not in inputs or mix.name != d.outputs[0] or not _feeds(d, scores, mix, extras):
         return None
@@ -112,7 +113,8 @@ def _attention(d: Diagram) -> Attention | None:
 
 def _feeds(d: Diagram, first: Op, last: Op, extras: tuple[str, ...]) -> bool:
     """Whether `first`'s output reaches `last` through elementwise ops only, each taking the chain as its
-    first input and, if any, one of `extras` as its second; and the extras feed nothing else."""
+    first input and, if any, one of `extras` as its second (or a softmax's sink as its last); and the
+    extras feed nothing else."""
     name = first.name
     used: list[str] = []
     while True:
@@ -121,6 +123,7 @@ def _feeds(d: Diagram, first: Op, last: Op, extras: tuple[str, ...]) -> bool:
             return False
         user = users[0]
         if user is last:
+            used += [last.sink] if last.sink else []
             return user.inputs[0] == name and sorted(used) == sorted(extras) \
                 and all(len(d.consumers(e)) == 1 for e in extras)
         if user.inputs[0] != name or (user.primitive.arity != 1 and user.primitive.name != "softmax"

@@ -6,7 +6,12 @@ Each primitive is one small class that knows
 - its FLOPs per item, per pipeline ("tensor" for contractions, "sfu" for the special function unit,
   "vector" for the rest); a k-size contraction costs 2k (Section 2.2);
 - whether it is streamable along `over` and with which accumulator (Appendix A.3): a contraction with
-  a running sum (A.3.1), softmax-contraction with a running maximum and sum (A.3.2, Table 4).
+  a running sum (A.3.1), softmax-contraction with a running maximum and sum (A.3.2, Table 4);
+- whether it takes a softmax's sink (`takes_sink`: softmax and softmax_dot): an optional last input of
+  logits without the `over` axis, one a row, that join the softmax's denominator and weigh no value
+  (gpt-oss's attention sinks): softmax(v)_j = exp(v_j - mu) / (exp(sink - mu) + sum_k exp(v_k - mu)).
+  Its cost is once a row, when the row is complete (`final_flops`, or the fused pair's
+  `pair_final_flops`): one exp on the special function unit and one add.
 
 A new primitive is one class here plus one line in REGISTRY.
 """
@@ -65,7 +70,8 @@ class Primitive:
 
     name = ""
     doc = ""
-    arity = 1
+    arity = 1                              # inputs it takes (besides an optional sink)
+    takes_sink = False                     # takes a softmax's sink logits as an optional last input
     params: frozenset[str] = frozenset()   # op fields this primitive takes besides inputs/output
     needs_over = False
     reduces = False                        # removes `over` from its output
@@ -87,10 +93,19 @@ class Primitive:
         """Axes the function itself acts on; the rest of the output's axes are weaved."""
         return {applied.over} if applied.over else set()
 
+    @property
+    def arities(self) -> tuple[int, ...]:
+        """How many inputs it may take: its arity, and one more with a sink."""
+        return (self.arity, self.arity + 1) if self.takes_sink else (self.arity,)
+
+    def sink(self, applied: Applied) -> tuple[str, ...] | None:
+        """The axes of its sink logits (its optional last input), or None without one."""
+        return applied.inputs[self.arity] if self.takes_sink and len(applied.inputs) > self.arity else None
+
     def check(self, applied: Applied) -> None:
         """Raise ValueError with a plain sentence if the shapes do not fit this primitive."""
         if self.needs_over:
-            for i, axes in enumerate(applied.inputs):
+            for i, axes in enumerate(applied.inputs[:self.arity]):
                 if applied.over not in axes:
                     raise ValueError(f"{self.name} acts on axis {applied.over!r} but input {i} has "
                                      f"axes [{', '.join(axes)}]")
@@ -335,12 +350,52 @@ class Max(Reduction):
     mask_neutral = True
 
 
+def _check_sink(prim: Primitive, applied: Applied) -> None:
+    """A sink is one logit a row of the softmax: an input without `over`, laid along the scores' other
+    axes or fewer of them (copied along those it lacks, as the call weaves heads)."""
+    sink = prim.sink(applied)
+    if sink is None:
+        return
+    which = "second" if prim.arity == 1 else "third"
+    if applied.over in sink:
+        raise ValueError(f"{prim.name}'s sink (its {which} input) varies along its `over` axis {applied.over!r}; a "
+                         f"sink is one logit a row of the softmax: give it no {applied.over} axis")
+    rows = [a for a in applied.inputs[0] if a != applied.over]
+    extra = [a for a in sink if a not in rows]
+    if extra:
+        raise ValueError(f"{prim.name}'s sink (its {which} input) has axes [{', '.join(extra)}] its scores lack; a "
+                         f"sink is one logit a row: lay it along [{', '.join(rows)}] or fewer of them")
+
+
+def _sink_flops(prim: Primitive, applied: Applied, extent: Extent) -> dict[str, sympy.Expr]:
+    """A sink's work once a row, when the row is complete: exp(sink - mu) and its add to the sum."""
+    if prim.sink(applied) is None:
+        return {}
+    rows = _size(prim.rows(applied), extent)
+    return {"sfu": rows, "vector": rows}
+
+
+def _added(*parts: dict[str, sympy.Expr]) -> dict[str, sympy.Expr]:
+    out: dict[str, sympy.Expr] = {}
+    for part in parts:
+        for pipe, n in part.items():
+            out[pipe] = out.get(pipe, 0) + n
+    return out
+
+
+SINK_DOC = (" An optional last input, the sink: logits without `over`, one a row (`sinks: []`: one a head "
+            "once the call weaves heads), in the units of the scores the softmax sees (after `scale`), that "
+            "join its denominator and weigh nothing: exp(sink - mu) is added to the sum (gpt-oss's attention "
+            "sinks; a sink of -inf is no sink).")
+
+
 class Softmax(Primitive):
     name = "softmax"
     doc = ("SoftMax along `over` (optionally of scale * v). Not streamable by itself: it needs the "
            "whole row. Followed by a contraction over the same axis it streams as online softmax "
-           "(Appendix A.3.2).")
+           "(Appendix A.3.2)." + SINK_DOC)
     needs_over = True
+    takes_sink = True
     params = frozenset({"over", "scale"})
     mask_neutral = True
     # The accumulator of the fused pair softmax -> contraction (Table 4, unscaled SoftMax).
@@ -348,14 +403,18 @@ class Softmax(Primitive):
                                    "mu <- max(mu', max(chunk)); delta <- exp(mu' - mu); "
                                    "z <- delta z' + sum exp(chunk - mu); acc <- delta acc + ...")
 
+    def check(self, applied):
+        super().check(applied)
+        _check_sink(self, applied)
+
     def flops(self, applied, extent):
         n = _size(applied.inputs[0], extent)
         vector = 4 * n + (n if applied.scale is not None else 0)   # max, subtract, sum, divide (+scale)
-        return {"sfu": n, "vector": vector}
+        return _added({"sfu": n, "vector": vector}, _sink_flops(self, applied, extent))
 
     def online_flops(self, applied: Applied, extent: Extent) -> dict[str, sympy.Expr]:
         """Streamed with the contraction after it (Table 4, unscaled SoftMax): no division per item;
-        the contraction's output is divided by z once instead (`pair_final_flops`)."""
+        the contraction's output is divided by z once instead (`pair_final_flops`, with the sink)."""
         n = _size(applied.inputs[0], extent)
         return {"sfu": n, "vector": 3 * n + (n if applied.scale is not None else 0)}
 
@@ -376,7 +435,7 @@ class Dot(Primitive):
         return ()
 
     def tensor_roles(self, applied):
-        first, second = (set(a) for a in applied.inputs)
+        first, second = (set(a) for a in applied.inputs[:2])
         m = tuple(a for a in applied.output if a in first and a not in second)
         n = tuple(a for a in applied.output if a in second and a not in first)
         return {"m": m, "n": n, "k": (applied.over,)}
@@ -385,18 +444,23 @@ class Dot(Primitive):
 class SoftmaxDot(Dot):
     name = "softmax_dot"
     doc = ("SoftMax-contraction: softmax of the first input along `over`, contracted with the second "
-           "over the same axis. Streamable with a running maximum and sum (Appendix A.3.2).")
+           "over the same axis. Streamable with a running maximum and sum (Appendix A.3.2)." + SINK_DOC)
     params = frozenset({"over", "scale", "accumulate"})
     accumulator = Softmax.pair_accumulator
     mask_neutral = True
+    takes_sink = True
+
+    def check(self, applied):
+        super().check(applied)
+        _check_sink(self, applied)
 
     def flops(self, applied, extent):
         scores = _size(applied.inputs[0], extent)
         vector = 3 * scores + (scores if applied.scale is not None else 0)  # max, subtract, sum (+scale)
         return {"tensor": 2 * _size(applied.domain, extent), "sfu": scores, "vector": vector}
 
-    def final_flops(self, applied, extent):
-        return {"vector": _size(applied.output, extent)}   # divide the accumulator by z
+    def final_flops(self, applied, extent):   # divide the accumulator by z (z with the sink's exp, if any)
+        return _added({"vector": _size(applied.output, extent)}, _sink_flops(self, applied, extent))
 
     def chunk_flops(self, applied, extent):
         rows = _size(self.rows(applied), extent)
@@ -428,6 +492,7 @@ def pair_chunk_flops(softmax: Applied, dot: Applied, extent: Extent) -> dict[str
     return {"sfu": rows, "vector": _size(dot.output, extent) + 2 * rows}
 
 
-def pair_final_flops(dot: Applied, extent: Extent) -> dict[str, sympy.Expr]:
-    """The fused pair divides the contraction's output by z once (as softmax_dot does)."""
-    return {"vector": _size(dot.output, extent)}
+def pair_final_flops(softmax: Applied, dot: Applied, extent: Extent) -> dict[str, sympy.Expr]:
+    """The fused pair divides the contraction's output by z once, the softmax's sink added to z first
+    (as softmax_dot does)."""
+    return _added({"vector": _size(dot.output, extent)}, _sink_flops(REGISTRY["softmax"], softmax, extent))

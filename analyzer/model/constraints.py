@@ -4,7 +4,8 @@
   along each contraction's m, n and k axes the tile must be a multiple of the instruction's size.
 - GMEM->SMEM transfers move 128 consecutive bytes: when the contiguous (last) axis of a transferred
   array is partitioned, its tile must span a multiple of 128 bytes (not along an axis a block takes one
-  index of, such as the heads: a per-head slope is one value a block).
+  index of, such as the heads: a per-head slope is one value a block; nor for a softmax's sink, a
+  logit a row that a block reads once, before its loop).
 - Block skipping under a causal mask is counted exactly when stream chunks do not straddle group
   boundaries: the stream size divides the group size, which divides the axis.
 """
@@ -26,7 +27,7 @@ def one_index_axes(schedule: Schedule) -> set[str]:
     found: set[str] = set()
     for op in schedule.ops:
         if op.primitive.contraction:
-            first, second = (set(axes_of[i]) for i in op.inputs)
+            first, second = (set(axes_of[i]) for i in op.operands)
             found |= (first & second & set(op.applied.output))
     return found
 
@@ -50,10 +51,11 @@ def hardware_divisors(schedule: Schedule, profile: Profile) -> tuple[Divisible, 
                 reason = (f"{'*'.join(s.name for s in syms)} multiple of {divisor}: "
                           f"{profile.divisors.mma_instruction} {role} of {op.name}")
                 rules.append(Divisible(syms, divisor, reason, factor))
+    sinks = {op.sink for op in schedule.ops}
     for name in schedule.loads + schedule.saves:
         array = d.arrays[name]
-        if not array.axes or array.axes[-1] in one_index_axes(schedule):
-            continue        # a scalar, or one value a block (a slope a head): no rows to coalesce
+        if not array.axes or array.axes[-1] in one_index_axes(schedule) or name in sinks:
+            continue        # a scalar, one value a block (a slope a head) or a sink: no rows to coalesce
         last = array.axes[-1]
         step = profile.divisors.coalesce_bytes // bytes_per_value(array.dtype)
         if last in symbol_of and step > 1:

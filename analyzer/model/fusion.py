@@ -83,10 +83,10 @@ class Schedule:
         return op.primitive.flops(op.applied, extent)
 
     def final_flops(self, op: Op, extent: Extent) -> dict[str, sympy.Expr]:
-        """Work done once when `op`'s output is complete (dividing by z)."""
+        """Work done once when `op`'s output is complete (dividing by z, a sink's exp added to it)."""
         reducer = next((r for r in self.reducers if r.op is op), None)
         if reducer is not None and reducer.softmax is not None:
-            return pair_final_flops(op.applied, extent)
+            return pair_final_flops(reducer.softmax.applied, op.applied, extent)
         return op.primitive.final_flops(op.applied, extent)
 
     def chunk_flops(self, reducer: Reducer, extent: Extent) -> dict[str, sympy.Expr]:

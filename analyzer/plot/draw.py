@@ -383,11 +383,15 @@ class _Drawing:
                     ax.text(bx0 + STUB - 0.05, y, axis, fontsize=6.5, color=color, va="center", ha="right",
                             style="italic", zorder=5, gid=f"copy-label:{op.name}:{name}:{axis}")
         if over is not None and over not in op.applied.output:
-            ends = [ys[self.wires[name].index(over)] for name, ys in slot.ports]
-            xc, yc = (bx0 + bx1) / 2, mean(ends)
-            for (name, _), y in zip(slot.ports, ends, strict=True):
+            reduced = [(name, ys[self.wires[name].index(over)]) for name, ys in slot.ports if over in self.wires[name]]
+            xc, yc = (bx0 + bx1) / 2, mean(y for _, y in reduced)
+            for name, y in reduced:
                 self._inner(ax, _curve(bx0, y, xc, yc), color, f"reduce:{op.name}:{name}:{over}",
                             linewidth=1.5)
+            for name, ys in slot.ports:     # a softmax's sink joins its sum: dotted into the reduction
+                if name == op.sink:
+                    self._inner(ax, _curve(bx0, ys[0], xc, yc), color, f"sink:{op.name}:{name}",
+                                linestyle=(0, (1, 1.5)), linewidth=1.3)
             ax.add_line(Line2D([xc], [yc], marker="o", markersize=5, color=color, zorder=6,
                                gid=f"reduced:{op.name}:{over}"))
 

@@ -105,10 +105,10 @@ def test_the_walk_is_head_loop_of_two_passes_then_tail(plans, name):
 def test_softmax_folded_into_its_contraction_streams_its_input(plans):
     (r,) = plans["attention"].schedule.reducers          # softmax_dot: online, its own operands
     assert render.is_online(r)
-    assert render.streamed_operands(r) == (*r.op.inputs, r.op)
+    assert render.streamed_operands(r) == (*r.op.inputs, r.op) and render.sink_of(r) is None
     softmax = SimpleNamespace(name="P", inputs=("S",))  # softmax S -> P, then P . V: S is streamed
-    folded = SimpleNamespace(op=SimpleNamespace(inputs=("P", "V"), primitive=SimpleNamespace(name="dot")),
-                             softmax=softmax)
+    folded = SimpleNamespace(op=SimpleNamespace(inputs=("P", "V"), operands=("P", "V"),
+                                                primitive=SimpleNamespace(name="dot")), softmax=softmax)
     assert render.is_online(folded)
     assert render.streamed_operands(folded) == ("S", "V", softmax)
 

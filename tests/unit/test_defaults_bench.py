@@ -94,6 +94,24 @@ def test_the_float64_evaluation_of_alibi():
     assert not torch.allclose(want, reference_attention(torch, q, k, v, True, False), atol=1e-3)
 
 
+def test_the_float64_evaluation_of_sinks():
+    """sink_attention: its sinks, the call's fourth tensor (batch, heads); its evaluation is causal attention
+    with a sink a head in the softmax's denominator, and plain causal attention where the sink is -inf."""
+    c = configure_kernels("sink_attention", "h100", sized=False, ranked=False)
+    shapes, kwargs = D.inputs(c)
+    assert shapes[3] == [1, 1] and kwargs == {"causal": True}
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 40, 64, generator=gen, dtype=torch.float64) for _ in range(3))  # d: its default
+    for sink in (0.7, 5.0):
+        sinks = torch.tensor([sink], dtype=torch.float64)
+        want = reference_attention(torch, q, k, v, True, False, sinks=sinks)
+        assert torch.allclose(D.reference(torch, c, [q, k, v, sinks]), want, rtol=1e-12, atol=1e-12)
+        assert not torch.allclose(want, reference_attention(torch, q, k, v, True, False), atol=1e-3)
+    none = torch.tensor([float("-inf")], dtype=torch.float64)
+    assert torch.allclose(D.reference(torch, c, [q, k, v, none]), reference_attention(torch, q, k, v, True, False),
+                          rtol=1e-12, atol=1e-12)
+
+
 def test_the_float64_evaluation_of_an_additive_bias():
     """bias_attention: its bias, the call's fourth tensor (batch, heads, q, x); its evaluation is
     attention with the bias added to the scaled scores, under the causal mask."""

@@ -25,7 +25,7 @@ from analyzer.hardware import Profile
 
 ATTENTION = ("attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "softcap_attention",
              "attention_unfused")
-DIAGRAMS = (*ATTENTION, "matmul", "rmsnorm_matmul", "mla_attention")
+DIAGRAMS = (*ATTENTION, "matmul", "rmsnorm_matmul", "mla_attention", "sink_attention")
 ARCHS = ("75", "80", "90")
 
 _GENERATED: dict[tuple[str, str], object] = {}

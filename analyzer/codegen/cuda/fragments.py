@@ -173,7 +173,8 @@ class FragmentWriter(CudaWriter, PlanWalk):
 
     def softmax_rows(self, suffix: str, x: CVal, over: str, op: Op, masked: bool) -> CVal:
         """Softmax of an accumulator tile along its columns (one row at a time, in base 2): op `op`'s
-        value, or with `suffix` "_p" the probabilities inside a softmax_dot."""
+        value, or with `suffix` "_p" the probabilities inside a softmax_dot; its sink, if any, joins the
+        sum as exp(sink - max)."""
         c, name = self.c, op.name
         if x.kind != "acc" or x.dims[1] != over:
             raise unrenderable(self.p, f"{op.name!r} takes a softmax over {op.applied.over} of a tile "
@@ -194,7 +195,10 @@ class FragmentWriter(CudaWriter, PlanWalk):
                       f"if ({mx}[mi][h] == {NEG_INF}) {mx}[mi][h] = 0.f; }}")
         self.loop_acc(over, f"{{ {out}[mi][j][e] = napkin::ex2({t}[mi][j][e] - {mx}[mi][e >> 1]); "
                             f"{sm}[mi][e >> 1] += {out}[mi][j][e]; }}")
-        self.loop_row(f"{sm}[mi][h] = 1.f / napkin::quad_sum({sm}[mi][h]);")
+        plus = ""
+        if op.sink is not None:     # in base 2: the maximum holds log2 e times the scores
+            plus = f" + napkin::ex2({self.at(self.value(op.sink), (self.row.name,), 'row')} * {LOG2E} - {mx}[mi][h])"
+        self.loop_row(f"{sm}[mi][h] = 1.f / (napkin::quad_sum({sm}[mi][h]){plus});")
         self.loop_acc(over, f"{out}[mi][j][e] *= {sm}[mi][e >> 1];")
         return CVal("acc", out, x.dims)
 

@@ -35,6 +35,7 @@ from analyzer.codegen.render import (
     loaded,
     neutral,
     pointwise,
+    sink_of,
     skips_mask,
     streamed_operands,
 )
@@ -372,8 +373,16 @@ class MmaKernel(FragmentWriter):
             m, n, _ = contraction_dims(self.p, op)
             if is_online(r):
                 out, inv = self.val(name), self.n("inv_{}", name)
+                sink = sink_of(r)
+                plus = ""
+                if sink is not None:    # exp(sink - m) in base 2: m holds log2 e times the scores
+                    mx = self.n("m_{}", name)
+                    s = self.at(self.value(sink), (self.row.name,), "row")
+                    c.comment(f"the sink logits {sink} join the sum once a row: exp(sink - m), in base 2")
+                    plus = (f" + napkin::ex2({s} * {SPELLING.log2e} - ({mx}[mi][h] == {NEG_INF} ? 0.f : "
+                            f"{mx}[mi][h]))")
                 c.line(f"float {inv}[MA][2];")
-                self.loop_row(f"{{ const float l = napkin::quad_sum({self.n('l_{}', name)}[mi][h]); "
+                self.loop_row(f"{{ const float l = napkin::quad_sum({self.n('l_{}', name)}[mi][h]){plus}; "
                               f"{inv}[mi][h] = l > 0.f ? 1.f / l : 0.f; }}")
                 c.line(f"float {out}[MA][{self.ext(n)} / 8][4];")
                 self.loop_acc(n, f"{out}[mi][j][e] = {acc}[mi][j][e] * {inv}[mi][e >> 1];")

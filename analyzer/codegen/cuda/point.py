@@ -183,6 +183,7 @@ class PointKernel(CudaWriter):
         if prim == "softmax":
             scale = base2_scale(SPELLING, op, self.n)
             m, l = self.n("m_{}", name), self.n("l_{}", name)
+            sink = self.need(op.sink, None) if op.sink is not None else None   # one a row: before the loop
             c.comment(f"{name} = softmax of {src} over {op.applied.over}: running max and sum (base 2)")
             c.line(f"float {m} = {NEG_INF}, {l} = 0.f;")
 
@@ -200,8 +201,14 @@ class PointKernel(CudaWriter):
             c.open("")
             c.line(f"const float mm = napkin::block_reduce<{nw}, true>({m}, napkin_red);")
             c.line(f"{l} = {m} == {NEG_INF} ? 0.f : {l} * napkin::ex2({m} - mm);")
-            c.line(f"{l} = 1.f / napkin::block_reduce<{nw}, false>({l}, napkin_red);")
-            c.line(f"{m} = mm;")
+            if sink is None:
+                c.line(f"{l} = 1.f / napkin::block_reduce<{nw}, false>({l}, napkin_red);")
+                c.line(f"{m} = mm;")
+            else:       # a row of -inf weighs nothing: its probabilities exp2(-inf - 0) are 0
+                c.comment(f"the sink logits {op.sink} join the sum: exp(sink - max), in base 2")
+                c.line(f"{m} = mm == {NEG_INF} ? 0.f : mm;")
+                c.line(f"{l} = 1.f / (napkin::block_reduce<{nw}, false>({l}, napkin_red) + "
+                       f"napkin::ex2({sink} * {SPELLING.log2e} - {m}));")
             c.close()
             self.softmaxes[name] = scale
             return

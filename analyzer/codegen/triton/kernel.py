@@ -31,6 +31,7 @@ from analyzer.codegen.render import (
     pointwise,
     runtime_axes,
     scaled_ops,
+    sink_of,
     skips_mask,
     streamed_operands,
 )
@@ -378,7 +379,16 @@ class _Writer(PlanWalk):
         acc = self.n("acc_{}", name)
         self.comment(f"tail of {name}: the accumulator is complete")
         if is_online(r):
-            self.line(f"{self.val(name)} = {acc} / {self.n('l_{}', name)}[:, None]")
+            l = self.n("l_{}", name)
+            sink = sink_of(r)
+            if sink is not None:
+                m = self.n("m_{}", name)
+                s = self.broadcast(self.widened(self.value(sink, masked=True)), dims[:1])
+                self.comment(f"the sink logits {sink} join the sum once a row: exp(sink - m), in base 2 (m holds "
+                             "log2 e times the scores)")
+                self.line(f"{l} = {l} + tl.math.exp2({s} * {SPELLING.log2e} - tl.where({m} == float('-inf'), "
+                          f"0.0, {m}))")
+            self.line(f"{self.val(name)} = {acc} / {l}[:, None]")
         else:
             self.line(f"{self.val(name)} = {acc}")
         self.vals[name] = Val(self.val(name), dims)
@@ -432,7 +442,7 @@ class _Writer(PlanWalk):
             self.vals[name] = Val(out, dims)
             return
         elif prim == "softmax":
-            self.softmax(op, x)
+            self.softmax(op, x, rest[0] if rest else None)
             return
         elif prim in ("sum", "max"):
             axis = x.dims.index(self.p.dim_of[op.applied.over])
@@ -443,7 +453,8 @@ class _Writer(PlanWalk):
             return
         self.vals[name] = Val(out, x.dims)
 
-    def softmax(self, op: Op, x: Val) -> None:
+    def softmax(self, op: Op, x: Val, sink: Val | None = None) -> None:
+        """The softmax of a whole row; `sink`, its sink logits, join the sum as exp(sink - max)."""
         name = op.name
         over = self.p.dim_of[op.applied.over]
         axis = x.dims.index(over)
@@ -455,8 +466,16 @@ class _Writer(PlanWalk):
         if mask is not None:
             self.line(f"{shifted} = tl.where({mask}, {shifted}, {SPELLING.neg_inf})")
         keep = "[:, None]" if axis == 1 else "[None, :]"
-        self.line(f"{exp} = tl.exp({shifted} - tl.max({shifted}, {axis}){keep})")
-        self.line(f"{out} = {exp} / tl.sum({exp}, {axis}){keep}")
+        if sink is None:
+            self.line(f"{exp} = tl.exp({shifted} - tl.max({shifted}, {axis}){keep})")
+            self.line(f"{out} = {exp} / tl.sum({exp}, {axis}){keep}")
+        else:
+            rows = tuple(d for d in x.dims if d != over)
+            top = self.val(name, "m")
+            self.line(f"{top} = tl.max({shifted}, {axis})")
+            self.line(f"{exp} = tl.exp({shifted} - {top}{keep})")
+            self.comment(f"the sink logits {op.sink} join the sum: exp(sink - max)")
+            self.line(f"{out} = {exp} / (tl.sum({exp}, {axis}) + tl.exp({self.broadcast(sink, rows)} - {top})){keep}")
         self.vals[name] = Val(out, x.dims)
 
     def operands(self, op: Op, ins: list[Val], a_dims, b_dims) -> tuple[str, str]:
