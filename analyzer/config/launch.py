@@ -198,7 +198,7 @@ def _hopper_expected(c: Configured, tables: HopperTables | None, profile: Profil
                           f"not {head_dim}", field="--set", hint="use --backend triton")
     time_s = predicted_time(profile, chosen, head_dim, c.dtype, seq_q=seq_q, seq_k=seq_k,
                             instances=instances, causal=r.causal, params=params, scores=chain, value_dim=e)
-    flops = 2 * instances * pairs(seq_q, seq_k, r.causal, r.window) * (head_dim + (e or head_dim))
+    flops = 2 * instances * pairs(seq_q, seq_k, r.band) * (head_dim + (e or head_dim))
     parts = chunk_times(profile, chosen, head_dim, c.dtype, params=params, scores=chain, value_dim=e)
     if params.calibrated:
         model = f"the Hopper kernel's model {params.source}"

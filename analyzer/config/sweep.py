@@ -241,7 +241,7 @@ def _hopper_sweep(launched: Launch, profile, dtype: str, sets: dict[str, int], k
     head_dim, seq_q, seq_k = size(r.head_dim), size(r.seq_q), size(r.seq_k)
     instances = math.prod(size(a) for a in instance_axes(r))
     e = value_dim(c, shown)
-    flops = 2 * instances * pairs(seq_q, seq_k, r.causal, r.window) * (head_dim + (e or head_dim))
+    flops = 2 * instances * pairs(seq_q, seq_k, r.band) * (head_dim + (e or head_dim))
     rows = []
     params = HopperParams.of(profile)
     chain = scores(c)
