@@ -157,7 +157,7 @@ def pairs(seq_q: int, seq_k: int, band: Band | None = None) -> float:
     """The (query, key) pairs whose scores the attention weighs, as FlashAttention's benchmarks count
     them: all of them without a mask; half under a causal mask; under a sliding window or a band the exact
     count (query i, top-left aligned, sees keys max(0, i - before) .. min(i + after, seq_k - 1))."""
-    if band is None:
+    if band is None or band.before is band.after is None:
         return float(seq_q * seq_k)
     if band.before is None and band.after == 0:
         return seq_q * seq_k / 2
