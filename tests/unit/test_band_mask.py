@@ -181,6 +181,29 @@ def test_band_attentions_streamed_keys_at_its_defaults():
     assert pairs(8192, 8192, Band(256, 256)) == 8192 * 513 - 256 * 257
 
 
+def test_the_fewest_transfers_napkin_finds_are_the_brute_force_minimum():
+    """H* at the SMEM's limit on an H100, by napkin's integer search (the classic rule's optimum), against
+    every tile pair the divisors allow: g_q a multiple of wgmma's m (64) dividing q, s_x one of its k (16)
+    dividing g_q (a band's blocks align with the groups), the bytes held within the limit."""
+    a = analyze("band_attention", "h100")
+    rule, level = a.kernels[0].classic_rule, a.kernels[0].levels[-1]
+    d = compile_data(shipped("band_attention"), source="b.yaml")
+    cost = level_cost(schedule(d, d.kernels[0], "smem"))
+    g, s = schedule(d, d.kernels[0], "smem").partition.symbols
+    sizes = {sym: {"q": 8192, "d": 128}[sym.name] for sym in d.size_symbols}
+    found = {}
+    for g_q in range(64, 8193, 64):
+        for s_x in range(16, g_q + 1, 16):
+            if 8192 % g_q == 0 and g_q % s_x == 0:
+                v = cost.evaluate({**sizes, g: g_q, s: s_x})
+                if v["memory_bytes"] <= level.memory_limit_bytes:
+                    found[g_q, s_x] = v["transfer_bytes"]
+    best = min(found.values())
+    assert rule.optimal_transfer_bytes == best
+    assert found[rule.optimal_tiles["g_q"], rule.optimal_tiles["s_x"]] == best
+    assert best < min(found[t] for t in found if t[0] < max(k[0] for k in found))   # the largest group wins
+
+
 # -- the pairs a band attends ---------------------------------------------------------------------------
 
 @settings(max_examples=200, deadline=None, derandomize=True)
