@@ -7,7 +7,16 @@ from __future__ import annotations
 from analyzer.codegen.cuda.common import NEG_INF, SPELLING, CudaWriter, unrenderable
 from analyzer.codegen.cuda.ids import CudaIds, Functions
 from analyzer.codegen.cuda.variants import point_variant
-from analyzer.codegen.render import MASKS, POINTWISE, band, band_terms, base2_scale, neutral, pointers, pointwise
+from analyzer.codegen.render import (
+    MASKS,
+    POINTWISE,
+    band,
+    band_terms,
+    base2_scale,
+    neutral,
+    pointers,
+    pointwise,
+)
 from analyzer.config.plan import GROUP, STREAM, Dim, band_rows
 from analyzer.diagram.compiled import Op
 

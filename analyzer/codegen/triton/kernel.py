@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from analyzer.codegen.escape import py_comment
 from analyzer.codegen.names import PlanIds, Scope
 from analyzer.codegen.render import (
-    POINTWISE,
     MASKS,
+    POINTWISE,
     PlanWalk,
     Spelling,
     band,
