@@ -286,13 +286,15 @@ def attention_inputs(torch: Any, batch: int, heads_q: int, heads_kv: int, seq_q:
 
 def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool, sigmoid: bool,
                         softcap: float | None = None, window: int | None = None, slopes: Any = None,
-                        bias: Any = None, sinks: Any = None) -> Any:
+                        bias: Any = None, sinks: Any = None,
+                        band: tuple[int | None, int | None] | None = None) -> Any:
     """float64 attention on the GPU: softmax(q k^T / sqrt(d)) v, or sigmoid(...) v; `softcap`: the scores
     bounded to softcap tanh(s / softcap) first (Gemma 2); `window` (with `causal`): query i sees keys
     i - window + 1 .. i only; `slopes` (broadcast to (batch, heads)): ALiBi's bias - m |i - j| added to
     the scaled scores; `bias`: a tensor added to the scaled scores (SDPA's float attn_mask); `sinks`
     (broadcast to (batch, heads)): a logit a head in the softmax's denominator that weighs no value
-    (gpt-oss's attention sinks), one more key column dropped after the softmax."""
+    (gpt-oss's attention sinks), one more key column dropped after the softmax; `band` (before, after):
+    query i sees keys i - before .. i + after only (None: every key on that side)."""
     q, k, v = q.double(), k.double(), v.double()
     groups = q.shape[1] // k.shape[1]
     if groups > 1:
@@ -311,6 +313,11 @@ def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool, sigmoi
         keep = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
         if window is not None:
             keep = keep.triu(-(window - 1))
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if band is not None:     # top-left aligned too
+        keep = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device)
+        keep = keep if band[0] is None else keep.triu(-band[0])
+        keep = keep if band[1] is None else keep.tril(band[1])
         scores = scores.masked_fill(~keep, float("-inf"))
     if sinks is not None and not sigmoid:
         column = sinks.double().broadcast_to(q.shape[:2])[:, :, None, None].expand(*scores.shape[:-1], 1)

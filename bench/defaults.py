@@ -184,13 +184,16 @@ def evaluate(torch: Any, d, arrays: dict[str, Any]) -> dict[str, Any]:
             rows_ = torch.arange(x.shape[q], device=x.device).reshape([-1 if i == q else 1 for i in range(x.dim())])
             cols = torch.arange(x.shape[k], device=x.device).reshape([-1 if i == k else 1 for i in range(x.dim())])
             out[op.name] = x - aligned(op.inputs[1], a.output) * (rows_ - cols).abs().double()
-        elif prim in ("causal_mask", "window_mask"):
+        elif prim in ("causal_mask", "window_mask", "band_mask"):    # query i sees keys i - before .. i + after
             q, k = a.output.index(a.query), a.output.index(a.key)
             rows_ = torch.arange(x.shape[q], device=x.device).reshape([-1 if i == q else 1 for i in range(x.dim())])
             cols = torch.arange(x.shape[k], device=x.device).reshape([-1 if i == k else 1 for i in range(x.dim())])
-            hidden = cols > rows_
-            if a.window is not None:        # and the keys before the window
-                hidden = hidden | (cols <= rows_ - int(a.window))
+            before, after = op.primitive.keys_before(a), op.primitive.keys_after(a)
+            hidden = torch.zeros((), dtype=torch.bool, device=x.device)
+            if after is not None:           # the keys after the band (after the query, under a causal mask)
+                hidden = hidden | (cols > rows_ + int(after))
+            if before is not None:          # and those before it
+                hidden = hidden | (cols < rows_ - int(before))
             out[op.name] = x.masked_fill(hidden, float("-inf"))
         else:
             out[op.name] = {"exp": torch.exp, "sigmoid": torch.sigmoid, "relu": torch.relu, "tanh": torch.tanh,

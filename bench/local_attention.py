@@ -243,6 +243,7 @@ def timing(run: Run) -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from analyzer.config.scores import pairs
+    from analyzer.diagram.interface import Band
     torch = run.torch
     local_fa4, causal_fa4 = fa4(run.cap, run.window), fa4(0.0, None)
     local_flex = flex(run.cap, run.window)
@@ -265,8 +266,8 @@ def timing(run: Run) -> None:
                      "causal_fa4": (lambda: causal_fa4(q, k, v)) if causal_fa4 else None,
                      "causal_cudnn": sdpa}
             row = {"d": d, "seqlen": seq}
-            local_flops = 4 * BATCH * HEADS * pairs(seq, seq, True, run.window) * d
-            causal_flops = 4 * BATCH * HEADS * pairs(seq, seq, True) * d
+            local_flops = 4 * BATCH * HEADS * pairs(seq, seq, Band(run.window - 1, 0)) * d
+            causal_flops = 4 * BATCH * HEADS * pairs(seq, seq, Band(None, 0)) * d
             for name, fn in timed.items():
                 if fn is None:
                     row[name] = None

@@ -369,6 +369,17 @@ def extra_shape(r: Attention, axes: tuple[str, ...], *, shown: bool = False) -> 
     return ["batch", "heads" if shown else "heads_q", *(seqs[a] for a in axes if a in seqs)]
 
 
+def _band_doc(r: Attention) -> str:
+    """The end of the wrapper's first sentence: which keys a query sees under a sliding window or a band."""
+    if r.window:
+        return f", with a sliding window:\n{INDENT}query i sees keys i - {r.window - 1} .. i only."
+    if r.band is None or r.causal:
+        return "."
+    first = "0" if r.band.before is None else f"i - {r.band.before}"
+    last = "the last" if r.band.after is None else f"i + {r.band.after}"
+    return f", with a band:\n{INDENT}query i sees keys {first} .. {last} only."
+
+
 def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str | None, keys: str | None,
                        device: str | None, strides: bool, scope: Scope) -> list[str]:
     d = g.diagram
@@ -386,7 +397,7 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
              f'{INDENT}"""{py_doc(d.title)}: (batch, heads, seqlen, head_dim) tensors, laid out and called as',
              f"{INDENT}torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal={r.causal}"
              + (", enable_gqa=True" if r.group else "") + ")"
-             + (f", with a sliding window:\n{INDENT}query i sees keys i - {r.window - 1} .. i only." if r.window else "."),
+             + _band_doc(r),
              f"{INDENT}k and v may have fewer heads than q when the diagram has a query group axis"
              f" ({r.group or 'this one has none'}). `out`, if given, receives the result."
              + (f"\n{INDENT}v's last dimension is the value head dim ({py_doc(r.value_dim)}), which may differ "

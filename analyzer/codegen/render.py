@@ -13,8 +13,9 @@ here, once:
   paired with a contraction is not written on its own but folded into it as online softmax;
 - the neutral element a masked slot gets from what consumes it (`neutral`), the operands a streamed
   contraction reads (`streamed_operands`), the base-2 scale of an online softmax (`base2_scale`) and
-  its sink (`sink_of`: exp(sink - m) joins the finished sum, in base 2 log2 e times the sink), and a
-  causal mask that interior chunks skip (`skips_mask`);
+  its sink (`sink_of`: exp(sink - m) joins the finished sum, in base 2 log2 e times the sink), a mask
+  that interior chunks skip (`skips_mask`), and which keys a mask keeps: every mask is a band, query i
+  seeing keys i - before .. i + after (`band`, `band_terms`, `band_words`);
 - the expression of an elementwise primitive from its operands' expressions (`pointwise`).
 
 What differs stays with each backend: a Triton tile is one value, a CUDA one a loop over mma
@@ -31,14 +32,15 @@ from analyzer.codegen.names import PlanIds
 from analyzer.common.errors import NapkinError
 from analyzer.config.plan import STREAM, WHOLE, KernelPlan, streamed_operands
 from analyzer.diagram.compiled import Op
+from analyzer.diagram.primitives import REGISTRY, Mask
 from analyzer.model.fusion import Reducer
 
 # Elementwise primitives of one input and of two: each backend spells every one (Spelling)
 UNARY = ("exp", "sigmoid", "relu", "tanh", "gelu", "reciprocal", "rsqrt")
 BINARY = ("add", "sub", "mul", "div")
 # The primitives whose rendering is the backend's own code, not an entry of its table
-STRUCTURAL = ("dot", "softmax_dot", "softmax", "scale", "shift", "softcap", "causal_mask", "window_mask", "alibi",
-              "sum", "max")
+MASKS = tuple(n for n, p in REGISTRY.items() if isinstance(p, Mask))     # causal_mask, window_mask, band_mask
+STRUCTURAL = ("dot", "softmax_dot", "softmax", "scale", "shift", "softcap", *MASKS, "alibi", "sum", "max")
 
 
 @dataclass(frozen=True)
@@ -136,10 +138,37 @@ def base2_scale(spell: Spelling, op: Op, ids: PlanIds) -> str:
 
 
 def skips_mask(p: KernelPlan, op: Op, *, masked: bool) -> bool:
-    """Whether mask `op` (causal or a window) passes its input through unchanged: in the unmasked pass of
-    a loop with block skipping, whose chunks lie below the diagonal (and inside every row's window)."""
+    """Whether mask `op` (causal, a window or a band) passes its input through unchanged: in the unmasked
+    pass of a loop with block skipping, whose chunks lie inside every row's band (below the diagonal)."""
     skip = p.schedule.skip
     return skip is not None and skip.mask is op and not masked
+
+
+def band(op: Op) -> tuple[int | None, int | None]:
+    """The keys mask `op` lets a query see before its own and after it (None: all on that side)."""
+    before, after = op.primitive.keys_before(op.applied), op.primitive.keys_after(op.applied)
+    return (None if before is None else int(before)), (None if after is None else int(after))
+
+
+def band_terms(oq: str, ok: str, before: int | None, after: int | None) -> list[str]:
+    """The conditions under which key offset `ok` lies in the band around query offset `oq` (every one
+    must hold): not after the query (causal), at most `after` past it, fewer than `before` + 1 before it."""
+    terms = [f"{oq} >= {ok}"] if after == 0 else [] if after is None else [f"{ok} <= {oq} + {after}"]
+    return terms + ([] if before is None else [f"{ok} > {oq} - {before + 1}"])
+
+
+def skipping_words(after: int, query: str, key: str) -> str:
+    """What block skipping leaves a block of `query` rows, for the comment above its chunk bounds."""
+    return (f"causal block skipping: this block's {query} rows see {key} up to their last row" if not after else
+            f"block skipping under a band: this block's {query} rows see {key} up to {after} past their last row")
+
+
+def band_words(before: int | None, after: int | None) -> str:
+    """A mask's band in words, for a comment: causal, a window of w, or a band."""
+    if after == 0:
+        return "causal mask" if before is None else f"causal, a window of {before + 1}"
+    sides = [f"{n} {side}" for n, side in ((before, "before"), (after, "after")) if n is not None]
+    return f"a band: {' and '.join(sides)} a query's own key"
 
 
 POINTWISE = frozenset({"scale", "shift", "softcap", *UNARY, *BINARY})
@@ -203,8 +232,8 @@ class PlanWalk:
 
     def spans(self) -> tuple[str, ...]:
         """The passes over the chunks, in order: the interior chunks (no masks) and the edge ones
-        (masked: on the diagonal or past the end), and under a sliding window first the chunks where
-        some of the block's rows see only part (`left`, masked)."""
+        (masked: on the diagonal or a band's right edge, or past the end), and under a sliding window or a
+        band with `before` first the chunks where some of the block's rows see only part (`left`, masked)."""
         skip = self.s.skip
         return ("left", "interior", "edge") if skip is not None and skip.before is not None else \
             ("interior", "edge")
@@ -263,6 +292,7 @@ class PlanWalk:
         """After both passes, before the accumulators are finished."""
 
 
-__all__ = ["UNARY", "BINARY", "STRUCTURAL", "POINTWISE", "Spelling", "check_plan", "pointers", "loaded",
+__all__ = ["UNARY", "BINARY", "MASKS", "STRUCTURAL", "POINTWISE", "Spelling", "check_plan", "pointers", "loaded",
            "scaled_ops", "runtime_axes", "contraction_dims", "neutral", "is_online", "streamed_operands",
-           "sink_of", "base2_scale", "skips_mask", "pointwise", "PlanWalk"]
+           "sink_of", "base2_scale", "skips_mask", "band", "band_terms", "band_words", "skipping_words",
+           "pointwise", "PlanWalk"]

@@ -46,7 +46,7 @@ from analyzer.config.by_size import INSTANCES, LENGTHS, nearest
 from analyzer.config.configure import configurations, names_of, schedule_of
 from analyzer.config.kernels import Configured
 from analyzer.config.overlap import Stage, bound
-from analyzer.config.scores import SOFTMAX, Scores, scores_of
+from analyzer.config.scores import MASKS, SOFTMAX, Scores, scores_of
 from analyzer.diagram.interface import Attention
 from analyzer.hardware import Profile, hopper_fit
 
@@ -538,6 +538,10 @@ def realisable(c: Configured) -> str | None:
     found = scores(c)
     if isinstance(found, str):
         return f"{c.source_file}: {found}"
+    band = next((o for o in found.ops if o.primitive in MASKS and o.right != 0), None)
+    if band is not None:        # the kernel walks and masks a tile up to its diagonal (scores.ScoreOp.right)
+        return (f"{c.source_file}: {band.name} ({band.primitive}) lets a query see {band.right or 'all the'} keys "
+                "after its own; the Hopper kernel masks every key after the query (causal, or after: 0)")
     p = c.kernels[0].plan
     if found.sink:     # Scores reads it; the kernel's finalisation does not add it yet
         return (f"{c.source_file}: its softmax takes a sink ({c.diagram.op(r.output).sink}), which the Hopper kernel "

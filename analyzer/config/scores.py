@@ -24,10 +24,12 @@ bias a column's alone (`ScoreOp.shifted`): under a causal mask every weighed key
 An additive bias (`add` with an input of the call: SDPA's float attn_mask) is one add a score on the
 lanes and a tile of the bias a chunk, which the consumers load from memory (the model's loads count it).
 
-A mask (`causal_mask`, or `window_mask`: causal with a sliding window) sets -inf where the diagram puts
-it; the ops after it must carry a masked score to what the normalisation ignores (-inf before the
-softmax, 0 before a plain sum), so that the blocks it empties can be skipped: a softcap after a mask
-would turn -inf into -cap, which the softmax weighs.
+A mask (`causal_mask`, `window_mask`: causal with a sliding window, or `band_mask`: query i sees keys
+i - before .. i + after) sets -inf where the diagram puts it; the ops after it must carry a masked score
+to what the normalisation ignores (-inf before the softmax, 0 before a plain sum), so that the blocks it
+empties can be skipped: a softcap after a mask would turn -inf into -cap, which the softmax weighs. Each
+mask is read as its band: the keys a query sees before its own (`ScoreOp.window`, its own included) and
+after it (`ScoreOp.right`: 0 for a causal mask, and so for a band with after: 0, which is the same mask).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ import numpy as np
 import sympy
 
 from analyzer.diagram.compiled import Op
+from analyzer.diagram.interface import Band
+from analyzer.diagram.primitives import REGISTRY, Mask
 
 # Elementwise primitives the consumers apply to the scores in registers, with the special-function
 # operations a score each costs as the kernel lowers it (analyzer.codegen.hopper.kernel)
@@ -48,7 +52,7 @@ SFU_PER_SCORE = {"scale": 0, "relu": 0, "sigmoid": 1, "exp": 1, "tanh": 1, "soft
 VECTOR_PER_SCORE = {"alibi": 2, "alibi shifted": 1, "add": 1}
 SLOPED = ("alibi",)        # ops whose second input is a slope a head (an extra input of the call)
 BIASED = ("add",)          # ops whose second input is a bias read from memory a chunk (an extra input)
-MASKS = ("causal_mask", "window_mask")      # set -inf where a key is after the query (or outside its window)
+MASKS = tuple(n for n, p in REGISTRY.items() if isinstance(p, Mask))   # set -inf where a key is outside a band
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,9 @@ class ScoreOp:
     primitive: str
     scale: sympy.Expr | None = None
     cap: sympy.Expr | None = None
-    window: int | None = None           # window_mask: the keys a query sees, its own included
+    window: int | None = None           # a mask: the keys a query sees before its own and its own; None: all
     shifted: bool = False               # alibi: applied as m (j - r), the row's part left to the softmax
+    right: int | None = 0               # a mask: the keys a query sees after its own (0: causal); None: all
 
     @property
     def lowering(self) -> str:
@@ -92,12 +97,17 @@ class Scores:
     @property
     def causal(self) -> bool:
         """Whether a mask hides the keys after each query (top-left aligned)."""
-        return any(o.primitive in MASKS for o in self.ops)
+        return any(o.primitive in MASKS and o.right == 0 for o in self.ops)
 
     @property
     def window(self) -> int | None:
         """The keys a query sees under the narrowest sliding window, its own included; None: all before it."""
         return min((o.window for o in self.ops if o.window is not None), default=None)
+
+    @property
+    def right(self) -> int | None:
+        """The keys a query sees after its own under the narrowest mask (0: causal); None: all, or no mask."""
+        return min((o.right for o in self.ops if o.primitive in MASKS and o.right is not None), default=None)
 
     @property
     def sfu_per_score(self) -> int:
@@ -148,16 +158,18 @@ class Scores:
 SOFTMAX = Scores()
 
 
-def pairs(seq_q: int, seq_k: int, causal: bool, window: int | None = None) -> float:
+def pairs(seq_q: int, seq_k: int, band: Band | None = None) -> float:
     """The (query, key) pairs whose scores the attention weighs, as FlashAttention's benchmarks count
-    them: all of them; half under a causal mask; under a sliding window the exact count (query i, top-left
-    aligned, sees keys max(0, i - window + 1) .. min(i, seq_k - 1))."""
-    if not causal:
+    them: all of them without a mask; half under a causal mask; under a sliding window or a band the exact
+    count (query i, top-left aligned, sees keys max(0, i - before) .. min(i + after, seq_k - 1))."""
+    if band is None or band.before is band.after is None:
         return float(seq_q * seq_k)
-    if window is None:
+    if band.before is None and band.after == 0:
         return seq_q * seq_k / 2
     i = np.arange(seq_q)
-    return float(np.maximum(np.minimum(i, seq_k - 1) - np.maximum(i - window + 1, 0) + 1, 0).sum())
+    first = 0 if band.before is None else np.maximum(i - band.before, 0)
+    last = seq_k - 1 if band.after is None else np.minimum(i + band.after, seq_k - 1)
+    return float(np.maximum(last - first + 1, 0).sum())
 
 
 def scores_of(ops: list[Op], head_dim: str, seq_k: str, seq_q: str | None = None,
@@ -193,9 +205,7 @@ def scores_of(ops: list[Op], head_dim: str, seq_k: str, seq_q: str | None = None
             return f"{op.name} takes {len(op.inputs)} inputs; the Hopper kernel's score ops take the scores alone"
         if p in MASKS and op.applied.key != seq_k:
             return f"{op.name} masks along {op.applied.key}, not the keys {seq_k}"
-        out.append(ScoreOp(op.name, p, op.applied.scale if p == "scale" else None,
-                           op.applied.cap if p == "softcap" else None,
-                           int(op.applied.window) if p == "window_mask" else None))
+        out.append(_score_op(op))
     softmax = names[-1] == "softmax_dot"
     if last.sink is not None and (last.sink not in extras or set(last.applied.inputs[2]) & {seq_q, seq_k}):
         return (f"{last.name}'s sink {last.sink} is not a logit a head from the call; the Hopper kernel would load "
@@ -214,18 +224,29 @@ def scores_of(ops: list[Op], head_dim: str, seq_k: str, seq_q: str | None = None
         return "its scores take two biases; the Hopper kernel loads one (add them into one input)"
     if sum(o.primitive in SLOPED for o in out) > 1:
         return "its scores take two ALiBi biases; the Hopper kernel loads one slope a head (add the slopes)"
-    out = [_shifted(o, out[i + 1:], softmax, any(x.primitive in MASKS for x in out)) for i, o in enumerate(out)]
+    causal = Scores(tuple(out)).causal
+    out = [_shifted(o, out[i + 1:], softmax, causal) for i, o in enumerate(out)]
     return Scores(tuple(out), softmax=softmax, sink=last.sink is not None)
+
+
+def _score_op(op: Op) -> ScoreOp:
+    """The chain's op of diagram op `op`: a mask as its band (window: before + 1; right: after)."""
+    p, a = op.primitive, op.applied
+    if isinstance(p, Mask):
+        before, after = p.keys_before(a), p.keys_after(a)
+        return ScoreOp(op.name, p.name, window=None if before is None else int(before) + 1,
+                       right=None if after is None else int(after))
+    return ScoreOp(op.name, p.name, a.scale if p.name == "scale" else None, a.cap if p.name == "softcap" else None)
 
 
 ROW_INVARIANT = ("scale", *MASKS)     # ops that keep a constant a row a constant a row (or -inf)
 
 
-def _shifted(op: ScoreOp, after: list[ScoreOp], softmax: bool, masked: bool) -> ScoreOp:
+def _shifted(op: ScoreOp, after: list[ScoreOp], softmax: bool, causal: bool) -> ScoreOp:
     """ALiBi's op as the kernel may apply it: m (j - r) alone where the softmax follows through ops that
-    keep a row's constant a row's constant and a mask keeps only keys j <= i (the row's part, -m (i - r),
-    then changes no probability)."""
-    if op.primitive not in SLOPED or not softmax or not masked or any(a.primitive not in ROW_INVARIANT
+    keep a row's constant a row's constant and a causal mask keeps only keys j <= i (the row's part,
+    -m (i - r), then changes no probability)."""
+    if op.primitive not in SLOPED or not softmax or not causal or any(a.primitive not in ROW_INVARIANT
                                                                         for a in after):
         return op
     return ScoreOp(op.name, op.primitive, shifted=True)

@@ -247,7 +247,8 @@ class _Compiler:
     def _op(self, spec: OpSpec, path: str, column: int, axes: dict[str, Axis],
             axes_of: dict[str, tuple[str, ...]], known: set[str]) -> Op:
         prim = primitives.get(spec.primitive, field=f"{path}.primitive")
-        for param in ("over", "scale", "offset", "cap", "window", "query", "key", "accumulate"):
+        for param in ("over", "scale", "offset", "cap", "window", "before", "after", "query", "key",
+                      "accumulate"):
             given = getattr(spec, param) is not None
             if given and param not in prim.params:
                 raise NapkinError(f"primitive {prim.name} takes no `{param}`", field=f"{path}.{param}",
@@ -281,9 +282,11 @@ class _Compiler:
         offset = None if spec.offset is None else parse_expr(spec.offset, names=set(),
                                                                field=f"{path}.offset")
         cap = None if spec.cap is None else parse_expr(spec.cap, names=set(), field=f"{path}.cap")
-        window = None if spec.window is None else parse_expr(spec.window, names=set(), field=f"{path}.window")
+        window, before, after = (None if getattr(spec, f) is None else
+                                 parse_expr(getattr(spec, f), names=set(), field=f"{path}.{f}")
+                                 for f in ("window", "before", "after"))
         applied = primitives.Applied(tuple(axes_of[n] for n in spec.inputs), axes_of[spec.name],
-                                     spec.over, spec.query, spec.key, scale, offset, cap, window)
+                                     spec.over, spec.query, spec.key, scale, offset, cap, window, before, after)
         try:
             prim.check(applied)
         except ValueError as exc:

@@ -2,8 +2,10 @@
 
 An attention-shaped diagram (scores from a contraction of two inputs, then a contraction of what they
 become with a third input over the key axis) is called like torch's scaled_dot_product_attention:
-`attention(q, k, v, causal=...)` (a causal mask or a sliding window, `window_mask`) with tensors of shape (batch, heads, seqlen, head_dim), where k and v may
-have fewer heads (grouped-query). The roles are read off the diagram's structure, not its names:
+`attention(q, k, v, causal=...)` with tensors of shape (batch, heads, seqlen, head_dim), where k and v may
+have fewer heads (grouped-query); `causal` says whether the diagram's masks hide every key after its
+query (`causal_mask`, a sliding `window_mask`, a `band_mask` with after: 0), and `band` which keys a query
+sees. The roles are read off the diagram's structure, not its names:
 
 - head_dim: the axis the scores' contraction reduces;   seq_q / seq_k: its m and n axes;
 - heads: an axis shared by the query, key and value;    group: an axis only the query has (GQA);
@@ -24,12 +26,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from analyzer.diagram.compiled import Diagram, Op
-from analyzer.diagram.primitives import CausalMask
+from analyzer.diagram.primitives import Mask, narrower
 from analyzer.diagram.weave import Outer
 
 NORMALISERS = ("softmax", "softmax_dot", "sigmoid")   # what turns scores into attention weights
 BATCH = Outer("batch", "batch entries (torch's leading dimension): the whole diagram weaved over them")
 HEADS = Outer("heads", "attention heads: the whole diagram weaved over them")
+
+
+@dataclass(frozen=True)
+class Band:
+    """The keys each query sees under the diagram's masks: query i sees keys i - before .. i + after, top-left
+    aligned like torch's is_causal (None: every key on that side). Two masks: the narrower bound on each side."""
+
+    before: int | None
+    after: int | None
+
+    @property
+    def causal(self) -> bool:
+        """Whether every key after its query is hidden."""
+        return self.after == 0
 
 
 @dataclass(frozen=True)
@@ -46,9 +62,18 @@ class Attention:
     value_dim: str
     heads: str | None
     group: str | None
-    causal: bool
-    window: int | None = None     # keys a query sees under a sliding window (window_mask); None: all before it
+    band: Band | None = None      # the keys a query sees under the masks; None: no mask, every key
     extras: tuple[str, ...] = ()  # inputs of the score chain besides q, k and v, in file order
+
+    @property
+    def causal(self) -> bool:
+        """Whether the masks hide every key after its query (the call's `causal`)."""
+        return self.band is not None and self.band.causal
+
+    @property
+    def window(self) -> int | None:
+        """Under a causal mask, the keys a query sees, its own included (a sliding window); None: all before it."""
+        return self.band.before + 1 if self.causal and self.band.before is not None else None
 
     @property
     def outer(self) -> tuple[Outer, ...]:
@@ -104,11 +129,21 @@ def _attention(d: Diagram) -> Attention | None:
         return None
     if any(not set(axes[e]) <= {*shared, *group, seq_q, seq_k} for e in extras):
         return None     # an extra input is laid out along the heads and the two sequences only
-    masks = [o for o in d.ops if isinstance(o.primitive, CausalMask)]
-    windows = [int(o.applied.window) for o in masks if o.applied.window is not None]
     return Attention(q_name, k_name, v_name, mix.name, seq_q, seq_k, scores.applied.over, value_dim[0],
-                     next(iter(shared), None), group[0] if group else None, bool(masks),
-                     min(windows) if windows else None, extras)
+                     next(iter(shared), None), group[0] if group else None, _band(d), extras)
+
+
+def _band(d: Diagram) -> Band | None:
+    """What the diagram's masks leave a query: each side's narrowest bound over them; None: no mask."""
+    masks = [o for o in d.ops if isinstance(o.primitive, Mask)]
+    if not masks:
+        return None
+    before = after = None
+    for o in masks:
+        b, a = o.primitive.keys_before(o.applied), o.primitive.keys_after(o.applied)
+        before = narrower(before, None if b is None else int(b))
+        after = narrower(after, None if a is None else int(a))
+    return Band(before, after)
 
 
 def _feeds(d: Diagram, first: Op, last: Op, extras: tuple[str, ...]) -> bool:

@@ -51,6 +51,8 @@ class Applied:
     offset: sympy.Expr | None = None     # shift's constant
     cap: sympy.Expr | None = None        # softcap's bound
     window: sympy.Expr | None = None     # window_mask's width in keys
+    before: sympy.Expr | None = None     # band_mask: the keys a query sees before its own (None: all)
+    after: sympy.Expr | None = None      # band_mask: the keys a query sees after its own (None: all)
 
     @property
     def domain(self) -> tuple[str, ...]:
@@ -231,10 +233,12 @@ class Scale(Primitive):
         return bool(applied.scale.is_positive)
 
 
-class CausalMask(Primitive):
-    name = "causal_mask"
-    doc = ("Set items whose `key` index exceeds their `query` index to -inf (top-left aligned, like "
-           "torch's is_causal). Blocks entirely above the diagonal can be skipped when streaming.")
+class Mask(Primitive):
+    """A mask: -inf at the items whose `key` index lies outside a band around their `query` index, the
+    rest passed through. Query i sees keys i - keys_before .. i + keys_after (top-left aligned, like
+    torch's is_causal; None: every key on that side), so a streamed kernel may skip the blocks entirely
+    outside the band. causal_mask is the band (all before, 0 after), window_mask (w) the band (w - 1, 0)."""
+
     params = frozenset({"query", "key"})
 
     def check(self, applied):
@@ -252,6 +256,27 @@ class CausalMask(Primitive):
     def keys_before(self, applied: Applied) -> sympy.Expr | None:
         """How many keys before its own position a query sees; None: all of them."""
         return None
+
+    def keys_after(self, applied: Applied) -> sympy.Expr | None:
+        """How many keys after its own position a query sees; None: all of them."""
+        return None
+
+    def keeps_neg_inf(self, applied):
+        return True     # it only adds -inf
+
+
+def narrower(a: sympy.Expr | int | None, b: sympy.Expr | int | None) -> sympy.Expr | int | None:
+    """The tighter of two masks' bounds on one side (None: no bound): both masks applied."""
+    return b if a is None else a if b is None else min(a, b)
+
+
+class CausalMask(Mask):
+    name = "causal_mask"
+    doc = ("Set items whose `key` index exceeds their `query` index to -inf (top-left aligned, like "
+           "torch's is_causal). Blocks entirely above the diagonal can be skipped when streaming.")
+
+    def keys_after(self, applied):
+        return sympy.Integer(0)
 
 
 class WindowMask(CausalMask):
@@ -271,6 +296,30 @@ class WindowMask(CausalMask):
 
     def keys_before(self, applied):
         return applied.window - 1
+
+
+class BandMask(Mask):
+    name = "band_mask"
+    doc = ("Local attention, not causal (FlashAttention's window_size=(before, after)): query i sees keys "
+           "i - `before` .. i + `after`, the rest set to -inf (top-left aligned). Either bound may be left out "
+           "(no bound on that side), not both. Blocks entirely outside the band can be skipped when streaming.")
+    params = frozenset({"query", "key", "before", "after"})
+
+    def check(self, applied):
+        super().check(applied)
+        if applied.before is None and applied.after is None:
+            raise ValueError("band_mask needs `before` or `after` (or both): how many keys before and after "
+                             "its own a query sees, e.g. before: 256, after: 256")
+        for side in ("before", "after"):
+            n = getattr(applied, side)
+            if n is not None and not (n.is_Integer and n >= 0):
+                raise ValueError(f"band_mask's {side} is {n}: a whole number of keys, at least 0")
+
+    def keys_before(self, applied):
+        return applied.before
+
+    def keys_after(self, applied):
+        return applied.after
 
 
 class Alibi(Primitive):
@@ -473,7 +522,8 @@ class SoftmaxDot(Dot):
 
 REGISTRY: dict[str, Primitive] = {p.name: p for p in (
     Dot(), SoftmaxDot(), Softmax(), Exp(), Sigmoid(), Relu(), Tanh(), Gelu(), Reciprocal(), Rsqrt(), Scale(),
-    Shift(), Softcap(), Add(), Sub(), Mul(), Div(), Sum(), Max(), CausalMask(), WindowMask(), Alibi())}
+    Shift(), Softcap(), Add(), Sub(), Mul(), Div(), Sum(), Max(), CausalMask(), WindowMask(), BandMask(),
+    Alibi())}
 
 
 def get(name: str, *, field: str | None = None) -> Primitive:

@@ -81,11 +81,15 @@ class OpSpec(Strict):
                                              "(e.g. `1e-6`, RMSNorm's epsilon); a number.")
     cap: int | float | str | None = Field(None, description="softcap: the bound of cap tanh(v / cap) (e.g. `50`, "
                                           "Gemma 2's attention scores); a positive number.")
-    query: str | None = Field(None, description="causal_mask, window_mask, alibi: the query axis.")
-    key: str | None = Field(None, description="causal_mask, window_mask, alibi: the key axis.")
+    query: str | None = Field(None, description="causal_mask, window_mask, band_mask, alibi: the query axis.")
+    key: str | None = Field(None, description="causal_mask, window_mask, band_mask, alibi: the key axis.")
     window: int | float | str | None = Field(None, description="window_mask: how many keys a query sees, its own "
                                      "and those before it (e.g. `4096`, Mistral's and Gemma 2's sliding "
                                      "window); a whole number.")
+    before: int | float | str | None = Field(None, description="band_mask: how many keys before its own a query "
+                                             "sees (e.g. `256`); a whole number, at least 0. Left out: all.")
+    after: int | float | str | None = Field(None, description="band_mask: how many keys after its own a query "
+                                            "sees (e.g. `256`); a whole number, at least 0. Left out: all.")
     weave: list[str] | None = Field(None, description="Optional: the weaved axes, checked against "
                                     "the ones the shapes imply.")
     dtype: DType | None = None

@@ -315,6 +315,12 @@ class TermModel:
 
 def _skipping(skip) -> str:
     """What block skipping drops, in a line (analyzer.model.fusion.skip_extent counts it)."""
+    if skip.after != 0:     # a band: not causal
+        start = (f"from the chunk of its first row's first {skip.key} ({skip.before} before a row's own)"
+                 if skip.before is not None else f"from the first {skip.key}")
+        end = (f"to the chunk of its last row's last {skip.key} ({skip.after} after a row's own)"
+               if skip.after is not None else f"to the last {skip.key}")
+        return f"{skip.mask.name}: group of {skip.query} streams {skip.key} {start} {end}"
     text = f"{skip.mask.name}: group of {skip.query} streams {skip.key} up to its diagonal"
     if skip.before is not None:
         text += (f", from the chunk of its first row's first {skip.key} (a window of {skip.before + 1}: "

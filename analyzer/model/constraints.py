@@ -6,8 +6,8 @@
   array is partitioned, its tile must span a multiple of 128 bytes (not along an axis a block takes one
   index of, such as the heads: a per-head slope is one value a block; nor for a softmax's sink, a
   logit a row that a block reads once, before its loop).
-- Block skipping under a causal mask is counted exactly when stream chunks do not straddle group
-  boundaries: the stream size divides the group size, which divides the axis.
+- Block skipping under a mask (causal, a window, a band) is counted exactly when stream chunks do not
+  straddle group boundaries: the stream size divides the group size, which divides the axis.
 """
 
 from __future__ import annotations
@@ -76,8 +76,9 @@ def skip_divides(schedule: Schedule) -> tuple[Divides, ...]:
     s = part.stream[1]
     g = part.group_sizes.get(schedule.skip.query)
     query, key = d.size(schedule.skip.query), d.size(schedule.skip.key)
+    kind = "causal" if schedule.skip.after == 0 else "masked"     # a band's blocks as a causal mask's
     if g is None:
-        return (Divides(s, query, f"{s.name} divides {query}: causal blocks align with queries"),)
-    return (Divides(s, g, f"{s.name} divides {g.name}: causal blocks align with query groups"),
+        return (Divides(s, query, f"{s.name} divides {query}: {kind} blocks align with queries"),)
+    return (Divides(s, g, f"{s.name} divides {g.name}: {kind} blocks align with query groups"),
             Divides(g, query, f"{g.name} divides {query}: whole query groups"),
             Divides(g, key, f"{g.name} divides {key}: whole key blocks"))

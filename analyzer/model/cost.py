@@ -151,8 +151,8 @@ def _level_cost(schedule: Schedule) -> LevelCost:
     counted["edge_bytes"] = sympy.Add(*(v * d.arrays[n].bytes_per_value for n, _, v in by_array
                                         if b is None or b not in d.arrays[n].axes))
     # under block skipping, the query groups of one grid index carry work 1 .. n (their number, n);
-    # 1: every group streams as much (analyzer.model.imbalance). Under a sliding window the work rises
-    # to the window's and stays there: the ramp 1 .. n overstates the tail's imbalance (an upper bound)
+    # 1: every group streams as much (analyzer.model.imbalance). Under a sliding window or a band the work
+    # rises to the band's and stays there: the ramp 1 .. n overstates the tail's imbalance (an upper bound)
     skipped = schedule.skip.query if schedule.skip else None
     counted["ramp"] = counts.get(skipped, sympy.Integer(1))
     # chunks streamed, summed over the groups (their mean length under block skipping)

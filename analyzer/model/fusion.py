@@ -23,8 +23,9 @@ from analyzer.diagram.compiled import Diagram, Kernel, Op, Partition
 from analyzer.diagram.primitives import (
     REGISTRY,
     Accumulator,
-    CausalMask,
     Extent,
+    Mask,
+    narrower,
     pair_chunk_flops,
     pair_final_flops,
 )
@@ -42,13 +43,15 @@ class Reducer:
 
 @dataclass(frozen=True)
 class Skip:
-    """Block skipping under a causal mask: group i of `query` streams `key` only up to its diagonal,
-    and under a sliding window (window_mask) only from the chunk where its first row's window begins."""
+    """Block skipping under a mask: group i of `query` streams `key` only from the chunk where its first
+    row's band begins (a sliding window, a band) to the chunk where its last row's ends (its diagonal
+    under a causal mask). The band is the narrowest every mask along `key` leaves (`mask`: one of them)."""
 
     mask: Op
     query: str
     key: str
     before: sympy.Expr | None = None    # keys before its own a query sees (window - 1); None: all
+    after: sympy.Expr | None = sympy.Integer(0)     # keys after its own a query sees (0: causal); None: all
 
 
 @dataclass(frozen=True)
@@ -246,15 +249,32 @@ def _paired_softmax(diagram: Diagram, op: Op, b: str, members: set[str]) -> Op |
 
 def _skip(diagram: Diagram, body: tuple[Op, ...], reducers: list[Reducer], saves: list[str],
           partition: Partition, sub: nx.DiGraph) -> tuple[Skip | None, tuple[str, ...]]:
-    """Whether a causal mask lets group i of the query axis stop streaming at its diagonal (and a sliding
-    window start it where its first row's window begins): where every reducer ignores what is masked."""
+    """Whether a mask lets group i of the query axis stop streaming where its last row's band ends (its
+    diagonal under a causal mask) and start where its first row's begins (a sliding window, a band): where
+    every reducer ignores what is masked. Masks along the same axes narrow each other's band."""
     b = partition.stream[0]
-    masks = [o for o in body if isinstance(o.primitive, CausalMask) and o.applied.key == b]
+    masks = [o for o in body if isinstance(o.primitive, Mask) and o.applied.key == b]
     if not masks:
         return None, ()
-    # the narrowest window decides where a group's keys start (a causal mask beside it changes nothing)
-    mask = min(masks, key=lambda o: (o.primitive.keys_before(o.applied) is None,
-                                     o.primitive.keys_before(o.applied) or 0))
+    masks = [o for o in masks if o.applied.query == masks[0].applied.query]
+    # the narrowest first: before, then after (the one a kernel's unmasked chunks pass through)
+    masks.sort(key=lambda o: tuple((e is None, e or 0) for e in (o.primitive.keys_before(o.applied),
+                                                                o.primitive.keys_after(o.applied))))
+    kept = [o for o in masks if not _why_not_skip(diagram, body, reducers, saves, b, o, sub)]
+    if not kept:
+        mask = masks[0]
+        return None, (f"{mask.primitive.name} {mask.name!r} does not skip blocks: "
+                      + "; ".join(_why_not_skip(diagram, body, reducers, saves, b, mask, sub)),)
+    before = after = None
+    for o in kept:          # both masks applied: the narrower bound on each side
+        before = narrower(before, o.primitive.keys_before(o.applied))
+        after = narrower(after, o.primitive.keys_after(o.applied))
+    return Skip(kept[0], kept[0].applied.query, b, before, after), ()
+
+
+def _why_not_skip(diagram: Diagram, body: tuple[Op, ...], reducers: list[Reducer], saves: list[str], b: str,
+                  mask: Op, sub: nx.DiGraph) -> list[str]:
+    """Why the blocks outside `mask` cannot be dropped (none: they can)."""
     reasons = []
     for r in reducers:
         neutral = (r.softmax or r.op).primitive.mask_neutral
@@ -272,9 +292,7 @@ def _skip(diagram: Diagram, body: tuple[Op, ...], reducers: list[Reducer], saves
                                f"numbers {r.op.name} counts (mask after it to skip blocks)")
     if any(b in diagram.arrays[s].axes for s in saves):
         reasons.append(f"an output keeps axis {b!r}, so every block must be written")
-    if reasons:
-        return None, (f"{mask.primitive.name} {mask.name!r} does not skip blocks: " + "; ".join(reasons),)
-    return Skip(mask, mask.applied.query, b, mask.primitive.keys_before(mask.applied)), ()
+    return reasons
 
 
 def skip_extent(schedule: Schedule) -> sympy.Expr:
@@ -283,6 +301,11 @@ def skip_extent(schedule: Schedule) -> sympy.Expr:
     Group i of the query axis (rows [i g, (i+1) g)) needs keys [0, min(b, (i+1) g)); averaged over the
     a/g groups this is (a + g)/2 when a <= b. Exact when the stream size divides g and g divides a
     (and b); analyzer.model.optimize enforces that.
+
+    Under a band a query also sees A keys after its own (band_mask's `after`), so group i ends at the
+    chunk holding key (i+1) g - 1 + A: at (i+1) g + A' with A' = s ceil(A / s), A rounded up to whole
+    chunks of s, or at b. The first m = min(n, max(0, floor((b - A') / g))) groups end before b, so the
+    mean end is (g m (m + 1) / 2 + A' m + b (n - m)) / n over the n = a/g groups; b where A is unbounded.
 
     Under a sliding window a query sees W = window - 1 keys before its own, so group i starts at the
     chunk holding key i g - W: at i g - W' with W' = s ceil(W / s), W rounded up to whole chunks of s.
@@ -296,14 +319,22 @@ def skip_extent(schedule: Schedule) -> sympy.Expr:
     d = schedule.diagram
     a, b = d.size(skip.query), d.size(skip.key)
     g = schedule.partition.group_sizes.get(skip.query)
-    if g is None:
-        return sympy.Min(a, b)
-    causal = sympy.Piecewise(((a + g) / 2, sympy.Le(a, b)), ((b * (b + g) / 2 + b * (a - b)) / a, True))
-    if skip.before is None:
-        return causal
     s = schedule.partition.stream[1]
+    after = None if skip.after is None else s * sympy.ceiling(skip.after / s)    # A'
+    if g is None:           # one group of every query: from the first key to its last row's band
+        return sympy.Min(a, b) if skip.after == 0 else b if after is None else sympy.Min(b, a + after)
+    n = a / g
+    if skip.after == 0:     # causal: group i ends at its diagonal
+        ends = sympy.Piecewise(((a + g) / 2, sympy.Le(a, b)), ((b * (b + g) / 2 + b * (a - b)) / a, True))
+    elif after is None:     # every group streams to the last key
+        ends = b
+    else:
+        m = sympy.Min(n, sympy.Max(0, sympy.floor((b - after) / g)))
+        ends = (g * m * (m + 1) / 2 + after * m + b * (n - m)) / n
+    if skip.before is None:
+        return ends
     w = s * sympy.ceiling(skip.before / s)      # W': the keys before a group's first row it streams
-    n, k = a / g, sympy.ceiling(w / g)
+    k = sympy.ceiling(w / g)
     before = sympy.Piecewise(((g * (n * (n - 1) - k * (k - 1)) / 2 - w * (n - k)) / n, sympy.Lt(k, n)),
                              (0, True))
-    return causal - before
+    return ends - before

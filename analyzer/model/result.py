@@ -132,7 +132,7 @@ class KernelOut(Out):
     head: list[str] = Field(description="Ops run once per group before the loop.")
     body: list[str] = Field(description="Ops run once per chunk of the streamed axis.")
     tail: list[str] = Field(description="Ops run once per group after the loop.")
-    block_skipping: str | None = Field(description="Causal block skipping, if any.")
+    block_skipping: str | None = Field(description="Block skipping under a mask (causal, a window, a band), if any.")
     notes: list[str]
     levels: list[LevelOut]
     flops: dict[str, str] = Field(description="FLOPs per pipeline at the lowest level (symbolic).")

@@ -1,7 +1,7 @@
 """A brute-force oracle: execute a kernel's tiled schedule on concrete sizes and count everything.
 
 For every group (one thread block) the simulator writes out the schedule as a trace of function steps:
-the head ops once, the body ops once per chunk of the streamed axis (skipping chunks a causal mask
+the head ops once, the body ops once per chunk of the streamed axis (skipping chunks a mask
 empties), the tail ops once. Each step reads and writes concrete elements. From the trace alone it
 derives when each element must be on chip: an input from the step before its first read (from the
 start of the loop, if a loop reads it in every chunk) to the step before its last read; a computed
@@ -76,13 +76,14 @@ def simulate(schedule: Schedule, sizes: dict[sympy.Symbol, int],
         loop_start = len(steps)
         if b is not None:
             skip = schedule.skip
-            last_query = (domain[skip.query].stop - 1) if skip else None
-            window_start = (domain[skip.query].start - int(skip.before)) if skip and skip.before is not None \
-                else None
+            band_end = (domain[skip.query].stop - 1 + int(skip.after)) if skip and skip.after is not None \
+                else None    # the last key the group's last query sees
+            band_start = (domain[skip.query].start - int(skip.before)) if skip and skip.before is not None \
+                else None    # the first key its first query sees
             for chunk in _ranges(extent[b], s_b):
-                if last_query is not None and chunk.start > last_query:
-                    continue  # every key in this chunk is after every query of the group: masked
-                if window_start is not None and chunk.stop <= window_start:
+                if band_end is not None and chunk.start > band_end:
+                    continue  # every key in this chunk is after every query's band (its diagonal): masked
+                if band_start is not None and chunk.stop <= band_start:
                     continue  # every key in this chunk is before every query's window: masked
                 steps += [(op, {**domain, b: chunk}) for op in schedule.body]
         steps += [(op, domain) for op in schedule.tail]

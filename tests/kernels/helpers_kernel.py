@@ -43,10 +43,11 @@ def written(g, path: Path):
     return m
 
 
-def reference(q, k, v, *, causal=False, sigmoid=False, softcap=None, window=None):
+def reference(q, k, v, *, causal=False, sigmoid=False, softcap=None, window=None, band=None):
     """Attention in float64, heads of k and v repeated for grouped-query (torch's enable_gqa); `softcap`:
     the scores bounded to softcap tanh(s / softcap) before the softmax (Gemma 2); `window` (causal):
-    query i sees keys i - window + 1 .. i only."""
+    query i sees keys i - window + 1 .. i only; `band` (before, after): query i sees keys
+    i - before .. i + after only (None: every key on that side), top-left aligned."""
     q, k, v = (x.double() for x in (q, k, v))
     if k.shape[1] != q.shape[1]:
         r = q.shape[1] // k.shape[1]
@@ -59,6 +60,13 @@ def reference(q, k, v, *, causal=False, sigmoid=False, softcap=None, window=None
         hidden = torch.ones(lq, lk, dtype=torch.bool).triu(1)
         if window is not None:
             hidden |= torch.ones(lq, lk, dtype=torch.bool).tril(-window)
+        s = s.masked_fill(hidden, float("-inf"))
+    if band is not None:
+        lq, lk = s.shape[-2:]
+        i, j = torch.arange(lq)[:, None], torch.arange(lk)[None, :]
+        hidden = torch.zeros(lq, lk, dtype=torch.bool)
+        hidden |= (j < i - band[0]) if band[0] is not None else hidden
+        hidden |= (j > i + band[1]) if band[1] is not None else hidden
         s = s.masked_fill(hidden, float("-inf"))
     return (torch.sigmoid(s) if sigmoid else torch.softmax(s, -1)) @ v
 

@@ -15,8 +15,8 @@ from analyzer.common.errors import NapkinError
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 CASES = ["attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "softcap_attention",
-         "gemma2_local_attention", "alibi_attention", "attention_unfused", "matmul", "rmsnorm_matmul", "mla_attention",
-         "linear_attention", "sink_attention"]
+         "gemma2_local_attention", "band_attention", "alibi_attention", "attention_unfused", "matmul",
+         "rmsnorm_matmul", "mla_attention", "linear_attention", "sink_attention"]
 
 
 @pytest.mark.parametrize("diagram", CASES)

@@ -76,6 +76,54 @@ def test_a_sliding_window_matches_float64(window, tmp_path):
     assert rel_err(out, reference(q, k, v, causal=True, softcap=50.0)) > 10 * TOL     # the window bites
 
 
+_BANDED: dict = {}
+
+
+def _banded(before, after, rect: bool, tmp_path):
+    """band_attention's portable module with another band (None: that bound left out), its keys an axis of
+    their own where `rect` (the call's k and v then may be longer or shorter than q); made once a process."""
+    import yaml
+
+    from analyzer.common import resources
+    key = (before, after, rect)
+    if key not in _BANDED:
+        data = yaml.safe_load(resources.shipped("diagrams")["band_attention"].read_text())
+        mask = next(o for o in data["ops"] if o["primitive"] == "band_mask")
+        for side, n in (("before", before), ("after", after)):
+            mask.pop(side)
+            if n is not None:
+                mask[side] = n
+        if rect:
+            data["axes"]["x"] = {"default": 8192, "doc": "key positions"}
+        path = tmp_path / f"band_{before}_{after}_{rect}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        _BANDED[key] = written(generate(str(path), "a100", backend="triton"), tmp_path)
+    return _BANDED[key]
+
+
+@pytest.mark.slow(seconds=8)
+@pytest.mark.parametrize("before, after, seq_q, seq_k", [
+    (5, 40, 150, 150),       # both edges cut through the blocks: a left pass, interior chunks, edge chunks
+    (None, 3, 130, 130),     # no bound before: from the first key to 3 past each row
+    (20, None, 130, 130),    # no bound after: from 20 before each row to the last key
+    (7, 9, 1, 1),
+    (7, 9, 17, 17),
+    (30, 10, 70, 140),       # fewer queries than keys (top-left aligned)
+    (30, 10, 140, 120),      # more queries than keys, each within the band's reach of one
+])
+def test_a_band_matches_float64(before, after, seq_q, seq_k, tmp_path):
+    """band_attention with bands narrow enough to bite at these lengths (its own, 256 either side, does so
+    only past 256 tokens): the blocks outside the band skipped, its two edges masked."""
+    m = _banded(before, after, seq_q != seq_k, tmp_path)
+    q, k, v = _inputs((1, 2, seq_q, 64), (1, 2, seq_k, 64), torch.float16, "normal", seed=seq_q)
+    out = torch.full_like(q, float("nan"))
+    m.attention(q, k, v, causal=False, out=out)
+    assert torch.isfinite(out).all()
+    assert rel_err(out, reference(q, k, v, band=(before, after))) < TOL
+    if seq_q > 1:
+        assert rel_err(out, reference(q, k, v)) > 10 * TOL          # the band bites
+
+
 def test_softcap_bounds_the_scores_the_kernel_sees(tmp_path):
     """Scores beyond the cap (inputs scaled so that |q k^T| / sqrt(d) reaches hundreds) are bounded as
     cap tanh(s / cap) bounds them: against the reference without the cap the output differs."""

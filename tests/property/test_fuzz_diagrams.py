@@ -204,7 +204,7 @@ def add_unknown_key(draw, data):
 
 
 PRIMITIVES = ["dot", "softmax_dot", "softmax", "exp", "sigmoid", "relu", "gelu", "scale", "add", "sub",
-              "mul", "sum", "max", "causal_mask"]
+              "mul", "sum", "max", "causal_mask", "band_mask"]
 LEVELS = [["gmem", "smem"], ["gmem", "l2", "smem"], ["gmem", "registers"], ["gmem", "smem", "registers"],
           ["smem", "gmem"], ["gmem", "l2"], ["l2", "smem"], ["gmem", "dsmem", "smem"], ["gmem"],
           ["gmem", "gmem"], ["gmem", "hbm"]]
@@ -295,8 +295,12 @@ def well_formed_edit(draw, data):
             op["over"] = draw(st.sampled_from(axes))
         if prim == "scale":
             op["scale"] = draw(st.sampled_from(["d**-0.5", 2, 0.5, "q"]))
-        if prim == "causal_mask":
+        if prim in ("causal_mask", "band_mask"):
             op["query"], op["key"] = draw(st.sampled_from(axes)), draw(st.sampled_from(axes))
+        if prim == "band_mask":
+            for side in ("before", "after"):
+                if draw(st.booleans()):
+                    op[side] = draw(st.sampled_from([0, 1, 7, 256, -1, 2.5, "q"]))
         if draw(st.booleans()):
             op = {"concat": [op]}
         data["ops"].append(op)

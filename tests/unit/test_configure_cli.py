@@ -162,7 +162,7 @@ KERNEL = {   # the kernel configure picks: the first that streams an axis into a
     "matmul": "gemm", "mha": "flash", "mlp2": "mlp", "sigmoid_attention": "flash", "softcap_attention": "flash",
     "softmax_contraction": "online_softmax", "rmsnorm_matmul": "rmsnorm_mm", "mla_attention": "flash",
     "linear_attention": "linear", "gemma2_local_attention": "flash", "alibi_attention": "flash",
-    "bias_attention": "flash", "sink_attention": "flash"}
+    "bias_attention": "flash", "sink_attention": "flash", "band_attention": "flash"}
 # analyze's tiles for mlp2 hold one chunk of W1 and W2 (200 KiB on H100); configure double-buffers
 # streamed loads (stages: 2), so the same tiles need 320 KiB and do not fit SMEM.
 # With one buffer per load, analyze's tiles fit everywhere but mlp2 on the T4: analyze's tiles fill the

@@ -79,6 +79,30 @@ def test_the_float64_evaluation_of_a_sliding_window(tmp_path):
     assert not torch.allclose(want, reference_attention(torch, q * 8, k, v, True, False, 50.0), atol=1e-3)
 
 
+@pytest.mark.parametrize("before, after", [(5, 9), (None, 3), (12, None)])
+def test_the_float64_evaluation_of_a_band(tmp_path, before, after):
+    """band_attention, its band narrowed so that it bites at 40 tokens (either bound left out): its
+    evaluation is attention with the band's mask, and not the causal one."""
+    import yaml
+
+    from analyzer.common import resources
+    data = yaml.safe_load(resources.shipped("diagrams")["band_attention"].read_text())
+    mask = next(o for o in data["ops"] if o["primitive"] == "band_mask")
+    for side, n in (("before", before), ("after", after)):
+        mask.pop(side)
+        if n is not None:
+            mask[side] = n
+    path = tmp_path / "band.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    c = configure_kernels(str(path), "h100", sized=False, ranked=False)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 40, 128, generator=gen, dtype=torch.float64) for _ in range(3))
+    want = reference_attention(torch, q, k, v, False, False, band=(before, after))
+    assert torch.allclose(D.reference(torch, c, [q, k, v]), want, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(want, reference_attention(torch, q, k, v, False, False), atol=1e-3)
+    assert not torch.allclose(want, reference_attention(torch, q, k, v, True, False), atol=1e-3)
+
+
 def test_the_float64_evaluation_of_alibi():
     """alibi_attention: its slopes, the call's fourth tensor (batch, heads), broadcast from (heads,), one
     head and batch entry at the defaults; its

@@ -23,7 +23,7 @@ from analyzer.codegen.cuda.limits import CudaLimits
 from analyzer.common.errors import NapkinError
 from analyzer.hardware import Profile
 
-ATTENTION = ("attention", "mha", "gqa", "causal_attention", "sigmoid_attention", "softcap_attention",
+ATTENTION = ("attention", "mha", "gqa", "causal_attention", "band_attention", "sigmoid_attention", "softcap_attention",
              "attention_unfused")
 DIAGRAMS = (*ATTENTION, "matmul", "rmsnorm_matmul", "mla_attention", "sink_attention")
 ARCHS = ("75", "80", "90")
@@ -303,7 +303,8 @@ def test_nvcc_compiles_every_diagram_for_sm80_and_one_for_sm75_and_sm90(tmp_path
 
 # -- on a GPU -------------------------------------------------------------------------------------------
 
-def _reference(q, k, v, causal=False, sigmoid=False, softcap=None):
+def _reference(q, k, v, causal=False, sigmoid=False, softcap=None, band=None):
+    """`band` (before, after): query i sees keys i - before .. i + after only."""
     q, k, v = q.double(), k.double(), v.double()
     group = q.shape[1] // k.shape[1]
     if group > 1:
@@ -314,6 +315,10 @@ def _reference(q, k, v, causal=False, sigmoid=False, softcap=None):
     if causal:
         L, S = s.shape[-2:]
         s = s.masked_fill(torch.ones(L, S, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    if band is not None:
+        L, S = s.shape[-2:]
+        keep = torch.ones(L, S, dtype=torch.bool, device=s.device).triu(-band[0]).tril(band[1])
+        s = s.masked_fill(~keep, float("-inf"))
     p = torch.sigmoid(s) if sigmoid else torch.softmax(s, -1)
     return p @ v
 
@@ -335,7 +340,8 @@ def test_attention_matches_reference_on_gpu(tmp_path, name):
             v = torch.randn(batch, heads_kv, seq, dim, device="cuda", dtype=dtype)
             out = m.attention(q, k, v, causal=name == "causal_attention")
             ref = _reference(q, k, v, name == "causal_attention", name == "sigmoid_attention",
-                             50.0 if name == "softcap_attention" else None)
+                             50.0 if name == "softcap_attention" else None,
+                             (256, 256) if name == "band_attention" else None)
             assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-2
 
 

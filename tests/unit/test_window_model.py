@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from analyzer.config.hopper import _causal_tiles
 from analyzer.config.scores import pairs
+from analyzer.diagram.interface import Band
 
 
 def brute(block_rows: int, chunk: int, seq_q: int, seq_k: int, window: int | None) -> tuple[float, float]:
@@ -41,6 +42,6 @@ def test_the_walk_is_the_chunks_a_block_sees(rows, chunk, seq, window):
 @given(seq_q=st.integers(1, 600), seq_k=st.integers(1, 600), window=st.integers(1, 700))
 def test_a_window_attends_the_pairs_it_sees(seq_q, seq_k, window):
     i, j = np.arange(seq_q)[:, None], np.arange(seq_k)[None, :]
-    assert pairs(seq_q, seq_k, True, window) == float(((j <= i) & (j > i - window)).sum())
-    assert pairs(seq_q, seq_k, True, None) == seq_q * seq_k / 2      # FlashAttention's count for causal
-    assert pairs(seq_q, seq_k, False) == seq_q * seq_k
+    assert pairs(seq_q, seq_k, Band(window - 1, 0)) == float(((j <= i) & (j > i - window)).sum())
+    assert pairs(seq_q, seq_k, Band(None, 0)) == seq_q * seq_k / 2      # FlashAttention's count for causal
+    assert pairs(seq_q, seq_k, None) == seq_q * seq_k

@@ -12,8 +12,9 @@ statistics and every intermediate are fp32 registers.
 
 The walk over the plan is analyzer.codegen.render.PlanWalk's: the head's tiles are loaded once; the
 loop over the chunks of the stream keeps NBUF - 1 chunks in flight, and runs the body on interior
-chunks without masks and on the edge chunks masked (under a causal mask with block skipping, only up
-to the diagonal); the tail finishes the accumulators; the block saves its outputs.
+chunks without masks and on the edge chunks masked (under a mask with block skipping, only up to the
+diagonal or a band's right edge, and from its left edge); the tail finishes the accumulators; the block
+saves its outputs.
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ from analyzer.codegen.cuda.ids import CudaIds, Functions
 from analyzer.codegen.cuda.variants import WHOLE_EXTENTS, Variant, mma_variant
 from analyzer.codegen.escape import cpp_comment
 from analyzer.codegen.render import (
+    MASKS,
     POINTWISE,
     PlanWalk,
+    band,
+    band_terms,
+    band_words,
     base2_scale,
     contraction_dims,
     is_online,
@@ -36,6 +41,7 @@ from analyzer.codegen.render import (
     neutral,
     pointwise,
     sink_of,
+    skipping_words,
     skips_mask,
     streamed_operands,
 )
@@ -249,11 +255,13 @@ class MmaKernel(FragmentWriter):
         if skip is not None:
             q = skip.query
             blk, tile = n("blk_{}", q), n.tile(q)
-            c.comment(f"causal block skipping: this block's {q} rows see {axis} up to their last row")
-            c.line(f"const int hi = (int)napkin_min64({n.size(axis)}, ({blk} + 1) * {tile});")
+        if skip is not None and skip.after is not None:
+            a = f" + {int(skip.after)}" if skip.after else ""      # the keys a row sees past its own
+            c.comment(skipping_words(int(skip.after), q, axis))
+            c.line(f"const int hi = (int)napkin_min64({n.size(axis)}, ({blk} + 1) * {tile}{a});")
             c.line(f"const int mid = (int)napkin_min64(({n.size(axis)} / {B}) * {B}, "
-                   f"(({blk} * {tile} + 1) / {B}) * {B});")
-        else:
+                   f"(({blk} * {tile} + 1{a}) / {B}) * {B});")
+        else:       # no mask, or a band with no bound after a row's own key
             c.line(f"const int hi = (int){n.size(axis)};  // the launcher checks sizes < 2**31")
             c.line(f"const int mid = (hi / {B}) * {B};")
         if skip is not None and skip.before is not None:
@@ -426,19 +434,17 @@ class MmaKernel(FragmentWriter):
                 dims = self.canon(x.dims if len(x.dims) >= len(rest[0].dims) else rest[0].dims)
             self.ew(name, dims, lambda ctx, t: pointwise(SPELLING, op, [self.at(v, t, ctx) for v in args],
                                                          self.n))
-        elif prim in ("causal_mask", "window_mask"):
+        elif prim in MASKS:
             if skips_mask(self.p, op, masked=masked):
-                self.vals[name] = x   # interior chunks lie below the diagonal
+                self.vals[name] = x   # interior chunks lie inside every row's band (below the diagonal)
                 return
             q, key = op.applied.query, op.applied.key
-            w = None if op.applied.window is None else int(op.applied.window)
 
             def cond(ctx, t):
                 oq = self.offs(q, self.index_of(self.p.dim_of[q], t, ctx))
                 ok = self.offs(key, self.index_of(self.p.dim_of[key], t, ctx))
-                inside = f"{oq} >= {ok}" if w is None else f"{oq} >= {ok} && {ok} > {oq} - {w}"
-                return f"({inside}) ? {self.at(x, t, ctx)} : {NEG_INF}"
-            c.comment(f"{name}: causal mask" + ("" if w is None else f", a window of {w}"))
+                return f"({' && '.join(band_terms(oq, ok, *band(op)))}) ? {self.at(x, t, ctx)} : {NEG_INF}"
+            c.comment(f"{name}: {band_words(*band(op))}")
             self.ew(name, dims, cond)
         elif prim == "alibi":
             q, key = op.applied.query, op.applied.key

@@ -7,7 +7,16 @@ from __future__ import annotations
 from analyzer.codegen.cuda.common import NEG_INF, SPELLING, CudaWriter, unrenderable
 from analyzer.codegen.cuda.ids import CudaIds, Functions
 from analyzer.codegen.cuda.variants import point_variant
-from analyzer.codegen.render import POINTWISE, base2_scale, neutral, pointers, pointwise
+from analyzer.codegen.render import (
+    MASKS,
+    POINTWISE,
+    band,
+    band_terms,
+    base2_scale,
+    neutral,
+    pointers,
+    pointwise,
+)
 from analyzer.config.plan import GROUP, STREAM, Dim, band_rows
 from analyzer.diagram.compiled import Op
 
@@ -154,13 +163,11 @@ class PointKernel(CudaWriter):
                 expr = pointwise(SPELLING, op, args, self.n)
                 if prim == "shift":
                     expr = f"({expr})"
-            elif prim in ("causal_mask", "window_mask"):
+            elif prim in MASKS:
                 q, key = op.applied.query, op.applied.key
                 oq = self.offs(q, self.local(p.dim_of[q]))
                 ok = self.offs(key, self.local(p.dim_of[key]))
-                inside = f"{oq} >= {ok}" + ("" if op.applied.window is None else
-                                            f" && {ok} > {oq} - {int(op.applied.window)}")
-                expr = f"(({inside}) ? {args[0]} : {NEG_INF})"
+                expr = f"(({' && '.join(band_terms(oq, ok, *band(op)))}) ? {args[0]} : {NEG_INF})"
             elif prim == "alibi":          # v - m |i - j|
                 oq = self.offs(op.applied.query, self.local(p.dim_of[op.applied.query]))
                 ok = self.offs(op.applied.key, self.local(p.dim_of[op.applied.key]))

@@ -6,8 +6,9 @@ the streamed axis a chunk at a time (Section 2.4, Figure 27): its loads, the bod
 operations, and each reducer's accumulator (Appendix A.3). After the loop the tail finishes the
 accumulators and the block saves its outputs.
 
-The loop runs twice: first over the chunks that need no mask (inside the sequence and, under a causal
-mask with block skipping, wholly below the diagonal), then over the few edge chunks, masked. Masked
+The loop runs twice: first over the chunks that need no mask (inside the sequence and, under a mask
+with block skipping, wholly inside every row's band: below the diagonal of a causal one), then over the
+few edge chunks, masked (and under a band's left bound first the chunks on its left edge). Masked
 slots get the neutral element of what consumes them: -inf before a softmax or a maximum, zero before a
 sum or a contraction.
 """
@@ -19,9 +20,13 @@ from dataclasses import dataclass
 from analyzer.codegen.escape import py_comment
 from analyzer.codegen.names import PlanIds, Scope
 from analyzer.codegen.render import (
+    MASKS,
     POINTWISE,
     PlanWalk,
     Spelling,
+    band,
+    band_terms,
+    band_words,
     base2_scale,
     check_plan,
     contraction_dims,
@@ -32,6 +37,7 @@ from analyzer.codegen.render import (
     runtime_axes,
     scaled_ops,
     sink_of,
+    skipping_words,
     skips_mask,
     streamed_operands,
 )
@@ -303,7 +309,8 @@ class _Writer(PlanWalk):
     # -- the streamed loop (its order: analyzer.codegen.render.PlanWalk) --------------------------------
     def chunks_open(self) -> None:
         """The loop's bounds: `hi` the stream's end for this block, `mid` the end of the interior; under a
-        sliding window `lo` its start and `whole` the first chunk every row of the block sees whole."""
+        sliding window or a band's left bound `lo` its start and `whole` the first chunk every row of the
+        block sees whole."""
         st, n = self.stream, self.n
         axis = st.axes[0]
         block = n.block(st.name)
@@ -311,9 +318,16 @@ class _Writer(PlanWalk):
         if skip is not None:
             q = skip.query
             row0 = f"{n('blk_{}', q)} * {n.tile(q)}"
-            self.comment(f"causal block skipping: this block's {q} rows see {axis} up to their last row")
-            self.line(f"hi = tl.minimum({n.size(axis)}, ({n('blk_{}', q)} + 1) * {n.tile(q)})")
-            self.line(f"mid = tl.minimum(({n.size(axis)} // {block}) * {block}, (({row0} + 1) // {block}) * {block})")
+            if skip.after is None:
+                self.comment(f"block skipping under a band: this block's {q} rows see {axis} to its end")
+                self.line(f"hi = {n.size(axis)}")
+                self.line(f"mid = ({n.size(axis)} // {block}) * {block}")
+            else:
+                a = f" + {int(skip.after)}" if skip.after else ""      # the keys a row sees past its own
+                self.comment(skipping_words(int(skip.after), q, axis))
+                self.line(f"hi = tl.minimum({n.size(axis)}, ({n('blk_{}', q)} + 1) * {n.tile(q)}{a})")
+                self.line(f"mid = tl.minimum(({n.size(axis)} // {block}) * {block}, "
+                          f"(({row0} + 1{a}) // {block}) * {block})")
             if skip.before is not None:
                 w = int(skip.before)
                 self.comment(f"and a sliding window: each row sees the {w} {axis} before it, so the block "
@@ -410,19 +424,16 @@ class _Writer(PlanWalk):
         # everything but a contraction computes in fp32: a loaded fp16 tile is widened first (sums,
         # squares and rsqrt in fp16 lose digits, and Triton's math takes fp32 only)
         (x, *rest) = ins = [self.widened(v) for v in ins]
-        if prim in ("causal_mask", "window_mask"):
+        if prim in MASKS:
             if skips_mask(self.p, op, masked=masked):
-                self.vals[name] = x   # interior chunks lie below the diagonal
+                self.vals[name] = x   # interior chunks lie inside every row's band (below the diagonal)
                 return
             q, k = op.applied.query, op.applied.key
             oq = self.expand(self.offs(q), self.p.dim_of[q], x.dims)
             ok = self.expand(self.offs(k), self.p.dim_of[k], x.dims)
-            if prim == "causal_mask":
-                self.line(f"{out} = tl.where({oq} >= {ok}, {x.name}, {SPELLING.neg_inf})  # causal mask")
-            else:
-                w = int(op.applied.window)
-                self.line(f"{out} = tl.where(({oq} >= {ok}) & ({ok} > {oq} - {w}), {x.name}, {SPELLING.neg_inf})"
-                          f"  # causal, a window of {w}")
+            terms = band_terms(oq, ok, *band(op))
+            inside = terms[0] if len(terms) == 1 else " & ".join(f"({t})" for t in terms)
+            self.line(f"{out} = tl.where({inside}, {x.name}, {SPELLING.neg_inf})  # {band_words(*band(op))}")
         elif prim == "alibi":       # v - m |i - j|, the positions of the query and key axes
             (m,) = rest
             q, k = op.applied.query, op.applied.key

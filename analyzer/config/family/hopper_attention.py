@@ -83,7 +83,7 @@ class HopperAttention(Family):
                               hint="use --backend triton")
         time_s = predicted_time(profile, chosen, head_dim, c.dtype, seq_q=seq_q, seq_k=seq_k,
                                 instances=instances, causal=r.causal, params=params, scores=chain, value_dim=e)
-        flops = 2 * instances * pairs(seq_q, seq_k, r.causal, r.window) * (head_dim + (e or head_dim))
+        flops = 2 * instances * pairs(seq_q, seq_k, r.band) * (head_dim + (e or head_dim))
         parts = chunk_times(profile, chosen, head_dim, c.dtype, params=params, scores=chain, value_dim=e)
         if params.calibrated:
             model = f"the Hopper kernel's model {params.source}"
@@ -150,7 +150,7 @@ def _sweep(family: HopperAttention, launched: Launch, profile: Profile, dtype: s
     head_dim, seq_q, seq_k = size(r.head_dim), size(r.seq_q), size(r.seq_k)
     instances = math.prod(size(a) for a in instance_axes(r))
     e = value_dim(c, shown)
-    flops = 2 * instances * pairs(seq_q, seq_k, r.causal, r.window) * (head_dim + (e or head_dim))
+    flops = 2 * instances * pairs(seq_q, seq_k, r.band) * (head_dim + (e or head_dim))
     rows = []
     params = HopperParams.of(profile)
     chain = scores(c)
