@@ -400,7 +400,7 @@ def attention(q, k, v, causal=False, out=None, config=None):
     that kernel's dict alone."""
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, not {causal!r}")
-    if causal != False:
+    if causal:
         raise ValueError('this kernel realises diagrams/band_attention.yaml, which is not causal; generate the causal diagram for causal=True')
     config = _per_kernel(config)  # kernel -> its configuration, or None for CONFIGS' choice
     for name, tensor in zip(('q', 'k', 'v'), (q, k, v,)):

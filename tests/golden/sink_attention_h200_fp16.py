@@ -393,7 +393,7 @@ def attention(q, k, v, sinks, causal=True, out=None, config=None):
     that kernel's dict alone."""
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, not {causal!r}")
-    if causal != True:
+    if not causal:
         raise ValueError('this kernel realises diagrams/sink_attention.yaml, which is causal; generate the non-causal diagram for causal=False')
     config = _per_kernel(config)  # kernel -> its configuration, or None for CONFIGS' choice
     for name, tensor in zip(('q', 'k', 'v', 'sinks'), (q, k, v, sinks,)):

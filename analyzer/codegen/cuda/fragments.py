@@ -20,7 +20,15 @@ from analyzer.codegen.cuda.common import (
     CudaWriter,
     unrenderable,
 )
-from analyzer.codegen.render import PlanWalk, base2_scale
+from analyzer.codegen.render import (
+    MASKS,
+    PlanWalk,
+    band,
+    band_terms,
+    band_words,
+    base2_scale,
+    skips_mask,
+)
 from analyzer.config.plan import STREAM, WHOLE, Dim
 from analyzer.diagram.compiled import Op
 
@@ -290,6 +298,34 @@ class FragmentWriter(CudaWriter, PlanWalk):
             out.append(f"  for (int v = 0; v < 4; ++v) {table}[v] = (2 * v + ({lc}) < {W} / 8) ? "
                        f"(uint32_t)(2 * napkin::swz<{W}>({lr}, 8 * (2 * v + ({lc})))) : 0u;")
         return out
+
+    # -- the ops that read positions: masks (each a band) and ALiBi's bias ---------------------------
+    def positional(self, op: Op, x: CVal, rest: list[CVal], dims: tuple[str, ...], *, masked: bool) -> None:
+        """A mask or ALiBi on value `x` laid out as `dims`: each item's query and key index, from its
+        fragment coordinates."""
+        name, c = op.name, self.c
+        if op.primitive.name in MASKS:
+            if skips_mask(self.p, op, masked=masked):
+                self.vals[name] = x   # interior chunks lie inside every row's band (below the diagonal)
+                return
+            q, key = op.applied.query, op.applied.key
+
+            def cond(ctx, t):
+                oq = self.offs(q, self.index_of(self.p.dim_of[q], t, ctx))
+                ok = self.offs(key, self.index_of(self.p.dim_of[key], t, ctx))
+                return f"({' && '.join(band_terms(oq, ok, *band(op)))}) ? {self.at(x, t, ctx)} : {NEG_INF}"
+            c.comment(f"{name}: {band_words(*band(op))}")
+            self.ew(name, dims, cond)
+        else:
+            q, key = op.applied.query, op.applied.key
+            (m,) = rest
+
+            def alibi(ctx, t):      # v - m |i - j|
+                oq = self.offs(q, self.index_of(self.p.dim_of[q], t, ctx))
+                ok = self.offs(key, self.index_of(self.p.dim_of[key], t, ctx))
+                return f"{self.at(x, t, ctx)} - {self.at(m, t, ctx)} * fabsf((float)({oq} - {ok}))"
+            c.comment(f"{name}: ALiBi's linear bias, {m.name} a slope")
+            self.ew(name, dims, alibi)
 
 
 __all__ = ["CVal", "FragmentWriter", "ROW_E", "COL_E", "ROW_H", "LOG2E", "NEG_INF"]

@@ -31,9 +31,6 @@ from analyzer.codegen.render import (
     MASKS,
     POINTWISE,
     PlanWalk,
-    band,
-    band_terms,
-    band_words,
     base2_scale,
     contraction_dims,
     is_online,
@@ -42,7 +39,6 @@ from analyzer.codegen.render import (
     pointwise,
     sink_of,
     skipping_words,
-    skips_mask,
     streamed_operands,
 )
 from analyzer.config.plan import GROUP, WHOLE, Dim, next_pow2
@@ -434,28 +430,8 @@ class MmaKernel(FragmentWriter):
                 dims = self.canon(x.dims if len(x.dims) >= len(rest[0].dims) else rest[0].dims)
             self.ew(name, dims, lambda ctx, t: pointwise(SPELLING, op, [self.at(v, t, ctx) for v in args],
                                                          self.n))
-        elif prim in MASKS:
-            if skips_mask(self.p, op, masked=masked):
-                self.vals[name] = x   # interior chunks lie inside every row's band (below the diagonal)
-                return
-            q, key = op.applied.query, op.applied.key
-
-            def cond(ctx, t):
-                oq = self.offs(q, self.index_of(self.p.dim_of[q], t, ctx))
-                ok = self.offs(key, self.index_of(self.p.dim_of[key], t, ctx))
-                return f"({' && '.join(band_terms(oq, ok, *band(op)))}) ? {self.at(x, t, ctx)} : {NEG_INF}"
-            c.comment(f"{name}: {band_words(*band(op))}")
-            self.ew(name, dims, cond)
-        elif prim == "alibi":
-            q, key = op.applied.query, op.applied.key
-            (m,) = rest
-
-            def alibi(ctx, t):      # v - m |i - j|
-                oq = self.offs(q, self.index_of(self.p.dim_of[q], t, ctx))
-                ok = self.offs(key, self.index_of(self.p.dim_of[key], t, ctx))
-                return f"{self.at(x, t, ctx)} - {self.at(m, t, ctx)} * fabsf((float)({oq} - {ok}))"
-            c.comment(f"{name}: ALiBi's linear bias, {m.name} a slope")
-            self.ew(name, dims, alibi)
+        elif prim in MASKS or prim == "alibi":
+            self.positional(op, x, rest, dims, masked=masked)
         elif prim == "softmax":
             over = self.p.dim_of[op.applied.over]
             c.comment(f"{name} = softmax of {op.inputs[0]} over {op.applied.over}")
