@@ -205,7 +205,7 @@ def sweep(
     """Every legal configuration (tiles, warps, stages) with its predicted time, fastest first."""
     from analyzer.config.sweep import report
     from analyzer.config.sweep import sweep as run
-    from analyzer.report.analysis import sweep_text
+    from analyzer.report.sweep import sweep_text
     with progress_bar("sweep") as progress:
         result = run(diagram, gpu, dtype=dtype, sets=parse_sets(set_ or []), kernel=kernel, backend=backend,
                      progress=progress)

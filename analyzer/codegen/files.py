@@ -11,11 +11,14 @@ from pathlib import Path
 
 from analyzer.common.atomic import check_target, named_file, write_files
 from analyzer.common.errors import NapkinError
-from analyzer.config.family import FAMILIES
 
+# What -o names, per kernel family (analyzer.config.family; tests/unit/test_families.py holds the names
+# to the registry's). Written out here, not read off the families: napkin kernel checks -o before it
+# loads the model, and a cached answer is written without it.
 OPTION = "--output"
-SUFFIX = {f.name: f.suffix for f in FAMILIES}          # what -o names, per family
-WHAT = {f.name: f.files for f in FAMILIES}
+SUFFIX = {"triton": ".py", "hopper": ".py", "cuda": ".cu"}          # the portable module first: a hint's choice
+WHAT = {"triton": "one Python module", "hopper": "one Python module",
+        "cuda": "a .cu file and its .py loader beside it"}
 
 
 def kernel_paths(output: str | Path, backend: str) -> list[Path]:

@@ -46,7 +46,7 @@ from analyzer.config.by_size import INSTANCES, LENGTHS, nearest
 from analyzer.config.configure import configurations, names_of, schedule_of
 from analyzer.config.kernels import Configured
 from analyzer.config.overlap import Stage, bound
-from analyzer.config.scores import MASKS, SOFTMAX, Scores, scores_of
+from analyzer.config.scores import SOFTMAX, Scores, scores_of
 from analyzer.diagram.interface import Attention
 from analyzer.hardware import Profile, hopper_fit
 
@@ -294,7 +294,9 @@ def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str,
     chunk_s = max(chunk_times(profile, c, head_dim, dtype, overhead, params, scores, value_dim).values()) + \
         params.chunk_overhead_s
     blocks_q = math.ceil(seq_q / c.block_rows)
-    chunks, masked = causal_tiles(c, seq_q, seq_k, scores.window) if causal else (math.ceil(seq_k / c.chunk), 0.0)
+    walk = band_walk(causal, scores)
+    chunks, masked = _causal_tiles(c.block_rows, c.chunk, seq_q, seq_k, *walk) if walk else \
+        (math.ceil(seq_k / c.chunk), 0.0)
     waves = math.ceil(instances * blocks_q / profile.sm_count)
     tile_s = (chunks + params.mask_overhead * masked) * chunk_s + params.tile_overhead_s
     prologue_s = params.prologue_chunks * chunk_s
@@ -303,26 +305,40 @@ def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str,
     return params.launch_overhead_s + waves * (tile_s + prologue_s)
 
 
-def causal_tiles(c: HopperConfig, seq_q: int, seq_k: int, window: int | None = None) -> tuple[float, float]:
-    """A causal tile's chunks and masked steps, on average over the query blocks, as the kernel walks them
+def band_walk(causal: bool, scores: Scores = SOFTMAX) -> tuple[int, int] | None:
+    """The keys a row sees before and after its own as the kernel walks them (LEFT, RIGHT; -1: all), or
+    None where it masks nothing: the chain's mask (scores.Scores.window, .right), or `causal` alone."""
+    right = scores.right if scores.right is not None else (0 if causal else -1)
+    left = -1 if scores.window is None else scores.window - 1
+    return None if left < 0 and right < 0 else (left, right)
+
+
+def causal_tiles(c: HopperConfig, seq_q: int, seq_k: int, window: int | None = None,
+                 right: int | None = 0) -> tuple[float, float]:
+    """A masked tile's chunks and masked steps, on average over the query blocks, as the kernel walks them
     (analyzer.codegen.hopper: _attn_tile, _attn_consumer): the block at rows row0.. streams the chunks up
-    to its diagonal, ceil((row0 + g_q) / s_x) of them (block skipping), of which the first
-    floor((row0 + 1) / s_x) need no mask; chunk 0 always runs the masked step (it is the prologue's), and
-    so do the chunks from there to the last. The last block's rows past seq_q are computed and clipped.
-    Under a sliding window of `window` keys (W = window - 1 before a row's own) the block starts at chunk
-    floor((row0 - W) / s_x), and the chunks before the first that its last row sees whole are masked."""
-    return _causal_tiles(c.block_rows, c.chunk, seq_q, seq_k, -1 if window is None else window - 1)
+    to its last row's last key, ceil((row0 + g_q + R) / s_x) of them (block skipping; R = `right`, the keys
+    after a row's own it sees, 0 under a causal mask, None: all), of which the first
+    floor((row0 + 1 + R) / s_x) need no mask; chunk 0 always runs the masked step (it is the prologue's),
+    and so do the chunks from there to the last. The last block's rows past seq_q are computed and
+    clipped. Under a sliding window of `window` keys (W = window - 1 before a row's own) the block starts
+    at chunk floor((row0 - W) / s_x), and the chunks before the first that its last row sees whole are
+    masked."""
+    return _causal_tiles(c.block_rows, c.chunk, seq_q, seq_k, -1 if window is None else window - 1,
+                         -1 if right is None else right)
 
 
 @lru_cache(maxsize=4096)     # a ranking asks it of every configuration; few block shapes share them all
-def _causal_tiles(block_rows: int, chunk: int, seq_q: int, seq_k: int, left: int) -> tuple[float, float]:
+def _causal_tiles(block_rows: int, chunk: int, seq_q: int, seq_k: int, left: int, right: int) -> tuple[float, float]:
     whole_chunks = math.ceil(seq_k / chunk)
     chunks = masked = 0
     blocks = max(math.ceil(seq_q / block_rows), 1)
     for b in range(blocks):
         row0 = b * block_rows
-        end = min(whole_chunks, math.ceil((row0 + block_rows) / chunk))
-        unmasked = min(seq_k // chunk, (row0 + 1) // chunk)
+        end, unmasked = whole_chunks, seq_k // chunk
+        if right >= 0:
+            end = min(end, math.ceil((row0 + block_rows + right) / chunk))
+            unmasked = min(unmasked, (row0 + 1 + right) // chunk)
         first = whole = 0
         if left >= 0:
             first = max(row0 - left, 0) // chunk
@@ -340,7 +356,8 @@ def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: in
     params = params or HopperParams.of(profile)
     scored = [(predicted_time(profile, c, head_dim, dtype, seq_q=seq_q, seq_k=seq_k, instances=instances,
                               causal=causal, params=params, scores=scores, value_dim=value_dim), c)
-              for c in candidates(profile, head_dim, dtype, causal, value_dim=value_dim, bias=scores.bias is not None)]
+              for c in candidates(profile, head_dim, dtype, band_walk(causal, scores) is not None, value_dim=value_dim,
+                                  bias=scores.bias is not None)]
     if not scored:
         return []
     fastest = min(t for t, _ in scored)
@@ -518,7 +535,8 @@ def _hopper_tables(profile: Profile, head_dims: tuple[int, ...], dtype: str, *, 
     tables = {d: hopper_table(profile, d, dtype, causal=causal, params=params, scores=scores, value_dim=value_dim)
               for d in head_dims}
     # every warpgroup count a legal configuration has, not only the tables': config= may launch any
-    used = sorted({c.warpgroups for d in head_dims for c in candidates(profile, d, dtype, causal,
+    used = sorted({c.warpgroups for d in head_dims for c in candidates(profile, d, dtype,
+                                                                         band_walk(causal, scores) is not None,
                                                                          value_dim=value_dim,
                                                                          bias=scores.bias is not None)})
     return HopperTables(tables, {n: register_cap(profile, n) for n in used},
@@ -538,14 +556,7 @@ def realisable(c: Configured) -> str | None:
     found = scores(c)
     if isinstance(found, str):
         return f"{c.source_file}: {found}"
-    band = next((o for o in found.ops if o.primitive in MASKS and o.right != 0), None)
-    if band is not None:        # the kernel walks and masks a tile up to its diagonal (scores.ScoreOp.right)
-        return (f"{c.source_file}: {band.name} ({band.primitive}) lets a query see {band.right or 'all the'} keys "
-                "after its own; the Hopper kernel masks every key after the query (causal, or after: 0)")
     p = c.kernels[0].plan
-    if found.sink:     # Scores reads it; the kernel's finalisation does not add it yet
-        return (f"{c.source_file}: its softmax takes a sink ({c.diagram.op(r.output).sink}), which the Hopper kernel "
-                "does not add to its sum yet")
     if found.bias is not None:
         axes = c.diagram.arrays[c.diagram.op(found.bias.name).inputs[1]].axes
         if r.seq_q not in axes or r.seq_k not in axes:
@@ -575,5 +586,5 @@ def scores(c: Configured) -> Scores | str:
     return scores_of(ops, r.head_dim, r.seq_k, r.seq_q, r.extras)
 
 
-__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "head_blocks", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "scores", "value_dim", "refusal",
+__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "band_walk", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "head_blocks", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "scores", "value_dim", "refusal",
            "register_cap", "registers_per_consumer"]

@@ -101,7 +101,7 @@ def expected_at(diagram: str, gpu: str | Profile, *, dtype: str | None = None,
 
 
 def expected_out(e: Expected) -> ExpectedOut:
-    return ExpectedOut(backend=e.backend, configuration=e.configuration, time_s=e.time_s,
+    return ExpectedOut(backend=e.backend, kernel=e.kernel, configuration=e.configuration, time_s=e.time_s,
                        throughput_flops_per_s=e.throughput_flops_per_s, bound=e.bound, model=e.model,
                        calibrated=e.calibrated, sizes=e.sizes)
 

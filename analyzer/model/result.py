@@ -193,6 +193,7 @@ class ExpectedOut(Out):
     the same configuration and time napkin sweep marks and the kernel's header states."""
 
     backend: str = Field(description="hopper (the Gluon kernel for Hopper) or triton (the portable module).")
+    kernel: str = Field("", description="How a sentence names the kernel: its family's title.")
     configuration: str = Field(description="The configuration its wrapper launches at these sizes.")
     time_s: float
     throughput_flops_per_s: float = Field(description="Tensor FLOPs (block skipping included) over time_s.")

@@ -9,12 +9,10 @@ from rich.table import Table
 from rich.text import Text
 
 from analyzer.common.units import binary, seconds, si
-from analyzer.config.family import family
-from analyzer.config.ranking import HopperRow
 from analyzer.model.result import Analysis, ClassicRuleOut, KernelOut, LevelOut
 
 
-def _table(title: str, *columns: str) -> Table:
+def titled_table(title: str, *columns: str) -> Table:
     table = Table(title=title, title_justify="left", title_style="bold", header_style="bold",
                   show_edge=False, pad_edge=False)
     for c in columns:
@@ -36,7 +34,7 @@ def render(a: Analysis) -> Group:
     parts.append(Text(f"GPU {a.gpu.name} ({a.gpu.description}), {a.dtype}{cluster}; {sizes}"))
     parts += [*headline(a), Text("")]
 
-    ops = _table("Diagram", "col", "op", "primitive", "inputs", "output", "over", "weave", "copied",
+    ops = titled_table("Diagram", "col", "op", "primitive", "inputs", "output", "over", "weave", "copied",
                  "kernel")
     for o in a.ops:
         copied = "; ".join(f"{k} along {', '.join(v)}" for k, v in o.broadcast.items())
@@ -47,7 +45,7 @@ def render(a: Analysis) -> Group:
         parts += _kernel(a, k)
     if len(a.kernels) > 1:
         t = a.totals
-        total = _table("All kernels, one after another", "compute", "transfers", "predicted",
+        total = titled_table("All kernels, one after another", "compute", "transfers", "predicted",
                        "throughput", "bound")
         row(total, seconds(t.compute_time_s), seconds(t.transfer_time_s), seconds(t.predicted_time_s),
                       si(t.throughput_flops_per_s, "FLOP/s"), t.bound)
@@ -73,7 +71,7 @@ def headline(a: Analysis) -> list[Text]:
     if e is None:
         why = f" ({a.expected_absent})" if a.expected_absent else ""
         return [Text(f"expected: no generated kernel to time{why}", style="bold"), bound]
-    kernel = family(e.backend).title.removeprefix("the ")
+    kernel = e.kernel.removeprefix("the ") or f"{e.backend} kernel"
     share = f"; the expected time is {e.time_s / t.predicted_time_s:.2f}x this" if t.predicted_time_s else ""
     return [Text(f"expected {seconds(e.time_s)}, {si(e.throughput_flops_per_s, 'FLOP/s')}: the {kernel} "
                  f"napkin kernel generates, launching {e.configuration}; {e.bound}-bound; {e.model}",
@@ -104,7 +102,7 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
     for note in k.notes:
         parts.append(Text(f"note: {note}"))
 
-    sym = _table("Symbolic model per level (values)", "level", "", "")
+    sym = titled_table("Symbolic model per level (values)", "level", "", "")
     for lv in k.levels:
         relabel = ", ".join([f"group {ax} -> {s}" for ax, s in lv.group.items()]
                             + [f"stream {ax} -> {s}" for ax, s in lv.stream.items()])
@@ -132,7 +130,7 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
         parts.append(Text("optimum H*(a, M): no closed form (the memory has no single leading term); "
                           "the integer search below still applies"))
 
-    conf = _table(f"Tiles on {a.gpu.name}: napkin analyze's optimum, the idealised bound's (the expected time "
+    conf = titled_table(f"Tiles on {a.gpu.name}: napkin analyze's optimum, the idealised bound's (the expected time "
                   "is the launched configuration's)", "level", "tiles", "N_g", "memory (limit)",
                   "transfers", "Hdot", "time")
     for lv in k.levels:
@@ -150,7 +148,7 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
 
     limits = [lv for lv in k.levels if lv.bandwidth_limit is not None]
     if limits:
-        table = _table("Bandwidth limits (Appendix B.1): compute bound once H*/K < Hdot/Kdot",
+        table = titled_table("Bandwidth limits (Appendix B.1): compute bound once H*/K < Hdot/Kdot",
                        "level", "Kdot/Hdot", "min memory", "min sizes (M -> inf)",
                        "tiles at level memory", "min sizes at level memory")
         for lv in limits:
@@ -162,7 +160,7 @@ def _kernel(a: Analysis, k: KernelOut) -> list:
                  ", ".join(f"{s} >= {v:.4g}" for s, v in b.min_sizes_at_memory.items()) or "-")
         parts.append(table)
 
-    time = _table("FLOPs and predicted time", "term", "FLOPs (symbolic)", "FLOPs", "time")
+    time = titled_table("FLOPs and predicted time", "term", "FLOPs (symbolic)", "FLOPs", "time")
     for pipe, expr in k.flops.items():
         row(time, pipe, expr, si(k.flops_value[pipe]), seconds(k.compute_time_s[pipe]))
     if _latency_shown(k):
@@ -255,59 +253,3 @@ def latex(a: Analysis) -> str:
         lines.append(" \\\\\n".join(rows))
         lines.append("\\end{align}")
     return "\n".join(lines)
-
-
-def _hopper_sweep_text(s, top: int) -> list:
-    """The Hopper kernel's configurations (analyzer.config.hopper), the model's choice first."""
-    sizes = ", ".join(f"{k}={v}" for k, v in s.sizes.items())
-    rows = s.rows[:top] if top else s.rows
-    table = _table(f"{len(s.rows)} legal configurations of the Hopper kernel, the model's choice first"
-                   + (f" (the first {len(rows)})" if len(rows) < len(s.rows) else ""),
-                   "rank", "warpgroups", "s_x", "stages", "overlap", "schedule", "predicted", "throughput",
-                   "bound")
-    for i, r in enumerate(rows, 1):
-        c = r.config
-        row(table, _rank(s, i), str(c.warpgroups), str(c.chunk), str(c.stages), c.overlap, c.schedule,
-            seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
-    return [Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} (Hopper kernel, {s.model}), {s.dtype}; {sizes}",
-                 style="bold"), table,
-            Text(f"ranked in {s.seconds:.2f} s; predictions within {s.tie:.0%} of the fastest are alike and the tie "
-                 f"rule orders them (docs/kernels.md), the rest follow fastest first; {_launched(s)}\n")]
-
-
-def _rank(s, i: int) -> str:
-    return f"{i} *" if s.launched == i - 1 else str(i)
-
-
-def _launched(s) -> str:
-    """Which row napkin kernel's module launches at these sizes, and its expected time."""
-    e = s.expected
-    if e is None:
-        return "the first is the model's choice at these sizes"
-    where = (f"* marks it: rank {s.launched + 1}" if s.launched is not None else
-             "not among these rows")
-    return (f"napkin kernel's module launches {e.configuration} at these sizes (its by-size table's nearest "
-            f"grid point; {where}): expected {seconds(e.time_s)}")
-
-
-def sweep_text(sweeps, top: int = 0) -> Group:
-    """napkin sweep: one table per kernel, fastest first (analyzer.config.sweep.Sweep)."""
-    parts: list = []
-    for s in sweeps:
-        if isinstance(s.rows[0], HopperRow):        # the Hopper kernel's rows: whole configurations
-            parts += _hopper_sweep_text(s, top)
-            continue
-        sizes = ", ".join(f"{k}={v}" for k, v in s.sizes.items())
-        model = s.model or ("calibrated model" if s.calibrated else "datasheet model")
-        parts.append(Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} ({model}), {s.dtype}; {sizes}",
-                          style="bold"))
-        rows = s.rows[:top] if top else s.rows
-        table = _table(f"{len(s.rows)} legal configurations, fastest first; within {s.tie:.1%} a tie, ordered by "
-                       "more stages, more rows, the larger chunk, more warps"
-                       + (f" (the first {len(rows)})" if len(rows) < len(s.rows) else ""),
-                       "rank", *s.rows[0].tiles, "warps", "stages", "predicted", "throughput", "bound")
-        for i, r in enumerate(rows, 1):
-            row(table, _rank(s, i), *(str(v) for v in r.tiles.values()), str(r.num_warps),
-                str(r.num_stages), seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
-        parts += [table, Text(f"ranked in {s.seconds:.2f} s; {_launched(s)}\n")]
-    return Group(*parts)

@@ -21,7 +21,8 @@ from analyzer.codegen.hopper.kernel import HELPERS
 ROOT = Path(__file__).resolve().parents[2]
 SCALARS = {"size_q": "i32", "size_x": "i32", "batch_heads": "i32", "heads": "i32", "kv_group": "i32",
            "qk_scale": "fp32", "score_scale": "fp32", "slope_stride_b": "i32", "slope_stride_h": "i32",
-           "slope_scale": "fp32", "bias_b_rows": "i32", "bias_h_rows": "i32"}
+           "slope_scale": "fp32", "bias_b_rows": "i32", "bias_h_rows": "i32", "sink_stride_b": "i32",
+           "sink_stride_h": "i32"}
 INSTRUCTIONS = ("wgmma.mma_async", "setmaxnreg", "cp.async.bulk.tensor", "mbarrier.try_wait")
 
 
@@ -81,11 +82,12 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
         layout = gl.NVMMASharedLayout.get_default_for(block, element)
         descs[name] = f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
     constexprs = {"ROWS": module.ROWS, "BLOCK_X": entry["BLOCK_X"], "STAGES": entry["STAGES"], "GROUPS": groups,
-                  "CAUSAL": module.CAUSAL, "LEFT": module.LEFT, "ALIBI": module.ALIBI, "BIAS": module.BIAS, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
+                  "RIGHT": module.RIGHT, "LEFT": module.LEFT, "ALIBI": module.ALIBI, "BIAS": module.BIAS,
+                  "SINK": module.SINK, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
                   "SOFTMAX": module.SOFTMAX, "SPLIT": hi > 0, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
     signature = {"q_desc": descs["q"], "k_desc": descs["k"], "v_desc": descs["v"], "o_desc": descs["o"],
                  "qh_desc": descs["qh"], "kh_desc": descs["kh"], **SCALARS, "slope_ptr": f"*{dtype}",
-                 "b_desc": descs["b"],
+                 "b_desc": descs["b"], "sink_ptr": f"*{dtype}",
                  **dict.fromkeys(constexprs, "constexpr")}
     return (GluonASTSource(fn, signature=signature, constexprs=constexprs), GPUTarget("cuda", 90, 32),
             {"num_warps": 4, "maxnreg": module.REGISTER_CAP[groups]})

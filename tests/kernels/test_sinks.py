@@ -21,7 +21,6 @@ from analyzer.common.errors import NapkinError
 from analyzer.common.expr import symbol
 from analyzer.config import hopper
 from analyzer.config.kernels import configure_kernels
-from analyzer.config.launch import launch
 from analyzer.diagram.graph import compile_data
 from analyzer.model.analysis import load
 from analyzer.model.cost import level_cost
@@ -126,19 +125,18 @@ def test_a_sink_the_primitive_cannot_mean_is_one_line(change, field, message):
 
 
 @pytest.mark.slow(seconds=4)
-def test_the_hopper_family_refuses_a_sink_and_napkin_kernel_says_why():
-    """The Hopper chain reads the sink (Scores.sink) and its kernel does not add it yet: the H100 gets the
-    portable module, with a note; --backend hopper is one line."""
+def test_the_hopper_kernel_adds_a_sink_a_head_to_its_sum():
+    """The chain reads the sink (Scores.sink); the kernel loads the head's sink once a tile and adds
+    exp(sink - m) to the row's sum before it divides (exp2 of log2 e times the sink, less the running
+    max, which the kernel keeps in exp2's units)."""
     c = configure_kernels("sink_attention", H100, sized=False, ranked=False)
     assert hopper.scores(c).sink and not hopper.scores(configure_kernels("causal_attention", H100, sized=False,
                                                                            ranked=False)).sink
-    why = hopper.realisable(c)
-    assert why == ("diagrams/sink_attention.yaml: its softmax takes a sink (sinks), which the Hopper kernel does not "
-                   "add to its sum yet")
-    launched = launch("sink_attention", H100, tables=False)
-    assert launched.backend == "triton" and launched.portable_why == why
-    with pytest.raises(NapkinError, match="which the Hopper kernel does not add to its sum yet"):
-        launch("sink_attention", H100, backend="hopper", tables=False)
+    assert hopper.realisable(c) is None
+    g = generate("sink_attention", H100)
+    assert g.backend == "hopper" and "\nSINK = True  #" in g.source
+    assert "l_i = l_i + gl.exp2(sink * 1.4426950408889634 - m_i)" in g.source
+    assert "\nSINK = False  #" in generate("causal_attention", H100).source
 
 
 # -- the portable kernels under Triton's interpreter ---------------------------------------------------------

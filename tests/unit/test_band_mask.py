@@ -127,18 +127,47 @@ def test_causal_and_window_masks_are_the_bands_they_name(tmp_path, name, before,
     assert hopper.realisable(configure_kernels(files[1], H100, sized=False)) is None
 
 
-def test_a_band_after_its_query_is_refused_by_the_hopper_family_with_its_reason(tmp_path):
+def test_a_band_after_its_query_runs_on_the_hopper_kernel(tmp_path):
+    """The kernel walks a tile from its first row's first key to its last row's last (RIGHT past the
+    diagonal) and masks the band's two edges, as the chain reads the mask."""
     c = configure_kernels("band_attention", H100, sized=False)
     chain = hopper.scores(c)
-    assert (chain.causal, chain.window, chain.right) == (False, 257, 256)     # what its rendering will need
-    why = hopper.realisable(c)
-    assert why == ("diagrams/band_attention.yaml: Sb (band_mask) lets a query see 256 keys after its own; the "
-                   "Hopper kernel masks every key after the query (causal, or after: 0)")
-    unbounded = hopper.realisable(configure_kernels(written(tmp_path, banded(8, None)), H100, sized=False))
-    assert "Sb (band_mask) lets a query see all the keys after its own" in unbounded
-    with pytest.raises(NapkinError, match="Sb \\(band_mask\\) lets a query see 256 keys after its own"):
-        generate("band_attention", "h100", backend="hopper")
-    assert generate("band_attention", "h100").backend == "triton"     # the portable module takes it instead
+    assert (chain.causal, chain.window, chain.right) == (False, 257, 256)
+    assert hopper.realisable(c) is None and hopper.band_walk(False, chain) == (256, 256)
+    g = generate("band_attention", "h100")
+    assert g.backend == "hopper"
+    assert "\nRIGHT = 256  #" in g.source and "\nLEFT = 256  #" in g.source
+    assert "s = gl.where((cols[None, :] <= rows[:, None] + 256) & (cols[None, :] > rows[:, None] - 257), s" \
+        in g.source
+    ahead = generate(written(tmp_path, banded(8, None)), "h100")      # every key after: a left edge alone
+    assert "\nRIGHT = -1  #" in ahead.source and "\nLEFT = 8  #" in ahead.source
+    assert "s = gl.where(cols[None, :] > rows[:, None] - 9, s" in ahead.source
+    causal = generate("causal_attention", "h100").source
+    assert "\nRIGHT = 0  #" in causal and "s = gl.where(cols[None, :] <= rows[:, None], s" in causal
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.sampled_from([64, 128, 192]), chunk=st.sampled_from([64, 128]), seq=st.integers(1, 2000),
+       left=st.integers(-1, 700), right=st.integers(-1, 700))
+def test_the_hopper_models_band_walk_is_the_chunks_a_block_sees(rows, chunk, seq, left, right):
+    """_causal_tiles against brute force: a block streams every chunk holding a key one of its rows sees
+    (its rows past the queries' end included: the kernel computes and clips them), and runs the masked
+    step on its first chunk and on every chunk some row sees in part or that runs past the keys."""
+    blocks = -(-seq // rows)
+    walked = masked = 0
+    for b in range(blocks):
+        row0, last = b * rows, b * rows + rows - 1
+        lo = 0 if left < 0 else max(row0 - left, 0)
+        hi = seq - 1 if right < 0 else min(last + right, seq - 1)
+        seen = range(lo // chunk, hi // chunk + 1)
+        walked += len(seen)
+        for j in seen:
+            keys = range(j * chunk, (j + 1) * chunk)
+            whole = keys[-1] < seq and all((left < 0 or k >= r - left) and (right < 0 or k <= r + right)
+                                           for r in (row0, last) for k in (keys[0], keys[-1]))
+            masked += j == seen[0] or not whole
+    assert hopper._causal_tiles(rows, chunk, seq, seq, left, right) == pytest.approx((walked / blocks,
+                                                                                       masked / blocks))
 
 
 def test_analyze_says_what_a_band_skips():

@@ -35,13 +35,13 @@ KERNEL = Template("@gluon.jit\n" + TEMPLATE.split("\n@gluon.jit\n", 1)[1].rstrip
 PARTITION = Template('''\
 ${indent}gl.warp_specialize([
 ${consumers}
-${indent}    (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, LEFT,
+${indent}    (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
 ${indent}                      SPLIT, BIAS)),
 ${indent}], [${warps}], [${regs}])''')
 
 CONSUMER = Template('''\
-${indent}    (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, ${group},
-${indent}                      CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),''')
+${indent}    (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
+${indent}                      ${group}, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),''')
 
 
 # The Gluon of each elementwise op on the scores (analyzer.config.scores.SFU_PER_SCORE counts its cost)
@@ -88,11 +88,17 @@ def score_function(scores: Scores, source: str) -> str:
             lines.append(f"    # {py_comment(op.name)}: scale, folded into the softmax's exp2 factor (the ops after it are "
                          "linear in it)")
             continue
-        if op.primitive in MASKS:       # only where a chunk may hold masked keys
-            inside = "cols[None, :] <= rows[:, None]"
-            if op.window is not None:   # a whole number of the diagram's, written as an int literal
-                inside = f"({inside}) & (cols[None, :] > rows[:, None] - {int(op.window)})"
-            what = "-inf after the query" + ("" if op.window is None else f" or {int(op.window)} keys before it")
+        if op.primitive in MASKS:       # only where a chunk may hold masked keys: outside the mask's band
+            # the band's edges are whole numbers of the diagram's, written as int literals
+            keeps, words = [], []
+            if op.right is not None:
+                keeps.append("cols[None, :] <= rows[:, None]" + (f" + {int(op.right)}" if op.right else ""))
+                words.append("after the query" if op.right == 0 else f"more than {int(op.right)} keys after it")
+            if op.window is not None:
+                keeps.append(f"cols[None, :] > rows[:, None] - {int(op.window)}")
+                words.append(f"more than {int(op.window) - 1} keys before it")
+            inside = " & ".join(f"({k})" for k in keeps) if len(keeps) > 1 else keeps[0]
+            what = "-inf " + " or ".join(words)
             lines += [f"    if MASKED:  # {py_comment(op.name)}: {op.primitive}, {what}",
                       f"        s = gl.where({inside}, s, float(\"-inf\"))"]
             continue

@@ -26,7 +26,7 @@ from analyzer.config.hopper import OVERLAPS, SCHEDULES, HopperConfig, HopperTabl
 
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
-           "CONSUMER_REGISTERS", "CAUSAL", "LEFT", "ALIBI", "BIAS", "SOFTMAX", "VALUE_DIM", "_tma_ready", "_descriptor", "_sm_count",
+           "CONSUMER_REGISTERS", "RIGHT", "LEFT", "ALIBI", "BIAS", "SINK", "SOFTMAX", "VALUE_DIM", "_tma_ready", "_descriptor", "_sm_count",
            "_bias_descriptor")
 
 
@@ -105,13 +105,16 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               "# setmaxnreg gives a consumer thread (the producer keeps 24): the register file of " + py_comment(g.gpu),
               f"REGISTER_CAP = {g.hopper.register_cap!r}",
               f"CONSUMER_REGISTERS = {g.hopper.consumer_registers!r}",
-              f"CAUSAL = {g.roles.causal}  # whether the diagram masks keys after each query (top-left aligned)",
+              f"RIGHT = {-1 if g.hopper.scores.right is None else g.hopper.scores.right}  # keys after its own a query "
+              "sees under the diagram's mask (0: causal, top-left aligned); -1: all",
               f"LEFT = {-1 if g.hopper.scores.window is None else g.hopper.scores.window - 1}  # keys before its own a query sees "
               "under the diagram's sliding window; -1: all",
               f"ALIBI = {g.hopper.scores.slope is not None}  # whether the scores take ALiBi's bias, a slope a head "
               "(an input of the call)",
               f"BIAS = {g.hopper.scores.bias is not None}  # whether the scores take an additive bias, a tile of it "
               "a chunk (an input of the call)",
+              f"SINK = {g.hopper.scores.sink}  # whether the softmax's sum takes a sink, a logit a head that weighs "
+              "no value (an input of the call)",
               f"SOFTMAX = {g.hopper.scores.softmax}  # the online softmax normalises the scores (else a plain sum: "
               f"{g.hopper.scores.label()})",
               f"VALUE_DIM = {g.hopper.value_dim!r}  # v's largest head dim, where it has an axis of its own (the "
@@ -193,6 +196,10 @@ def _launcher(g, ids, name: str) -> list[str]:
     # the additive bias: the call's (batch, heads, queries, keys) tensor, broadcast where a stride is 0
     biased = scores.bias
     bias = f"t[{py_str(g.diagram.op(biased.name).inputs[1])}]" if biased else "None"
+    # the sinks: a (batch, heads) view of the call's tensor (broadcast: strides may be 0); else q, unused
+    sink = g.diagram.op(p.schedule.kernel.ops[-1]).sink
+    sinks = f"t[{py_str(sink)}]" if scores.sink else "q"
+    sink_strides = "sinks.stride(0), sinks.stride(1)" if scores.sink else "0, 0"
     # the slopes' factor: 1 / the chain's scale where the kernel folds that into exp2's factor
     slope_scale = f"1.0 / {score_scale}" if scores.folded else "1.0"
     body = f'''\
@@ -202,6 +209,7 @@ def {ids.launch[p.name]}(t, size, scale, cfg=None):
     for CONFIGS' choice."""
     q, k, v, out = {t["q"]}, {t["k"]}, {t["v"]}, {t["o"]}
     slopes = {slopes}
+    sinks = {sinks}
     if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] != 9:
         raise ValueError(f"this kernel runs on a Hopper GPU (sm_90), not on {{q.device}}; generate it "
                          "with --backend triton for other GPUs or the interpreter")
@@ -240,8 +248,9 @@ def {ids.launch[p.name]}(t, size, scale, cfg=None):
     {name}[grid](
         q_lo, k_lo, _descriptor(v, v_block), _descriptor(o, o_block), q_hi, k_hi,
         size_q, k.shape[2], batch * heads, heads, heads // k.shape[1], {qk_scale}, {score_scale},
-        slopes, {slope_strides}, {slope_scale}, b_desc, bias_b_rows, bias_h_rows, ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups,
-        CAUSAL=CAUSAL, LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
+        slopes, {slope_strides}, {slope_scale}, b_desc, bias_b_rows, bias_h_rows, sinks, {sink_strides},
+        ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups,
+        RIGHT=RIGHT, LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
         CONSUMER_REGS=CONSUMER_REGISTERS[groups], num_warps=4, maxnreg=REGISTER_CAP[groups])
     if o is not out:
         out.copy_(o)

@@ -51,6 +51,7 @@ class Expected:
     sizes: dict[str, int]        # the weaved diagram's size symbols it was predicted at
     hopper: HopperConfig | None = None
     portable: tuple[Choice, ...] = ()    # the portable module's: each kernel's configuration launched
+    kernel: str = ""                     # how a sentence names the kernel: its family's title
 
     @property
     def throughput_flops_per_s(self) -> float:
@@ -75,12 +76,10 @@ class Family(ABC):
     """One kernel family. Subclasses are stateless: the registry holds one instance of each."""
 
     name: ClassVar[str]          # napkin kernel's --backend word
-    title: ClassVar[str]         # how a sentence names its kernel: "the Hopper attention kernel"
+    title: ClassVar[str]         # how a sentence names its kernel: "the Hopper kernel"
     fit: ClassVar[str]           # the fit in a profile that times it (napkin calibrate --kernel FIT)
     sized: ClassVar[bool] = False     # its wrapper chooses a configuration per call (analyzer.config.by_size)
     ranks: ClassVar[bool] = True      # napkin sweep ranks its configurations
-    suffix: ClassVar[str] = ".py"     # what napkin kernel's -o names
-    files: ClassVar[str] = "one Python module"   # what it writes, as a sentence says it
     language: ClassVar[str] = "python"     # the language of the file -o names (the report highlights it)
     as_run: ClassVar[str] = ""        # the header's words where the configuration is what the kernel runs, not chose
 

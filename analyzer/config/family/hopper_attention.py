@@ -41,7 +41,7 @@ from analyzer.model.analysis import resolve_sizes
 
 class HopperAttention(Family):
     name = "hopper"
-    title = "the Hopper attention kernel"
+    title = "the Hopper kernel"
     fit = "hopper"
 
     def preferred_on(self, profile):
@@ -95,7 +95,7 @@ class HopperAttention(Family):
             model = f"the paper's idealised model: nobody measured the Hopper kernel on {profile.name}"
         return Expected(self.name, chosen.label(), time_s, flops, max(parts, key=parts.get), model,
                         params.calibrated, {**{s.name: int(v) for s, v in c.diagram.defaults.items()}, **sizes},
-                        chosen)
+                        chosen, kernel=self.title)
 
     def allocated(self, launched, profile, sizes):
         return [self.expected(launched, profile, sizes).hopper.smem_bytes]

@@ -54,7 +54,7 @@ class Portable(Family):
             model, calibrated = ("the paper's idealised model with napkin sweep's terms: no one has fitted the "
                                  f"portable kernel's model on {profile.name}"), False
         return Expected(self.name, label, p.time_s, p.flops, p.bound, model, calibrated, dict(p.sizes),
-                        portable=tuple(launched_choices))
+                        portable=tuple(launched_choices), kernel=self.title)
 
     def allocated(self, launched, profile, sizes):
         return [c.smem_bytes for c in launched.configured.launched(sizes)]
@@ -78,8 +78,6 @@ class Cuda(Portable):
     title = "the CUDA kernels"
     sized = False
     ranks = False
-    suffix = ".cu"
-    files = "a .cu file and its .py loader beside it"
     language = "cuda"
     as_run = ", as the CUDA kernel runs it"
 
