@@ -3,8 +3,8 @@ their diagram, diagrams/sink_attention.yaml, beside FlashAttention-4's `learnabl
 user writes them, on one GPU, in one run: correctness first, then timing.
 
 1. Checks (before any timing), against float64 on the GPU: the module napkin kernel generates for the
-   diagram (on a Hopper GPU the portable Triton module: the Hopper kernel does not add a sink yet, and the
-   run records napkin kernel's note saying so), its CUDA module, and a grouped-query copy of the diagram
+   diagram (on a Hopper GPU the Hopper kernel, which adds the head's sink to each row's sum), its CUDA
+   module, and a grouped-query copy of the diagram
    (16 query heads on 2 key/value heads, a sink a query head, as gpt-oss); head dims 64 (gpt-oss's) and
    128, lengths 1, 17, 1000 and 4096, strided inputs, FlashAttention-3's outlier inputs, sinks given per
    head (broadcast over the batch) and per batch entry and head, sinks N(0, 1), large (N(0, 1) + 8: the
