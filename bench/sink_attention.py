@@ -270,9 +270,9 @@ def checks(run: Run) -> bool:
 def predicted(run: Run, g, seq: int, d: int) -> tuple[str, float]:
     """The configuration module `g` launches for BATCH x HEADS problems of `seq` tokens at head dim `d`, and
     the model's seconds for it (analyzer.config.launch.expected, as napkin analyze states it)."""
-    from analyzer.config.launch import Launch, expected, sizes_of
+    from analyzer.config.launch import expected, sizes_of
     sizes = {**sizes_of(g, None), "batch": BATCH, "heads": HEADS, "q": seq, "d": d}
-    e = expected(Launch(g.backend, g, g.hopper), run.profile, sizes)
+    e = expected(g.as_launch, run.profile, sizes)
     return e.configuration, e.time_s
 
 
