@@ -15,7 +15,7 @@ import pytest
 from analyzer import hardware
 from analyzer.codegen import generate
 from analyzer.common import resources
-from analyzer.config.launch import Launch, allocated, expected, sizes_of
+from analyzer.config.launch import allocated, expected, sizes_of
 from tests.kernels.portable_build import allocated as compiled_allocation
 from tests.kernels.portable_build import call
 
