@@ -75,26 +75,27 @@ def _attn_ring(c, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, CAUSAL: gl.constexpr, LEFT: gl.constexpr):
+def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr):
     """Tile t of the persistent schedule (sched: tiles, blocks_q, heads, kv_group, size_x): which (batch,
     head) and which query rows, and the chunks of keys it streams, first .. chunks - 1, of which those
     from `whole` to `unmasked` need no mask. The tiles of one head are consecutive, so the SMs share its
-    K and V in L2; causal tiles run longest first (block skipping makes them unequal). Under a sliding
-    window (LEFT >= 0: a row sees the LEFT keys before its own) the tile starts at the chunk of its first
-    row's first key, and its rows see whole chunks from `whole` on."""
+    K and V in L2. Under the diagram's mask a row sees the LEFT keys before its own (-1: all) and the
+    RIGHT keys after it (0: causal; -1: all): the tile streams from the chunk of its first row's first key
+    to that of its last row's last (block skipping), its rows see whole chunks from `whole` (left edge) to
+    `unmasked` (right edge), and masked tiles run longest first (block skipping makes them unequal)."""
     tiles, blocks_q, heads, kv_group, size_x = sched
     bh = t // blocks_q
     blk = t % blocks_q
-    if CAUSAL:
+    if RIGHT >= 0:
         blk = blocks_q - 1 - blk
     idx_b = bh // heads
     idx_h = bh % heads
     row0 = blk * BLOCK_Q
     chunks = gl.cdiv(size_x, BLOCK_X)
     unmasked = size_x // BLOCK_X
-    if CAUSAL:
-        chunks = gl.minimum(chunks, gl.cdiv(row0 + BLOCK_Q, BLOCK_X))     # block skipping
-        unmasked = gl.minimum(unmasked, (row0 + 1) // BLOCK_X)
+    if RIGHT >= 0:
+        chunks = gl.minimum(chunks, gl.cdiv(row0 + BLOCK_Q + RIGHT, BLOCK_X))     # block skipping on the right
+        unmasked = gl.minimum(unmasked, (row0 + 1 + RIGHT) // BLOCK_X)
     if LEFT >= 0:
         first = gl.maximum(row0 - LEFT, 0) // BLOCK_X                   # block skipping on the left
         whole = gl.minimum(gl.maximum(first, gl.cdiv(gl.maximum(row0 + BLOCK_Q - 1 - LEFT, 0), BLOCK_X)), unmasked)
@@ -106,7 +107,7 @@ def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, CAUSAL: g
 
 @gluon.jit
 def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
-                   STAGES: gl.constexpr, GROUPS: gl.constexpr, CAUSAL: gl.constexpr, LEFT: gl.constexpr,
+                   STAGES: gl.constexpr, GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
                    SPLIT: gl.constexpr, BIAS: gl.constexpr):
     """The producer: one warp with few registers. Per tile it loads the query tiles, then every chunk of
     K and V into a ring of STAGES SMEM buffers: wait until every consumer has released a buffer (its
@@ -126,7 +127,7 @@ def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOC
     done = 0        # tiles loaded so far
     for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
         idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = _attn_tile(
-            t, sched, GROUPS * ROWS, BLOCK_X, CAUSAL, LEFT)
+            t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT)
         n = chunks - first
         ahead = gl.minimum(n, STAGES)
         for j in range(ahead):
@@ -283,9 +284,9 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
 
 
 @gluon.jit
-def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
-                   STAGES: gl.constexpr, GROUPS: gl.constexpr, GROUP: gl.constexpr, CAUSAL: gl.constexpr,
-                   LEFT: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr, INTRA: gl.constexpr,
+def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
+                   STAGES: gl.constexpr, GROUPS: gl.constexpr, GROUP: gl.constexpr, RIGHT: gl.constexpr,
+                   LEFT: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr, SINK: gl.constexpr, INTRA: gl.constexpr,
                    INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
     output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring. The
@@ -301,6 +302,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, ROWS: gl.con
     tiles, blocks_q, heads, kv_group, size_x = sched
     qk_scale, score_scale = scales
     slope_ptr, slope_stride_b, slope_stride_h, slope_scale = slopes
+    sink_ptr, sink_stride_b, sink_stride_h = sinks
     HEAD_D: gl.constexpr = q_desc.block_type.shape[3]       # the head dim's (first) column block
     HEAD_DH: gl.constexpr = qh_desc.block_type.shape[3]     # its second, where SPLIT
     HEAD_E: gl.constexpr = o_desc.block_type.shape[3]
@@ -327,7 +329,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, ROWS: gl.con
     done = 0        # tiles done so far
     for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
         idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = _attn_tile(
-            t, sched, GROUPS * ROWS, BLOCK_X, CAUSAL, LEFT)
+            t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT)
         first_row = row0 + GROUP * ROWS
         rows = first_row + gl.arange(0, ROWS, row_layout)
         if ALIBI:   # the head's slope, and its bias at the chunk's columns relative to the tile's first row
@@ -394,6 +396,9 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, ROWS: gl.con
         # read, where the head dims agree) to GMEM by TMA, rows past the end of the queries clipped by the
         # TMA engine; then the query buffer is free for the next tile's queries
         if SOFTMAX:
+            if SINK:    # the head's sink joins the sum: exp(sink - m), log2 e times the sink in exp2's units
+                sink = gl.load(sink_ptr + idx_b * sink_stride_b + idx_h * sink_stride_h).to(gl.float32)
+                l_i = l_i + gl.exp2(sink * 1.4426950408889634 - m_i)
             o_val = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
         else:
             o_val = acc
@@ -409,13 +414,13 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, ROWS: gl.con
 @gluon.jit
 def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x, batch_heads, heads, kv_group, qk_scale,
         score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale, b_desc, bias_b_rows, bias_h_rows,
-        ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr,
-        GROUPS: gl.constexpr, CAUSAL: gl.constexpr, LEFT: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr,
-        INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr,
+        sink_ptr, sink_stride_b, sink_stride_h, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr,
+        GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr,
+        SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr,
         CONSUMER_REGS: gl.constexpr):
     """A persistent block: it takes tiles of GROUPS x ROWS query rows of one (batch, head) in turn (every
-    grid-th tile) and streams each against all its keys (up to the diagonal when CAUSAL, from its rows'
-    window when LEFT >= 0: the keys a row sees before its own). The descriptors
+    grid-th tile) and streams each against the keys its rows see: up to RIGHT keys past the diagonal when RIGHT >= 0
+    (0: causal), from LEFT keys before it when LEFT >= 0 (a sliding window), all of them otherwise. The descriptors
     view q, k, v and o as (batch, heads, seqlen, head_dim) with their own strides; k and v have
     heads / kv_group heads (grouped-query attention); v and o may have a head dim of their own (MLA). A head
     dim of q and k that is no power of two (SPLIT) is two column blocks, the first in q_desc and k_desc,
@@ -423,7 +428,9 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     slope_ptr and its strides give each (batch, head) its ALiBi slope, times slope_scale (1 / the scale where
     the kernel folds the chain's scale into exp2's factor), otherwise unused; with BIAS, b_desc views the
     additive bias as rows of keys, (batch, head, query) after one another, a batch entry bias_b_rows rows
-    and a head bias_h_rows (0 where the call broadcasts it); otherwise it is k_desc, unused."""
+    and a head bias_h_rows (0 where the call broadcasts it); otherwise it is k_desc, unused. With SINK,
+    sink_ptr and its strides give each (batch, head) its sink, a logit of the softmax that weighs no value
+    (attention sinks); otherwise unused."""
     blocks_q = gl.cdiv(size_q, GROUPS * ROWS)
     tiles = blocks_q * batch_heads
 
@@ -473,47 +480,48 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     scales = (qk_scale, score_scale)                                      # exp2's factor, the chain's scale
     slopes = (slope_ptr, slope_stride_b, slope_stride_h, slope_scale)     # ALiBi's slopes: where, and a factor
     bias_rows = (bias_b_rows, bias_h_rows)                                # the bias's rows a batch entry, a head
+    sinks = (sink_ptr, sink_stride_b, sink_stride_h)                      # the sinks: where
 
     # warp specialisation: consumer 0 runs in the kernel's own 4 warps, consumers 1.. and the producer in
     # worker partitions; setmaxnreg gives the consumers CONSUMER_REGS registers and the producer 24
     if GROUPS == 1:
         gl.warp_specialize([
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 0,
-                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
-            (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, LEFT,
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
+                              0, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
                               SPLIT, BIAS)),
         ], [1], [24])
     elif GROUPS == 2:
         gl.warp_specialize([
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 0,
-                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 1,
-                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
-            (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, LEFT,
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
+                              0, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
+                              1, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
                               SPLIT, BIAS)),
         ], [4, 1], [CONSUMER_REGS, 24])
     elif GROUPS == 3:
         gl.warp_specialize([
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 0,
-                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 1,
-                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 2,
-                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
-            (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, LEFT,
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
+                              0, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
+                              1, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
+                              2, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
                               SPLIT, BIAS)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
     elif GROUPS == 4:
         gl.warp_specialize([
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 0,
-                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 1,
-                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 2,
-                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, ROWS, BLOCK_X, STAGES, GROUPS, 3,
-                              CAUSAL, LEFT, ALIBI, BIAS, INTRA, INTER, SOFTMAX, SPLIT)),
-            (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, CAUSAL, LEFT,
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
+                              0, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
+                              1, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
+                              2, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
+                              3, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+            (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
                               SPLIT, BIAS)),
         ], [4, 4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, 24])
     else:
@@ -594,10 +602,11 @@ ROWS = 64  # query rows of a consumer warpgroup: wgmma's m
 # setmaxnreg gives a consumer thread (the producer keeps 24): the register file of h100-sxm5
 REGISTER_CAP = {1: 256, 2: 168, 3: 128, 4: 96}
 CONSUMER_REGISTERS = {1: 248, 2: 240, 3: 160, 4: 112}
-CAUSAL = False  # whether the diagram masks keys after each query (top-left aligned)
+RIGHT = -1  # keys after its own a query sees under the diagram's mask (0: causal, top-left aligned); -1: all
 LEFT = -1  # keys before its own a query sees under the diagram's sliding window; -1: all
 ALIBI = False  # whether the scores take ALiBi's bias, a slope a head (an input of the call)
 BIAS = False  # whether the scores take an additive bias, a tile of it a chunk (an input of the call)
+SINK = False  # whether the softmax's sum takes a sink, a logit a head that weighs no value (an input of the call)
 SOFTMAX = True  # the online softmax normalises the scores (else a plain sum: softmax)
 VALUE_DIM = None  # v's largest head dim, where it has an axis of its own (the configurations fit it); None: q's
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
@@ -704,6 +713,7 @@ def _launch_flash(t, size, scale, cfg=None):
     for CONFIGS' choice."""
     q, k, v, out = t['Q'], t['K'], t['V'], t['O']
     slopes = q
+    sinks = q
     if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] != 9:
         raise ValueError(f"this kernel runs on a Hopper GPU (sm_90), not on {q.device}; generate it "
                          "with --backend triton for other GPUs or the interpreter")
@@ -742,8 +752,9 @@ def _launch_flash(t, size, scale, cfg=None):
     _mha_flash[grid](
         q_lo, k_lo, _descriptor(v, v_block), _descriptor(o, o_block), q_hi, k_hi,
         size_q, k.shape[2], batch * heads, heads, heads // k.shape[1], scale['O'] * LOG2E, 1.0,
-        slopes, 0, 0, 1.0, b_desc, bias_b_rows, bias_h_rows, ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups,
-        CAUSAL=CAUSAL, LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
+        slopes, 0, 0, 1.0, b_desc, bias_b_rows, bias_h_rows, sinks, 0, 0,
+        ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups,
+        RIGHT=RIGHT, LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
         CONSUMER_REGS=CONSUMER_REGISTERS[groups], num_warps=4, maxnreg=REGISTER_CAP[groups])
     if o is not out:
         out.copy_(o)

@@ -34,7 +34,7 @@ def brute(block_rows: int, chunk: int, seq_q: int, seq_k: int, window: int | Non
 @given(rows=st.sampled_from([64, 128, 192]), chunk=st.sampled_from([64, 128, 176]), seq=st.integers(1, 1500),
        window=st.one_of(st.none(), st.integers(1, 700)))
 def test_the_walk_is_the_chunks_a_block_sees(rows, chunk, seq, window):
-    assert _causal_tiles(rows, chunk, seq, seq, -1 if window is None else window - 1) == \
+    assert _causal_tiles(rows, chunk, seq, seq, -1 if window is None else window - 1, 0) == \
         brute(rows, chunk, seq, seq, window)
 
 

@@ -58,7 +58,7 @@ class Expected:
         return self.tensor_flops / self.time_s if self.time_s else 0.0
 
     def as_dict(self) -> dict:
-        return {"backend": self.backend, "configuration": self.configuration, "time_s": self.time_s,
+        return {"backend": self.backend, "kernel": self.kernel, "configuration": self.configuration, "time_s": self.time_s,
                 "tensor_flops": self.tensor_flops, "throughput_flops_per_s": self.throughput_flops_per_s,
                 "bound": self.bound, "model": self.model, "calibrated": self.calibrated, "sizes": self.sizes}
 
