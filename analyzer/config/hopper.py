@@ -341,7 +341,7 @@ def _causal_tiles(block_rows: int, chunk: int, seq_q: int, seq_k: int, left: int
             unmasked = min(unmasked, (row0 + 1 + right) // chunk)
         first = whole = 0
         if left >= 0:
-            first = max(row0 - left, 0) // chunk
+            first = min(max(row0 - left, 0) // chunk, end - 1)     # a tile that sees no key streams one
             whole = min(max(first, -(-max(row0 + block_rows - 1 - left, 0) // chunk)), unmasked)
         chunks += end - first
         masked += 1 + max(0, whole - first - 1) + max(0, end - max(unmasked, first + 1))
