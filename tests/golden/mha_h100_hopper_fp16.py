@@ -96,8 +96,10 @@ def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl
     if RIGHT >= 0:
         chunks = gl.minimum(chunks, gl.cdiv(row0 + BLOCK_Q + RIGHT, BLOCK_X))     # block skipping on the right
         unmasked = gl.minimum(unmasked, (row0 + 1 + RIGHT) // BLOCK_X)
-    if LEFT >= 0:
-        first = gl.maximum(row0 - LEFT, 0) // BLOCK_X                   # block skipping on the left
+    if LEFT >= 0:       # block skipping on the left; a tile whose rows see no key (past the keys' end by
+        # more than the window) still streams its last chunk, masked whole: its rows are 0 / 0, as the
+        # float64 softmax of nothing but -inf
+        first = gl.minimum(gl.maximum(row0 - LEFT, 0) // BLOCK_X, chunks - 1)
         whole = gl.minimum(gl.maximum(first, gl.cdiv(gl.maximum(row0 + BLOCK_Q - 1 - LEFT, 0), BLOCK_X)), unmasked)
     else:
         first = 0
