@@ -21,17 +21,16 @@ class KernelFit:
     """One fit: `run(recording, gpu, other=, other_gpu=, allow_gpu_mismatch=, progress=, **options)`."""
 
     name: str                         # napkin calibrate --kernel NAME; the families' `fit`
-    recorded_by: str                  # the bench script whose recording it fits
     options: dict[str, str]           # the CLI options it takes -> the keyword run() takes them as
     run: Callable[..., Any]
 
 
 DEFAULT = "portable"      # napkin calibrate's --kernel when none is given
 FITS: dict[str, KernelFit] = {f.name: f for f in (
-    KernelFit("portable", "bench/sweep_h200.py",
+    KernelFit("portable",                         # a recording of bench/sweep_h200.py
               {"--plot": "", "--held-out": "held_out_size", "--registers": "registers", "--samples": "samples"},
               lambda *a, **k: portable.calibrate(*a, **k)),       # looked up at the call: tests replace it
-    KernelFit("hopper", "bench/hopper_sweep.py", {}, lambda *a, **k: hopper.calibrate(*a, **k)),
+    KernelFit("hopper", {}, lambda *a, **k: hopper.calibrate(*a, **k)),      # a recording of bench/hopper_sweep.py
 )}
 
 

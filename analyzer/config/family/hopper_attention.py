@@ -12,7 +12,6 @@ from dataclasses import replace
 
 from analyzer import hardware
 from analyzer.common.errors import NapkinError
-from analyzer.common.expr import at
 from analyzer.config.by_size import instance_axes
 from analyzer.config.family.base import Accuracy, Expected, Family, Launch
 from analyzer.config.hopper import (
@@ -66,12 +65,9 @@ class HopperAttention(Family):
         """`launched.hopper` None: the one cell of the tables these sizes read, computed alone (chosen_at)."""
         c, tables = launched.configured, launched.hopper
         r = c.roles
-        size = c.axis_sizes(sizes)
-        head_dim, seq_q, seq_k = size(r.head_dim), size(r.seq_q), size(r.seq_k)
-        instances = math.prod(size(a) for a in instance_axes(r))
+        head_dim, seq_q, seq_k, instances, e, flops = _shape(c, sizes)
         params = HopperParams.of(profile)
         chain = scores(c)
-        e = value_dim(c, sizes)
         if tables is None:
             chosen = chosen_at(profile, head_dim, c.dtype, causal=r.causal, length=math.sqrt(seq_q * seq_k),
                                instances=instances, params=params, scores=chain, value_dim=e)
@@ -83,7 +79,6 @@ class HopperAttention(Family):
                               hint="use --backend triton")
         time_s = predicted_time(profile, chosen, head_dim, c.dtype, seq_q=seq_q, seq_k=seq_k,
                                 instances=instances, causal=r.causal, params=params, scores=chain, value_dim=e)
-        flops = 2 * instances * pairs(seq_q, seq_k, r.band) * (head_dim + (e or head_dim))
         parts = chunk_times(profile, chosen, head_dim, c.dtype, params=params, scores=chain, value_dim=e)
         if params.calibrated:
             model = f"the Hopper kernel's model {params.source}"
@@ -117,6 +112,18 @@ class HopperAttention(Family):
         return [_sweep(self, launched, profile, dtype, sets, kernel, began)]
 
 
+def _shape(c: Configured, sizes: dict[str, int]) -> tuple[int, int, int, int, int | None, int]:
+    """Attention `c` at `sizes`: its head dim, query and key lengths, instances (batch x query heads),
+    V's head dim where it has its own (else None) and the tensor-core FLOPs its masks leave (pairs)."""
+    r = c.roles
+    size = c.axis_sizes(sizes)
+    head_dim, seq_q, seq_k = size(r.head_dim), size(r.seq_q), size(r.seq_k)
+    instances = math.prod(size(a) for a in instance_axes(r))
+    e = value_dim(c, sizes)
+    flops = 2 * instances * pairs(seq_q, seq_k, r.band) * (head_dim + (e or head_dim))
+    return head_dim, seq_q, seq_k, instances, e, flops
+
+
 def _with_tables(diagram: str, c: Configured, profile: Profile, config: str | None,
                  one: tuple[int, HopperConfig] | None, sets: dict[str, int]) -> tuple[Configured, HopperTables]:
     """The configured kernel and its by-size tables; a named `config` keeps its head dim alone (the
@@ -143,14 +150,7 @@ def _sweep(family: HopperAttention, launched: Launch, profile: Profile, dtype: s
         raise NapkinError(f"--kernel {kernel}: {woven.name} has no such kernel", hint=f"its kernel: {k.plan.name}")
     sizes, _ = resolve_sizes(woven, sets)      # sizes alone: refusal() sent any other name elsewhere
     shown = {s.name: int(v) for s, v in sizes.items()}
-
-    def size(axis: str) -> int:
-        return int(at(woven.size(axis), sizes))
-
-    head_dim, seq_q, seq_k = size(r.head_dim), size(r.seq_q), size(r.seq_k)
-    instances = math.prod(size(a) for a in instance_axes(r))
-    e = value_dim(c, shown)
-    flops = 2 * instances * pairs(seq_q, seq_k, r.band) * (head_dim + (e or head_dim))
+    head_dim, seq_q, seq_k, instances, e, flops = _shape(c, shown)
     rows = []
     params = HopperParams.of(profile)
     chain = scores(c)
