@@ -30,7 +30,8 @@ FITS: dict[str, KernelFit] = {f.name: f for f in (
     KernelFit("portable",                         # a recording of bench/sweep_h200.py
               {"--plot": "", "--held-out": "held_out_size", "--registers": "registers", "--samples": "samples"},
               lambda *a, **k: portable.calibrate(*a, **k)),       # looked up at the call: tests replace it
-    KernelFit("hopper", {}, lambda *a, **k: hopper.calibrate(*a, **k)),      # a recording of bench/hopper_sweep.py
+    KernelFit("hopper", {"--variants": "variants"},      # a recording of bench/hopper_sweep.py (and of the variants)
+              lambda *a, **k: hopper.calibrate(*a, **k)),
 )}
 
 

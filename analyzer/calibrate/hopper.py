@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,9 +39,14 @@ from analyzer.config.hopper import (
     predicted_time,
     ranked,
 )
+from analyzer.config.scores import SOFTMAX, Scores
 from analyzer.hardware import Estimate, HopperFit, Profile
 
+if TYPE_CHECKING:
+    from analyzer.calibrate.hopper_variants import Variants
+
 HELD_OUT_SEQLEN = 4096       # the grid's sequence length left out of the fit
+BIAS = "bias_efficiency"     # the variants' fit: the bandwidth an additive bias is read at
 HUBER_SCALE = 0.05           # log errors beyond 5 % count linearly: a few odd timings cannot pull the fit
 # name -> (start, lower, upper, scale): each parameter's range is where it means what HopperFit says
 PARAMETERS = {
@@ -84,6 +90,7 @@ class HopperRecord(BaseModel):
     heads_kv: int = Field(ge=1, le=MAX_SIZE)
     seq_q: int = Field(ge=1, le=MAX_SIZE)
     seq_k: int = Field(ge=1, le=MAX_SIZE)
+    value_dim: int | None = Field(None, ge=1, le=MAX_SIZE, description="V's head dim where it has its own (MLA)")
     config: HopperConfigEntry
     status: Literal["ok", "error"]
     time_s: Seconds | None = None
@@ -104,28 +111,33 @@ class HopperRecording(BaseModel):
     records: list[HopperRecord]
 
 
-def load(path: str) -> tuple[HopperRecording, list[HopperRecord]]:
+def load(path: str, field: str = "RECORDING", bench: str = "hopper_sweep") -> tuple[HopperRecording,
+                                                                                    list[HopperRecord]]:
     """The recording and its measured records (tiles schedule: the one the model ranks)."""
-    rec = read_json(Path(path), HopperRecording, missing=f"no such recording: {path}", field="RECORDING",
-                    hint="give a recording's path, or record one with python bench/hopper_sweep.py on "
-                         "an H100 or H200; napkin ships bench/results/hopper_sweep_h100.json and "
-                         "hopper_sweep_h200.json")
+    rec = read_json(Path(path), HopperRecording, missing=f"no such recording: {path}", field=field,
+                    hint=f"give a recording's path, or record one with python bench/{bench}.py on "
+                         f"an H100 or H200; napkin ships bench/results/{bench}_h100.json")
     measured = [r for r in rec.records if r.status == "ok" and r.time_s and r.config.SCHEDULE == "tiles"]
     if not measured:
         raise NapkinError(f"{path} has no measured records of the Hopper kernel", file=path, field="records")
     return rec, measured
 
 
-def config_of(profile: Profile, r: HopperRecord) -> HopperConfig:
+def config_of(profile: Profile, r: HopperRecord, chain: Scores = SOFTMAX) -> HopperConfig:
     c = r.config
     return configuration(profile, r.head_dim, r.dtype, warpgroups=c.WARPGROUPS, chunk=c.BLOCK_X, stages=c.STAGES,
-                         overlap=c.OVERLAP, schedule=c.SCHEDULE, causal=r.causal)
+                         overlap=c.OVERLAP, schedule=c.SCHEDULE, causal=r.causal, value_dim=r.value_dim,
+                         bias=chain.bias is not None)
 
 
-def predict(profile: Profile, records: list[HopperRecord], params: HopperParams) -> np.ndarray:
-    return np.array([predicted_time(profile, config_of(profile, r), r.head_dim, r.dtype, seq_q=r.seq_q,
-                                    seq_k=r.seq_k, instances=r.batch * r.heads_q, causal=r.causal, params=params)
-                     for r in records])
+def predict(profile: Profile, records: list[HopperRecord], params: HopperParams,
+            chains: list[Scores] | None = None) -> np.ndarray:
+    """The model's seconds for each record; `chains`, each record's chain of scores (softmax by default)."""
+    chains = chains or [SOFTMAX] * len(records)
+    return np.array([predicted_time(profile, config_of(profile, r, chain), r.head_dim, r.dtype, seq_q=r.seq_q,
+                                    seq_k=r.seq_k, instances=r.batch * r.heads_q, causal=r.causal, params=params,
+                                    scores=chain, value_dim=r.value_dim)
+                     for r, chain in zip(records, chains, strict=True)])
 
 
 def _params(x: np.ndarray, source: str = HopperParams.source) -> HopperParams:
@@ -142,17 +154,12 @@ class Fitted:
                                                               # active_mask (a bound it pushed it to)
 
 
-def fit(profile: Profile, records: list[HopperRecord], source: str) -> Fitted:
-    """Least squares on log(predicted / measured), Huber loss, bounded parameters."""
-    measured = np.array([r.time_s for r in records])
-    start, low, high, scale = (np.array(v) for v in zip(*PARAMETERS.values(), strict=True))
-    if len(records) < 3 * len(PARAMETERS):
-        raise NapkinError(f"{source}: {len(records)} training records are too few to fit {len(PARAMETERS)} "
-                          "parameters", hint="record more configurations (python bench/hopper_sweep.py)")
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        return np.log(predict(profile, records, _params(x)) / measured)
-
+def solve(spec: dict[str, tuple[float, float, float, float]], residuals) -> tuple[np.ndarray, dict[str, float],
+                                                                                float, dict[str, str]]:
+    """Least squares of `residuals(x)` (log errors) over the parameters `spec` names (start, lower, upper,
+    scale), Huber loss: the values, one standard error each (the Jacobian's), the rms log error and the
+    parameters left at a bound (least_squares' active_mask)."""
+    start, low, high, scale = (np.array(v) for v in zip(*spec.values(), strict=True))
     found = least_squares(residuals, start, bounds=(low, high), loss="huber", f_scale=HUBER_SCALE,
                           x_scale=scale, diff_step=1e-3)
     r = residuals(found.x)
@@ -166,10 +173,22 @@ def fit(profile: Profile, records: list[HopperRecord], source: str) -> Fitted:
         error = np.where(unmoved, np.inf, error)
     except np.linalg.LinAlgError:
         error = np.full(len(start), np.nan)
-    return Fitted(_params(found.x, f"calibrated on {profile.name}"),
-                  {n: float(e) for n, e in zip(PARAMETERS, error, strict=True)},
-                  float(np.sqrt(np.mean(r ** 2))), len(records),
-                  {n: "lower" if m < 0 else "upper" for n, m in zip(PARAMETERS, found.active_mask, strict=True) if m})
+    at = {n: "lower" if m < 0 else "upper" for n, m in zip(spec, found.active_mask, strict=True) if m}
+    return found.x, {n: float(e) for n, e in zip(spec, error, strict=True)}, float(np.sqrt(np.mean(r ** 2))), at
+
+
+def fit(profile: Profile, records: list[HopperRecord], source: str) -> Fitted:
+    """Least squares on log(predicted / measured), Huber loss, bounded parameters."""
+    measured = np.array([r.time_s for r in records])
+    if len(records) < 3 * len(PARAMETERS):
+        raise NapkinError(f"{source}: {len(records)} training records are too few to fit {len(PARAMETERS)} "
+                          "parameters", hint="record more configurations (python bench/hopper_sweep.py)")
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        return np.log(predict(profile, records, _params(x)) / measured)
+
+    x, error, rms, at = solve(PARAMETERS, residuals)
+    return Fitted(_params(x, f"calibrated on {profile.name}"), error, rms, len(records), at)
 
 
 @dataclass(frozen=True)
@@ -200,8 +219,10 @@ class Choice:
     regret: float        # measured time of the choice / the best's, less 1
 
 
-def choices(profile: Profile, records: list[HopperRecord], params: HopperParams) -> list[Choice]:
-    """Per shape, `ranked`'s order (its ties included) restricted to the configurations measured there."""
+def choices(profile: Profile, records: list[HopperRecord], params: HopperParams,
+            chain_of: Callable[[HopperRecord], Scores] = lambda r: SOFTMAX) -> list[Choice]:
+    """Per shape, `ranked`'s order (its ties included) restricted to the configurations measured there;
+    `chain_of`, a record's chain of scores."""
     by_shape: dict[tuple, list[HopperRecord]] = {}
     for r in records:
         by_shape.setdefault(r.shape, []).append(r)
@@ -209,7 +230,8 @@ def choices(profile: Profile, records: list[HopperRecord], params: HopperParams)
     for shape, recs in by_shape.items():
         r0 = recs[0]
         order = [c.entry() for _, c in ranked(profile, r0.head_dim, r0.dtype, seq_q=r0.seq_q, seq_k=r0.seq_k,
-                                              instances=r0.batch * r0.heads_q, causal=r0.causal, params=params)]
+                                              instances=r0.batch * r0.heads_q, causal=r0.causal, params=params,
+                                              scores=chain_of(r0), value_dim=r0.value_dim)]
         measured = {tuple(r.config.model_dump().items()): r for r in recs}
         chosen = next((measured[tuple(e.items())] for e in order if tuple(e.items()) in measured), None)
         if chosen is None:
@@ -233,6 +255,7 @@ class Result:
     across: dict[str, Errors] | None       # this fit on the other GPU's records: split -> errors
     other: str | None                      # the other GPU's recording
     refused: int                           # records of configurations the legality rule now refuses
+    variants: Variants | None = None       # the score ops' costs, fitted on a sweep of the variants
 
 
 def split_of(r: HopperRecord, held_out: int) -> str:
@@ -250,7 +273,9 @@ def split_of(r: HopperRecord, held_out: int) -> str:
 
 def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SEQLEN, other: str | None = None,
               other_gpu: str | Profile | None = None, allow_gpu_mismatch: bool = False,
-              progress: Progress = silent) -> Result:
+              progress: Progress = silent, variants: str | None = None) -> Result:
+    """The softmax attention's parameters fitted on `recording`; with `variants` (a recording of
+    bench/hopper_variants.py), the score ops' costs fitted on it on top (analyzer.calibrate.hopper_variants)."""
     rec, records = load(recording)
     base = hardware.load(gpu)
     base = base.model_copy(update={"calibration": None})
@@ -259,6 +284,9 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SE
         other_rec, theirs = load(other)
         them = hardware.load(other_gpu or gpu).model_copy(update={"calibration": None})
         check_gpu(other_rec.meta, other, them, option="--across", allowed=allow_gpu_mismatch)
+    if variants is not None:
+        check_gpu(load(variants, field="--variants", bench="hopper_variants")[0].meta, variants, base,
+                  option="--variants", allowed=allow_gpu_mismatch)
     # what the legality rule refuses today (a register reserve learnt after the sweep) the model never ranks
     refused = sum(not legal(base, config_of(base, r)) for r in records)
     records = [r for r in records if legal(base, config_of(base, r))]
@@ -292,26 +320,50 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SE
                   **{s: Errors.of(predicted[ix], t[ix]) for s in ("train", "held-out configs", "held-out size",
                                                                      "beyond")
                      if (ix := [i for i, r in enumerate(theirs) if split_of(r, held_out) == s])}}
-    return Result(recording, rec, records, base, fitted, split, errors, picked, across, other, refused)
+    ops = None
+    if variants is not None:
+        from analyzer.calibrate.hopper_variants import fit_variants
+        progress("variants", 0, 1)
+        ops = fit_variants(variants, base, fitted.params, held_out)
+        progress("variants", 1, 1)
+    return Result(recording, rec, records, base, fitted, split, errors, picked, across, other, refused, ops)
 
 
 def hopper_fit(r: Result, command: str) -> HopperFit:
     """The fit as a profile carries it."""
     f = r.fitted
     meta = r.recording.meta
-    values = {fld.name: Estimate(value=float(f"{getattr(f.params, fld.name):.4g}"),
-                                 uncertainty=float(f"{f.uncertainty[fld.name]:.2g}")
-                                 if math.isfinite(f.uncertainty[fld.name]) else None)
+    values = {fld.name: _estimate(getattr(f.params, fld.name), f.uncertainty[fld.name])
               for fld in fields(HopperParams) if fld.name in PARAMETERS}
     held = r.errors["calibrated"]
     at = at_bounds_text(f.at_bounds, {n: getattr(f.params, n) for n in f.at_bounds})
+    ops, variants = {}, {}
+    if (v := r.variants) is not None:
+        # a cost no training record moves (undetermined) stays as counted: the profile holds measurements only
+        ops = {"score_clocks": {n: _estimate(v.value(n), e) for n, e in v.uncertainty.items()
+                                if n != BIAS and math.isfinite(e)},
+               **({BIAS: _estimate(v.value(BIAS), v.uncertainty[BIAS])} if BIAS in v.uncertainty else {})}
+        variants = {"variants_source": f"{v.source}: {v.recording.meta.get('command', '?')}, "
+                                       f"{v.recording.meta.get('date', '?')}",
+                    "variants_training_records": v.training,
+                    "variants_held_out_median_error": float(
+                        f"{v.errors['calibrated']['all variants']['held-out size'].median:.3g}")}
+        at_v = at_bounds_text(v.at_bounds, {n: v.value(n) for n in v.at_bounds})
+        if at_v:
+            variants["variants_at_bounds"] = at_v
     return HopperFit(
         source=(f"{r.source}: {meta.get('command', '?')} on one {meta.get('gpu', 'GPU')}, {meta.get('date', '?')}; "
                 f"{f.training} training configurations, least squares with Huber loss ({command})"),
         **values,
         fit={"training_records": f.training, "rms_log_error": float(f"{f.rms_log_error:.3g}"),
              "held_out_median_error": float(f"{held['held-out size'].median:.3g}"),
-             "beyond_median_error": float(f"{held['beyond'].median:.3g}"), **({"at_bounds": at} if at else {})})
+             "beyond_median_error": float(f"{held['beyond'].median:.3g}"), **({"at_bounds": at} if at else {}),
+             **variants},
+        **ops)
+
+
+def _estimate(value: float, error: float) -> Estimate:
+    return Estimate(value=float(f"{value:.4g}"), uncertainty=float(f"{error:.2g}") if math.isfinite(error) else None)
 
 
 __all__ = ["HopperRecord", "HopperRecording", "Result", "calibrate", "choices", "fit", "hopper_fit", "load",

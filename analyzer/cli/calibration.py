@@ -44,6 +44,10 @@ def calibrate(
         "--across", metavar="RECORDING:GPU", help="Another GPU's recording (of the same kernel) and profile, "
                          "RECORDING:GPU: the report carries the fit there, with that GPU's datasheet "
                          "figures.")] = None,
+    variants: Annotated[Optional[str], typer.Option(
+        "--variants", metavar="RECORDING", help="A sweep of the Hopper kernel's variants (bench/hopper_variants.py): "
+                                               "fit what each op of a chain of scores costs (a tanh, ALiBi, a "
+                                               "bias) on top of the softmax fit.")] = None,
     allow_gpu_mismatch: Annotated[bool, typer.Option(
         "--allow-gpu-mismatch", help="Fit a recording measured on another GPU model than --gpu's (or "
                                      "--across's) anyway; refused without it.")] = False,
@@ -53,7 +57,7 @@ def calibrate(
     other, other_gpu = _across(across)
     fit = FITS[kernel]
     given = {"--plot": plot, "--held-out": held_out, "--registers": registers,
-             "--samples": samples if samples != 40 else None}
+             "--samples": samples if samples != 40 else None, "--variants": variants}
     for option, value in given.items():
         if value is not None and option not in fit.options:
             takers = " or ".join(f.name for f in FITS.values() if option in f.options)
@@ -64,7 +68,8 @@ def calibrate(
     if plot is not None:
         from analyzer.plot.output import output_format
         output_format(plot, "--plot")
-    options = {"held_out_size": _held_out(held_out), "registers": registers, "samples": samples}
+    options = {"held_out_size": _held_out(held_out), "registers": registers, "samples": samples,
+               "variants": variants}
     options = {keyword: options[keyword] for keyword in fit.options.values() if keyword}
     with progress_bar("calibrate") as progress:
         result = fit.run(recording, gpu, other=other, other_gpu=other_gpu, allow_gpu_mismatch=allow_gpu_mismatch,
@@ -78,6 +83,8 @@ def calibrate(
         words += ["--samples", str(samples)]
     if registers:
         words += ["--registers", registers]
+    if variants:
+        words += ["--variants", variants]
     if across:
         words += ["--across", across]
     if allow_gpu_mismatch:
@@ -131,6 +138,10 @@ def _hopper_done(result, command: str, output: str | None, report: str | None, p
     for name, value in result.fitted.uncertainty.items():
         typer.echo(f"  {name} = {getattr(result.fitted.params, name):.4g} ± {value:.2g}"
                    f"{_bound(result.fitted.at_bounds.get(name))}")
+    if (v := result.variants) is not None:
+        for name, value in v.uncertainty.items():
+            shown = name if name == "bias_efficiency" else f"score_clocks[{name}]"
+            typer.echo(f"  {shown} = {v.value(name):.4g} ± {value:.2g}{_bound(v.at_bounds.get(name))}")
     for line in summary(result):
         typer.echo(line)
 

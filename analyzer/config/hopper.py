@@ -99,6 +99,10 @@ class HopperParams:
     launch_overhead_s: float = 0.0
     lone_overlap: float = 0.0      # share of the way from no overlap to intra a lone warpgroup goes unasked
     mask_overhead: float = 0.0     # chunk times a causally masked step adds (the paper counts no mask work)
+    # per lowering of a score op (analyzer.config.scores): the SM clocks a score costs, fitted on a sweep of
+    # the variants (napkin calibrate --variants); an op absent costs its counted SFU and lane operations
+    score_clocks: tuple[tuple[str, float], ...] = ()
+    bias_efficiency: float = 1.0   # achieved fraction of the HBM bandwidth an additive bias is read at
     source: str = "the paper's idealised model"     # where the values come from, for headers and reports
 
     @classmethod
@@ -109,8 +113,9 @@ class HopperParams:
             return cls()
         fit, name = found
         given = {f.name: getattr(fit, f.name).value for f in fields(cls)
-                 if f.name != "source" and getattr(fit, f.name) is not None}
-        return cls(**given, source=f"calibrated on {name}")
+                 if f.name not in ("source", "score_clocks") and getattr(fit, f.name) is not None}
+        ops = tuple(sorted((k, e.value) for k, e in fit.score_clocks.items()))
+        return cls(**given, score_clocks=ops, source=f"calibrated on {name}")
 
     @property
     def calibrated(self) -> bool:
@@ -237,20 +242,23 @@ def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False
     return out
 
 
-def _body(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, efficiency: float = 1.0,
+def _body(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, params: HopperParams,
           scores: Scores = SOFTMAX, value_dim: int | None = None) -> tuple[Stage, ...]:
     """Table 3's loop body per row of one chunk: QK^T and PV on the tensor cores (2 d s_x each, at
     `efficiency` of the datasheet rate), and the scores' work on the special function units: the
     softmax's exponentials and its rescale (s_x + 1), or what the diagram's chain of scores costs
     (analyzer.config.scores: sigmoid attention's s_x tanh), with the fp32 lane work an op adds beyond the
-    softmax's (ALiBi's 2 s_x, at the lanes' rate) in the same stage: the threads issue both. QK^T contracts the head dim, PV the keys into
-    `value_dim` columns (2 e s_x)."""
+    softmax's (ALiBi's 2 s_x, at the lanes' rate) in the same stage: the threads issue both. Each op costs
+    what a sweep of the variants fitted (`params.score_clocks`) where it did, else what is counted here.
+    QK^T contracts the head dim, PV the keys into `value_dim` columns (2 e s_x)."""
     clock = profile.clocks.tensor_hz * profile.sm_count
-    tensor = profile.tensor_flops_per_s[dtype] / clock * efficiency
+    tensor = profile.tensor_flops_per_s[dtype] / clock * params.tensor_efficiency
     contraction = 2 * head_dim * c.chunk / tensor
     mix = 2 * (value_dim or head_dim) * c.chunk / tensor
-    sfu = (c.chunk * scores.sfu_per_score + scores.sfu_per_row) / profile.per_sm_per_clock.sfu_ops \
-        + c.chunk * scores.vector_per_score / profile.per_sm_per_clock.fp32_fma    # ALiBi's on the lanes
+    rate = profile.per_sm_per_clock
+    normalise = 1 if scores.softmax else 0          # the softmax's exp2 a score
+    sfu = (c.chunk * normalise + scores.sfu_per_row) / rate.sfu_ops \
+        + c.chunk * scores.op_clocks(rate.sfu_ops, rate.fp32_fma, dict(params.score_clocks))
     label = "softmax (exp)" if scores == SOFTMAX else f"{scores.label()} (sfu)"
     return (Stage("S (dot)", "tensor", contraction), Stage(label, "sfu", sfu),
             Stage("O (contraction)", "tensor", mix))
@@ -265,7 +273,7 @@ def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, ov
     `overhead` replaces the parameters' softmax overhead (Section 6's experiment varies it)."""
     params = params or HopperParams.of(profile)
     o = params.softmax_overhead if overhead is None else overhead
-    body = _body(profile, c, head_dim, dtype, params.tensor_efficiency, scores, value_dim)
+    body = _body(profile, c, head_dim, dtype, params, scores, value_dim)
     strategy = "intra" if c.intra else "inter"
     period = bound(body, groups=c.warpgroups, strategy=strategy, overhead=o)   # clk per row
     if c.warpgroups == 1 and not c.intra and params.lone_overlap:
@@ -280,7 +288,7 @@ def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, ov
     t_h = loaded * profile.sm_count / bandwidth
     if scores.bias is not None:    # the block's rows of the bias at the chunk's keys: read once, from HBM
         t_h += c.block_rows * c.chunk * bytes_per_value(dtype) * profile.sm_count / \
-            profile.level("gmem").bandwidth_bytes_per_s
+            (profile.level("gmem").bandwidth_bytes_per_s * params.bias_efficiency)
     return {"tensor" if period <= busy * (1 + 1e-9) else "threads": t_k, "loads": t_h}
 
 
@@ -377,7 +385,7 @@ def threads_bound(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, 
     threads' the longer."""
     params = params or HopperParams.of(profile)
     o = params.softmax_overhead if overhead is None else overhead
-    body = _body(profile, c, head_dim, dtype, params.tensor_efficiency, scores, value_dim)
+    body = _body(profile, c, head_dim, dtype, params, scores, value_dim)
     tensor = sum(s.clocks for s in body if s.lane == "tensor")
     return sum(s.clocks for s in body if s.lane != "tensor") * (1 + o) >= tensor
 

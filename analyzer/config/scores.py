@@ -35,6 +35,7 @@ after it (`ScoreOp.right`: 0 for a causal mask, and so for a band with after: 0,
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -118,6 +119,22 @@ class Scores:
     def vector_per_score(self) -> int:
         """fp32 vector-lane operations a score the ops add (ALiBi's distance and multiply-add)."""
         return sum(VECTOR_PER_SCORE.get(o.lowering, 0) for o in self.ops)
+
+    @property
+    def costed(self) -> tuple[str, ...]:
+        """The lowerings of the chain's ops that cost the threads work (an SFU or lane operation a score,
+        as counted): what a fit of the ops' costs can measure (HopperParams.score_clocks)."""
+        return tuple(dict.fromkeys(o.lowering for o in self.ops
+                                   if SFU_PER_SCORE.get(o.primitive, 0) or VECTOR_PER_SCORE.get(o.lowering, 0)))
+
+    def op_clocks(self, sfu_ops: float, fp32_fma: float, fitted: Mapping[str, float] | None = None) -> float:
+        """SM clocks a score the ops cost on the threads (the softmax's own exp2 apart): each op's fitted
+        cost where a sweep of the variants measured it (`fitted`, by lowering: HopperParams.score_clocks),
+        else its counted SFU and lane operations at the datasheet's rates per SM and clock."""
+        fitted = fitted or {}
+        return sum(fitted[o.lowering] if o.lowering in fitted else
+                   SFU_PER_SCORE.get(o.primitive, 0) / sfu_ops + VECTOR_PER_SCORE.get(o.lowering, 0) / fp32_fma
+                   for o in self.ops)
 
     @property
     def bias(self) -> ScoreOp | None:

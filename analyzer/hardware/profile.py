@@ -146,7 +146,8 @@ class HeldOut:
 # the calibration's fit entries napkin calibrate writes per family: `held_out_median_error.attention`
 HELD_OUT = ("held_out_median_error", "held_out_p90_error")
 # the Hopper kernel's fit: which held-out records each median is over
-HOPPER_HELD_OUT = {"the held-out size": "held_out_median_error", "shapes beyond the grid": "beyond_median_error"}
+HOPPER_HELD_OUT = {"the held-out size": "held_out_median_error", "shapes beyond the grid": "beyond_median_error",
+                   "score modifications at the held-out size": "variants_held_out_median_error"}
 
 
 def held_out_fit(errors: dict[str, HeldOut]) -> dict[str, float]:
@@ -209,6 +210,15 @@ class HopperFit(Exact):
     mask_overhead: Estimate | None = Field(
         None, description="Chunk times a causal tile's masked step adds beyond its chunk (the first chunk and "
                           "those on the diagonal: the mask's compares and selects).")
+    score_clocks: dict[str, Estimate] = Field(
+        default_factory=dict, description="Per lowering of a score op between the contractions (sigmoid, "
+                                          "softcap, alibi shifted, add, ...): the SM clocks a score costs the "
+                                          "threads, fitted on a sweep of the diagrams that apply it "
+                                          "(napkin calibrate --variants); an op absent costs its counted SFU "
+                                          "and lane operations.")
+    bias_efficiency: Estimate | None = Field(
+        None, description="Achieved fraction of the HBM bandwidth an additive bias (heads x queries x keys) "
+                          "is read at.")
     fit: dict[str, float | int | str] = Field(default_factory=dict,
                                               description="How well the fit did (informative).")
 

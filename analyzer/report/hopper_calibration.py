@@ -8,7 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from analyzer.calibrate.hopper import Result, hopper_fit
+from analyzer.calibrate.hopper import BIAS, Result, hopper_fit
+from analyzer.calibrate.hopper_variants import Variants, counted
 from analyzer.calibrate.ranges import at_bounds_text
 from analyzer.calibrate.validate import HELD_OUT_SHARE
 from analyzer.common.atomic import write_files
@@ -106,7 +107,53 @@ def summary(r: Result) -> list[str]:
     at = at_bounds_text(r.fitted.at_bounds, {n: getattr(r.fitted.params, n) for n in r.fitted.at_bounds})
     if at:
         lines.append(f"at a bound of its range (a limit, not a measurement): {at}")
+    if (v := r.variants) is not None:
+        for model in v.errors:
+            e = v.errors[model]["all variants"]
+            lines.append(f"variants, {model}: " + "; ".join(f"{key} {errors_text(e[key])}"
+                                                          for key in ("held-out size", "held-out configs") if key in e))
+        at = at_bounds_text(v.at_bounds, {n: v.value(n) for n in v.at_bounds})
+        if at:
+            lines.append(f"variants at a bound of their range (a limit, not a measurement): {at}")
     return lines
+
+
+def variants_markdown(v: Variants, base_name: str) -> list[str]:
+    """The report's section on the score ops' costs: the fitted values against the counted ones, and
+    each diagram's errors for the model carried from softmax attention and the model with the fit."""
+    out = ["", "## The variants: what each op of a chain of scores costs", "",
+           f"Fitted on {v.source} ({v.recording.meta.get('command', '?')}, {v.recording.meta.get('date', '?')}): "
+           f"{v.training} training records of the diagrams whose scores carry an op beyond the softmax, with the "
+           "softmax parameters above held fixed; held out as above (one sequence length, one configuration in "
+           f"{HELD_OUT_SHARE} by a hash of it and its diagram). The softmax diagrams of the same run move no "
+           "parameter here: their rows show the softmax fit carried to that run.", "",
+           "| parameter | fitted | ± | as counted | meaning |", "|---|---|---|---|---|"]
+    for name, error in v.uncertainty.items():
+        shown = f"{error:.2g}" if math.isfinite(error) else "undetermined (no record moves it)"
+        if name == BIAS:
+            out.append(f"| {name} | {v.value(name):.3g} | {shown} | 1 | achieved fraction of {base_name}'s HBM "
+                       "bandwidth an additive bias is read at |")
+        else:
+            out.append(f"| score_clocks[{name}] | {v.value(name):.4g} | {shown} | {counted(name, v.profile):.4g} | "
+                       f"SM clocks a score the {name} op costs the threads |")
+    out += bounds_paragraph(at_bounds_text(v.at_bounds, {n: v.value(n) for n in v.at_bounds}))
+    out += ["", "| diagram | records | carried from softmax: median | with the fit: median | 90th percentile | worst |",
+            "|---|---|---|---|---|---|"]
+    carried, fitted = v.errors["carried from softmax"], v.errors["calibrated"]
+    order = ("train", "held-out configs", "held-out size", "softmax")
+    for diagram, groups in fitted.items():
+        for group, e in sorted(groups.items(), key=lambda ge: order.index(ge[0])):
+            c = carried[diagram][group]
+            out.append(f"| {diagram} | {group} ({e.count}) | {_pct(c.median)} | {_pct(e.median)} | {_pct(e.p90)} | "
+                       f"{_pct(e.worst)} |")
+    for model, picked in v.choices.items():
+        regrets = sorted(c.regret for c in picked)
+        within = sum(x <= 0.05 for x in regrets)
+        worst = max(picked, key=lambda c: c.regret)
+        out += ["", f"{model}: the model's choice within 5 % of the best measured at {within} of {len(regrets)} "
+                    f"shapes; median regret {_pct(regrets[len(regrets) // 2])}, worst {_pct(regrets[-1])} "
+                    f"({worst.label})."]
+    return out
 
 
 def report_markdown(r: Result, command: str) -> str:
@@ -153,6 +200,8 @@ def report_markdown(r: Result, command: str) -> str:
         out.append("")
         out.append(f"{model}: within 5 % of the best at {within} of {len(regrets)} shapes; median regret "
                    f"{_pct(regrets[len(regrets) // 2])}, worst {_pct(regrets[-1])}.")
+    if r.variants is not None:
+        out += variants_markdown(r.variants, r.base.name)
     return "\n".join(out) + "\n"
 
 

@@ -82,7 +82,10 @@ class HopperAttention(Family):
         parts = chunk_times(profile, chosen, head_dim, c.dtype, params=params, scores=chain, value_dim=e)
         if params.calibrated:
             model = f"the Hopper kernel's model {params.source}"
-            if chain != SOFTMAX:
+            fitted = [op for op in chain.costed if op in dict(params.score_clocks)]
+            if chain != SOFTMAX and fitted:
+                model += f", its scores' {', '.join(fitted)} at the costs a sweep of the variants fitted"
+            if chain != SOFTMAX and len(fitted) < len(chain.costed):
                 model += f", carried from softmax attention to its scores' {chain.label()}"
             if e:
                 model += f", carried to V's head dim of its own ({e}; fitted where it is the queries')"
