@@ -134,6 +134,18 @@ def launched(module: Any, kernel: str, key: Any, size: dict[str, int]) -> dict[s
     return dict(module._sized(entry, size) if "by_size" in entry else entry)
 
 
+def launched_by(module: Any, call: Callable[[], Any]) -> dict[str, Any]:
+    """The configuration the module launches by itself for `call` (its by-size table's), seen as the call
+    makes it."""
+    seen, original = [], module._sized
+    module._sized = lambda entry, size: seen.append(original(entry, size)) or seen[-1]
+    try:
+        call()
+    finally:
+        module._sized = original
+    return dict(seen[-1])
+
+
 # ----------------------------------------------------------------------------- compile workers
 
 @dataclass(frozen=True)

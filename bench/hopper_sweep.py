@@ -46,6 +46,7 @@ from bench.common import (  # noqa: E402
     command,
     environment,
     import_file,
+    launched_by,
     log,
     precompile,
     rel_err,
@@ -153,17 +154,6 @@ def candidates(run: Run, shape: Shape):
     return [c for i, c in enumerate(ranked) if i == 0 or c.stages == fewest[(c.warpgroups, c.chunk, c.overlap)]]
 
 
-def launched(module, call) -> dict:
-    """The configuration the module launches by itself for `call` (its by-size table's)."""
-    seen, original = [], module._sized
-    module._sized = lambda entry, size: seen.append(original(entry, size)) or seen[-1]
-    try:
-        call()
-    finally:
-        module._sized = original
-    return dict(seen[-1])
-
-
 def specialised(shape: Shape) -> tuple:
     """What Triton specialises the kernel's integer arguments on (equal to 1, divisible by 16): shapes
     alike in this share a compiled kernel."""
@@ -212,7 +202,7 @@ def measure(run: Run, shape: Shape) -> None:
     sdpa = partial(F.scaled_dot_product_attention, q, k, v, is_causal=shape.causal, enable_gqa=gqa)
     ref = sdpa()
     hopper = run.hopper[shape.diagram]
-    mine = launched(hopper, partial(hopper.attention, q, k, v, causal=shape.causal))
+    mine = launched_by(hopper, partial(hopper.attention, q, k, v, causal=shape.causal))
     ranked = candidates(run, shape)
     base = {"kind": shape.kind, "diagram": shape.diagram, "dtype": DTYPE, "head_dim": shape.d,
             "causal": shape.causal, "batch": shape.batch, "heads_q": shape.heads_q, "heads_kv": shape.heads_kv,

@@ -47,6 +47,7 @@ from bench.common import (  # noqa: E402
     command,
     environment,
     import_file,
+    launched_by,
     log,
     ratio,
     reference_attention,
@@ -164,7 +165,11 @@ def merge(args: argparse.Namespace, argv: list[str] | None) -> int:
         raise SystemExit(f"--merge: the runs are of different GPUs ({', '.join(sorted(gpus))})")
     meta = {**docs[0]["meta"], "command": command("hopper_variants.py", argv),
             "merged_from": [{"command": d["meta"]["command"], "date": d["meta"]["date"]} for d in docs]}
-    doc = {"meta": meta, **{k: [x for d in docs for x in d[k]] for k in ("checks", "records", "peers", "skipped")}}
+    doc = {"meta": meta, **{k: [x for d in docs for x in d[k]] for k in ("checks", "records", "peers")}}
+    covered = {r["diagram"] for r in doc["records"]} | {f"{r['diagram']} d={r['head_dim']} L={r['seq_q']}"
+                                                      for r in doc["records"]}
+    # what one run skipped and another measured is not skipped
+    doc["skipped"] = [x for d in docs for x in d["skipped"] if x.split(":")[0] not in covered]
     save_results(args.out, f"hopper_variants_{args.gpu}", doc, markdown(doc))
     return 0
 
@@ -312,13 +317,12 @@ def sweep(run: Run, p: Planned, sampler: Sampler) -> None:
         if not row["ok"]:
             bad.add((d, c))
             log(f"  check failed: {v.diagram} d={d} {dict(c)}: {row.get('error') or row.get('rel_err')}")
-    from bench.hopper_sweep import launched
     for (d, seq), rows in p.shapes.items():
         if run.left() < 0:
             run.doc["skipped"].append(f"{v.diagram} d={d} L={seq}: out of budget")
             continue
         args, _ = inputs(torch, v, BATCH, HEADS, seq, d, torch.bfloat16)
-        own = launched(module, lambda: module.attention(*args))
+        own = launched_by(module, lambda: module.attention(*args))
         if not any(c == own for _, c, _ in rows):
             rows = [*rows, (None, own, None)]
         for rank, config, _ in rows:
