@@ -61,6 +61,9 @@ PARAMETERS = {
     # a causally masked step adds up to two chunks: the mask's compares and selects (about four integer
     # operations a score) are no more thread work than the softmax's, which one chunk's period bounds
     "mask_overhead": (0.0, 0.0, 2.0, 1.0),
+    # the tensor cores' and the threads' work a period combine as a p-norm, softness 1/p: from Section 6's
+    # perfect overlap (0, the longer alone) to a quadrature sum (1/2); started between
+    "overlap_softness": (0.25, 0.0, 0.7, 1.0),
 }
 
 

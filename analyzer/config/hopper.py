@@ -79,7 +79,17 @@ ALIKE = 0.05                  # predictions this close are alike: the calibrated
 # fastest at head dim 256 (tensor-bound), inter+intra within 1.5 % of the fastest at 64 (threads-bound),
 # the four within 3 % at 128 not causal and intra 6 % behind at 128 causal.
 PREFERRED = {"tensor": ("intra", "none", "inter+intra", "inter"),
-             "threads": ("inter+intra", "intra", "inter", "none")}
+             "threads": ("inter+intra", "intra", "inter", "none"),
+             # a plain running sum (no online softmax: sigmoid attention), whichever lane bounds it: at every
+             # sigmoid shape swept the intra-warpgroup overlap ran 13-18 % behind the fastest overlap and
+             # inter+intra within 2 % of it (bench/results/hopper_variants_h100.md, head dims 64 and 128,
+             # 2k-16k); the model's period does not say why, so the order is the measurement's
+             "sum": ("inter+intra", "inter", "none", "intra")}
+# Where the tie goes from the tensor cores' order to the threads': with the fitted soft overlap, the
+# fastest overlap changes between threads' work about half the tensor cores' (softmax at head dim 128:
+# intra first) and about equal to it (softmax at 64, softcap at 128: inter+intra first), measured in
+# bench/results/hopper_variants_h100.md; three quarters lies between
+THREADS_SHARE = 0.75
 OVERHEAD = 0.66               # o: Section 6.3's hypothesis, the threads' work Table 3 leaves out
 LOADS_FROM = "l2"             # the blocks of one head read the same chunks: all but the first from L2
 
@@ -99,6 +109,7 @@ class HopperParams:
     launch_overhead_s: float = 0.0
     lone_overlap: float = 0.0      # share of the way from no overlap to intra a lone warpgroup goes unasked
     mask_overhead: float = 0.0     # chunk times a causally masked step adds (the paper counts no mask work)
+    overlap_softness: float = 0.0  # 1/p of the p-norm the SM's lanes' work combines by (0: Section 6's max)
     # per lowering of a score op (analyzer.config.scores): the SM clocks a score costs, fitted on a sweep of
     # the variants (napkin calibrate --variants); an op absent costs its counted SFU and lane operations
     score_clocks: tuple[tuple[str, float], ...] = ()
@@ -275,12 +286,14 @@ def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, ov
     o = params.softmax_overhead if overhead is None else overhead
     body = _body(profile, c, head_dim, dtype, params, scores, value_dim)
     strategy = "intra" if c.intra else "inter"
-    period = bound(body, groups=c.warpgroups, strategy=strategy, overhead=o)   # clk per row
+    period = bound(body, groups=c.warpgroups, strategy=strategy, overhead=o,
+                   softness=params.overlap_softness)   # clk per row
     if c.warpgroups == 1 and not c.intra and params.lone_overlap:
         # measured: one consumer warpgroup with no overlap scheduled runs well ahead of a serial
         # period (bench/results/hopper_sweep_h100.json: 20 % on average); lone_overlap places it between
         # the serial period and the intra-warpgroup one
-        period -= params.lone_overlap * (period - bound(body, groups=1, strategy="intra", overhead=o))
+        period -= params.lone_overlap * (period - bound(body, groups=1, strategy="intra", overhead=o,
+                                                        softness=params.overlap_softness))
     busy = c.warpgroups * sum(s.clocks for s in body if s.lane == "tensor")
     t_k = period * c.rows / profile.clocks.tensor_hz          # every group's rows, sharing the lanes
     loaded = c.chunk * (head_dim + (value_dim or head_dim)) * bytes_per_value(dtype)   # a chunk of K and of V
@@ -289,7 +302,10 @@ def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, ov
     if scores.bias is not None:    # the block's rows of the bias at the chunk's keys: read once, from HBM
         t_h += c.block_rows * c.chunk * bytes_per_value(dtype) * profile.sm_count / \
             (profile.level("gmem").bandwidth_bytes_per_s * params.bias_efficiency)
-    return {"tensor" if period <= busy * (1 + 1e-9) else "threads": t_k, "loads": t_h}
+    # the lane that bounds it is the one that would under Section 6's perfect overlap: the soft overlap
+    # lengthens the period by what the shorter lane fails to hide, it does not change which is longer
+    sharp = bound(body, groups=c.warpgroups, strategy=strategy, overhead=o)
+    return {"tensor" if sharp <= busy * (1 + 1e-9) else "threads": t_k, "loads": t_h}
 
 
 def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, *, seq_q: int, seq_k: int,
@@ -381,13 +397,15 @@ def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: in
 def threads_bound(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, overhead: float | None = None,
                   params: HopperParams | None = None, scores: Scores = SOFTMAX,
                   value_dim: int | None = None) -> bool:
-    """Whether a row's softmax (with the overhead) outlasts its two contractions: Section 6's lanes, the
-    threads' the longer."""
+    """Whether a row's softmax (with the overhead) is close enough to its two contractions to bound the
+    period: Section 6's lanes, the threads' at least THREADS_SHARE of the tensor cores' (with a soft
+    overlap both lanes show in the period; where the overlap is perfect, the threads' the longer)."""
     params = params or HopperParams.of(profile)
     o = params.softmax_overhead if overhead is None else overhead
     body = _body(profile, c, head_dim, dtype, params, scores, value_dim)
     tensor = sum(s.clocks for s in body if s.lane == "tensor")
-    return sum(s.clocks for s in body if s.lane != "tensor") * (1 + o) >= tensor
+    share = THREADS_SHARE if params.overlap_softness > 0 else 1.0
+    return sum(s.clocks for s in body if s.lane != "tensor") * (1 + o) >= share * tensor
 
 
 def _tie(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, params: HopperParams,
@@ -395,8 +413,9 @@ def _tie(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, params: H
     """Among configurations the model predicts alike: a block a tile (the hardware balances what the
     model does not see), larger chunks (fewer iterations, each with its barrier waits, which the model
     leaves out), fewer stages (less SMEM), more warpgroups, then the overlap PREFERRED for the lane that
-    bounds the period."""
-    preferred = PREFERRED["threads" if threads_bound(profile, c, head_dim, dtype, params=params, scores=scores,
+    bounds the period (or the one a plain sum takes)."""
+    preferred = PREFERRED["sum" if not scores.softmax else
+                          "threads" if threads_bound(profile, c, head_dim, dtype, params=params, scores=scores,
                                                      value_dim=value_dim) else "tensor"]
     return (SCHEDULES.index(c.schedule), -c.chunk, c.stages, -c.warpgroups, preferred.index(c.overlap))
 

@@ -183,8 +183,16 @@ def overlap(compute: Compute, *, groups: int, strategy: str, overhead: float = 0
                    bound(body, groups=groups, strategy=strategy, overhead=overhead))
 
 
-def bound(body: tuple[Stage, ...], *, groups: int, strategy: str, overhead: float) -> float:
-    """The closed-form period: each lane's work, and one group's chain of dependent blocks."""
+SHARP = 1e-3            # a softness below this is Section 6's max (a p-norm of p > 1000 is one)
+
+
+def bound(body: tuple[Stage, ...], *, groups: int, strategy: str, overhead: float,
+          softness: float = 0.0) -> float:
+    """The closed-form period: each lane's work, and one group's chain of dependent blocks. `softness`
+    (1/p, 0 by default) replaces the largest lane's work by the p-norm of the lanes' (their work summed
+    as p-th powers): 0 is Section 6's perfect overlap, the longest lane alone; a measured softness says
+    how much of the shorter lanes' work the hardware fails to hide under the longest (analyzer.config
+    .hopper fits it on the Hopper kernel)."""
     work = {lane: sum(s.clocks * (1 if lane == "tensor" else 1 + overhead)
                       for s in body if s.lane == lane) for lane in LANES}
     tensor = [s.clocks for s in body if s.lane == "tensor"]
@@ -193,7 +201,11 @@ def bound(body: tuple[Stage, ...], *, groups: int, strategy: str, overhead: floa
         chain = tensor[0] + max(sum(tensor[1:]), threads)
     else:
         chain = sum(tensor) + threads
-    return max([groups * w for w in work.values()] + [chain])
+    lanes = [groups * w for w in work.values()]
+    longest = max(lanes)
+    if softness > SHARP and longest > 0:     # the p-norm, scaled by the longest lane so no power overflows
+        return max(longest * sum((w / longest) ** (1 / softness) for w in lanes) ** softness, chain)
+    return max(longest, chain)
 
 
 def accommodation(body: tuple[Stage, ...], *, groups: int, strategy: str) -> float:

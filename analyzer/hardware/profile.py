@@ -210,6 +210,9 @@ class HopperFit(Exact):
     mask_overhead: Estimate | None = Field(
         None, description="Chunk times a causal tile's masked step adds beyond its chunk (the first chunk and "
                           "those on the diagonal: the mask's compares and selects).")
+    overlap_softness: Estimate | None = Field(
+        None, description="1/p of the p-norm a period combines the tensor cores' and the threads' work by: 0 "
+                          "is Section 6's perfect overlap (the longer alone), 1/2 a quadrature sum.")
     score_clocks: dict[str, Estimate] = Field(
         default_factory=dict, description="Per lowering of a score op between the contractions (sigmoid, "
                                           "softcap, alibi shifted, add, ...): the SM clocks a score costs the "

@@ -26,6 +26,7 @@ MEANING = {
     "launch_overhead_s": "seconds per kernel launch",
     "lone_overlap": "where one consumer warpgroup with no overlap scheduled runs: serial (0) to intra (1)",
     "mask_overhead": "chunk times a causal tile's masked step adds (its first chunk and those on the diagonal)",
+    "overlap_softness": "1/p of the p-norm the tensor cores' and threads' work combine by (paper: 0, the longer alone)",
 }
 REGENERATE = "#   "            # the header's lines that say how the file was made
 

@@ -92,6 +92,24 @@ def test_intra_period(t1, r, t2, o):
     assert bound(body, groups=1, strategy="intra", overhead=o) == pytest.approx(period, rel=1e-6)
 
 
+@settings(max_examples=40, deadline=None)
+@given(t=clocks, r=clocks, o=st.floats(min_value=0, max_value=2), n=st.integers(2, 4),
+       softness=st.floats(min_value=0.01, max_value=0.7))
+def test_a_soft_overlap_lies_between_the_longer_lane_and_their_sum(t, r, o, n, softness):
+    """The fitted soft overlap (napkin calibrate --kernel hopper) combines the lanes' work as a p-norm,
+    p = 1 / softness: never below the perfect overlap's period (Section 6's max), never above the lanes'
+    work end to end, growing with the softness; a quadrature sum at 1/2; the max again as it tends to 0."""
+    body = (Stage("T1", "tensor", t / 2), Stage("R", "sfu", r), Stage("T2", "tensor", t / 2))
+    sharp = bound(body, groups=n, strategy="inter", overhead=o)
+    soft = bound(body, groups=n, strategy="inter", overhead=o, softness=softness)
+    lanes = n * t, n * r * (1 + o)
+    assert sharp * (1 - 1e-12) <= soft <= max(sum(lanes), sharp) * (1 + 1e-12)
+    assert soft <= bound(body, groups=n, strategy="inter", overhead=o, softness=min(softness * 1.5, 0.9)) * (1 + 1e-12)
+    assert bound(body, groups=n, strategy="inter", overhead=o, softness=0.5) == pytest.approx(
+        max((lanes[0] ** 2 + lanes[1] ** 2) ** 0.5, t + r * (1 + o)))
+    assert bound(body, groups=n, strategy="inter", overhead=o, softness=1e-4) == pytest.approx(sharp)
+
+
 def test_blocks_never_share_a_lane():
     blocks, _ = simulate((Stage("T1", "tensor", 2), Stage("R", "sfu", 4.06), Stage("T2", "tensor", 4),
                           Stage("A", "vector", 0.5)), groups=3, strategy="inter", overhead=0.5)

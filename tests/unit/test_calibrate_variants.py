@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ROOT / "bench" / "results" / "hopper_variants_h100.json"
 DATASHEET = hardware.load("h100").model_copy(update={"calibration": None})
 SOFTMAX_FIT = HopperParams(tensor_efficiency=0.75, softmax_overhead=0.7, l2_efficiency=0.85, chunk_overhead_s=2e-7,
-                           tile_overhead_s=1.5e-6, mask_overhead=0.45)
+                           tile_overhead_s=1.5e-6, mask_overhead=0.45, overlap_softness=0.43)
 # costs the records' bounds see: a cost below what the tensor cores hide moves no prediction, and the fit
 # could then stop anywhere under it
 TRUTH = replace(SOFTMAX_FIT, score_clocks=(("alibi shifted", 0.02), ("sigmoid", 0.08), ("softcap", 0.09)),
