@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analyzer.calibrate import calibrate as portable
-from analyzer.calibrate import hopper
+from analyzer.calibrate import hopper_variants
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ FITS: dict[str, KernelFit] = {f.name: f for f in (
               {"--plot": "", "--held-out": "held_out_size", "--registers": "registers", "--samples": "samples"},
               lambda *a, **k: portable.calibrate(*a, **k)),       # looked up at the call: tests replace it
     KernelFit("hopper", {"--variants": "variants"},      # a recording of bench/hopper_sweep.py (and of the variants)
-              lambda *a, **k: hopper.calibrate(*a, **k)),
+              lambda *a, **k: hopper_variants.calibrate(*a, **k)),
 )}
 
 

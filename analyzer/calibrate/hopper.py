@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,9 +41,6 @@ from analyzer.config.hopper import (
 )
 from analyzer.config.scores import SOFTMAX, Scores
 from analyzer.hardware import Estimate, HopperFit, Profile
-
-if TYPE_CHECKING:
-    from analyzer.calibrate.hopper_variants import Variants
 
 HELD_OUT_SEQLEN = 4096       # the grid's sequence length left out of the fit
 BIAS = "bias_efficiency"     # the variants' fit: the bandwidth an additive bias is read at
@@ -258,7 +255,9 @@ class Result:
     across: dict[str, Errors] | None       # this fit on the other GPU's records: split -> errors
     other: str | None                      # the other GPU's recording
     refused: int                           # records of configurations the legality rule now refuses
-    variants: Variants | None = None       # the score ops' costs, fitted on a sweep of the variants
+    # the score ops' costs fitted on a sweep of the variants (analyzer.calibrate.hopper_variants.Variants,
+    # which that module's calibrate sets), or None
+    variants: Any = None
 
 
 def split_of(r: HopperRecord, held_out: int) -> str:
@@ -276,9 +275,9 @@ def split_of(r: HopperRecord, held_out: int) -> str:
 
 def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SEQLEN, other: str | None = None,
               other_gpu: str | Profile | None = None, allow_gpu_mismatch: bool = False,
-              progress: Progress = silent, variants: str | None = None) -> Result:
-    """The softmax attention's parameters fitted on `recording`; with `variants` (a recording of
-    bench/hopper_variants.py), the score ops' costs fitted on it on top (analyzer.calibrate.hopper_variants)."""
+              progress: Progress = silent) -> Result:
+    """The softmax attention's parameters fitted on `recording` (analyzer.calibrate.hopper_variants
+    fits the score ops' costs on top)."""
     rec, records = load(recording)
     base = hardware.load(gpu)
     base = base.model_copy(update={"calibration": None})
@@ -287,9 +286,6 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SE
         other_rec, theirs = load(other)
         them = hardware.load(other_gpu or gpu).model_copy(update={"calibration": None})
         check_gpu(other_rec.meta, other, them, option="--across", allowed=allow_gpu_mismatch)
-    if variants is not None:
-        check_gpu(load(variants, field="--variants", bench="hopper_variants")[0].meta, variants, base,
-                  option="--variants", allowed=allow_gpu_mismatch)
     # what the legality rule refuses today (a register reserve learnt after the sweep) the model never ranks
     refused = sum(not legal(base, config_of(base, r)) for r in records)
     records = [r for r in records if legal(base, config_of(base, r))]
@@ -323,13 +319,7 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SE
                   **{s: Errors.of(predicted[ix], t[ix]) for s in ("train", "held-out configs", "held-out size",
                                                                      "beyond")
                      if (ix := [i for i, r in enumerate(theirs) if split_of(r, held_out) == s])}}
-    ops = None
-    if variants is not None:
-        from analyzer.calibrate.hopper_variants import fit_variants
-        progress("variants", 0, 1)
-        ops = fit_variants(variants, base, fitted.params, held_out)
-        progress("variants", 1, 1)
-    return Result(recording, rec, records, base, fitted, split, errors, picked, across, other, refused, ops)
+    return Result(recording, rec, records, base, fitted, split, errors, picked, across, other, refused)
 
 
 def hopper_fit(r: Result, command: str) -> HopperFit:

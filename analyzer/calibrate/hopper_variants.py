@@ -21,21 +21,28 @@ from functools import cache
 
 import numpy as np
 
+from analyzer import hardware
 from analyzer.calibrate.hopper import (
     BIAS,
+    HELD_OUT_SEQLEN,
     Choice,
     Errors,
     HopperRecord,
     HopperRecording,
+    Result,
+    check_gpu,
     choices,
     config_of,
     load,
     predict,
     solve,
 )
+from analyzer.calibrate.hopper import calibrate as calibrate_softmax
 from analyzer.calibrate.validate import HELD_OUT_SHARE
 from analyzer.common.errors import NapkinError
+from analyzer.common.progress import Progress, silent
 from analyzer.config.hopper import HopperParams, legal, scores
+from analyzer.config.kernels import configure_kernels
 from analyzer.config.scores import SFU_PER_SCORE, VECTOR_PER_SCORE, Scores
 from analyzer.hardware import Profile
 
@@ -75,7 +82,6 @@ def chain_reader(profile: Profile, path: str):
     """A record's chain of scores, read off its diagram once a diagram and dtype."""
     @cache
     def chain(diagram: str, dtype: str) -> Scores:
-        from analyzer.config.kernels import configure_kernels
         try:
             c = configure_kernels(diagram, profile, dtype=dtype, sized=False, ranked=False)
         except NapkinError as e:
@@ -146,4 +152,22 @@ def fit_variants(path: str, base: Profile, softmax: HopperParams, held_out: int)
     return Variants(path, base, rec, records, chains, split, fitted, error, at, len(train), rms, errors, picked)
 
 
-__all__ = ["Variants", "counted", "fit_variants"]
+def calibrate(recording: str, gpu: str | Profile, *, variants: str | None = None, held_out: int = HELD_OUT_SEQLEN,
+              allow_gpu_mismatch: bool = False, progress: Progress = silent, **options) -> Result:
+    """napkin calibrate --kernel hopper: the softmax attention's parameters fitted on `recording`
+    (analyzer.calibrate.hopper) and, with `variants` (a recording of bench/hopper_variants.py), the
+    score ops' costs fitted on it on top."""
+    if variants is not None:      # checked before any fit
+        rec, _ = load(variants, field="--variants", bench="hopper_variants")
+        check_gpu(rec.meta, variants, hardware.load(gpu), option="--variants", allowed=allow_gpu_mismatch)
+    result = calibrate_softmax(recording, gpu, held_out=held_out, allow_gpu_mismatch=allow_gpu_mismatch,
+                               progress=progress, **options)
+    if variants is None:
+        return result
+    progress("variants", 0, 1)
+    fitted = fit_variants(variants, result.base, result.fitted.params, held_out)
+    progress("variants", 1, 1)
+    return replace(result, variants=fitted)
+
+
+__all__ = ["Variants", "calibrate", "counted", "fit_variants"]

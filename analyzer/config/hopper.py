@@ -37,18 +37,19 @@ default: its measured times spread too far (RANKED_SCHEDULES).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import lru_cache
 
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.common.errors import NapkinError
 from analyzer.config.by_size import INSTANCES, LENGTHS, nearest
 from analyzer.config.configure import configurations, names_of, schedule_of
+from analyzer.config.hopper_params import HopperParams
 from analyzer.config.kernels import Configured
 from analyzer.config.overlap import Stage, bound
 from analyzer.config.scores import SOFTMAX, Scores, scores_of
 from analyzer.diagram.interface import Attention
-from analyzer.hardware import Profile, hopper_fit
+from analyzer.hardware import Profile
 
 PRODUCER_REGISTERS = 24       # setmaxnreg's minimum (PTX): the producer only issues TMA copies
 REGISTER_RESERVE = 24         # per consumer thread beyond the tiles (see the module docstring)
@@ -90,47 +91,7 @@ PREFERRED = {"tensor": ("intra", "none", "inter+intra", "inter"),
 # intra first) and about equal to it (softmax at 64, softcap at 128: inter+intra first), measured in
 # bench/results/hopper_variants_h100.md; three quarters lies between
 THREADS_SHARE = 0.75
-OVERHEAD = 0.66               # o: Section 6.3's hypothesis, the threads' work Table 3 leaves out
 LOADS_FROM = "l2"             # the blocks of one head read the same chunks: all but the first from L2
-
-
-@dataclass(frozen=True)
-class HopperParams:
-    """The stated assumptions of the model below, each a parameter a sweep of the kernel fits
-    (napkin calibrate --kernel hopper; hardware.HopperFit says what each means). The defaults are the
-    paper's idealised model."""
-
-    tensor_efficiency: float = 1.0
-    softmax_overhead: float = OVERHEAD
-    l2_efficiency: float = 1.0
-    chunk_overhead_s: float = 0.0
-    prologue_chunks: float = 1.0
-    tile_overhead_s: float = 0.0
-    launch_overhead_s: float = 0.0
-    lone_overlap: float = 0.0      # share of the way from no overlap to intra a lone warpgroup goes unasked
-    mask_overhead: float = 0.0     # chunk times a causally masked step adds (the paper counts no mask work)
-    overlap_softness: float = 0.0  # 1/p of the p-norm the SM's lanes' work combines by (0: Section 6's max)
-    # per lowering of a score op (analyzer.config.scores): the SM clocks a score costs, fitted on a sweep of
-    # the variants (napkin calibrate --variants); an op absent costs its counted SFU and lane operations
-    score_clocks: tuple[tuple[str, float], ...] = ()
-    bias_efficiency: float = 1.0   # achieved fraction of the HBM bandwidth an additive bias is read at
-    source: str = "the paper's idealised model"     # where the values come from, for headers and reports
-
-    @classmethod
-    def of(cls, profile: Profile) -> HopperParams:
-        """The profile's fitted parameters (its own, or its GPU's shipped calibration), else the defaults."""
-        found = hopper_fit(profile)
-        if found is None:
-            return cls()
-        fit, name = found
-        given = {f.name: getattr(fit, f.name).value for f in fields(cls)
-                 if f.name not in ("source", "score_clocks") and getattr(fit, f.name) is not None}
-        ops = tuple(sorted((k, e.value) for k, e in fit.score_clocks.items()))
-        return cls(**given, score_clocks=ops, source=f"calibrated on {name}")
-
-    @property
-    def calibrated(self) -> bool:
-        return self.source != HopperParams.source
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,7 @@ def test_the_model_counts_the_bias_on_the_lanes():
     per_clock = H100.per_sm_per_clock
     for shifted, ops in ((True, 1), (False, 2)):
         scores = Scores((ScoreOp("Sa", "alibi", shifted=shifted),))
-        (stage,) = [s for s in hopper._body(H100, c, 128, "fp16", scores=scores) if s.lane == "sfu"]
+        (stage,) = [s for s in hopper._body(H100, c, 128, "fp16", hopper.HopperParams(), scores=scores) if s.lane == "sfu"]
         assert math.isclose(stage.clocks, 129 / per_clock.sfu_ops + 128 * ops / per_clock.fp32_fma)
     assert set(VECTOR_PER_SCORE) <= set(SCORE_OPS) and {p.split()[0] for p in SCORE_OPS} == set(SFU_PER_SCORE)
 

@@ -90,8 +90,9 @@ def test_registers_split_as_table_2():
 def test_model_prefers_overlap_when_the_softmax_is_slow():
     """Section 6, the paper's model (66 % overhead): one warpgroup without overlap leaves the tensor
     cores idle; intra overlap hides the softmax under the next QK^T; two warpgroups saturate them. The
-    calibrated model says what the H100 measured: a lone warpgroup with no overlap scheduled runs as
-    intra does (lone_overlap 1)."""
+    calibrated model says what the H100 measured: a lone warpgroup with no overlap scheduled runs well
+    ahead of the serial period, about halfway to intra's (lone_overlap 0.52 with the fitted soft overlap,
+    which already charges intra's period for what it fails to hide)."""
     def time(n, overlap, params=hopper.HopperParams()):
         c = hopper.configuration(H100, 128, "fp16", warpgroups=n, chunk=128, stages=2, overlap=overlap)
         return hopper.predicted_time(H100, c, 128, "fp16", seq_q=16384, seq_k=16384, instances=1024,
@@ -100,7 +101,7 @@ def test_model_prefers_overlap_when_the_softmax_is_slow():
     assert time(2, "inter") < time(1, "intra")
     assert time(2, "inter+intra") == pytest.approx(time(2, "inter"))
     fitted = hopper.HopperParams.of(H100)
-    assert fitted.lone_overlap > 0.8
+    assert 0.3 < fitted.lone_overlap <= 1
     assert time(1, "none", fitted) == pytest.approx(time(1, "intra", fitted), rel=1 - fitted.lone_overlap + 1e-9)
 
 

@@ -117,7 +117,7 @@ def test_the_model_counts_the_chains_special_function_work(d, chunk):
     c = hopper.configuration(H100, d, "fp16", warpgroups=2, chunk=chunk, stages=2, overlap="intra")
     lanes = H100.per_sm_per_clock.sfu_ops
     for scores, per_row in ((SOFTMAX, chunk + 1), (sigmoid, chunk), (softcap, 2 * chunk + 1)):
-        (sfu,) = [s for s in hopper._body(H100, c, d, "fp16", scores=scores) if s.lane == "sfu"]
+        (sfu,) = [s for s in hopper._body(H100, c, d, "fp16", hopper.HopperParams(), scores=scores) if s.lane == "sfu"]
         assert math.isclose(sfu.clocks, per_row / lanes)
     times = [hopper.predicted_time(H100, c, d, "fp16", seq_q=4096, seq_k=4096, instances=32, scores=s)
              for s in (sigmoid, SOFTMAX)]
@@ -187,7 +187,7 @@ def test_mla_counts_its_value_dim_and_its_own_output_tile():
     tiles = (2 * 64 * 192 + 2 * 64 * (192 + 128) + 2 * 64 * 128) * 2
     assert c.smem_bytes - tiles == same.smem_bytes - (2 * 64 * 192 + 2 * 64 * 384 + 2 * 64 * 192) * 2 > 0
     assert c.registers_needed == same.registers_needed - 64 * 64 // 128
-    tensor = [s.clocks for s in hopper._body(H100, c, 192, "fp16", value_dim=128) if s.lane == "tensor"]
+    tensor = [s.clocks for s in hopper._body(H100, c, 192, "fp16", hopper.HopperParams(), value_dim=128) if s.lane == "tensor"]
     assert tensor[1] / tensor[0] == pytest.approx(128 / 192)
 
 

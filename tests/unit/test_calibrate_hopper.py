@@ -21,7 +21,7 @@ from analyzer.config.hopper import HopperParams
 ROOT = Path(__file__).resolve().parents[2]
 H100_SWEEP = ROOT / "bench" / "results" / "hopper_sweep_h100.json"
 TRUTH = HopperParams(tensor_efficiency=0.8, softmax_overhead=0.5, l2_efficiency=0.9, chunk_overhead_s=1e-7,
-                     prologue_chunks=1.5, tile_overhead_s=3e-6, launch_overhead_s=4e-6,
+                     prologue_chunks=1.5, tile_overhead_s=3e-6, launch_overhead_s=6e-6,
                      lone_overlap=0.6, mask_overhead=0.4, overlap_softness=0.4)
 
 

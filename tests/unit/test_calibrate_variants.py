@@ -13,7 +13,12 @@ import yaml
 
 from analyzer import hardware
 from analyzer.calibrate import hopper as cal
-from analyzer.calibrate.hopper_variants import chain_reader, counted, fit_variants
+from analyzer.calibrate.hopper_variants import (
+    calibrate,
+    chain_reader,
+    counted,
+    fit_variants,
+)
 from analyzer.config.hopper import HopperParams
 from analyzer.config.scores import ScoreOp, Scores
 
@@ -74,7 +79,7 @@ def test_the_variants_fit_recovers_the_costs_it_was_made_with(tmp_path, noise):
 
 
 def test_the_shipped_variants_fit_is_what_the_committed_recording_gives():
-    r = cal.calibrate(str(ROOT / "bench" / "results" / "hopper_sweep_h100.json"), "h100", variants=str(VARIANTS))
+    r = calibrate(str(ROOT / "bench" / "results" / "hopper_sweep_h100.json"), "h100", variants=str(VARIANTS))
     shipped = yaml.safe_load((ROOT / "hardware" / "h100-calibrated.yaml").read_text())["calibration"]["hopper"]
     for name, estimate in shipped["score_clocks"].items():
         assert r.variants.value(name) == pytest.approx(estimate["value"], rel=1e-3)

@@ -1,0 +1,55 @@
+"""The Hopper kernel's model's stated assumptions (analyzer.config.hopper), each a parameter that a
+sweep of the kernel fits (napkin calibrate --kernel hopper; analyzer.hardware.HopperFit says what each
+means and carries the fitted values with their standard errors). The defaults are the paper's idealised
+model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from analyzer.hardware import Profile, hopper_fit
+
+OVERHEAD = 0.66               # o: Section 6.3's hypothesis, the threads' work Table 3 leaves out
+
+
+@dataclass(frozen=True)
+class HopperParams:
+    """The stated assumptions of the model below, each a parameter a sweep of the kernel fits
+    (napkin calibrate --kernel hopper; hardware.HopperFit says what each means). The defaults are the
+    paper's idealised model."""
+
+    tensor_efficiency: float = 1.0
+    softmax_overhead: float = OVERHEAD
+    l2_efficiency: float = 1.0
+    chunk_overhead_s: float = 0.0
+    prologue_chunks: float = 1.0
+    tile_overhead_s: float = 0.0
+    launch_overhead_s: float = 0.0
+    lone_overlap: float = 0.0      # share of the way from no overlap to intra a lone warpgroup goes unasked
+    mask_overhead: float = 0.0     # chunk times a causally masked step adds (the paper counts no mask work)
+    overlap_softness: float = 0.0  # 1/p of the p-norm the SM's lanes' work combines by (0: Section 6's max)
+    # per lowering of a score op (analyzer.config.scores): the SM clocks a score costs, fitted on a sweep of
+    # the variants (napkin calibrate --variants); an op absent costs its counted SFU and lane operations
+    score_clocks: tuple[tuple[str, float], ...] = ()
+    bias_efficiency: float = 1.0   # achieved fraction of the HBM bandwidth an additive bias is read at
+    source: str = "the paper's idealised model"     # where the values come from, for headers and reports
+
+    @classmethod
+    def of(cls, profile: Profile) -> HopperParams:
+        """The profile's fitted parameters (its own, or its GPU's shipped calibration), else the defaults."""
+        found = hopper_fit(profile)
+        if found is None:
+            return cls()
+        fit, name = found
+        given = {f.name: getattr(fit, f.name).value for f in fields(cls)
+                 if f.name not in ("source", "score_clocks") and getattr(fit, f.name) is not None}
+        ops = tuple(sorted((k, e.value) for k, e in fit.score_clocks.items()))
+        return cls(**given, score_clocks=ops, source=f"calibrated on {name}")
+
+    @property
+    def calibrated(self) -> bool:
+        return self.source != HopperParams.source
+
+
+__all__ = ["OVERHEAD", "HopperParams"]
