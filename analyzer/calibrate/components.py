@@ -20,7 +20,7 @@ from analyzer.common.errors import NapkinError
 from analyzer.config.choose import capped, legal, resident_blocks
 from analyzer.diagram.interface import Attention, interface
 from analyzer.diagram.primitives import PIPELINES
-from analyzer.diagram.weave import compile_woven, source_data
+from analyzer.diagram.weave import weave_diagram
 from analyzer.hardware import Profile
 from analyzer.model.analysis import TermModel, load
 from analyzer.model.predict import (
@@ -79,9 +79,7 @@ def model_of(diagram: str, dtype: str, kernel: str, profile: Profile):
     """The diagram, its kernel interface and the term model of its weaved form."""
     base = load(diagram, dtype=dtype)
     roles = interface(base)
-    data, source = source_data(diagram, dtype)
-    woven = compile_woven(data, source, roles.outer)
-    return base, roles, TermModel(woven, profile, kernel)
+    return base, roles, TermModel(weave_diagram(base, roles.outer), profile, kernel)
 
 
 def legal_choice(base, roles, profile: Profile, r: Record):

@@ -76,9 +76,11 @@ def _analysis(diagram: str, gpu: str, sets: dict[str, int], *, dtype: str | None
         from analyzer import hardware
         from analyzer.config.launch import with_expected
         from analyzer.model.analysis import analyze as run
+        from analyzer.model.analysis import load
         profile = hardware.load(gpu)
-        result = run(diagram, profile, sets=sets, dtype=dtype, cluster=cluster)
-        return with_expected(result, diagram, profile, dtype=dtype, sets=sets)
+        d = load(diagram)       # read once: the analysis and the kernel's expected time share it
+        result = run(d, profile, sets=sets, dtype=dtype, cluster=cluster)
+        return with_expected(result, d, profile, dtype=dtype, sets=sets)
     return answer("analyze", diagram, gpu, {"sets": sets, "dtype": dtype, "cluster": cluster}, Analysis, compute)
 
 

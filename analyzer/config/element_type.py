@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from analyzer.common.errors import NapkinError
+from analyzer.diagram.compiled import Diagram
 from analyzer.model.analysis import load
 
 GENERATED = ("fp16", "bf16")
@@ -23,7 +24,9 @@ class ElementType:
     note: str | None = None  # where that differs from what the file declares
 
 
-def kernel_element_type(diagram: str, requested: str | None) -> ElementType:
+def kernel_element_type(diagram: str | Diagram, requested: str | None) -> ElementType:
+    """The element type a kernel of `diagram` (a name, a file, or the diagram as compiled from its
+    file) is generated in, with `--dtype` `requested`."""
     if requested is not None and requested not in GENERATED:
         raise NapkinError(f"{requested!r}: generated kernels take {' or '.join(GENERATED)}",
                           field="--dtype", hint="fp8 and fp32 kernels are not generated yet")

@@ -1,6 +1,7 @@
 """The configured kernels of a diagram: what `napkin kernel` generates, before any backend renders it.
 
-    raw diagram -> its element type (element_type) -> weave over batch (and heads) -> compile
+    diagram (compiled from its file once) -> its element type (element_type) -> weave over batch
+    (and heads) -> compile the weave
     -> schedule of each kernel at SMEM -> configuration per head dimension (choose; by problem size,
     by_size) -> plan (plan)
 
@@ -36,7 +37,7 @@ from analyzer.config.element_type import kernel_element_type
 from analyzer.config.plan import KernelPlan, next_pow2, plan, prev_pow2
 from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention, Plain, interface
-from analyzer.diagram.weave import compile_woven, outer_tiles, source_data
+from analyzer.diagram.weave import outer_tiles, weave_diagram
 from analyzer.hardware import Profile
 from analyzer.model.analysis import TermModel, analyze, load
 from analyzer.model.cost import level_cost
@@ -126,15 +127,17 @@ class Configured:
         return rows
 
 
-def configure_kernels(diagram: str, gpu: str | Profile, *, dtype: str | None = None,
+def configure_kernels(diagram: str | Diagram, gpu: str | Profile, *, dtype: str | None = None,
                       config: str | None = None, sets: dict[str, int] | None = None,
                       sized: bool = True, ranked: bool = True) -> Configured:
-    """The kernels of `diagram` configured for `gpu`; `dtype`: fp16 or bf16, default the diagram's own
-    (analyzer.config.element_type: a type the kernel cannot honour is refused; `note` says where it
-    is another than the file declares). `sized`: each kernel also takes a table of configurations by
-    problem size, for a wrapper that chooses per call (analyzer.config.by_size). `ranked` False: the
-    kernels' structure alone (plan, roles, sizes), each with a placeholder configuration, for a caller
-    that launches the Hopper kernel, whose configuration is its own (analyzer.config.launch)."""
+    """The kernels of `diagram` (a name, a file, or the diagram as compiled from its file) configured
+    for `gpu`; `dtype`: fp16 or bf16, default the diagram's own (analyzer.config.element_type: a type
+    the kernel cannot honour is refused; `note` says where it is another than the file declares).
+    `sized`: each kernel also takes a table of configurations by problem size, for a wrapper that
+    chooses per call (analyzer.config.by_size). `ranked` False: the kernels' structure alone (plan,
+    roles, sizes), each with a placeholder configuration, for a caller that launches the Hopper kernel,
+    whose configuration is its own (analyzer.config.launch)."""
+    diagram = load(diagram)          # read once: as the file declares it, then in the kernel's type
     element = kernel_element_type(diagram, dtype)
     dtype = element.dtype
     profile = hardware.load(gpu)
@@ -142,11 +145,10 @@ def configure_kernels(diagram: str, gpu: str | Profile, *, dtype: str | None = N
     sets = sets or {}
     base = load(diagram, dtype=dtype)
     roles = interface(base)
-    data, source = source_data(diagram, dtype)
-    woven = compile_woven(data, source, roles.outer)
+    woven = weave_diagram(base, roles.outer)
     kernels = tuple(_configure(base, woven, k.name, profile, roles, config, sets, dtype, sized=sized,
                                ranked=ranked) for k in woven.kernels)
-    return Configured(diagram=woven, source_file=source, gpu=profile.name, dtype=dtype, roles=roles,
+    return Configured(diagram=woven, source_file=base.source, gpu=profile.name, dtype=dtype, roles=roles,
                       kernels=kernels, sm_count=profile.sm_count, note=element.note,
                       value_dim=_value_dim(base, roles, sets))
 

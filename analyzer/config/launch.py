@@ -37,14 +37,18 @@ from analyzer.model.result import ExpectedOut, Out
 R = TypeVar("R", bound=Out)      # a report that carries `expected` and `expected_absent`
 
 
-def launch(diagram: str, gpu: str | Profile, *, backend: str | None = None, dtype: str | None = None,
-           config: str | None = None, sets: dict[str, int] | None = None, tables: bool = True) -> Launch:
+def launch(diagram: str | Diagram, gpu: str | Profile, *, backend: str | None = None,
+           dtype: str | None = None, config: str | None = None, sets: dict[str, int] | None = None,
+           tables: bool = True) -> Launch:
     """The family napkin kernel generates (`backend`, or the first that the GPU prefers and that realises
-    the diagram: analyzer.config.family.tried) and its configured kernels. `tables`: the Hopper kernel's
-    by-size tables too (a module needs them; one expected time needs one cell of them)."""
+    the diagram: analyzer.config.family.tried) and its configured kernels. `diagram`: a name, a file, or
+    the diagram as compiled from its file (each family tried configures that one). `tables`: the Hopper
+    kernel's by-size tables too (a module needs them; one expected time needs one cell of them)."""
     profile = hardware.load(gpu)
+    families = tried(profile, backend)
+    diagram = load(diagram)
     why = None
-    for family in tried(profile, backend):
+    for family in families:
         got = family.take(diagram, profile, dtype=dtype, config=config, sets=sets or {}, tables=tables)
         if isinstance(got, Launch):
             return replace(got, portable_why=why)
@@ -87,12 +91,13 @@ def _head_dim_pinned(base: Diagram, sets: dict[str, int]) -> dict[str, int]:
     return {**sets, size.name: int(base.defaults[size])}
 
 
-def expected_at(diagram: str, gpu: str | Profile, *, dtype: str | None = None,
+def expected_at(diagram: str | Diagram, gpu: str | Profile, *, dtype: str | None = None,
                 sets: dict[str, int] | None = None) -> Expected:
     """What napkin kernel's default backend launches at the diagram's sizes with `sets` (its sizes and
     tile pins; napkin configure's own variables, such as stages, are left to configure), and its
-    expected time."""
+    expected time. `diagram`: a name, a file, or the diagram as compiled from its file."""
     profile = hardware.load(gpu)
+    diagram = load(diagram)
     base = load(diagram, dtype=dtype)
     names = {s.name for s in base.size_symbols} | set(partition_symbols(base))
     sets = {k: v for k, v in (sets or {}).items() if k in names}
@@ -106,13 +111,13 @@ def expected_out(e: Expected) -> ExpectedOut:
                        calibrated=e.calibrated, sizes=e.sizes)
 
 
-def expect(diagram: str, gpu: str | Profile, *, dtype: str | None = None,
+def expect(diagram: str | Diagram, gpu: str | Profile, *, dtype: str | None = None,
            sets: dict[str, int] | None = None) -> ExpectedOut:
     """napkin analyze's headline: `expected_at` as the reports carry it."""
     return expected_out(expected_at(diagram, gpu, dtype=dtype, sets=sets))
 
 
-def with_expected(result: R, diagram: str, gpu: str | Profile, *, dtype: str | None = None,
+def with_expected(result: R, diagram: str | Diagram, gpu: str | Profile, *, dtype: str | None = None,
                   sets: dict[str, int] | None = None) -> R:
     """An analysis or configuration report with what the generated kernel is expected to take (`expect`),
     or why napkin kernel generates none for it: napkin analyze, configure and report lead with it."""

@@ -5,7 +5,6 @@ has one), timed as `napkin sweep` times a configuration: tiles, warps, stages an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from analyzer import hardware
 from analyzer.common.errors import NapkinError
@@ -15,14 +14,25 @@ from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention
 from analyzer.diagram.weave import outer_tiles
 from analyzer.hardware import Profile
-from analyzer.model.analysis import TermModel, analyze
+from analyzer.model.analysis import TermModel, analyze, load
 from analyzer.model.predict import kernel_parts
 
 
-@lru_cache(maxsize=32)
-def _configured(diagram: str, gpu: str, sized: bool, dtype: str) -> Configured:
-    """One configuration per kernel, however many shapes are predicted for it."""
-    return configure_kernels(diagram, gpu, dtype=dtype, sized=sized)
+def _configured(d: Diagram, gpu: str, sized: bool, dtype: str) -> Configured:
+    """One configuration per kernel, however many shapes are predicted for it: kept per compiled diagram
+    (the same file's document compiles to the same one, analyzer.diagram.graph.compile_data, so a file
+    edited between calls is configured again), held with the entry so that its id is not reused."""
+    key = (id(d), gpu, sized, dtype)
+    hit = _CONFIGURED.get(key)
+    if hit is None or hit[0] is not d:
+        if len(_CONFIGURED) >= _CONFIGURED_MAX:
+            _CONFIGURED.pop(next(iter(_CONFIGURED)))
+        hit = _CONFIGURED[key] = (d, configure_kernels(d, gpu, dtype=dtype, sized=sized))
+    return hit[1]
+
+
+_CONFIGURED: dict[tuple, tuple[Diagram, Configured]] = {}
+_CONFIGURED_MAX = 32
 
 
 @dataclass(frozen=True)
@@ -99,19 +109,19 @@ def attention_sizes(roles: Attention, woven: Diagram, *, batch: int, heads: int,
     return sizes
 
 
-def predict(diagram: str, gpu: str | Profile, *, dtype: str = "fp16", batch: int = 1, heads: int = 1,
+def predict(diagram: str | Diagram, gpu: str | Profile, *, dtype: str = "fp16", batch: int = 1, heads: int = 1,
             kv_heads: int | None = None, seqlen_q: int, seqlen_k: int | None = None,
             head_dim: int = 128, sized: bool = True, configured: Configured | None = None) -> Prediction:
-    """The predicted time of the kernel `napkin kernel` generates for `diagram`, on one SDPA-shaped
-    problem; `sized`: as the Triton wrapper, which chooses a configuration per call (the CUDA loader
+    """The predicted time of the kernel `napkin kernel` generates for `diagram` (a name, a file, or the
+    diagram as compiled from its file), on one SDPA-shaped problem; `sized`: as the Triton wrapper, which chooses a configuration per call (the CUDA loader
     does not); pass `configured` (analyzer.config.kernels, or a generated kernel) to reuse its
     configuration."""
     profile = hardware.load(gpu)
     model = hardware.portable_model(profile)        # as napkin kernel ranks: the measured fit where one is
     key = model.name if model is not profile else gpu if isinstance(gpu, str) else profile.name
-    g = configured or _configured(diagram, key, sized, dtype)
+    g = configured or _configured(load(diagram), key, sized, dtype)
     if not isinstance(g.roles, Attention):
-        raise NapkinError(f"{diagram} is not attention-shaped; use predict_configured")
+        raise NapkinError(f"{g.source_file} is not attention-shaped; use predict_configured")
     sizes = attention_sizes(g.roles, g.diagram, batch=batch, heads=heads, kv_heads=kv_heads or heads,
                             seqlen_q=seqlen_q, seqlen_k=seqlen_k or seqlen_q, head_dim=head_dim)
     return predict_configured(g, model, sizes)

@@ -33,6 +33,7 @@ from analyzer.config.configure import configure, names_of, schedule_of
 from analyzer.config.hopper import LOADS_FROM
 from analyzer.config.launch import Expected, expected_at, expected_out, portable_label
 from analyzer.config.result import ConfigurationReport
+from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention, interface
 from analyzer.hardware import Profile
 from analyzer.model.analysis import load, partition_symbols
@@ -56,31 +57,34 @@ class Screen:
     allocated: int | None = None         # SMEM a block of the launched portable module allocates
 
 
-def configure_screen(diagram: str, gpu: str | Profile, *, config: str | None = None,
+def configure_screen(diagram: str | Diagram, gpu: str | Profile, *, config: str | None = None,
                      sets: dict[str, int] | None = None, dtype: str | None = None, overhead: float = 0.0,
                      strategy: str | None = None, overlap: str | None = None
                      ) -> tuple[ConfigurationReport, Screen]:
     """Section 5's tables of the configuration napkin kernel launches at the sizes `sets` gives, with
     its expected time; of the one the arguments ask for where they ask for another (the report's
-    `other` says which and why). Also the arguments the tables were configured with."""
+    `other` says which and why). Also the arguments the tables were configured with. `diagram`: a name,
+    a file, or the diagram as compiled from its file."""
     profile = hardware.load(gpu)
+    diagram = load(diagram)             # read once: the expected time and the tables share it
+    base = load(diagram, dtype=dtype)
     asked = Screen(config, dict(sets or {}), strategy, overlap)
     try:
         e, absent = expected_at(diagram, profile, dtype=dtype, sets=asked.sets), None
     except NapkinError as exc:
         e, absent = None, exc.message
-    why = _asked(diagram, dtype, asked)
+    why = _asked(base, asked)
     if why is None and e is None:
         why = "napkin kernel generates no kernel here"
     if why is None:
         try:
-            screen = _launched(diagram, dtype, e, asked.sets)
-            report = _configure(diagram, profile, screen, dtype, overhead)
+            screen = _launched(base, e, asked.sets)
+            report = _configure(base, profile, screen, dtype, overhead)
         except NapkinError as exc:
             why = f"Section 5 cannot express the launched one ({exc.message})"
     if why is not None:
         screen = asked
-        report = _configure(diagram, profile, screen, dtype, overhead)
+        report = _configure(base, profile, screen, dtype, overhead)
     c = report.configuration
     if why is None:
         c = c.model_copy(update={"name": LAUNCHED, "title": TITLE, "derived_from": screen.derived_from})
@@ -91,9 +95,9 @@ def configure_screen(diagram: str, gpu: str | Profile, *, config: str | None = N
         "launched": why is None, "other": why}), screen
 
 
-def _configure(diagram: str, profile: Profile, s: Screen, dtype: str | None, overhead: float
+def _configure(base: Diagram, profile: Profile, s: Screen, dtype: str | None, overhead: float
                ) -> ConfigurationReport:
-    return configure(diagram, profile, config=s.config, sets=s.sets, dtype=dtype, overhead=overhead,
+    return configure(base, profile, config=s.config, sets=s.sets, dtype=dtype, overhead=overhead,
                      strategy=s.strategy, overlap=s.overlap, loads_from=s.loads_from)
 
 
@@ -116,9 +120,8 @@ def _allocated_verdict(report: ConfigurationReport, screen: Screen, profile: Pro
                                       "notes": [*report.notes, *notes]})
 
 
-def _asked(diagram: str, dtype: str | None, s: Screen) -> str | None:
+def _asked(base: Diagram, s: Screen) -> str | None:
     """Why the arguments ask for another configuration than the launched one, or None."""
-    base = load(diagram, dtype=dtype)
     known = {x.name for x in base.size_symbols} | set(partition_symbols(base))
     own = [k for k in s.sets if k not in known]      # napkin kernel takes sizes and tiles alone
     words = ([f"--config {s.config}"] if s.config else []) + [f"--set {k}" for k in own] + \
@@ -126,9 +129,8 @@ def _asked(diagram: str, dtype: str | None, s: Screen) -> str | None:
     return f"{', '.join(words)} asked for it" if words else None
 
 
-def _launched(diagram: str, dtype: str | None, e: Expected, sets: dict[str, int]) -> Screen:
+def _launched(base: Diagram, e: Expected, sets: dict[str, int]) -> Screen:
     """The launched configuration `e` as napkin configure's arguments, with the sizes `sets` gives."""
-    base = load(diagram, dtype=dtype)
     s = schedule_of(base)
     part = s.partition
     sizes = {k: v for k, v in sets.items() if k in {x.name for x in base.size_symbols}}

@@ -26,6 +26,8 @@ from analyzer.common.version import __version__
 from analyzer.config.family import FAMILIES, tried
 from analyzer.config.ranking import HopperRow, Row, Sweep
 from analyzer.config.sweep_result import SweepOut, SweepReport
+from analyzer.diagram.compiled import Diagram
+from analyzer.model.analysis import load
 
 RANKED = tuple(f.name for f in FAMILIES if f.ranks)     # the families whose configurations napkin sweep ranks
 
@@ -35,7 +37,7 @@ def report(sweeps: list[Sweep]) -> SweepReport:
     return SweepReport(napkin_version=__version__, sweeps=[SweepOut.model_validate(s.as_dict()) for s in sweeps])
 
 
-def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None = None,
+def sweep(diagram: str | Diagram, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None = None,
           kernel: str | None = None, backend: str | None = None, progress: Progress = silent,
           sibling_fit: bool = True) -> list[Sweep]:
     """One ranking per kernel of `diagram` (or of `kernel` alone) at the sizes `sets` gives (weaved
@@ -49,8 +51,10 @@ def sweep(diagram: str, gpu, *, dtype: str = "fp16", sets: dict[str, int] | None
     if backend is not None and backend not in RANKED:
         raise NapkinError(f"--backend {backend!r}: napkin sweep ranks the {' or the '.join(RANKED)} backend's "
                           "configurations")
+    families = tried(profile, backend)
+    diagram = load(diagram)         # read once: each family tried ranks it as compiled here
     why = None
-    for chosen in tried(profile, backend):
+    for chosen in families:
         got = chosen.sweep(diagram, profile, dtype=dtype, sets=dict(sets or {}), kernel=kernel,
                            progress=progress, sibling_fit=sibling_fit)
         if not isinstance(got, str):

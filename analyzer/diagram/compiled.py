@@ -124,6 +124,9 @@ class Diagram:
     kernels: tuple[Kernel, ...]            # execution order
     graph: nx.DiGraph = field(repr=False, compare=False)
     configurations: tuple = ()             # ConfigurationSpec, named hardware configurations (Section 5)
+    # the document it was compiled from: weaving it (analyzer.diagram.weave) and another element type
+    # (analyzer.diagram.graph.load) compile that again, without reading the file a second time
+    document: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def top(self) -> str:

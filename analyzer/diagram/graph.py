@@ -8,13 +8,14 @@ relabelling is legal (the fusion theorem) is checked later, by analyzer.model.fu
 from __future__ import annotations
 
 import copy
-
+import dataclasses
 from pathlib import Path
 
 import networkx as nx
 import sympy
 from pydantic import ValidationError
 
+from analyzer.common import resources
 from analyzer.common.errors import NapkinError
 from analyzer.common.expr import MAX_SIZE, check_name, parse_expr, symbol
 from analyzer.common.validation import from_validation_error
@@ -40,6 +41,21 @@ def load_diagram(path: Path) -> Diagram:
     """Read, validate and compile a diagram file."""
     data = load_file(path)
     return compile_data(data, source=str(path))
+
+
+def load(diagram: str | Diagram, *, dtype: str | None = None) -> Diagram:
+    """A shipped diagram by name, a diagram file, or a diagram already compiled; `dtype` overrides the
+    file's default element type. A command reads the file it names here once, and hands the compiled
+    diagram down: those below call this again with it, for its element type, reading nothing."""
+    if isinstance(diagram, Diagram):
+        if dtype is None or diagram.document.get("dtype") == dtype:
+            return diagram
+        return compile_data({**diagram.document, "dtype": dtype}, source=diagram.source)
+    path = resources.resolve("diagrams", diagram, what="diagram", field="DIAGRAM")
+    data = load_file(path)
+    if dtype is not None and isinstance(data, dict):
+        data = {**data, "dtype": dtype}
+    return compile_data(data, source=resources.display("diagrams", path))
 
 
 _COMPILED: dict[tuple[str, str], Diagram] = {}   # (repr of the data, source) -> its diagram
@@ -79,9 +95,8 @@ def _weave_safe(data: object) -> object:
 
 def compile_data(data: object, *, source: str) -> Diagram:
     """The compiled diagram of document `data`. The same document compiles to the same (immutable)
-    Diagram object once per process: one command compiles a file several times, and the configuration
-    search caches its legal candidates by diagram (analyzer.config.choose.legal)."""
-    data = _weave_safe(data)
+    Diagram object once per process: a report or a test worker compiles a file many times, and the
+    configuration search caches its legal candidates by diagram (analyzer.config.choose.legal)."""
     key = (repr(data), source)          # plain data (YAML's core types): its repr is its content
     if key not in _COMPILED:
         if len(_COMPILED) >= _COMPILED_MAX:
@@ -92,13 +107,14 @@ def compile_data(data: object, *, source: str) -> Diagram:
 
 def _compile(data: object, source: str) -> Diagram:
     try:
-        spec = DiagramSpec.model_validate(data)
+        spec = DiagramSpec.model_validate(_weave_safe(data))
     except ValidationError as exc:
         raise from_validation_error(exc, file=source, hint=DOCS_HINT) from None
     try:
-        return _Compiler(spec, source).run()
+        compiled = _Compiler(spec, source).run()
     except NapkinError as exc:
         raise exc.located(file=source) from None
+    return dataclasses.replace(compiled, document=copy.deepcopy(data))   # a copy: the caller's may change
 
 
 class _Compiler:

@@ -12,9 +12,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from analyzer.common import resources
 from analyzer.common.errors import NapkinError
-from analyzer.common.yamlio import load_file
 from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.graph import compile_data
 
@@ -32,17 +30,6 @@ def outer_tiles(d: Diagram, outer: tuple[Outer, ...]) -> dict[str, int]:
     axes = {o.axis for o in outer}
     return {sym.name: 1 for k in d.kernels for p in k.partitions.values() for a, sym in p.group
             if a in axes}
-
-
-def source_data(diagram: str, dtype: str | None = None) -> tuple[dict, str]:
-    """The raw diagram document (a shipped name or a file) and how to name its file in messages."""
-    path = resources.resolve("diagrams", diagram, what="diagram", field="DIAGRAM")
-    data = load_file(path)
-    if not isinstance(data, dict):
-        raise NapkinError("a diagram file holds a mapping at its top level", file=str(path))
-    if dtype is not None:
-        data = {**data, "dtype": dtype}
-    return data, resources.display("diagrams", path)
 
 
 def weave(data: dict, outer: tuple[Outer, ...]) -> dict:
@@ -73,5 +60,9 @@ def weave(data: dict, outer: tuple[Outer, ...]) -> dict:
     return woven
 
 
-def compile_woven(data: dict, source: str, outer: tuple[Outer, ...]) -> Diagram:
-    return compile_data(weave(data, outer), source=source)
+def weave_diagram(d: Diagram, outer: tuple[Outer, ...]) -> Diagram:
+    """Diagram `d` weaved over `outer` (outermost first) and compiled: from the document `d` was
+    compiled from, in its element type; `d` itself where there is nothing to weave over."""
+    if not outer:
+        return d
+    return compile_data(weave(d.document, outer), source=d.source)

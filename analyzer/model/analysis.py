@@ -18,14 +18,12 @@ import numpy as np
 import sympy
 
 from analyzer import hardware
-from analyzer.common import resources
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.common.errors import NapkinError
 from analyzer.common.expr import MAX_SIZE, at, to_text
 from analyzer.common.version import __version__
-from analyzer.common.yamlio import load_file
 from analyzer.diagram.compiled import Diagram, Kernel, Partition
-from analyzer.diagram.graph import compile_data
+from analyzer.diagram.graph import load
 from analyzer.diagram.primitives import PIPELINES
 from analyzer.hardware import Profile
 from analyzer.model.classic import ClassicRule, classic_rule
@@ -73,16 +71,7 @@ CALIBRATED = ("Calibrated profile: parameters fitted to measurements (gpu.calibr
               "latency, block and launch overheads (docs/model.md, docs/validation.md).")
 
 
-# -- loading ---------------------------------------------------------------------------------------
-
-def load(diagram: str, *, dtype: str | None = None) -> Diagram:
-    """A shipped diagram by name, or a diagram file; `dtype` overrides the file's default dtype."""
-    path = resources.resolve("diagrams", diagram, what="diagram", field="DIAGRAM")
-    data = load_file(path)
-    if dtype is not None and isinstance(data, dict):
-        data = {**data, "dtype": dtype}
-    return compile_data(data, source=resources.display("diagrams", path))
-
+# -- loading: `load` (analyzer.diagram.graph) takes a diagram's name, its file or the diagram compiled --
 
 def partition_symbols(diagram: Diagram) -> dict[str, sympy.Symbol]:
     return {s.name: s for k in diagram.kernels for p in k.partitions.values() for s in p.symbols}
@@ -174,7 +163,7 @@ def _optimum(cost: LevelCost) -> tuple[ClosedForm | None, ClosedForm | None]:
 
 def analyze(diagram: str | Diagram, gpu: str | Profile, *, sets: dict[str, int] | None = None,
             dtype: str | None = None, cluster: int | None = None) -> Analysis:
-    d = load(diagram, dtype=dtype) if isinstance(diagram, str) else diagram
+    d = load(diagram, dtype=dtype)
     profile = hardware.load(gpu)
     gpu_source = profile.source
     for name in {d.dtype, *(d.arrays[i].dtype for op in d.ops if op.primitive.contraction

@@ -56,8 +56,9 @@ MARKS = {"group": "|", "stream": STREAM_MARK}
 MAX_COLUMNS = 64     # a drawing wider than this is unreadable, and took 14 s to render at 300 columns
 
 
-def figure(diagram: str, *, kernel: str | None = None) -> Figure:
-    """The diagram as a neural circuit diagram; `kernel` (default: the first) is drawn relabelled."""
+def figure(diagram: str | Diagram, *, kernel: str | None = None) -> Figure:
+    """The diagram (a name, a file, or the diagram compiled) as a neural circuit diagram; `kernel`
+    (default: the first) is drawn relabelled."""
     d = load(diagram)
     names = [k.name for k in d.kernels]
     if kernel is not None and kernel not in names:

@@ -35,6 +35,7 @@ from matplotlib.transforms import Bbox
 from analyzer.common.errors import NapkinError
 from analyzer.common.units import si
 from analyzer.hardware import Profile
+from analyzer.diagram.compiled import Diagram
 from analyzer.model.analysis import analyze, load, resolve_sizes
 from analyzer.model.result import Analysis
 from analyzer.plot import style
@@ -48,7 +49,7 @@ POINT_WORDS = {False: "idealised", True: "fitted"}   # in the point's label
 EDGE = {False: 0.9, True: 2.4}   # the point's edge width
 
 
-def figure(diagram: str, gpus: list[str], *, dtype: str | None, sets: dict[str, int]) -> Figure:
+def figure(diagram: str | Diagram, gpus: list[str], *, dtype: str | None, sets: dict[str, int]) -> Figure:
     """One roof per GPU for the element type, with its ridge and the chosen configuration's point."""
     d = load(diagram, dtype=dtype)
     rooflines: list[Roofline] = []

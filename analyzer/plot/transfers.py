@@ -58,12 +58,12 @@ class Panel:
     chosen: dict[tuple[str, str], LevelOut]      # (GPU, dtype) -> the chosen tiles at the level
 
 
-def figure(diagram: str, gpus: list[str], *, dtypes: list[str], sets: dict[str, int]) -> Figure:
+def figure(diagram: str | Diagram, gpus: list[str], *, dtypes: list[str], sets: dict[str, int]) -> Figure:
     """H*(M) in bytes per element type, one panel per kernel, with limits and chosen tiles per GPU."""
     profiles = style.profiles(gpus)
     base = load(diagram)
     dtypes = list(dict.fromkeys(dtypes or [base.dtype]))
-    loaded = {dt: load(diagram, dtype=dt) for dt in dtypes}
+    loaded = {dt: load(base, dtype=dt) for dt in dtypes}     # the file read once, in each type
     sizes, _ = resolve_sizes(base, sets)
     level = base.levels[-1]
     limits = {p.name: model_levels(base, p)[-1].memory_bytes for p in profiles}

@@ -95,23 +95,24 @@ def page(diagram: str, gpus: list[str], *, sets: dict[str, int] | None = None,
     are absolute, file:// links)."""
     sets, gpus = dict(sets or {}), list(gpus or ["h100"])
     docs = doc_links(path)
-    d = load(diagram, dtype=dtype)
+    file = load(diagram)        # read once: every section is of this one (`diagram` names it in commands)
+    d = load(file, dtype=dtype)
     sizes, _ = resolve_sizes(d, sets)           # a bad --set is an error here, as in napkin analyze
-    found = [_gpu(d, diagram, p, sets, dtype) for p in style.profiles(gpus)]   # each GPU once, each read once
+    found = [_gpu(d, file, p, sets, dtype) for p in style.profiles(gpus)]   # each GPU once, each read once
     if all(g.error is not None for g in found):
         raise found[0].error                        # nothing to report
     analysed = [g for g in found if g.analysis is not None]
     command = _command(diagram, gpus, sets, dtype)
     parts = [_header(d, found, sizes, sets, dtype, command),
              _section("prediction", _prediction(found, docs)),
-             _section("diagram", _drawing(diagram, d)),
+             _section("diagram", _drawing(file, d)),
              _section("symbolic", _symbolic(d, analysed)),
              _section("tiles", _tiles(analysed, sizes)),
-             _section("configuration", _configuration(diagram, d, analysed, sets, dtype)),
+             _section("configuration", _configuration(file, d, analysed, sets, dtype)),
              _section("transfers", _figure("transfers", "H*(M) curves", lambda: transfers.figure(
-                 diagram, [g.profile for g in analysed], dtypes=[dtype] if dtype else [], sets=sets))),
+                 file, [g.profile for g in analysed], dtypes=[dtype] if dtype else [], sets=sets))),
              _section("roofline", _figure("roofline", "roofline", lambda: roofline.figure(
-                 diagram, [g.profile for g in analysed], dtype=dtype, sets=sets))),
+                 file, [g.profile for g in analysed], dtype=dtype, sets=sets))),
              _section("assumptions", _assumptions(analysed, docs)),
              _section("analysis", _analyses(diagram, analysed, docs)),
              _section("kernel", _kernels(diagram, analysed, sets, dtype)),
@@ -121,14 +122,14 @@ def page(diagram: str, gpus: list[str], *, sets: dict[str, int] | None = None,
     return document(title, join(parts, "\n"), generator=f"napkin {__version__}")
 
 
-def _gpu(d: Diagram, diagram: str, profile: Profile, sets: dict, dtype: str | None) -> Gpu:
+def _gpu(d: Diagram, file: Diagram, profile: Profile, sets: dict, dtype: str | None) -> Gpu:
     """The analysis with its expected time (as napkin analyze leads with it), or why there is none."""
     try:
         a = analyze(d, profile, sets=sets)
         models = tuple(tuple(level_models(d, k, model_levels(d, profile))) for k in d.kernels)
     except NapkinError as exc:
         return Gpu(profile, error=exc)
-    return Gpu(profile, with_expected(a, diagram, profile, dtype=dtype, sets=sets), models)
+    return Gpu(profile, with_expected(a, file, profile, dtype=dtype, sets=sets), models)
 
 
 def doc_links(path: str | Path | None) -> dict[str, str]:
@@ -257,11 +258,11 @@ def _figure(key: str, label: str, build: Callable) -> Markup:
         return _absent(f"no {label}: matplotlib could not draw it ({' '.join(str(exc).split())})")
 
 
-def _drawing(diagram: str, d: Diagram) -> Markup:
+def _drawing(file: Diagram, d: Diagram) -> Markup:
     return join([tag("p", f"{d.name} as napkin draw draws it: data-type columns alternate with function "
                           "columns; the colours are the memory levels; each kernel is a shaded region with "
                           "its relabellings per level.", class_="note"),
-                 _figure("diagram", f"drawing of {d.name}", lambda: draw.figure(diagram))])
+                 _figure("diagram", f"drawing of {d.name}", lambda: draw.figure(file))])
 
 
 # -- the symbolic model: H, H_g, N_g, M and H*(a, M) per level, as MathML -----------------------------
@@ -355,7 +356,7 @@ def _number(value: sympy.Expr) -> str:
 
 # -- Section 5: napkin configure's tables and the overlap schedule, per GPU ----------------------------
 
-def _configuration(diagram: str, d: Diagram, analysed: list[Gpu], sets: dict, dtype: str | None) -> Markup:
+def _configuration(file: Diagram, d: Diagram, analysed: list[Gpu], sets: dict, dtype: str | None) -> Markup:
     """napkin configure's screen per GPU: the configuration the kernel section's module launches at these
     sizes (analyzer.config.screen), or the one napkin analyze's tiles give where there is none, said so."""
     parts = [tag("p", "As napkin configure prints them: the configuration napkin kernel launches at these sizes "
@@ -365,7 +366,7 @@ def _configuration(diagram: str, d: Diagram, analysed: list[Gpu], sets: dict, dt
     for i, g in enumerate(analysed):
         parts.append(tag("h3", g.profile.name))
         try:
-            r, screen = configure_screen(diagram, g.profile, sets=sets, dtype=dtype)
+            r, screen = configure_screen(file, g.profile, sets=sets, dtype=dtype)
         except NapkinError as exc:
             parts.append(_absent(f"no Section 5 configuration: {exc.message}"))
             continue

@@ -19,6 +19,7 @@ from analyzer.common.progress import Progress
 from analyzer.config.choose import Choice
 from analyzer.config.hopper import HopperConfig, HopperTables
 from analyzer.config.kernels import Configured
+from analyzer.diagram.compiled import Diagram
 from analyzer.hardware import Profile
 
 
@@ -88,10 +89,11 @@ class Family(ABC):
         return False
 
     @abstractmethod
-    def take(self, diagram: str, profile: Profile, *, dtype: str | None, config: str | None,
+    def take(self, diagram: str | Diagram, profile: Profile, *, dtype: str | None, config: str | None,
              sets: dict[str, int], tables: bool) -> Launch | str:
-        """The family's launch of `diagram` on `profile`, or why it does not realise it (one line).
-        `tables` False: what one expected time needs, not the by-size tables a module carries."""
+        """The family's launch of `diagram` (a name, a file, or the diagram as compiled from its file) on
+        `profile`, or why it does not realise it (one line). `tables` False: what one expected time
+        needs, not the by-size tables a module carries."""
 
     @abstractmethod
     def expected(self, launched: Launch, profile: Profile, sizes: dict[str, int]) -> Expected:
@@ -103,7 +105,7 @@ class Family(ABC):
         not counted)."""
 
     @abstractmethod
-    def sweep(self, diagram: str, profile: Profile, *, dtype: str, sets: dict[str, int], kernel: str | None,
+    def sweep(self, diagram: str | Diagram, profile: Profile, *, dtype: str, sets: dict[str, int], kernel: str | None,
               progress: Progress, sibling_fit: bool) -> list[Any] | str:
         """napkin sweep's rankings (analyzer.config.ranking.Sweep), or why the family does not realise
         the diagram."""

@@ -59,7 +59,7 @@ class HopperAttention(Family):
         if not tables and one is None:
             return Launch(self, structure)
         configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False)
-        return Launch(self, *_with_tables(diagram, configured, profile, config, one, sets))
+        return Launch(self, *_with_tables(configured, profile, config, one, sets))
 
     def expected(self, launched, profile, sizes):
         """`launched.hopper` None: the one cell of the tables these sizes read, computed alone (chosen_at)."""
@@ -127,7 +127,7 @@ def _shape(c: Configured, sizes: dict[str, int]) -> tuple[int, int, int, int, in
     return head_dim, seq_q, seq_k, instances, e, flops
 
 
-def _with_tables(diagram: str, c: Configured, profile: Profile, config: str | None,
+def _with_tables(c: Configured, profile: Profile, config: str | None,
                  one: tuple[int, HopperConfig] | None, sets: dict[str, int]) -> tuple[Configured, HopperTables]:
     """The configured kernel and its by-size tables; a named `config` keeps its head dim alone (the
     wrapper refuses the others)."""
@@ -137,7 +137,7 @@ def _with_tables(diagram: str, c: Configured, profile: Profile, config: str | No
     head_dim, chosen = one
     (k,) = c.kernels
     if head_dim not in k.choices:
-        raise NapkinError(f"--config {config} is for head dim {head_dim}, which {diagram} does not "
+        raise NapkinError(f"--config {config} is for head dim {head_dim}, which {c.source_file} does not "
                           "configure", field="--config", hint="use --backend triton")
     return (replace(c, kernels=(replace(k, choices={head_dim: k.choices[head_dim]}),)),
             replace(one_config_tables(profile, head_dim, chosen), scores=scores(c), value_dim=value_dim(c, sets)))

@@ -22,8 +22,9 @@ from analyzer.config.family.base import Accuracy, Expected, Family, Launch
 from analyzer.config.kernels import configure_kernels
 from analyzer.config.predict import predict_configured
 from analyzer.config.ranking import Row, Sweep, portable_label
+from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention, interface
-from analyzer.diagram.weave import compile_woven, outer_tiles, source_data
+from analyzer.diagram.weave import outer_tiles, weave_diagram
 from analyzer.hardware import Profile
 from analyzer.model.analysis import TermModel, load, resolve_sizes
 from analyzer.model.predict import kernel_parts
@@ -92,7 +93,7 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
-def _sweep(family: Portable, diagram: str, profile: Profile, *, dtype: str, sets: dict[str, int],
+def _sweep(family: Portable, diagram: str | Diagram, profile: Profile, *, dtype: str, sets: dict[str, int],
            kernel: str | None, progress: Progress, sibling_fit: bool) -> list[Sweep]:
     """The portable module's legal configurations of each kernel (or of `kernel`), ranked at `sets`."""
     began = time.perf_counter()
@@ -100,10 +101,10 @@ def _sweep(family: Portable, diagram: str, profile: Profile, *, dtype: str, sets
     own = profile
     if sibling_fit:
         profile = hardware.portable_model(profile)
+    diagram = load(diagram)          # read once: take() below configures it as compiled here
     base = load(diagram, dtype=dtype)
     roles = interface(base)
-    data, source = source_data(diagram, dtype)
-    woven = compile_woven(data, source, roles.outer)
+    woven = weave_diagram(base, roles.outer)
     size_names = {s.name for s in woven.size_symbols}
     tile_names = {s.name for k in base.kernels for p in k.partitions.values() for s in p.symbols}
     unknown = sorted(set(sets) - size_names - tile_names)
