@@ -401,7 +401,8 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS:
             if SINK:    # the head's sink joins the sum: exp(sink - m), log2 e times the sink in exp2's units
                 sink = gl.load(sink_ptr + idx_b * sink_stride_b + idx_h * sink_stride_h).to(gl.float32)
                 l_i = l_i + gl.exp2(sink * 1.4426950408889634 - m_i)
-            o_val = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+            l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+            o_val = acc / gl.where(l_o == 0.0, 1.0, l_o)[:, None]   # a row that saw no key: 0, not 0 / 0
         else:
             o_val = acc
         o_smem.index(GROUP).store(o_val.to(o_smem.dtype).reshape([1, 1, ROWS, HEAD_E]))

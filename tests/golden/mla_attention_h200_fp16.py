@@ -192,7 +192,8 @@ def _mla_attention_flash(
         m_O = m_new
         acc_O = tl.dot(p.to(v_tile.dtype), v_tile, acc_O * alpha[:, None])
     # tail of O: the accumulator is complete
-    o_val = acc_O / l_O[:, None]
+    # a row that saw no key (a band past the keys' end) holds 0, as FlashAttention's, not 0 / 0
+    o_val = acc_O / tl.where(l_O == 0.0, 1.0, l_O)[:, None]
     # registers -> GMEM: the block's outputs
     tl.store(O_ptr + base_O + offs_q[:, None] * stride_O_q + offs_e[None, :] * stride_O_e, o_val.to(O_ptr.dtype.element_ty), mask=mask_q[:, None] & mask_e[None, :])
 

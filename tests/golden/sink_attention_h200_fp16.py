@@ -181,7 +181,8 @@ def _sink_attention_flash(
     # tail of O: the accumulator is complete
     # the sink logits sinks join the sum once a row: exp(sink - m), in base 2 (m holds log2 e times the scores)
     l_O = l_O + tl.math.exp2(sinks_tile.to(tl.float32) * 1.4426950408889634 - tl.where(m_O == float('-inf'), 0.0, m_O))
-    o_val = acc_O / l_O[:, None]
+    # a row that saw no key (a band past the keys' end) holds 0, as FlashAttention's, not 0 / 0
+    o_val = acc_O / tl.where(l_O == 0.0, 1.0, l_O)[:, None]
     # registers -> GMEM: the block's outputs
     tl.store(O_ptr + base_O + offs_q[:, None] * stride_O_q + offs_d[None, :] * stride_O_d, o_val.to(O_ptr.dtype.element_ty), mask=mask_q[:, None] & mask_d[None, :])
 

@@ -124,6 +124,19 @@ def test_a_band_matches_float64(before, after, seq_q, seq_k, tmp_path):
         assert rel_err(out, reference(q, k, v)) > 10 * TOL          # the band bites
 
 
+def test_a_query_the_band_gives_no_key_gets_zero(tmp_path):
+    """More queries than keys, the last ones past the band's reach of every key (query i sees keys
+    i - 30 .. i + 10, and there are 100 keys: queries from 131 on see none): their rows are 0, as
+    FlashAttention gives, not 0 / 0; the others match float64."""
+    m = _banded(30, 10, True, tmp_path)
+    q, k, v = _inputs((1, 2, 200, 64), (1, 2, 100, 64), torch.float16, "normal", seed=5)
+    out = torch.full_like(q, float("nan"))
+    m.attention(q, k, v, causal=False, out=out)
+    seen = 100 + 30                         # queries 0 .. 129 see a key
+    assert torch.isfinite(out).all() and not out[:, :, seen:].any()
+    assert rel_err(out[:, :, :seen], reference(q, k, v, band=(30, 10))[:, :, :seen]) < TOL
+
+
 def test_softcap_bounds_the_scores_the_kernel_sees(tmp_path):
     """Scores beyond the cap (inputs scaled so that |q k^T| / sqrt(d) reaches hundreds) are bounded as
     cap tanh(s / cap) bounds them: against the reference without the cap the output differs."""

@@ -402,7 +402,8 @@ class _Writer(PlanWalk):
                              "log2 e times the scores)")
                 self.line(f"{l} = {l} + tl.math.exp2({s} * {SPELLING.log2e} - tl.where({m} == float('-inf'), "
                           f"0.0, {m}))")
-            self.line(f"{self.val(name)} = {acc} / {l}[:, None]")
+            self.comment("a row that saw no key (a band past the keys' end) holds 0, as FlashAttention's, not 0 / 0")
+            self.line(f"{self.val(name)} = {acc} / tl.where({l} == 0.0, 1.0, {l})[:, None]")
         else:
             self.line(f"{self.val(name)} = {acc}")
         self.vals[name] = Val(self.val(name), dims)
