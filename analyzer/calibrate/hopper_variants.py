@@ -159,7 +159,7 @@ def calibrate(recording: str, gpu: str | Profile, *, variants: str | None = None
     score ops' costs fitted on it on top."""
     if variants is not None:      # checked before any fit
         rec, _ = load(variants, field="--variants", bench="hopper_variants")
-        check_gpu(rec.meta, variants, hardware.load(gpu), option="--variants", allowed=allow_gpu_mismatch)
+        check_gpu(rec.meta, variants, hardware.load(gpu), allowed=allow_gpu_mismatch)
     result = calibrate_softmax(recording, gpu, held_out=held_out, allow_gpu_mismatch=allow_gpu_mismatch,
                                progress=progress, **options)
     if variants is None:

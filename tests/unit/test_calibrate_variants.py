@@ -96,3 +96,8 @@ def test_a_recording_of_a_diagram_napkin_does_not_ship_is_refused_by_name(tmp_pa
     path.write_text(json.dumps(doc))
     with pytest.raises(cal.NapkinError, match="no_such_diagram"):
         fit_variants(str(path), DATASHEET, SOFTMAX_FIT, held_out=4096)
+
+
+def test_a_variants_recording_of_another_gpu_is_refused_before_any_fit():
+    with pytest.raises(cal.NapkinError, match="measured on NVIDIA H100.*as --gpu says"):
+        calibrate(str(ROOT / "bench" / "results" / "hopper_sweep_h200.json"), "h200", variants=str(VARIANTS))
