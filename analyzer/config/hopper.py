@@ -276,8 +276,20 @@ def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str,
     """Seconds for `instances` (batch x query heads) of attention at these lengths (module docstring),
     with the profile's fitted parameters unless `params` are given."""
     params = params or HopperParams.of(profile)
-    chunk_s = max(chunk_times(profile, c, head_dim, dtype, overhead, params, scores, value_dim).values()) + \
+    return _time(profile, c, _chunk_s(profile, c, head_dim, dtype, overhead, params, scores, value_dim),
+                 seq_q=seq_q, seq_k=seq_k, instances=instances, causal=causal, params=params, scores=scores)
+
+
+def _chunk_s(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, overhead: float | None,
+             params: HopperParams, scores: Scores, value_dim: int | None) -> float:
+    """Seconds a chunk costs a block, with its fixed overhead: what no size changes."""
+    return max(chunk_times(profile, c, head_dim, dtype, overhead, params, scores, value_dim).values()) + \
         params.chunk_overhead_s
+
+
+def _time(profile: Profile, c: HopperConfig, chunk_s: float, *, seq_q: int, seq_k: int, instances: int,
+          causal: bool, params: HopperParams, scores: Scores) -> float:
+    """predicted_time from the configuration's seconds a chunk (`_chunk_s`)."""
     blocks_q = math.ceil(seq_q / c.block_rows)
     walk = band_walk(causal, scores)
     chunks, masked = _causal_tiles(c.block_rows, c.chunk, seq_q, seq_k, *walk) if walk else \
@@ -339,20 +351,25 @@ def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: in
     within ALIKE of the fastest are ones the model cannot tell apart, and among them the tie rule
     (`_tie`) decides; the rest follow, fastest first."""
     params = params or HopperParams.of(profile)
-    scored = [(predicted_time(profile, c, head_dim, dtype, seq_q=seq_q, seq_k=seq_k, instances=instances,
-                              causal=causal, params=params, scores=scores, value_dim=value_dim), c)
-              for c in candidates(profile, head_dim, dtype, band_walk(causal, scores) is not None, value_dim=value_dim,
-                                  bias=scores.bias is not None)]
-    if not scored:
-        return []
-    fastest = min(t for t, _ in scored)
+    return _ranked(profile, _priced(profile, head_dim, dtype, causal, params, scores, value_dim), seq_q=seq_q,
+                   seq_k=seq_k, instances=instances, causal=causal, params=params, scores=scores)
 
-    def order(tc: tuple[float, HopperConfig]) -> tuple:
-        tie = _tie(profile, tc[1], head_dim, dtype, params, scores, value_dim)
-        if tc[0] <= fastest * (1 + ALIKE):
-            return (0, *tie, tc[0])
-        return (1, tc[0], *tie)        # beyond the band the time decides; the tie rule only among equals
-    return sorted(scored, key=order)
+
+def _priced(profile: Profile, head_dim: int, dtype: str, causal: bool, params: HopperParams, scores: Scores,
+            value_dim: int | None) -> list[tuple[HopperConfig, float, tuple]]:
+    """Each legal configuration with what no size changes: its seconds a chunk and its tie key."""
+    return [(c, _chunk_s(profile, c, head_dim, dtype, None, params, scores, value_dim),
+             _tie(profile, c, head_dim, dtype, params, scores, value_dim))
+            for c in candidates(profile, head_dim, dtype, band_walk(causal, scores) is not None, value_dim=value_dim,
+                                bias=scores.bias is not None)]
+
+
+def _ranked(profile: Profile, priced: list[tuple[HopperConfig, float, tuple]], *, seq_q: int, seq_k: int,
+            instances: int, causal: bool, params: HopperParams, scores: Scores) -> list[tuple[float, HopperConfig]]:
+    scored = [(_time(profile, c, chunk_s, seq_q=seq_q, seq_k=seq_k, instances=instances, causal=causal,
+                     params=params, scores=scores), c, tie) for c, chunk_s, tie in priced]
+    band = min((t for t, _, _ in scored), default=0.0) * (1 + ALIKE)   # the tie rule decides within, the time beyond
+    return [(t, c) for t, c, _ in sorted(scored, key=lambda s: (0, *s[2], s[0]) if s[0] <= band else (1, s[0], *s[2]))]
 
 
 def threads_bound(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, overhead: float | None = None,
@@ -399,13 +416,14 @@ def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool,
                  value_dim: int | None = None) -> HopperTable:
     """The first of `ranked` at every grid point (queries = keys = the length)."""
     params = params or HopperParams.of(profile)
+    priced = _priced(profile, head_dim, dtype, causal, params, scores, value_dim)    # once, not at each point
     configs: list[HopperConfig] = []
     cells = []
     for length in LENGTHS:
         row = []
         for instances in INSTANCES:
-            first = chosen_at(profile, head_dim, dtype, causal=causal, length=length, instances=instances,
-                              params=params, scores=scores, value_dim=value_dim)
+            first = _first(_ranked(profile, priced, seq_q=length, seq_k=length, instances=instances,
+                                   causal=causal, params=params, scores=scores), profile, head_dim)
             if first not in configs:
                 configs.append(first)
             row.append(configs.index(first))
@@ -421,6 +439,10 @@ def chosen_at(profile: Profile, head_dim: int, dtype: str, *, causal: bool, leng
     ranking = ranked(profile, head_dim, dtype, seq_q=LENGTHS[nearest(LENGTHS, length)],
                      seq_k=LENGTHS[nearest(LENGTHS, length)], instances=INSTANCES[nearest(INSTANCES, instances)],
                      causal=causal, params=params, scores=scores, value_dim=value_dim)
+    return _first(ranking, profile, head_dim)
+
+
+def _first(ranking: list[tuple[float, HopperConfig]], profile: Profile, head_dim: int) -> HopperConfig:
     if not ranking:
         raise NapkinError(f"no configuration of the Hopper kernel fits head dim {head_dim} on {profile.name}",
                           file=profile.source, field="levels.smem", hint="use --backend triton")
@@ -504,9 +526,9 @@ def hopper_tables(profile: Profile, head_dims: tuple[int, ...], dtype: str, *, c
                   scores: Scores = SOFTMAX, value_dim: int | None = None) -> HopperTables:
     """`value_dim`: V's head dim where the diagram gives it an axis of its own (one for every head dim).
 
-    Remembered by the profile's content and the arguments (a second ~1 s ranking of 8,600 configurations
-    at 264 sizes): attention, mha and gqa ask for the same tables, and so does every command and test that
-    generates one of them again in a process. Callers read the tables; none changes them."""
+    Remembered by the profile's content and the arguments (a second ranking of each head dim's legal
+    configurations at 264 sizes): attention, mha and gqa ask for the same tables, and so does every command
+    and test that generates one of them again in a process. Callers read the tables; none changes them."""
     key = (profile.model_dump_json(), tuple(head_dims), dtype, causal, scores, value_dim)
     found = _TABLES.get(key)
     if found is None:

@@ -5,6 +5,7 @@ It runs in a process of its own (`compiled`): the kernel tests run the portable 
 TRITON_INTERPRET=1, and Gluon loaded under the interpreter cannot compile.
 
     python -m tests.kernels.hopper_build MODULE.py JOBS.json   # prints a JSON list, one result a job
+    python -m tests.kernels.hopper_build - JOBS.json           # each job names its "module"
 """
 
 from __future__ import annotations
@@ -33,13 +34,21 @@ def compiled(path: Path, jobs: list[dict]) -> list[dict]:
     return in_process_of_its_own("tests.kernels.hopper_build", path, jobs, timeout=900)
 
 
+def compiled_each(jobs: list[dict]) -> list[dict]:
+    """`compiled` of jobs that each name their "module", in one fresh interpreter: one start-up of
+    Python, torch and Triton (about 5 s) for every module's jobs, not one a module."""
+    return in_process_of_its_own("tests.kernels.hopper_build", Path("-"), jobs, timeout=900)
+
+
 def in_process_of_its_own(builder: str, path: Path, jobs: list[dict], *, timeout: int) -> list[dict]:
     """`python -m BUILDER MODULE.py JOBS.json` without TRITON_INTERPRET: its JSON list of results."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-m", builder, str(path), json.dumps(jobs)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     if out.returncode:
-        raise AssertionError(f"compiling {path.name} failed:\n{out.stderr[-4000:]}")
+        named = [Path(j["module"]).name for j in jobs if "module" in j]
+        what = ", ".join(dict.fromkeys(named)) if named else path.name
+        raise AssertionError(f"compiling {what} failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout)
 
 
@@ -114,6 +123,17 @@ def ptxas_log(ptx: str, *flags: str) -> str:
     return out.stderr
 
 
+_LOADED: dict = {}      # path -> its module, within one process
+
+
+def loaded(path: str):
+    """Module `path`, loaded once a process however many jobs it has."""
+    if path not in _LOADED:
+        _LOADED[path] = _load(Path(path))
+    return _LOADED[path]
+
+
 if __name__ == "__main__":
-    module = _load(Path(sys.argv[1]))
-    print(json.dumps([_compile(module, j["entry"], j["head_dim"], j["dtype"]) for j in json.loads(sys.argv[2])]))
+    jobs = json.loads(sys.argv[2])
+    print(json.dumps([_compile(loaded(j.get("module", sys.argv[1])), j["entry"], j["head_dim"], j["dtype"])
+                      for j in jobs]))

@@ -11,8 +11,9 @@ It runs in a process of its own (`compiled`, through hopper_build's runner): the
 TRITON_INTERPRET=1, which cannot compile. `allocated` takes jobs of many modules, portable or Hopper, in
 one process, and stops each compile where Triton has placed its SMEM (LLVM IR: no PTX, no ptxas).
 
-    python -m tests.kernels.portable_build MODULE.py JOBS.json   # prints a JSON list, one result a job
-    python -m tests.kernels.portable_build - JOBS.json           # each job names its "module"
+    python -m tests.kernels.portable_build MODULE.py JOBS.json     # prints a JSON list, one result a job
+    python -m tests.kernels.portable_build - JOBS.json             # each job names its "module"
+    python -m tests.kernels.portable_build --allocated JOBS.json   # `allocated`: each job names its "module"
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import re
 import sys
 from pathlib import Path
 
-from tests.kernels.hopper_build import _load, in_process_of_its_own, ptxas_log
+from tests.kernels.hopper_build import in_process_of_its_own, loaded, ptxas_log
 
 SERIALISED = "C7515"      # ptxas: "Potential Performance Loss: wgmma.mma_async instructions are serialized"
 MATMUL = 8192             # the legacy matmul job's sizes: multiples of 16, as the old signature assumed
@@ -40,13 +41,19 @@ def compiled(path: Path, jobs: list[dict]) -> list:
     return in_process_of_its_own("tests.kernels.portable_build", path, jobs, timeout=600)
 
 
+def compiled_each(jobs: list[dict]) -> list:
+    """`compiled` of jobs that each name their "module", in one fresh interpreter: one start-up of
+    Python, torch and Triton (about 5 s) for every module's jobs, not one a module."""
+    return in_process_of_its_own("tests.kernels.portable_build", Path("-"), jobs, timeout=600)
+
+
 def allocated(jobs: list[dict]) -> list[list[dict]]:
     """The SMEM each launch of each job allocates, compiled for sm_90a in one fresh interpreter: a job
     is a call job of `compiled` with the "module" it calls, or {"module", "hopper": {"entry",
     "head_dim", "dtype"}}, the Hopper module's launch of that CONFIGS entry (tests.kernels.hopper_build);
     each result a list, one {"kernel", "shared"} per launch. The same kernel at the same specialisation
     compiles once."""
-    return in_process_of_its_own("tests.kernels.portable_build", Path("-"), jobs, timeout=900)
+    return in_process_of_its_own("tests.kernels.portable_build", Path("--allocated"), jobs, timeout=900)
 
 
 def call(g, config: dict | None = None, *, ptxas: bool = False) -> dict:
@@ -147,7 +154,7 @@ _SEEN: dict = {}       # (kernel source, specialisation, options) -> its SMEM, w
 
 
 def _allocation(job: dict) -> list[dict]:
-    module = _load(Path(job["module"]))
+    module = loaded(job["module"])
     if "hopper" in job:
         from tests.kernels.hopper_build import hopper_source
         h = job["hopper"]
@@ -184,8 +191,7 @@ def _run(module, job: dict):
 
 if __name__ == "__main__":
     jobs = json.loads(sys.argv[2])
-    if sys.argv[1] == "-":
+    if sys.argv[1] == "--allocated":
         print(json.dumps([_allocation(j) for j in jobs]))
     else:
-        module = _load(Path(sys.argv[1]))
-        print(json.dumps([_run(module, j) for j in jobs]))
+        print(json.dumps([_run(loaded(j.get("module", sys.argv[1])), j) for j in jobs]))
