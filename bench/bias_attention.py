@@ -40,6 +40,7 @@ from bench.common import (  # noqa: E402
     TOLERANCE,
     WARMUP_MS,
     attention_inputs,
+    causal_bias,
     command,
     environment,
     hopper_predicted,
@@ -49,6 +50,7 @@ from bench.common import (  # noqa: E402
     reference_attention,
     rel_err,
     save_results,
+    sdpa_bias,
 )
 
 DIAGRAM = "bias_attention"
@@ -108,23 +110,6 @@ class Run:
 
     def save(self) -> None:
         save_results(self.args.out, f"bias_attention_{self.args.gpu}", self.doc, markdown(self.doc))
-
-
-def masked(torch, bias, causal: bool):
-    """The bias with the causal mask folded in as -inf, for SDPA (which takes a mask or is_causal)."""
-    if not causal:
-        return bias
-    keep = torch.ones(bias.shape[-2:], dtype=torch.bool, device=bias.device).tril()
-    return bias.masked_fill(~keep, float("-inf"))
-
-
-def sdpa(q, k, v, bias):
-    """SDPA's cuDNN backend with the bias (causal folded in) as its float attn_mask."""
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    bias = bias if bias.dim() == 4 else bias.reshape(*(1,) * (4 - bias.dim()), *bias.shape)   # cuDNN takes 4-D
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
 
 
 def flex():
@@ -217,7 +202,7 @@ def checks(run: Run) -> bool:
         ok &= _check(run, "napkin cuda", lambda q, k, v, b: run.cuda.attention(q, k, v, b, causal=True),
                      {**base, "d": d}, 102 + d)
     torch = run.torch
-    ok &= _check(run, "SDPA cuDNN", lambda q, k, v, b: sdpa(q, k, v, masked(torch, b, True)), base, 300)
+    ok &= _check(run, "SDPA cuDNN", lambda q, k, v, b: sdpa_bias(q, k, v, causal_bias(torch, b, True)), base, 300)
     ok &= _check(run, "FlexAttention", flex(), base, 301)
     run.save()
     return ok
@@ -236,12 +221,13 @@ def timing(run: Run) -> None:
                 run.doc["skipped"].append({"d": d, "seqlen": seq})
                 continue
             q, k, v = (torch.randn(BATCH, HEADS, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-            bias = masked(torch, (torch.randn(1, HEADS, seq, seq, device="cuda") * SPREAD).to(torch.bfloat16), True)
+            bias = causal_bias(torch, (torch.randn(1, HEADS, seq, seq, device="cuda") * SPREAD).to(torch.bfloat16),
+                               True)
             # FlexAttention last, and not past 2^31 bias items: there its score_mod's indexing of the bias
             # ends in an illegal memory access (measured at 16 x 16384^2), which ends the process's CUDA context
             timed = {"bias_hopper": lambda: run.hopper.attention(q, k, v, bias, causal=True),
                      "bias_triton": lambda: run.portable.attention(q, k, v, bias, causal=True),
-                     "bias_cudnn": lambda: sdpa(q, k, v, bias),
+                     "bias_cudnn": lambda: sdpa_bias(q, k, v, bias),
                      "causal_hopper": lambda: run.causal.attention(q, k, v, causal=True),
                      "bias_flex": (lambda: peer(q, k, v, bias)) if bias.numel() < 2 ** 31 else None}
             row = {"d": d, "seqlen": seq, "bias_bytes": bias.numel() * 2}

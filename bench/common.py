@@ -339,6 +339,40 @@ def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool, sigmoi
     return probs @ v
 
 
+def causal_bias(torch: Any, bias: Any, causal: bool) -> Any:
+    """The bias with the causal mask folded in as -inf, for SDPA (which takes a mask or is_causal)."""
+    if not causal:
+        return bias
+    keep = torch.ones(bias.shape[-2:], dtype=torch.bool, device=bias.device).tril()
+    return bias.masked_fill(~keep, float("-inf"))
+
+
+def sdpa_bias(q: Any, k: Any, v: Any, bias: Any) -> Any:
+    """SDPA's cuDNN backend with a float attn_mask (a bias, any causal mask already folded in)."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    bias = bias if bias.dim() == 4 else bias.reshape(*(1,) * (4 - bias.dim()), *bias.shape)   # cuDNN takes 4-D
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+
+def fa4_softcap(cap: float | None, window: int | None, causal: bool = True) -> Callable[..., Any] | None:
+    """FlashAttention-4's CuTe forward (FlashAttention-3's design on sm90) with a softcap and a sliding
+    window (query i sees keys i - window + 1 .. i), on (batch, heads, seqlen, dim) tensors; None where it
+    is not installed."""
+    try:
+        from flash_attn.cute import flash_attn_func
+    except ImportError:
+        return None
+
+    def call(q, k, v):
+        out, _ = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal,
+                                 window_size=(None, None) if window is None else (window - 1, 0),
+                                 softcap=cap or 0.0)
+        return out.transpose(1, 2)
+    return call
+
+
 def hopper_predicted(profile: Any, g: Any, seq: int, d: int, dtype: str, instances: int) -> tuple[str, float]:
     """The configuration generated Hopper module `g` launches for `instances` (batch x heads) attention
     problems of `seq` queries and keys at head dim `d`, and the model's seconds for it (its chain of

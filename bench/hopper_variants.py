@@ -44,8 +44,10 @@ if str(ROOT) not in sys.path:
 from bench.common import (  # noqa: E402
     TOLERANCE,
     Sampler,
+    causal_bias,
     command,
     environment,
+    fa4_softcap,
     import_file,
     launched_by,
     log,
@@ -53,6 +55,7 @@ from bench.common import (  # noqa: E402
     reference_attention,
     rel_err,
     save_results,
+    sdpa_bias,
     timed,
 )
 
@@ -213,30 +216,18 @@ def peers(torch, v: Variant, args: tuple) -> dict:
     ref = v.reference
     out = {}
     plain = not ref["sigmoid"] and "softcap" not in ref and "band" not in ref and "window" not in ref
-    if plain and v.extra in (None, "bias"):
-        mask = None
-        if v.extra == "bias":      # the causal mask folded into the bias as -inf: SDPA takes one or the other
-            b = args[3]
-            keep = torch.ones(b.shape[-2:], dtype=torch.bool, device=b.device).tril()
-            mask = (b.masked_fill(~keep, float("-inf")) if v.causal else b)[None]
-
+    if plain and v.extra is None:
         def cudnn():
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return F.scaled_dot_product_attention(q, k, val, attn_mask=mask, is_causal=v.causal and mask is None)
+                return F.scaled_dot_product_attention(q, k, val, is_causal=v.causal)
         out["cudnn"] = cudnn
+    if plain and v.extra == "bias":
+        mask = causal_bias(torch, args[3], v.causal)[None]
+        out["cudnn"] = lambda: sdpa_bias(q, k, val, mask)
     if "softcap" in ref and not ref["sigmoid"] and v.extra is None and "band" not in ref:
-        try:
-            from flash_attn.cute import flash_attn_func
-            window = ref.get("window")
-
-            def fa4():
-                o, _ = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), val.transpose(1, 2), causal=v.causal,
-                                       window_size=(None, None) if window is None else (window - 1, 0),
-                                       softcap=ref["softcap"])
-                return o.transpose(1, 2)
-            out["fa4"] = fa4
-        except ImportError:
-            pass
+        fa4 = fa4_softcap(ref["softcap"], ref.get("window"), v.causal)
+        if fa4 is not None:
+            out["fa4"] = lambda: fa4(q, k, val)
     return out
 
 

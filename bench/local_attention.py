@@ -41,6 +41,7 @@ from bench.common import (  # noqa: E402
     attention_inputs,
     command,
     environment,
+    fa4_softcap,
     hopper_predicted,
     import_file,
     log,
@@ -126,22 +127,6 @@ class Run:
         save_results(self.args.out, f"local_attention_{self.args.gpu}", self.doc, markdown(self.doc))
 
 
-def fa4(cap: float, window: int | None):
-    """FlashAttention-4's CuTe forward (FlashAttention-3's design on sm90) with the cap and the window, on
-    (batch, heads, seqlen, dim) tensors; None where it is not installed."""
-    try:
-        from flash_attn.cute import flash_attn_func
-    except ImportError:
-        return None
-
-    def call(q, k, v):
-        out, _ = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True,
-                                 window_size=(None, None) if window is None else (window - 1, 0),
-                                 softcap=cap or 0.0)
-        return out.transpose(1, 2)
-    return call
-
-
 def flex(cap: float, window: int):
     """FlexAttention with the cap as its score_mod and the window as its block mask (built once a shape)."""
     import torch
@@ -224,12 +209,12 @@ def checks(run: Run) -> bool:
                      {**base, "d": d, "w": 100}, 102 + d)
     ok &= _check(run, "napkin triton", lambda q, k, v: run.portable.attention(q, k, v, causal=True),
                  {**base, "seq": 5000, "w": run.window}, 103)
-    peer = fa4(run.cap, run.window)
+    peer = fa4_softcap(run.cap, run.window)
     run.doc["peers"]["flash_attn.cute"] = peer is not None
     for w in (100, run.window):
         seq = 1000 if w == 100 else 5000
         if peer is not None:
-            ok &= _check(run, "FlashAttention-4", fa4(run.cap, w), {**base, "seq": seq, "w": w}, 200 + w)
+            ok &= _check(run, "FlashAttention-4", fa4_softcap(run.cap, w), {**base, "seq": seq, "w": w}, 200 + w)
         ok &= _check(run, "FlexAttention", flex(run.cap, w), {**base, "seq": seq, "w": w}, 300 + w)
     run.save()
     return ok
@@ -245,7 +230,7 @@ def timing(run: Run) -> None:
     from analyzer.config.scores import pairs
     from analyzer.diagram.interface import Band
     torch = run.torch
-    local_fa4, causal_fa4 = fa4(run.cap, run.window), fa4(0.0, None)
+    local_fa4, causal_fa4 = fa4_softcap(run.cap, run.window), fa4_softcap(0.0, None)
     local_flex = flex(run.cap, run.window)
     for d, seqs in ((128, SEQLENS), (256, (8192,))):
         for seq in seqs:

@@ -264,12 +264,16 @@ def split_of(r: HopperRecord, held_out: int) -> str:
     """beyond (every shape outside the grid), held-out size (the grid's `held_out` rows), held-out configs
     (one configuration in HELD_OUT_SHARE, by a hash of it, at every other size: as the portable
     kernels' validation holds them out), or train."""
-    if r.kind != "grid":
-        return "beyond"
+    return "beyond" if r.kind != "grid" else held_out_split(r, held_out)
+
+
+def held_out_split(r: HopperRecord, held_out: int, salt: str = "") -> str:
+    """held-out size (a record at the `held_out` length), held-out configs (one configuration in
+    HELD_OUT_SHARE, by a hash of it and `salt`), or train."""
     if held_out in (r.seq_q, r.seq_k):
         return "held-out size"
     c = r.config
-    key = f"{c.WARPGROUPS} {c.BLOCK_X} {c.STAGES} {c.OVERLAP} {c.SCHEDULE}"
+    key = f"{salt} " * bool(salt) + f"{c.WARPGROUPS} {c.BLOCK_X} {c.STAGES} {c.OVERLAP} {c.SCHEDULE}"
     return "held-out configs" if zlib.crc32(key.encode()) % HELD_OUT_SHARE == 0 else "train"
 
 

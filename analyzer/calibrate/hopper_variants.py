@@ -15,7 +15,6 @@ parameter of this fit: they are reported, as the softmax fit carried to the same
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, replace
 from functools import cache
 
@@ -33,17 +32,17 @@ from analyzer.calibrate.hopper import (
     check_gpu,
     choices,
     config_of,
+    held_out_split,
     load,
     predict,
     solve,
 )
 from analyzer.calibrate.hopper import calibrate as calibrate_softmax
-from analyzer.calibrate.validate import HELD_OUT_SHARE
 from analyzer.common.errors import NapkinError
 from analyzer.common.progress import Progress, silent
 from analyzer.config.hopper import HopperParams, legal, scores
 from analyzer.config.kernels import configure_kernels
-from analyzer.config.scores import SFU_PER_SCORE, VECTOR_PER_SCORE, Scores
+from analyzer.config.scores import Scores, counted_clocks
 from analyzer.hardware import Profile
 
 UP_TO = 8.0            # an op's cost may fit up to this many times its counted operations
@@ -73,9 +72,7 @@ class Variants:
 
 def counted(lowering: str, profile: Profile) -> float:
     """SM clocks a score the op costs as counted: its SFU and lane operations at the datasheet rates."""
-    rate = profile.per_sm_per_clock
-    primitive = lowering.split()[0]
-    return SFU_PER_SCORE.get(primitive, 0) / rate.sfu_ops + VECTOR_PER_SCORE.get(lowering, 0) / rate.fp32_fma
+    return counted_clocks(lowering, profile.per_sm_per_clock.sfu_ops, profile.per_sm_per_clock.fp32_fma)
 
 
 def chain_reader(profile: Profile, path: str):
@@ -101,11 +98,7 @@ def split_of(r: HopperRecord, chain: Scores, held_out: int) -> str:
     HELD_OUT_SHARE, by a hash of it and its diagram), or train."""
     if not chain.costed and chain.bias is None:
         return "softmax"
-    if held_out in (r.seq_q, r.seq_k):
-        return "held-out size"
-    c = r.config
-    key = f"{r.diagram} {c.WARPGROUPS} {c.BLOCK_X} {c.STAGES} {c.OVERLAP} {c.SCHEDULE}"
-    return "held-out configs" if zlib.crc32(key.encode()) % HELD_OUT_SHARE == 0 else "train"
+    return held_out_split(r, held_out, salt=r.diagram)
 
 
 def fit_variants(path: str, base: Profile, softmax: HopperParams, held_out: int) -> Variants:

@@ -111,11 +111,6 @@ class Scores:
         return min((o.right for o in self.ops if o.primitive in MASKS and o.right is not None), default=None)
 
     @property
-    def sfu_per_score(self) -> int:
-        """SFU operations a score: the ops' and, with the softmax, its exp2."""
-        return sum(SFU_PER_SCORE.get(o.primitive, 0) for o in self.ops) + (1 if self.softmax else 0)
-
-    @property
     def vector_per_score(self) -> int:
         """fp32 vector-lane operations a score the ops add (ALiBi's distance and multiply-add)."""
         return sum(VECTOR_PER_SCORE.get(o.lowering, 0) for o in self.ops)
@@ -132,8 +127,7 @@ class Scores:
         cost where a sweep of the variants measured it (`fitted`, by lowering: HopperParams.score_clocks),
         else its counted SFU and lane operations at the datasheet's rates per SM and clock."""
         fitted = fitted or {}
-        return sum(fitted[o.lowering] if o.lowering in fitted else
-                   SFU_PER_SCORE.get(o.primitive, 0) / sfu_ops + VECTOR_PER_SCORE.get(o.lowering, 0) / fp32_fma
+        return sum(fitted[o.lowering] if o.lowering in fitted else counted_clocks(o.lowering, sfu_ops, fp32_fma)
                    for o in self.ops)
 
     @property
@@ -173,6 +167,12 @@ class Scores:
 
 
 SOFTMAX = Scores()
+
+
+def counted_clocks(lowering: str, sfu_ops: float, fp32_fma: float) -> float:
+    """SM clocks a score an op's lowering costs as counted: its SFU and lane operations at the rates per
+    SM and clock (`ScoreOp.lowering`: the primitive, or ALiBi's "alibi shifted")."""
+    return SFU_PER_SCORE.get(lowering.split()[0], 0) / sfu_ops + VECTOR_PER_SCORE.get(lowering, 0) / fp32_fma
 
 
 def pairs(seq_q: int, seq_k: int, band: Band | None = None) -> float:
@@ -269,5 +269,5 @@ def _shifted(op: ScoreOp, after: list[ScoreOp], softmax: bool, causal: bool) -> 
     return ScoreOp(op.name, op.primitive, shifted=True)
 
 
-__all__ = ["BIASED", "MASKS", "SFU_PER_SCORE", "SLOPED", "SOFTMAX", "VECTOR_PER_SCORE", "ScoreOp", "Scores", "pairs",
-           "scores_of"]
+__all__ = ["BIASED", "MASKS", "SFU_PER_SCORE", "SLOPED", "SOFTMAX", "VECTOR_PER_SCORE", "ScoreOp", "Scores",
+           "counted_clocks", "pairs", "scores_of"]

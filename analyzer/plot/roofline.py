@@ -34,8 +34,8 @@ from matplotlib.transforms import Bbox
 
 from analyzer.common.errors import NapkinError
 from analyzer.common.units import si
-from analyzer.hardware import Profile
 from analyzer.diagram.compiled import Diagram
+from analyzer.hardware import Profile
 from analyzer.model.analysis import analyze, load, resolve_sizes
 from analyzer.model.result import Analysis
 from analyzer.plot import style
