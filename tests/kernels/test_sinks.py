@@ -185,6 +185,26 @@ def test_the_fused_kernel_matches_float64(sink_module, n, sinks):
         assert ((plain - ref).norm() / ref.norm()).item() > 0.1
 
 
+@pytest.mark.parametrize("name", ["torch", "causal", "sink_ptr"])
+def test_a_sink_named_like_the_generated_codes_own_names_stays_data(name, tmp_path):
+    """The sink input named like the wrapper's module, its causal flag and the Hopper kernel's pointer: the
+    portable module still matches float64, and the Hopper module's wrapper takes it under a name of its own."""
+    from helpers_kernel import written
+    data = _data()
+    data["inputs"][name] = data["inputs"].pop("sinks")
+    data["ops"][-1]["inputs"] = [name if i == "sinks" else i for i in data["ops"][-1]["inputs"]]
+    source = _write(tmp_path, data)
+    portable = written(generate(source, "a100", backend="triton"), tmp_path)
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(1, 3, 37, 64, generator=g).half() for _ in range(3))
+    s = (torch.randn(3, generator=g) * 2).half()
+    ref = _reference(q, k, v, s)
+    assert ((portable.attention(q, k, v, s).double() - ref).norm() / ref.norm()).item() < 1e-2
+    hopper_source = generate(source, "h100").source
+    assert "def attention(q, k, v, " in hopper_source
+    compile(hopper_source, "hopper.py", "exec")          # the module parses whatever the name
+
+
 @pytest.mark.slow(seconds=4)
 def test_sinks_of_minus_inf_give_exactly_plain_attention(sink_module, tmp_path):
     """The same configuration of the diagram without the sink: bit for bit the same output."""
