@@ -292,8 +292,8 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS:
                    INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
     output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring. The
-    output (HEAD_E columns, V's head dim) leaves through o_smem: the query tile's buffer where V's head
-    dim is the queries', a buffer of its own otherwise. With ALIBI, the tile's head has a slope (ALiBi's m,
+    output (HEAD_E columns, V's head dim) leaves through o_smem: the query tile's (first column block's)
+    buffer where that is V's head dim wide, a buffer of its own otherwise. With ALIBI, the tile's head has a slope (ALiBi's m,
     one number a (batch, head) at slope_ptr), loaded once a tile. With BIAS, each chunk's scores take this
     warpgroup's tile of the bias, which the producer lands in b_smem with the chunk's V. Its grouped
     arguments are the kernel's (descs, smem, bars, sched, scales, slopes: see there)."""
@@ -437,10 +437,11 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     blocks_q = gl.cdiv(size_q, GROUPS * ROWS)
     tiles = blocks_q * batch_heads
 
-    # SMEM: the query tiles (one per consumer, reused for its output where V's head dim is the queries'; an
-    # output tile per consumer otherwise), the K and V rings, the mbarriers
+    # SMEM: the query tiles (one per consumer, its first column block reused for the output where that has
+    # V's head dim: 128 of MLA's 192 = 128 + 64; an output tile per consumer otherwise), the K and V rings,
+    # the mbarriers
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [GROUPS] + q_desc.block_type.shape, q_desc.layout)
-    if o_desc.block_type.shape[3] == q_desc.block_type.shape[3] and not SPLIT:
+    if o_desc.block_type.shape[3] == q_desc.block_type.shape[3]:
         o_smem = q_smem
     else:
         o_smem = gl.allocate_shared_memory(o_desc.dtype, [GROUPS] + o_desc.block_type.shape, o_desc.layout)
