@@ -155,18 +155,16 @@ def configuration(profile: Profile, head_dim: int, dtype: str, *, warpgroups: in
                   overlap: str, schedule: str = "tiles", causal: bool = False,
                   value_dim: int | None = None, bias: bool = False) -> HopperConfig:
     """The configuration with its SMEM and register needs (Tables 1-2); `legal` says whether it fits.
-    `value_dim`: V's and the output's head dim where it is not the queries' and keys' (MLA's 192/128):
-    the output leaves through the query tile's first column block where it has that block's width (192 =
-    128 + 64 holds e = 128, as FlashAttention-3 lays its output over SMEM the epilogue no longer reads),
-    through a buffer of its own otherwise. `bias`: the chain adds a
-    bias from memory, which the producer lands a tile a consumer and stage beside V."""
+    `value_dim`: V's and the output's head dim where it is not the queries' and keys' (MLA's 192/128).
+    `bias`: the chain adds a bias from memory, which the producer lands a tile a consumer and stage
+    beside V."""
     e = value_dim or head_dim
     rows = profile.divisors.mma[dtype].m
     threads = profile.divisors.mma_threads
     size = bytes_per_value(dtype)
     smem = (warpgroups * rows * head_dim + stages * chunk * (head_dim + e)) * size
-    if e != head_blocks(head_dim)[0]:   # the output leaves through the query tile's (first) column block
-        smem += warpgroups * rows * e * size               # where it fits, else a tile of its own a consumer
+    if e != head_blocks(head_dim)[0]:   # else the output leaves through the query tile's first column
+        smem += warpgroups * rows * e * size  # block (MLA's 128 of 192, as FlashAttention-3 reuses SMEM)
     # the query tile's ready and empty, each stage's K and V ready and empty, and a turn per consumer
     if bias:
         smem += stages * warpgroups * rows * chunk * size  # each consumer's tile of the bias a stage
