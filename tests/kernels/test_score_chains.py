@@ -178,14 +178,18 @@ def test_a_head_dim_loads_in_column_blocks_of_powers_of_two(head_dim, blocks):
     assert bool(hopper.candidates(H100, head_dim, "fp16")) == bool(blocks[0])
 
 
-def test_mla_counts_its_value_dim_and_its_own_output_tile():
-    """At d = 192, e = 128: N query tiles of d, `stages` chunks of K (d) and V (e), and an output tile of
-    e per consumer (the query tile is split in two column blocks and cannot hold it); registers for an
-    output accumulator of e columns. The model's loop body: QK^T 2 d s_x, PV 2 e s_x a row."""
+def test_mla_counts_its_value_dim_and_the_output_over_the_query_tile():
+    """At d = 192, e = 128: N query tiles of d, `stages` chunks of K (d) and V (e); the output leaves
+    through the query tile's first column block (128 of 192 = 128 + 64), where at d = e = 192 it needs a
+    tile of its own (the query tile's blocks are 128 and 64 wide); registers for an output accumulator
+    of e columns. The model's loop body: QK^T 2 d s_x, PV 2 e s_x a row."""
     c = hopper.configuration(H100, 192, "fp16", warpgroups=2, chunk=64, stages=2, overlap="intra", value_dim=128)
     same = hopper.configuration(H100, 192, "fp16", warpgroups=2, chunk=64, stages=2, overlap="intra")
-    tiles = (2 * 64 * 192 + 2 * 64 * (192 + 128) + 2 * 64 * 128) * 2
+    tiles = (2 * 64 * 192 + 2 * 64 * (192 + 128)) * 2
     assert c.smem_bytes - tiles == same.smem_bytes - (2 * 64 * 192 + 2 * 64 * 384 + 2 * 64 * 192) * 2 > 0
+    # FlashAttention-3's hdim-192 tile: two consumers of 64 rows against 128-key chunks at two stages
+    fa3 = hopper.configuration(H100, 192, "bf16", warpgroups=2, chunk=128, stages=2, overlap="intra", value_dim=128)
+    assert hopper.legal(H100, fa3) and 213392 <= fa3.smem_bytes <= 213392 + 512   # Triton's allocation of it
     assert c.registers_needed == same.registers_needed - 64 * 64 // 128
     tensor = [s.clocks for s in hopper._body(H100, c, 192, "fp16", hopper.HopperParams(), value_dim=128) if s.lane == "tensor"]
     assert tensor[1] / tensor[0] == pytest.approx(128 / 192)
