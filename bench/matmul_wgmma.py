@@ -1,11 +1,12 @@
-"""What the serialised wgmma costs the generated matmul on a Hopper GPU.
+"""What the serialised wgmma cost the generated matmul on a Hopper GPU.
 
-ptxas serialises every wgmma of napkin's generated matmul (its note C7515): the accumulator runs on
-from the unmasked loop over b into the masked edge loop (tests/kernels/test_portable_sm90.py). This
-script times, at each size and every legal configuration `napkin sweep` lists there:
-- the generated kernel;
-- the same kernel without its edge loop, which is right only where b is a multiple of the chunk.
-  Every size here is one. It is a diagnosis, not a kernel.
+ptxas serialised every wgmma of napkin's generated matmul (its note C7515) while the accumulator ran on
+from the unmasked loop over b into the masked edge loop. The generator now compiles the edge loop only
+where the launcher says b has edge chunks (the constexpr EVEN_B: b a multiple of the chunk), so at those
+sizes the kernel is one loop and ptxas keeps the wgmma asynchronous (tests/kernels/test_portable_sm90.py).
+This script times, at each size and every legal configuration `napkin sweep` lists there:
+- the generated kernel with its edge loop compiled in (EVEN_B=False), as it was before;
+- the generated kernel as it is (EVEN_B from the sizes; every size here is a multiple of every chunk).
 
 torch.matmul (cuBLAS) is timed beside them. Every timing is checked first against a float64 product
 (relative error < 1e-2). Both kernels are timed in the same run, by CUDA graph replays.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -43,18 +45,18 @@ from bench.common import (  # noqa: E402 - after the checkout's root is on sys.p
     timed,
 )
 
-EDGE = "    # stream b in chunks of BLOCK_B (edge chunks: masked)\n"
-TAIL = "    # tail of C"          # where the loops over b end: the epilogue's first comment
-KERNELS = ("generated", "without edge loop")
+# the launcher's argument that compiles the edge loop out where the stream is a multiple of its chunk
+EVEN = re.compile(r"\b(EVEN_\w+)=size\[[^\]]+\] % cfg\[[^\]]+\] == 0")
+KERNELS = ("with edge loop", "generated")
 
 
-def without_edge_loop(source: str) -> str:
-    """The generated matmul module without the masked edge loop over b (right only where b is a multiple
-    of the chunk): a diagnosis of ptxas's C7515, not a kernel."""
-    head, edge, rest = source.partition(EDGE)
-    if not edge:
-        raise ValueError("the generated matmul has no masked edge loop: the diagnosis no longer applies")
-    return head + rest[rest.index(TAIL):]
+def with_edge_loop(source: str) -> str:
+    """A generated portable module with its masked edge loop compiled in whatever the sizes
+    (EVEN_<stream>=False): the loop structure the generator wrote before, whose wgmma ptxas serialises."""
+    out, n = EVEN.subn(r"\1=False", source)
+    if not n:
+        raise ValueError("the module has no EVEN_<stream> argument: nothing to compare")
+    return out
 
 
 def label(config: dict[str, int]) -> str:
@@ -76,12 +78,13 @@ def markdown(doc: dict) -> str:
     meta = doc["meta"]
     lines = ["# The generated matmul's wgmma, serialised (C7515) and not", "",
              f"`{meta['command']}` on one {meta['gpu']}, {meta['date']}, torch {meta['torch']}, triton "
-             f"{meta['triton']}. Each legal configuration (`napkin sweep`'s list) of the generated kernel, and "
-             "the same kernel without its masked edge loop (ptxas then keeps the wgmma asynchronous; right "
-             "only where b is a multiple of the chunk, as at every size here), timed by CUDA graph replays "
-             f"(rep {meta['rep_ms']} ms), median; both checked against a float64 product first.", "",
-             "| size | configs | generated / without, median (range) | at 2 stages | at 3 stages | 2 stages / 3, "
-             "generated | 2 stages / 3, without | best generated | best without | torch.matmul |",
+             f"{meta['triton']}. Each legal configuration (`napkin sweep`'s list) of the generated kernel with "
+             "its masked edge loop compiled in (EVEN_B=False: ptxas serialises its wgmma), and as generated "
+             "(one loop where b is a multiple of the chunk, as at every size here), timed by CUDA graph "
+             f"replays (rep {meta['rep_ms']} ms), median; both checked against a float64 product first.", "",
+             "| size | configs | with edge loop / generated, median (range) | at 2 stages | at 3 stages "
+             "| 2 stages / 3, with edge loop | 2 stages / 3, generated | best with edge loop | best generated "
+             "| torch.matmul |",
              "|---|---:|---|---|---|---|---|---|---|---|"]
     for n in sorted({r["size"] for r in doc["records"]}):
         rows = [r for r in doc["records"] if r["size"] == n and all(k in r for k in KERNELS)]
@@ -123,10 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     from analyzer.config.sweep import sweep
     tmp = Path(tempfile.mkdtemp(prefix="matmul_wgmma_"))
     generated = load_kernel("matmul", tmp, args.gpu)
-    stripped_path = tmp / "matmul_without_edge.py"
-    stripped_path.write_text(without_edge_loop(generated.path.read_text()))
-    modules = {KERNELS[0]: generated.module, KERNELS[1]: import_file(stripped_path, "matmul_without_edge")}
-    paths = {KERNELS[0]: generated.path, KERNELS[1]: stripped_path}
+    edge_path = tmp / "matmul_with_edge.py"
+    edge_path.write_text(with_edge_loop(generated.path.read_text()))
+    modules = {KERNELS[0]: import_file(edge_path, "matmul_with_edge"), KERNELS[1]: generated.module}
+    paths = {KERNELS[0]: edge_path, KERNELS[1]: generated.path}
     doc = {"meta": {"command": command("matmul_wgmma.py", argv), "date": time.strftime("%Y-%m-%d"),
                     "rep_ms": args.rep_ms, **environment()}, "records": [], "peers": []}
     log(f"{doc['meta']['gpu']}: {doc['meta']['command']}")

@@ -16,7 +16,10 @@ every value of its own in registers. Triton then puts in SMEM:
 - a computed tile a contraction reads as its second operand (always from SMEM), or as its first where
   its values are laid out as loaded values are, not as a wgmma accumulator's (the layout change goes
   through SMEM; with mma.sync, an accumulator's values go through it too): one copy in the inputs'
-  element type, while the contraction runs;
+  element type, while the contraction runs. (Compiled as one loop, where the stream is whole chunks,
+  Triton may read the loaded tiles in the first operand's layout and keep it in registers for wgmma:
+  RMSNorm-matmul then allocates 16 KiB less. The count is the kernel with its edge loop, the most
+  either allocates, so that it holds at every size.)
 - scratch while a reduction runs across warps over values laid out as loaded ones (a word per row
   and warp across), or a row vector moves from that layout to an accumulator's (the online softmax's
   rescale over loaded scores: a word per row).

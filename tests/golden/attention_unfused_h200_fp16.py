@@ -85,6 +85,7 @@ def _attention_unfused_scores(
     BLOCK_Q: tl.constexpr,
     BLOCK_D: tl.constexpr,
     BLOCK_X: tl.constexpr,
+    EVEN_D: tl.constexpr,  # the stream's size a multiple of its chunk: no edge chunks
 ):
     ELEM = Q_ptr.dtype.element_ty  # storage type of the inputs
     # which block: bands of BAND_Q row tiles, walked down the rows first, so that one wave of blocks
@@ -125,14 +126,15 @@ def _attention_unfused_scores(
         k_tile = tl.load(ptrs_K + start * stride_K_d, mask=mask_x[:, None], other=0.0)
         # S += Q . K over this chunk of d (A.3.1)
         acc_S = tl.dot(q_tile, tl.trans(k_tile), acc_S)
-    # stream d in chunks of BLOCK_D (edge chunks: masked)
-    for start in range(mid, hi, BLOCK_D):
-        offs_d = start + arange_d
-        mask_d = offs_d < hi
-        q_tile = tl.load(ptrs_Q + start * stride_Q_d, mask=mask_q[:, None] & mask_d[None, :], other=0.0)
-        k_tile = tl.load(ptrs_K + start * stride_K_d, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
-        # S += Q . K over this chunk of d (A.3.1)
-        acc_S = tl.dot(q_tile, tl.trans(k_tile), acc_S)
+    if not EVEN_D:
+        # stream d in chunks of BLOCK_D (edge chunks: masked)
+        for start in range(mid, hi, BLOCK_D):
+            offs_d = start + arange_d
+            mask_d = offs_d < hi
+            q_tile = tl.load(ptrs_Q + start * stride_Q_d, mask=mask_q[:, None] & mask_d[None, :], other=0.0)
+            k_tile = tl.load(ptrs_K + start * stride_K_d, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
+            # S += Q . K over this chunk of d (A.3.1)
+            acc_S = tl.dot(q_tile, tl.trans(k_tile), acc_S)
     # tail of S: the accumulator is complete
     s_val = acc_S
     # registers -> GMEM: the block's outputs
@@ -218,6 +220,7 @@ def _attention_unfused_values(
     BLOCK_Q: tl.constexpr,
     BLOCK_X: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    EVEN_X: tl.constexpr,  # the stream's size a multiple of its chunk: no edge chunks
 ):
     ELEM = P_ptr.dtype.element_ty  # storage type of the inputs
     # which block: bands of BAND_Q row tiles, walked down the rows first, so that one wave of blocks
@@ -258,14 +261,15 @@ def _attention_unfused_values(
         v_tile = tl.load(ptrs_V + start * stride_V_x, mask=mask_d[None, :], other=0.0)
         # O += P . V over this chunk of x (A.3.1)
         acc_O = tl.dot(p_tile, v_tile, acc_O)
-    # stream x in chunks of BLOCK_X (edge chunks: masked)
-    for start in range(mid, hi, BLOCK_X):
-        offs_x = start + arange_x
-        mask_x = offs_x < hi
-        p_tile = tl.load(ptrs_P + start * stride_P_x, mask=mask_q[:, None] & mask_x[None, :], other=0.0)
-        v_tile = tl.load(ptrs_V + start * stride_V_x, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
-        # O += P . V over this chunk of x (A.3.1)
-        acc_O = tl.dot(p_tile, v_tile, acc_O)
+    if not EVEN_X:
+        # stream x in chunks of BLOCK_X (edge chunks: masked)
+        for start in range(mid, hi, BLOCK_X):
+            offs_x = start + arange_x
+            mask_x = offs_x < hi
+            p_tile = tl.load(ptrs_P + start * stride_P_x, mask=mask_q[:, None] & mask_x[None, :], other=0.0)
+            v_tile = tl.load(ptrs_V + start * stride_V_x, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
+            # O += P . V over this chunk of x (A.3.1)
+            acc_O = tl.dot(p_tile, v_tile, acc_O)
     # tail of O: the accumulator is complete
     o_val = acc_O
     # registers -> GMEM: the block's outputs
@@ -428,6 +432,7 @@ def _launch_scores(t, size, stride, scale, cfg=None):
         BLOCK_Q=triton.next_power_of_2(cfg['TILE_Q']),
         BLOCK_D=cfg['BLOCK_D'],
         BLOCK_X=triton.next_power_of_2(cfg['TILE_X']),
+        EVEN_D=size['d'] % cfg['BLOCK_D'] == 0,
         num_warps=cfg['num_warps'],
         num_stages=cfg['num_stages'],
     )
@@ -496,6 +501,7 @@ def _launch_values(t, size, stride, scale, cfg=None):
         BLOCK_Q=triton.next_power_of_2(cfg['TILE_Q']),
         BLOCK_X=cfg['BLOCK_X'],
         BLOCK_D=triton.next_power_of_2(cfg['TILE_D']),
+        EVEN_X=size['x'] % cfg['BLOCK_X'] == 0,
         num_warps=cfg['num_warps'],
         num_stages=cfg['num_stages'],
     )

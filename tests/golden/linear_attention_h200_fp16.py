@@ -47,6 +47,7 @@ def _linear_attention_linear(
     BLOCK_D: tl.constexpr,
     BLOCK_E: tl.constexpr,
     BLOCK_Q: tl.constexpr,
+    EVEN_X: tl.constexpr,  # the stream's size a multiple of its chunk: no edge chunks
 ):
     ELEM = K_ptr.dtype.element_ty  # storage type of the inputs
     # which block: one index of each grid axis, one tile of each grouped axis
@@ -82,14 +83,15 @@ def _linear_attention_linear(
         v_tile = tl.load(ptrs_V + start * stride_V_x, mask=mask_e[None, :], other=0.0)
         # KV += K . V over this chunk of x (A.3.1)
         acc_KV = tl.dot(tl.trans(k_tile), v_tile, acc_KV)
-    # stream x in chunks of BLOCK_X (edge chunks: masked)
-    for start in range(mid, hi, BLOCK_X):
-        offs_x = start + arange_x
-        mask_x = offs_x < hi
-        k_tile = tl.load(ptrs_K + start * stride_K_x, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
-        v_tile = tl.load(ptrs_V + start * stride_V_x, mask=mask_x[:, None] & mask_e[None, :], other=0.0)
-        # KV += K . V over this chunk of x (A.3.1)
-        acc_KV = tl.dot(tl.trans(k_tile), v_tile, acc_KV)
+    if not EVEN_X:
+        # stream x in chunks of BLOCK_X (edge chunks: masked)
+        for start in range(mid, hi, BLOCK_X):
+            offs_x = start + arange_x
+            mask_x = offs_x < hi
+            k_tile = tl.load(ptrs_K + start * stride_K_x, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
+            v_tile = tl.load(ptrs_V + start * stride_V_x, mask=mask_x[:, None] & mask_e[None, :], other=0.0)
+            # KV += K . V over this chunk of x (A.3.1)
+            acc_KV = tl.dot(tl.trans(k_tile), v_tile, acc_KV)
     # tail of KV: the accumulator is complete
     kv_val = acc_KV
     # O = Q . KV over d (tensor cores, fp32 accumulate)
@@ -178,6 +180,7 @@ def _launch_linear(t, size, stride, scale, cfg=None):
         BLOCK_D=triton.next_power_of_2(size['d']),
         BLOCK_E=triton.next_power_of_2(size['e']),
         BLOCK_Q=triton.next_power_of_2(cfg['TILE_Q']),
+        EVEN_X=size['x'] % cfg['BLOCK_X'] == 0,
         num_warps=cfg['num_warps'],
         num_stages=cfg['num_stages'],
     )

@@ -57,6 +57,7 @@ def _matmul_gemm(
     BLOCK_A: tl.constexpr,
     BLOCK_B: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    EVEN_B: tl.constexpr,  # the stream's size a multiple of its chunk: no edge chunks
 ):
     ELEM = A_ptr.dtype.element_ty  # storage type of the inputs
     # which block: bands of BAND_A row tiles, walked down the rows first, so that one wave of blocks
@@ -92,14 +93,15 @@ def _matmul_gemm(
         b_tile = tl.load(ptrs_B + start * stride_B_b, mask=mask_c[None, :], other=0.0)
         # C += A . B over this chunk of b (A.3.1)
         acc_C = tl.dot(a_tile, b_tile, acc_C)
-    # stream b in chunks of BLOCK_B (edge chunks: masked)
-    for start in range(mid, hi, BLOCK_B):
-        offs_b = start + arange_b
-        mask_b = offs_b < hi
-        a_tile = tl.load(ptrs_A + start * stride_A_b, mask=mask_a[:, None] & mask_b[None, :], other=0.0)
-        b_tile = tl.load(ptrs_B + start * stride_B_b, mask=mask_b[:, None] & mask_c[None, :], other=0.0)
-        # C += A . B over this chunk of b (A.3.1)
-        acc_C = tl.dot(a_tile, b_tile, acc_C)
+    if not EVEN_B:
+        # stream b in chunks of BLOCK_B (edge chunks: masked)
+        for start in range(mid, hi, BLOCK_B):
+            offs_b = start + arange_b
+            mask_b = offs_b < hi
+            a_tile = tl.load(ptrs_A + start * stride_A_b, mask=mask_a[:, None] & mask_b[None, :], other=0.0)
+            b_tile = tl.load(ptrs_B + start * stride_B_b, mask=mask_b[:, None] & mask_c[None, :], other=0.0)
+            # C += A . B over this chunk of b (A.3.1)
+            acc_C = tl.dot(a_tile, b_tile, acc_C)
     # tail of C: the accumulator is complete
     c_val = acc_C
     # registers -> GMEM: the block's outputs
@@ -229,6 +231,7 @@ def _launch_gemm(t, size, stride, scale, cfg=None):
         BLOCK_A=triton.next_power_of_2(cfg['TILE_A']),
         BLOCK_B=cfg['BLOCK_B'],
         BLOCK_C=triton.next_power_of_2(cfg['TILE_C']),
+        EVEN_B=size['b'] % cfg['BLOCK_B'] == 0,
         num_warps=cfg['num_warps'],
         num_stages=cfg['num_stages'],
     )

@@ -101,6 +101,7 @@ def _mha_flash(
     BLOCK_Q: tl.constexpr,
     BLOCK_D: tl.constexpr,
     BLOCK_X: tl.constexpr,
+    EVEN_X: tl.constexpr,  # the stream's size a multiple of its chunk: no edge chunks
 ):
     ELEM = Q_ptr.dtype.element_ty  # storage type of the inputs
     # which block: one index of each grid axis, one tile of each grouped axis
@@ -150,24 +151,25 @@ def _mha_flash(
         l_O = l_O * alpha + tl.sum(p, 1)
         m_O = m_new
         acc_O = tl.dot(p.to(v_tile.dtype), v_tile, acc_O * alpha[:, None])
-    # stream x in chunks of BLOCK_X (edge chunks: masked)
-    for start in range(mid, hi, BLOCK_X):
-        offs_x = start + arange_x
-        mask_x = offs_x < hi
-        k_tile = tl.load(ptrs_K + start * stride_K_x, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
-        # S = Q . K over d (tensor cores, fp32 accumulate)
-        s_val = tl.dot(q_tile, tl.trans(k_tile))
-        v_tile = tl.load(ptrs_V + start * stride_V_x, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
-        # O: online softmax over this chunk (running max m, sum l; A.3.2), in base 2: exp(t) = exp2(t log2 e)
-        t = s_val * (scale_O * 1.4426950408889634)
-        t = tl.where(mask_x[None, :], t, float('-inf'))
-        m_new = tl.maximum(m_O, tl.max(t, 1))
-        m_use = tl.where(m_new == float('-inf'), 0.0, m_new)  # rows with nothing seen yet
-        p = tl.math.exp2(t - m_use[:, None])
-        alpha = tl.math.exp2(m_O - m_use)
-        l_O = l_O * alpha + tl.sum(p, 1)
-        m_O = m_new
-        acc_O = tl.dot(p.to(v_tile.dtype), v_tile, acc_O * alpha[:, None])
+    if not EVEN_X:
+        # stream x in chunks of BLOCK_X (edge chunks: masked)
+        for start in range(mid, hi, BLOCK_X):
+            offs_x = start + arange_x
+            mask_x = offs_x < hi
+            k_tile = tl.load(ptrs_K + start * stride_K_x, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
+            # S = Q . K over d (tensor cores, fp32 accumulate)
+            s_val = tl.dot(q_tile, tl.trans(k_tile))
+            v_tile = tl.load(ptrs_V + start * stride_V_x, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
+            # O: online softmax over this chunk (running max m, sum l; A.3.2), in base 2: exp(t) = exp2(t log2 e)
+            t = s_val * (scale_O * 1.4426950408889634)
+            t = tl.where(mask_x[None, :], t, float('-inf'))
+            m_new = tl.maximum(m_O, tl.max(t, 1))
+            m_use = tl.where(m_new == float('-inf'), 0.0, m_new)  # rows with nothing seen yet
+            p = tl.math.exp2(t - m_use[:, None])
+            alpha = tl.math.exp2(m_O - m_use)
+            l_O = l_O * alpha + tl.sum(p, 1)
+            m_O = m_new
+            acc_O = tl.dot(p.to(v_tile.dtype), v_tile, acc_O * alpha[:, None])
     # tail of O: the accumulator is complete
     # a row that saw no key (a band past the keys' end) holds 0, as FlashAttention's, not 0 / 0
     o_val = acc_O / tl.where(l_O == 0.0, 1.0, l_O)[:, None]
@@ -339,6 +341,7 @@ def _launch_flash(t, size, stride, scale, cfg=None):
         BLOCK_Q=triton.next_power_of_2(cfg['TILE_Q']),
         BLOCK_D=triton.next_power_of_2(size['d']),
         BLOCK_X=cfg['BLOCK_X'],
+        EVEN_X=size['x'] % cfg['BLOCK_X'] == 0,
         num_warps=cfg['num_warps'],
         num_stages=cfg['num_stages'],
     )

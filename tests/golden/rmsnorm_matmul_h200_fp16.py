@@ -60,6 +60,7 @@ def _rmsnorm_matmul_rmsnorm_mm(
     BLOCK_N: tl.constexpr,
     BLOCK_I: tl.constexpr,
     BLOCK_O: tl.constexpr,
+    EVEN_I: tl.constexpr,  # the stream's size a multiple of its chunk: no edge chunks
 ):
     ELEM = X_ptr.dtype.element_ty  # storage type of the inputs
     # which block: bands of BAND_N row tiles, walked down the rows first, so that one wave of blocks
@@ -102,18 +103,19 @@ def _rmsnorm_matmul_rmsnorm_mm(
         # P += XG . W over this chunk of i (A.3.1)
         acc_P = tl.dot(xg_val.to(w_tile.dtype), w_tile, acc_P)
         acc_SS = acc_SS + tl.sum(x2_val, 1)
-    # stream i in chunks of BLOCK_I (edge chunks: masked)
-    for start in range(mid, hi, BLOCK_I):
-        offs_i = start + arange_i
-        mask_i = offs_i < hi
-        x_tile = tl.load(ptrs_X + start * stride_X_i, mask=mask_n[:, None] & mask_i[None, :], other=0.0)
-        g_tile = tl.load(ptrs_G + start * stride_G_i, mask=mask_i, other=0.0)
-        xg_val = x_tile.to(tl.float32) * g_tile.to(tl.float32)[None, :]
-        x2_val = x_tile.to(tl.float32) * x_tile.to(tl.float32)
-        w_tile = tl.load(ptrs_W + start * stride_W_i, mask=mask_i[:, None] & mask_o[None, :], other=0.0)
-        # P += XG . W over this chunk of i (A.3.1)
-        acc_P = tl.dot(tl.where(mask_i[None, :], xg_val.to(w_tile.dtype), 0.0), w_tile, acc_P)
-        acc_SS = acc_SS + tl.sum(tl.where(mask_i[None, :], x2_val, 0.0), 1)
+    if not EVEN_I:
+        # stream i in chunks of BLOCK_I (edge chunks: masked)
+        for start in range(mid, hi, BLOCK_I):
+            offs_i = start + arange_i
+            mask_i = offs_i < hi
+            x_tile = tl.load(ptrs_X + start * stride_X_i, mask=mask_n[:, None] & mask_i[None, :], other=0.0)
+            g_tile = tl.load(ptrs_G + start * stride_G_i, mask=mask_i, other=0.0)
+            xg_val = x_tile.to(tl.float32) * g_tile.to(tl.float32)[None, :]
+            x2_val = x_tile.to(tl.float32) * x_tile.to(tl.float32)
+            w_tile = tl.load(ptrs_W + start * stride_W_i, mask=mask_i[:, None] & mask_o[None, :], other=0.0)
+            # P += XG . W over this chunk of i (A.3.1)
+            acc_P = tl.dot(tl.where(mask_i[None, :], xg_val.to(w_tile.dtype), 0.0), w_tile, acc_P)
+            acc_SS = acc_SS + tl.sum(tl.where(mask_i[None, :], x2_val, 0.0), 1)
     # tail of P: the accumulator is complete
     p_val = acc_P
     # tail of SS: the accumulator is complete
@@ -252,6 +254,7 @@ def _launch_rmsnorm_mm(t, size, stride, scale, cfg=None):
         BLOCK_N=triton.next_power_of_2(cfg['TILE_N']),
         BLOCK_I=cfg['BLOCK_I'],
         BLOCK_O=triton.next_power_of_2(cfg['TILE_O']),
+        EVEN_I=size['i'] % cfg['BLOCK_I'] == 0,
         num_warps=cfg['num_warps'],
         num_stages=cfg['num_stages'],
     )

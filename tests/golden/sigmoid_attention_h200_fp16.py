@@ -85,6 +85,7 @@ def _sigmoid_attention_flash(
     BLOCK_Q: tl.constexpr,
     BLOCK_D: tl.constexpr,
     BLOCK_X: tl.constexpr,
+    EVEN_X: tl.constexpr,  # the stream's size a multiple of its chunk: no edge chunks
 ):
     ELEM = Q_ptr.dtype.element_ty  # storage type of the inputs
     # which block: one index of each grid axis, one tile of each grouped axis
@@ -127,18 +128,19 @@ def _sigmoid_attention_flash(
         v_tile = tl.load(ptrs_V + start * stride_V_x, mask=mask_d[None, :], other=0.0)
         # O += P . V over this chunk of x (A.3.1)
         acc_O = tl.dot(p_val.to(v_tile.dtype), v_tile, acc_O)
-    # stream x in chunks of BLOCK_X (edge chunks: masked)
-    for start in range(mid, hi, BLOCK_X):
-        offs_x = start + arange_x
-        mask_x = offs_x < hi
-        k_tile = tl.load(ptrs_K + start * stride_K_x, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
-        # S = Q . K over d (tensor cores, fp32 accumulate)
-        s_val = tl.dot(q_tile, tl.trans(k_tile))
-        ss_val = s_val * scale_Ss
-        p_val = tl.sigmoid(ss_val)
-        v_tile = tl.load(ptrs_V + start * stride_V_x, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
-        # O += P . V over this chunk of x (A.3.1)
-        acc_O = tl.dot(tl.where(mask_x[None, :], p_val.to(v_tile.dtype), 0.0), v_tile, acc_O)
+    if not EVEN_X:
+        # stream x in chunks of BLOCK_X (edge chunks: masked)
+        for start in range(mid, hi, BLOCK_X):
+            offs_x = start + arange_x
+            mask_x = offs_x < hi
+            k_tile = tl.load(ptrs_K + start * stride_K_x, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
+            # S = Q . K over d (tensor cores, fp32 accumulate)
+            s_val = tl.dot(q_tile, tl.trans(k_tile))
+            ss_val = s_val * scale_Ss
+            p_val = tl.sigmoid(ss_val)
+            v_tile = tl.load(ptrs_V + start * stride_V_x, mask=mask_x[:, None] & mask_d[None, :], other=0.0)
+            # O += P . V over this chunk of x (A.3.1)
+            acc_O = tl.dot(tl.where(mask_x[None, :], p_val.to(v_tile.dtype), 0.0), v_tile, acc_O)
     # tail of O: the accumulator is complete
     o_val = acc_O
     # registers -> GMEM: the block's outputs
@@ -290,6 +292,7 @@ def _launch_flash(t, size, stride, scale, cfg=None):
         BLOCK_Q=triton.next_power_of_2(cfg['TILE_Q']),
         BLOCK_D=triton.next_power_of_2(size['d']),
         BLOCK_X=cfg['BLOCK_X'],
+        EVEN_X=size['x'] % cfg['BLOCK_X'] == 0,
         num_warps=cfg['num_warps'],
         num_stages=cfg['num_stages'],
     )

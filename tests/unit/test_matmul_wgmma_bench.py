@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from bench.matmul_wgmma import KERNELS, markdown, without_edge_loop
+from analyzer.codegen.generator import generate
+from bench.matmul_wgmma import KERNELS, markdown, with_edge_loop
 
 
-def test_the_diagnosis_needs_the_edge_loop():
-    with pytest.raises(ValueError, match="no masked edge loop"):
-        without_edge_loop("def kernel():\n    pass\n")
+def test_the_diagnosis_needs_the_launchers_even_argument():
+    with pytest.raises(ValueError, match="no EVEN_"):
+        with_edge_loop("def kernel():\n    pass\n")
+
+
+def test_the_edge_loop_is_compiled_in_only_by_the_launchers_argument():
+    source = generate("matmul", "h100", backend="triton").source
+    edge = with_edge_loop(source)
+    assert "EVEN_B=size['b'] % cfg['BLOCK_B'] == 0," in source and "EVEN_B=False," in edge
+    assert edge.replace("EVEN_B=False,", "") == source.replace("EVEN_B=size['b'] % cfg['BLOCK_B'] == 0,", "")
 
 
 def test_the_report_gives_the_ratio_per_size_and_stage_count():

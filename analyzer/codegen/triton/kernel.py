@@ -10,7 +10,9 @@ The loop runs twice: first over the chunks that need no mask (inside the sequenc
 with block skipping, wholly inside every row's band: below the diagonal of a causal one), then over the
 few edge chunks, masked (and under a band's left bound first the chunks on its left edge). Masked
 slots get the neutral element of what consumes them: -inf before a softmax or a maximum, zero before a
-sum or a contraction.
+sum or a contraction. Without block skipping the edge loop is compiled only where the launcher says the
+stream has edge chunks (the constexpr EVEN_<stream>): an accumulator that runs on from one loop into
+the other makes ptxas serialise the interior loop's wgmma on Hopper (its note C7515).
 """
 
 from __future__ import annotations
@@ -97,6 +99,15 @@ class KernelIds(PlanIds):
         """The constexpr holding a banded block order's rows per band (plan.band_rows)."""
         return self.scope("BAND_{}", self.p.banded[0], case="upper")
 
+    def even(self) -> str | None:
+        """The constexpr that says the stream's size is a multiple of its chunk, so that the kernel has no
+        edge chunks: None where the kernel has no stream, or skips blocks (its edge pass holds the
+        diagonal, whatever the size)."""
+        st = self.p.stream
+        if st is None or self.p.schedule.skip is not None:
+            return None
+        return self.scope("EVEN_{}", st.name, case="upper")
+
     def _signature(self) -> list[tuple[str, str]]:
         """The kernel's parameters, (name, comment), in order."""
         p = self.p
@@ -109,6 +120,8 @@ class KernelIds(PlanIds):
         if p.banded:
             params.append((f"{self.band()}: tl.constexpr", "row tiles per band of the block order"))
         params += [(f"{self.block(d.name)}: tl.constexpr", "") for d in p.dims]
+        if self.even():
+            params.append((f"{self.even()}: tl.constexpr", "the stream's size a multiple of its chunk: no edge chunks"))
         return params
 
     def tiles(self) -> tuple[str, ...]:
@@ -352,6 +365,11 @@ class _Writer(PlanWalk):
         lo, end, what = self.SPANS[span]
         if span == "interior" and "left" in self.spans():
             lo = "whole"
+        if span == "edge" and self.n.even():
+            # compiled only where the launcher says there are edge chunks: a loop that carries the
+            # accumulators on from the interior's makes ptxas serialise the interior's wgmma (its C7515)
+            self.line(f"if not {self.n.even()}:")
+            self.depth += 1
         self.comment(f"stream {axis} in chunks of {block} ({what})")
         self.line(f"for start in range({lo}, {end}, {block}):")
         self.depth += 1
@@ -360,7 +378,7 @@ class _Writer(PlanWalk):
             self.line(f"{self.mask_of(st.name)} = {self.offs(axis)} < hi")
 
     def pass_close(self, *, masked: bool, span: str) -> None:
-        self.depth -= 1
+        self.depth -= 2 if span == "edge" and self.n.even() else 1
 
     def init(self, r: Reducer) -> None:
         op = r.op

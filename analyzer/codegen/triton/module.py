@@ -106,6 +106,9 @@ def _launchers(g, ids: ModuleIds) -> list[str]:
             r, c = p.banded
             args.append(f"{kid.band()}=_band(cfg[{py_str(kid.tile(r))}], cfg[{py_str(kid.tile(c))}])")
         args += blocks
+        if kid.even():    # no edge chunks where the stream's size is a multiple of its chunk
+            st = p.stream
+            args.append(f"{kid.even()}=size[{py_str(st.axes[0])}] % cfg[{py_str(kid.block(st.name))}] == 0")
         args += ["num_warps=cfg['num_warps']", "num_stages=cfg['num_stages']"]
         lines.append(f"{INDENT}{ids.jit[p.name]}[grid](")
         lines += [f"{INDENT * 2}{a}," for a in args]
