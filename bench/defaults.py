@@ -56,13 +56,14 @@ BUDGET_S = 540
 
 # ------------------------------------------------------------------------------- the kernels
 
-def inputs(g) -> tuple[list[list[int]], dict[str, Any]]:
-    """The shapes of the wrapper's tensors at the diagram's default sizes, and its keyword arguments:
+def inputs(g, sizes: dict[str, int] | None = None) -> tuple[list[list[int]], dict[str, Any]]:
+    """The shapes of the wrapper's tensors at the diagram's default sizes (or `sizes` where it names
+    them), and its keyword arguments:
     (batch, heads, seqlen, head_dim) for attention, with the key/value heads of a grouped-query diagram,
     then the scores' other inputs (ALiBi's slopes: (batch, heads));
     the diagram's axes in order for the others."""
     from analyzer.diagram.interface import Attention
-    size = g.axis_sizes({})
+    size = g.axis_sizes(sizes or {})
     r = g.roles
     if isinstance(r, Attention):
         heads = size(r.heads) if r.heads else size("heads")
@@ -75,9 +76,10 @@ def inputs(g) -> tuple[list[list[int]], dict[str, Any]]:
     return [[size(a) for a in g.diagram.arrays[n].axes] for n in r.inputs], {}
 
 
-def reduction(g) -> int:
-    """The longest axis the diagram sums over (a contraction, softmax or reduction) at its defaults."""
-    size = g.axis_sizes({})
+def reduction(g, sizes: dict[str, int] | None = None) -> int:
+    """The longest axis the diagram sums over (a contraction, softmax or reduction) at its defaults (or
+    `sizes`)."""
+    size = g.axis_sizes(sizes or {})
     return max((size(op.applied.over) for op in g.diagram.ops if op.applied.over), default=1)
 
 
@@ -213,11 +215,12 @@ def _softmax(torch: Any, x: Any, axis: int, sink: Any = None) -> Any:
     return torch.softmax(both, dim=axis).narrow(axis, 0, x.shape[axis])
 
 
-def reference(torch: Any, g, tensors: list[Any]) -> Any:
-    """The float64 output of the call `tensors` makes of generated file `g`, in the call's layout."""
+def reference(torch: Any, g, tensors: list[Any], sizes: dict[str, int] | None = None) -> Any:
+    """The float64 output of the call `tensors` makes of generated file `g` (at `sizes`, default the
+    diagram's), in the call's layout."""
     from analyzer.diagram.interface import Attention
     d, r = g.diagram, g.roles
-    size = g.axis_sizes({})
+    size = g.axis_sizes(sizes or {})
     if not isinstance(r, Attention):
         values = evaluate(torch, d, dict(zip(r.inputs, tensors, strict=True)))
         (name,) = r.outputs
