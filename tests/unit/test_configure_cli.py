@@ -162,7 +162,8 @@ KERNEL = {   # the kernel configure picks: the first that streams an axis into a
     "matmul": "gemm", "mha": "flash", "mlp2": "mlp", "sigmoid_attention": "flash", "softcap_attention": "flash",
     "softmax_contraction": "online_softmax", "rmsnorm_matmul": "rmsnorm_mm", "mla_attention": "flash",
     "linear_attention": "linear", "gemma2_local_attention": "flash", "alibi_attention": "flash",
-    "bias_attention": "flash", "sink_attention": "flash", "band_attention": "flash"}
+    "bias_attention": "flash", "sink_attention": "flash", "band_attention": "flash",
+    "matmul_bias_gelu": "gemm_gelu", "swiglu_mlp": "gate_up"}
 # analyze's tiles for mlp2 hold one chunk of W1 and W2 (200 KiB on H100); configure double-buffers
 # streamed loads (stages: 2), so the same tiles need 320 KiB and do not fit SMEM.
 # With one buffer per load, analyze's tiles fit everywhere but mlp2 on the T4: analyze's tiles fill the
@@ -180,6 +181,8 @@ NO_KERNEL = {("mlp2", "t4"), ("bias_attention", "t4")}
 FAILS = {("linear_attention", gpu): ["diagrams/linear_attention.yaml", "kernels[0].partition.smem",
                                      "the rows of its first contraction 'KV' are not grouped"]
          for gpu in GPUS}
+# Llama's SwiGLU MLP is bf16, which the T4's tensor cores do not take (--dtype fp16 does)
+FAILS["swiglu_mlp", "t4"] = ["--dtype", "t4 has no bf16 tensor cores", "t4 takes: fp16"]
 
 
 def test_the_matrix_covers_every_shipped_diagram():
