@@ -90,7 +90,9 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
                         ("b", [module.ROWS, entry["BLOCK_X"]] if module.BIAS else [1, 1, entry["BLOCK_X"], lo])):
         layout = gl.NVMMASharedLayout.get_default_for(block, element)
         descs[name] = f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
-    constexprs = {"ROWS": module.ROWS, "BLOCK_X": entry["BLOCK_X"], "STAGES": entry["STAGES"], "GROUPS": groups,
+    # the descriptors the launcher passes as None (a head dim of one column block; no bias) are constexprs
+    unused = ({"qh_desc": None, "kh_desc": None} if not hi else {}) | ({} if module.BIAS else {"b_desc": None})
+    constexprs = {**unused, "ROWS": module.ROWS, "BLOCK_X": entry["BLOCK_X"], "STAGES": entry["STAGES"], "GROUPS": groups,
                   "RIGHT": module.RIGHT, "LEFT": module.LEFT, "ALIBI": module.ALIBI, "BIAS": module.BIAS,
                   "SINK": module.SINK, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
                   "SOFTMAX": module.SOFTMAX, "SPLIT": hi > 0, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
@@ -98,6 +100,7 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
                  "qh_desc": descs["qh"], "kh_desc": descs["kh"], **SCALARS, "slope_ptr": f"*{dtype}",
                  "b_desc": descs["b"], "sink_ptr": f"*{dtype}",
                  **dict.fromkeys(constexprs, "constexpr")}
+    signature = {name: signature[name] for name in fn.arg_names}     # the kernel's order
     return (GluonASTSource(fn, signature=signature, constexprs=constexprs), GPUTarget("cuda", 90, 32),
             {"num_warps": 4, "maxnreg": module.REGISTER_CAP[groups]})
 

@@ -242,6 +242,30 @@ def test_wrapper_refuses_before_launch(generated):
         module.attention(q, q, q)
 
 
+def test_a_later_call_rebinds_the_first_calls_checked_descriptors(generated):
+    """The launcher plans a call signature once (_plan, kept in _PLANS) and makes a later call's TMA
+    descriptors from the first call's, checked by TensorDescriptor, with its own tensors (_bound): the
+    fields TensorDescriptor makes for them, from a template that keeps no tensor alive (_unbound). A
+    tensor the TMA engine cannot address gets a copy of its own: a contiguous view at an odd offset too,
+    which .contiguous() would return as it is (bench/host_cost.py checks the plans on the GPU)."""
+    torch = pytest.importorskip("torch")
+    from tests.kernels.helpers_kernel import written
+    g, path = generated["mha"]
+    module = written(g, path.parent)
+    block = [1, 1, 64, 64]
+    first, later = torch.zeros(1, 2, 128, 64, dtype=torch.float16), torch.ones(1, 2, 128, 64, dtype=torch.float16)
+    template = module._unbound(module._descriptor(first, block))
+    assert template["base"] is None
+    rebound = module._bound(template, later)
+    assert type(rebound) is module.TensorDescriptor and rebound.base is later
+    assert vars(rebound) == vars(module._descriptor(later, block))
+    view = torch.zeros(8 * 64 + 1, dtype=torch.float16)[1:].view(1, 1, 8, 64)     # 2 bytes past an aligned base
+    assert view.is_contiguous() and not module._tma_able(view)
+    ready = module._tma_ready(view)
+    assert module._tma_able(ready) and torch.equal(ready, view)
+    assert module.PLANS_KEPT > 0 and module._PLANS == {}
+
+
 @pytest.mark.parametrize("diagram, sets, head_dim, length, instances", [
     ("mha", {"q": 4096, "x": 4096, "h": 16, "batch": 1}, 128, 4096, 16),
     ("causal_attention", {"q": 1024, "batch": 4, "heads": 8, "d": 64}, 64, 1024, 32)])

@@ -26,8 +26,9 @@ from analyzer.config.hopper import OVERLAPS, SCHEDULES, HopperConfig, HopperTabl
 
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
-           "CONSUMER_REGISTERS", "RIGHT", "LEFT", "ALIBI", "BIAS", "SINK", "SOFTMAX", "VALUE_DIM", "_tma_ready", "_descriptor", "_sm_count",
-           "_bias_descriptor")
+           "CONSUMER_REGISTERS", "RIGHT", "LEFT", "ALIBI", "BIAS", "SINK", "SOFTMAX", "VALUE_DIM", "_tma_ready", "_tma_able", "_descriptor", "_sm_count",
+           "_bias_descriptor", "knobs", "driver", "_Plan", "_PLANS", "PLANS_KEPT", "_plan",
+           "_unbound", "_bound")
 
 
 def hopper_module(g) -> str:
@@ -43,7 +44,8 @@ def hopper_module(g) -> str:
     out += ["# " + py_comment(line)
             for line in header(g, ids.wrapper, configurations=_configuration_lines(g, tables))]
     out += ["", "import math", "import os", ""]
-    out += guarded_imports(["import torch", "import triton", "from triton.experimental import gluon",
+    out += guarded_imports(["import torch", "import triton", "from triton import knobs",
+                            "from triton.runtime import driver", "from triton.experimental import gluon",
                             "from triton.experimental.gluon import language as gl",
                             "from triton.experimental.gluon.language.nvidia.hopper import (",
                             "    fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)",
@@ -128,13 +130,17 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
 
 
 TMA_HELPERS = '''\
-def _tma_ready(tensor):
-    """`tensor` if the TMA engine can address it (16-byte aligned base and strides, unit last stride),
-    else a contiguous copy."""
+def _tma_able(tensor):
+    """Whether the TMA engine can address `tensor`: a 16-byte aligned base and strides, a unit last stride."""
     size = tensor.element_size()
-    aligned = tensor.data_ptr() % 16 == 0 and tensor.stride(-1) == 1 \\
+    return tensor.data_ptr() % 16 == 0 and tensor.stride(-1) == 1 \\
         and all(s * size % 16 == 0 for s in tensor.stride()[:-1])
-    return tensor if aligned else tensor.contiguous()
+
+
+def _tma_ready(tensor):
+    """`tensor` if the TMA engine can address it, else a copy of its own (contiguous; a new allocation is
+    aligned, where .contiguous() of a contiguous view at an odd offset would return the view)."""
+    return tensor if _tma_able(tensor) else tensor.clone(memory_format=torch.contiguous_format)
 
 
 def _sm_count(device, counts={}):
@@ -151,6 +157,19 @@ def _descriptor(tensor, block, layouts={}):
     if key not in layouts:
         layouts[key] = gl.NVMMASharedLayout.get_default_for(block, GL_DTYPES[tensor.dtype])
     return TensorDescriptor(tensor, list(tensor.shape), list(tensor.stride()), block, layouts[key])
+
+
+def _unbound(descriptor):
+    """`descriptor`'s fields without its tensor: a template that keeps no tensor alive."""
+    return {**vars(descriptor), 'base': None}
+
+
+def _bound(template, tensor):
+    """The descriptor of `template` (_unbound's) for `tensor`, of the shape and strides it was made for:
+    its fields set, not checked again (TensorDescriptor's checks cost more than the launch)."""
+    descriptor = TensorDescriptor.__new__(TensorDescriptor)
+    descriptor.__dict__.update(template, base=tensor)
+    return descriptor
 
 
 def _bias_descriptor(bias, block):
@@ -206,15 +225,83 @@ def _launcher(g, ids, name: str) -> list[str]:
 def {ids.launch[p.name]}(t, size, scale, cfg=None):
     """Kernel {py_doc(repr(p.name))}: t, size, scale map names to tensors and numbers (the TMA descriptors
     read the strides off the tensors); cfg is the configuration to launch (checked by _per_kernel), None
-    for CONFIGS' choice."""
+    for CONFIGS' choice. What a call's shapes, strides, element type, device and configuration decide is
+    planned once (_plan) and kept in _PLANS; a call then makes its four descriptors and launches the
+    compiled kernel, not Triton's binder (the host's cost of a small call: bench/host_cost.py)."""
     q, k, v, out = {t["q"]}, {t["k"]}, {t["v"]}, {t["o"]}
     slopes = {slopes}
     sinks = {sinks}
+    bias = {bias}
+    # the call signature: what the plan depends on (the base addresses only as far as TMA's 16 bytes)
+    key = (None if cfg is None else tuple(cfg.items()), q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(),
+           out.stride(), q.dtype, q.device, q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16,
+           out.data_ptr() % 16, slopes.shape, slopes.stride(), sinks.shape, sinks.stride(),
+           None if bias is None else (bias.shape, bias.stride()), {qk_scale}, {score_scale})
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= PLANS_KEPT:      # a long run of new signatures: start again
+            _PLANS.clear()
+        plan = _PLANS[key] = _plan(q, k, v, out, {entry}, size, cfg)
+    # a contiguous copy of a tensor the TMA engine cannot address (16-byte aligned base and strides)
+    q, k, v, o = (x.clone(memory_format=torch.contiguous_format) if copied else x
+                  for x, copied in zip((q, k, v, out), plan.copied))
+    if BIAS:  # a TMA view of the bias without its broadcast axes (size 1), stepped over only where it has them
+        b_desc, bias_b_rows, bias_h_rows = _bias_descriptor(bias, [ROWS, plan.cfg['BLOCK_X']])
+    else:
+        b_desc, bias_b_rows, bias_h_rows = None, 0, 0
+    q_lo, k_lo, v_d, o_d, q_hi, k_hi = plan.descriptors((q, k, v, o, q, k))
+    args = (q_lo, k_lo, v_d, o_d, q_hi, k_hi, *plan.sizes, {qk_scale}, {score_scale}, slopes, {slope_strides},
+            {slope_scale}, b_desc, bias_b_rows, bias_h_rows, sinks, {sink_strides})
+    plan.launch(args, q.device)
+    if o is not out:
+        out.copy_(o)
+
+
+class _Plan:
+    """What one call signature (shapes, strides, element type, device, configuration) decides of a launch:
+    the configuration, the grid, the descriptors' boxes, the sizes the kernel takes, its constexprs; and,
+    once the first launch has compiled it, the compiled kernel, launched directly from then on."""
+
+    def __init__(self, cfg, grid, boxes, sizes, constexprs, copied):
+        self.cfg, self.grid, self.boxes, self.sizes, self.constexprs = cfg, grid, boxes, sizes, constexprs
+        self.copied = copied    # per q, k, v, o: whether the kernel takes a contiguous copy (_tma_ready)
+        self.templates = None   # the first call's descriptors without their tensors
+        self.compiled = None
+
+    def descriptors(self, tensors):
+        """The TMA descriptors of q, k, v and o and of q's and k's second column blocks (None where the
+        head dim has one: the kernel takes None there): the first call's checked by TensorDescriptor,
+        later calls' its copies with their own tensors (the same shapes, strides and boxes: the checks
+        would say the same)."""
+        if self.templates is None:
+            made = tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
+            self.templates = tuple(d and _unbound(d) for d in made)
+            return made
+        return tuple(d and _bound(d, x) for d, x in zip(self.templates, tensors))
+
+    def launch(self, args, device):
+        hook = knobs.runtime.launch_enter_hook      # a chain of hooks a profiler adds to (or None)
+        if self.compiled is None or getattr(hook, "calls", hook):     # the first call, or one a profiler sees
+            self.compiled = {name}[self.grid](*args, **self.constexprs, num_warps=4,
+                                              maxnreg=REGISTER_CAP[self.cfg['WARPGROUPS']])
+            return
+        c = self.compiled
+        c.run(*self.grid, 1, 1, driver.active.get_current_stream(device.index), c.function, c.packed_metadata,
+              None, None, None, *args, *self.constexprs.values())
+
+
+_PLANS = {{}}   # a call signature -> its _Plan
+PLANS_KEPT = 4096  # signatures kept (a plan is a few hundred bytes; the compiled kernels are Triton's to keep)
+
+
+def _plan(q, k, v, out, entry, size, cfg):
+    """The launch plan of a call signature: the configuration (CONFIGS' choice at the call's sizes where cfg
+    is None), checked against the kernel's register file, and what follows from it."""
     if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] != 9:
         raise ValueError(f"this kernel runs on a Hopper GPU (sm_90), not on {{q.device}}; generate it "
                          "with --backend triton for other GPUs or the interpreter")
     if cfg is None:
-        cfg = _sized({entry}, size)
+        cfg = _sized(entry, size)
     groups = cfg['WARPGROUPS']
     if groups not in REGISTER_CAP:
         raise ValueError(f"config WARPGROUPS={{groups}}: the register file holds {{min(REGISTER_CAP)}} to "
@@ -226,34 +313,23 @@ def {ids.launch[p.name]}(t, size, scale, cfg=None):
     if VALUE_DIM is not None and (value_dim > VALUE_DIM or value_dim < 16 or value_dim & (value_dim - 1)):
         raise ValueError(f"v's head dim is {{value_dim}}: this kernel's configurations fit a power of two from 16 "
                          f"to {{VALUE_DIM}} (generate it with --set for a larger one, or with --backend triton)")
-    q, k, v = _tma_ready(q), _tma_ready(k), _tma_ready(v)
-    o = _tma_ready(out)
     # q's and k's head dim in column blocks of powers of two: itself, or 192 = 128 + 64 (SPLIT)
     lo = 1 << (head_dim.bit_length() - 1)
     hi = head_dim - lo
-    q_block, k_block = [1, 1, ROWS, lo], [1, 1, cfg['BLOCK_X'], lo]
-    v_block, o_block = [1, 1, cfg['BLOCK_X'], value_dim], [1, 1, ROWS, value_dim]
-    q_lo, k_lo = _descriptor(q, q_block), _descriptor(k, k_block)
-    q_hi = _descriptor(q, [1, 1, ROWS, hi]) if hi else q_lo
-    k_hi = _descriptor(k, [1, 1, cfg['BLOCK_X'], hi]) if hi else k_lo
-    if BIAS:  # a TMA view of the bias without its broadcast axes (size 1), stepped over only where it has them
-        b_desc, bias_b_rows, bias_h_rows = _bias_descriptor({bias}, [ROWS, cfg['BLOCK_X']])
-    else:
-        b_desc, bias_b_rows, bias_h_rows = k_lo, 0, 0
+    boxes = ([1, 1, ROWS, lo], [1, 1, cfg['BLOCK_X'], lo], [1, 1, cfg['BLOCK_X'], value_dim], [1, 1, ROWS, value_dim],
+             [1, 1, ROWS, hi] if hi else None, [1, 1, cfg['BLOCK_X'], hi] if hi else None)
     tiles = triton.cdiv(size_q, groups * ROWS) * batch * heads
     if cfg['SCHEDULE'] == 'persistent':
         grid = (min(tiles, _sm_count(q.device)),)  # a block an SM, each taking every grid-th tile
     else:
         grid = (tiles,)  # a block a tile, scheduled by the hardware
-    {name}[grid](
-        q_lo, k_lo, _descriptor(v, v_block), _descriptor(o, o_block), q_hi, k_hi,
-        size_q, k.shape[2], batch * heads, heads, heads // k.shape[1], {qk_scale}, {score_scale},
-        slopes, {slope_strides}, {slope_scale}, b_desc, bias_b_rows, bias_h_rows, sinks, {sink_strides},
-        ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups,
-        RIGHT=RIGHT, LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'], INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
-        CONSUMER_REGS=CONSUMER_REGISTERS[groups], num_warps=4, maxnreg=REGISTER_CAP[groups])
-    if o is not out:
-        out.copy_(o)
+    sizes = (size_q, k.shape[2], batch * heads, heads, heads // k.shape[1])
+    constexprs = dict(ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, RIGHT=RIGHT,
+                      LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
+                      INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
+                      CONSUMER_REGS=CONSUMER_REGISTERS[groups])
+    copied = tuple(not _tma_able(x) for x in (q, k, v, out))
+    return _Plan(cfg, grid, boxes, sizes, constexprs, copied)
 '''
     return [*body.splitlines(), "", ""]
 
