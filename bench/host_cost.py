@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import math
 import os
 import pstats
 import statistics
@@ -39,10 +40,11 @@ CHECK_LENGTHS = (333, 1000)    # sequence lengths of the launch-plan checks (edg
 
 
 def plan_checks(torch: Any, gpu: str, tmp: Path) -> list[dict[str, Any]]:
-    """Every shipped diagram whose default kernel on `gpu` is the Hopper module, called three times at each
+    """Every shipped diagram whose default kernel on `gpu` is the Hopper module, called four times at each
     of CHECK_LENGTHS: the first call plans and launches through Triton's binder, the second launches the
-    compiled kernel with the plan, the third does so with tensors of its own (the descriptors rebound).
-    Each output against the diagram's float64 evaluation (bench.defaults: sqrt(L) u)."""
+    compiled kernel with the plan, the third does so with tensors of its own (the descriptors rebound),
+    the fourth with views at an odd offset (copies, fresh descriptors). Each output against the
+    diagram's float64 evaluation (bench.defaults: sqrt(L) u)."""
     from analyzer.codegen import generate
     from analyzer.common import resources
     from bench.defaults import inputs, reduction, reference, tolerance
@@ -62,8 +64,11 @@ def plan_checks(torch: Any, gpu: str, tmp: Path) -> list[dict[str, Any]]:
             dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[g.dtype]
             gen = torch.Generator(device="cuda").manual_seed(length)
             errors = []
-            for call in range(3):
-                if call != 1:
+            for call in range(4):
+                if call == 3:     # views 2 bytes past an aligned base: copies the TMA engine can address
+                    tensors = [torch.randn(math.prod(s) + 1, generator=gen, device="cuda", dtype=dtype)[1:].view(s)
+                               for s in shapes]
+                elif call != 1:
                     tensors = [torch.randn(*s, generator=gen, device="cuda", dtype=dtype) for s in shapes]
                 ref = reference(torch, g, tensors, sets)
                 out = wrapper(*tensors, **kwargs)
@@ -93,6 +98,29 @@ def callables(torch: Any, q: Any, k: Any, v: Any, modules: dict[str, Any]) -> di
     except Exception as exc:   # noqa: BLE001 - the peer is optional
         log(f"FlashAttention-4 not timed: {type(exc).__name__}: {exc}")
     return out
+
+
+def op_checks(torch: Any, op: Any, q: Any, k: Any, v: Any, ref: Any) -> dict[str, float]:
+    """The Hopper module's custom op inside torch.compile (inductor, fullgraph) and inside a captured CUDA
+    graph, each output's largest error over the largest float64 value (twice the attention for the
+    compiled function, which scales it)."""
+    scale = float(ref.abs().max())
+    compiled = torch.compile(lambda q, k, v: op(q, k, v) * 2, fullgraph=True)
+    out = compiled(q, k, v)
+    errors = {"torch.compile": float((out.double() / 2 - ref).abs().max()) / scale}
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        op(q, k, v)                              # the plan made before capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = op(q, k, v)
+    graph.replay()
+    torch.cuda.synchronize()
+    errors["CUDA graph"] = float((captured.double() - ref).abs().max()) / scale
+    log(f"  the op: {errors}")
+    return errors
 
 
 def per_call(torch: Any, fn: Any, calls: int) -> float:
@@ -134,12 +162,16 @@ def markdown(doc: dict[str, Any]) -> str:
                      + (f"{kernel * 1e6:.1f} us |" if kernel else "- |"))
     checks = doc.get("checks", [])
     lines += ["", f"## The launch plans checked: {sum(c['ok'] for c in checks)} of {len(checks)} within tolerance", "",
-              "Every shipped diagram the Hopper module realises, three calls at each length (planned through "
-              "Triton's binder; the compiled kernel with the plan; the same with tensors of its own), each "
-              "against float64: largest error over the largest value.", "",
-              "| diagram | length | first | second | new tensors | tolerance |", "|---|---:|---:|---:|---:|---:|"]
+              "Every shipped diagram the Hopper module realises, four calls at each length (planned through "
+              "Triton's binder; the compiled kernel with the plan; the same with tensors of its own; with views "
+              "2 bytes past an aligned base), each against float64: largest error over the largest value.", "",
+              "| diagram | length | first | second | new tensors | odd offset | tolerance |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {c['diagram']} | {c['length']} | " + " | ".join(f"{e:.2g}" for e in c["errors"])
               + f" | {c['tolerance']:.2g} |" for c in checks]
+    if doc.get("op_checks"):
+        lines += ["", "The Hopper module's custom op (`attention_op()`), largest error over the largest float64 "
+                  "value: " + "; ".join(f"inside {where} {e:.2g}" for where, e in doc["op_checks"].items()) + "."]
     lines += ["", f"## Where napkin's Hopper call spends its host time (cProfile, {m['profile_calls']} calls; "
               "own time a call, microseconds; cProfile's own overhead inflates small functions)", "",
               "| function | calls a call | own | cumulative |", "|---|---:|---:|---:|"]
@@ -170,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     q, k, v = (torch.randn(1, 1, args.seq, args.head_dim, generator=gen, device="cuda", dtype=torch.bfloat16)
                for _ in range(3))
     fns = callables(torch, q, k, v, modules)
+    op = modules["napkin Hopper"].attention_op()
+    fns["napkin Hopper, as a custom op"] = lambda: op(q, k, v)
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double())
     doc: dict[str, Any] = {"meta": {**environment(), "command": command("host_cost.py", argv), "profile": args.gpu,
                                     "date": time.strftime("%Y-%m-%d"), "calls": args.calls, "seq": args.seq,
@@ -192,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{label}: no CUDA graph time ({type(exc).__name__})")
     doc["profile"] = profile(fns["napkin Hopper"], args.calls // 4)
     doc["checks"] = plan_checks(torch, args.gpu, tmp)
+    doc["op_checks"] = op_checks(torch, op, q, k, v, ref)
     save_results(args.out, f"host_cost_{args.gpu}", doc, markdown(doc))
     log(markdown(doc))
     return 0

@@ -17,6 +17,7 @@ backend's module is parsed (`checked_python`) before it is returned.
 from __future__ import annotations
 
 import ast
+import hashlib
 import textwrap
 from dataclasses import dataclass
 
@@ -37,10 +38,12 @@ INDENT = "    "
 # The names a generated module defines or imports itself, besides what it claims per diagram
 MODULE_GLOBALS = ("math", "os", "torch", "triton", "tl", "_missing", "DTYPES", "HEAD_DIMS", "CONFIGS", "CONFIG",
                   "CONFIG_KEYS", "LENGTHS", "INSTANCES", "SM_COUNT", "_nearest", "_sized", "_per_kernel",
-                  "_band", "_overlapping")
+                  "_band", "_overlapping", "OP_NAME", "_OPS", "attention_op",
+                  "_CHECKED", "CHECKED_KEPT")
 
 # The wrapper's own locals (and the attention wrapper's parameters)
 WRAPPER_LOCALS = ("t", "size", "stride", "scale", "device", "dtype", "name", "tensor", "n", "axis", "out",
+                  "signature", "known",
                   "shape", "batch", "heads_q", "seq_q", "head_dim", "value_dim", "heads_kv", "seq_k", "group",
                   "q",
                   "k", "v", "causal", "inputs")
@@ -154,7 +157,10 @@ def guarded_imports(imports: list[str], needs: str) -> list[str]:
 
 
 def checked_python(source: str, origin: str) -> str:
-    """`source` if it parses as Python; a generator bug otherwise, never a file that does not import."""
+    """`source` if it parses as Python; a generator bug otherwise, never a file that does not import.
+    OP_DIGEST becomes the digest of the text around it (the name of the module's custom op)."""
+    if OP_DIGEST in source:
+        source = source.replace(OP_DIGEST, hashlib.sha256(source.encode()).hexdigest()[:16])
     try:
         ast.parse(source)
     except SyntaxError as exc:
@@ -305,7 +311,46 @@ def wrapper(g, ids: ModuleIds, *, config: str | None = None, device: str | None 
         lines.append(f"{INDENT}{ids.launch[k.plan.name]}(t, size, {'stride, ' if strides else ''}scale{chosen})")
     ret = ", ".join(f"t[{py_str(o)}]" for o in d.outputs) if isinstance(r, Plain) else "out"
     lines.append(f"{INDENT}return {ret}")
+    if isinstance(r, Attention):
+        lines += _custom_op(r, [scope("{}", n, case="lower") for n in r.extras])
     return lines
+
+
+OP_DIGEST = "@@digest@@"     # checked_python writes the digest of the module's text in its place
+
+CUSTOM_OP = '''\
+def attention_op():
+    """This module's attention as a torch custom op (torch.library.custom_op), registered on first
+    use: called as attention is, ({args}, causal), it stays one node of a torch.compile graph (its
+    output's shape and element type come from the fake implementation below) and a CUDA graph capture
+    records its launch; out= and config= are the plain function's alone."""
+    if _OPS:
+        return _OPS[0]
+
+    def run({typed}, causal: bool = {causal}) -> torch.Tensor:
+        return attention({args}, causal=causal)
+    try:
+        op = torch.library.custom_op(OP_NAME, run, mutates_args=())
+    except RuntimeError:  # registered by another import of this same text: the same op
+        namespace, name = OP_NAME.split("::")
+        op = getattr(getattr(torch.ops, namespace), name)
+    else:
+        @op.register_fake
+        def _fake({args}, causal={causal}):
+            return q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
+    _OPS.append(op)
+    return op'''
+
+
+def _custom_op(r: Attention, extras: list[str]) -> list[str]:
+    """`attention_op()`: the wrapper as a torch custom op, registered on first use, for torch.compile
+    graphs; named by the digest of the module's text (OP_DIGEST), so that two modules' ops never meet.
+    `extras`: the wrapper's names of the scores' other inputs."""
+    tensors = ["q", "k", "v", *extras]
+    text = CUSTOM_OP.format(args=", ".join(tensors), typed=", ".join(f"{t}: torch.Tensor" for t in tensors),
+                            causal=r.causal)
+    return ["", "", f"OP_NAME = 'napkin::attention_{OP_DIGEST}'  # attention_op's name: this module's text's digest",
+            "_OPS = []  # attention_op's op, once registered", "", "", *text.splitlines()]
 
 
 def _common_checks(tensors: list[str], device: str | None = None) -> list[str]:
@@ -369,6 +414,27 @@ def extra_shape(r: Attention, axes: tuple[str, ...], *, shown: bool = False) -> 
     return ["batch", "heads" if shown else "heads_q", *(seqs[a] for a in axes if a in seqs)]
 
 
+def _signature_cache(tensors: list[str], checks: list[str], known: list[str]) -> list[str]:
+    """The wrapper's `checks` (lines of its body) run once per call signature: what they read of the
+    `tensors` (type, shape, element type, device, layout), kept in _CHECKED with the locals `known`
+    they leave, which a later call of the same signature takes instead of running them again."""
+    signature = ", ".join(f"type({t}), {t}.shape, {t}.dtype, {t}.device, {t}.layout" for t in tensors) \
+        + ', os.environ.get("TRITON_INTERPRET")'      # whether a CPU device is the interpreter's
+    return [f"{INDENT}try:  # a signature whose checks passed before skips them: they read nothing else of the call",
+            f"{INDENT * 2}signature = ({signature})",
+            f"{INDENT}except AttributeError:  # not a tensor: the checks say which",
+            f"{INDENT * 2}signature = None",
+            f"{INDENT}known = _CHECKED.get(signature)",
+            f"{INDENT}if known is None:",
+            *(INDENT + line if line else line for line in checks),
+            f"{INDENT * 2}if len(_CHECKED) >= CHECKED_KEPT:  # a long run of new signatures: start again",
+            f"{INDENT * 3}_CHECKED.clear()",
+            f"{INDENT * 2}_CHECKED[signature] = ({', '.join(known)})",
+            f"{INDENT}else:",
+            f"{INDENT * 2}{', '.join(known)} = known",
+            f"{INDENT * 2}device, dtype = {tensors[0]}.device, {tensors[0]}.dtype"]
+
+
 def _band_doc(r: Attention) -> str:
     """The end of the wrapper's first sentence: which keys a query sees under a sliding window or a band."""
     if r.window:
@@ -391,7 +457,9 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
     realises = py_str(f"this kernel realises {g.source_file}, which is "
                       f"{'causal' if r.causal else 'not causal'}; generate the {other} diagram for "
                       f"causal={not r.causal}")
-    lines = ["DTYPES = (torch.float16, torch.bfloat16)", f"HEAD_DIMS = {dims}", "", "",
+    lines = ["DTYPES = (torch.float16, torch.bfloat16)", f"HEAD_DIMS = {dims}",
+             "_CHECKED = {}  # a call signature whose checks passed -> what they found (the wrapper's sizes)",
+             "CHECKED_KEPT = 4096  # signatures kept", "", "",
              *OVERLAP_HELPER.splitlines(), "", "",
              f"def attention({params}, causal={r.causal}, out=None" + (f", {param}=None):" if param else "):"),
              f'{INDENT}"""{py_doc(d.title)}: (batch, heads, seqlen, head_dim) tensors, laid out and called as',
@@ -412,6 +480,7 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
              f"{INDENT}    raise ValueError({realises})"]
     if param:
         lines.append(config_check(param))
+    start = len(lines)        # the checks, which a call signature passes once (_signature_cache)
     lines += [INDENT + x for x in _common_checks(["q", "k", "v", *extras], device)]
     lines += [INDENT + x for x in textwrap.dedent(f"""\
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
@@ -452,8 +521,12 @@ def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str 
     if r.group:
         sizes[r.group] = "group"
     lines.append(f"{INDENT}size = {{{', '.join(f'{py_str(a)}: {v}' for a, v in sizes.items())}}}")
+    lines.append(f"{INDENT}shape = (batch, heads_q, seq_q, v.shape[3])")
+    # every local the checks leave that the rest of the wrapper reads
+    found = ["batch", "heads_q", "seq_q", "head_dim", "heads_kv", "seq_k", "size", "shape",
+             *(["group"] if r.group else []), *(["value_dim"] if r.value_dim != r.head_dim else [])]
+    lines[start:] = _signature_cache(["q", "k", "v", *extras], lines[start:], found)
     lines += [INDENT + x for x in textwrap.dedent("""\
-    shape = (batch, heads_q, seq_q, v.shape[3])
     if out is None:
         out = torch.empty(shape, dtype=dtype, device=device)
     elif not isinstance(out, torch.Tensor) or tuple(out.shape) != shape or out.dtype != dtype \\

@@ -509,6 +509,8 @@ def _launch_values(t, size, stride, scale, cfg=None):
 
 DTYPES = (torch.float16, torch.bfloat16)
 HEAD_DIMS = None  # any: no kernel keeps d whole
+_CHECKED = {}  # a call signature whose checks passed -> what they found (the wrapper's sizes)
+CHECKED_KEPT = 4096  # signatures kept
 
 
 def _overlapping(tensor, others):
@@ -542,45 +544,57 @@ def attention(q, k, v, causal=False, out=None, config=None):
     if causal:
         raise ValueError('this kernel realises diagrams/attention_unfused.yaml, which is not causal; generate the causal diagram for causal=True')
     config = _per_kernel(config)  # kernel -> its configuration, or None for CONFIGS' choice
-    for name, tensor in zip(('q', 'k', 'v'), (q, k, v,)):
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
-        if tensor.dtype not in DTYPES:
-            raise TypeError(f"{name} has dtype {tensor.dtype}; this kernel takes torch.float16 or "
-                            "torch.bfloat16")
-        if tensor.is_meta or tensor.layout != torch.strided:
-            raise ValueError(f"{name} must be a dense tensor with data (not meta or sparse)")
-        if tensor.device != q.device:
-            raise ValueError(f"{name} is on {tensor.device} but q is on {q.device}")
-        if tensor.dtype != q.dtype:
-            raise TypeError(f"{name} has dtype {tensor.dtype} but q has {q.dtype}")
-    device = q.device
-    if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise ValueError(f"the tensors are on {device}; this kernel runs on a CUDA GPU "
-                         "(or on the CPU under TRITON_INTERPRET=1)")
-    dtype = q.dtype
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError("q, k and v must be 4-D (batch, heads, seqlen, head_dim); got "
-                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    batch, heads_q, seq_q, head_dim = q.shape
-    _, heads_kv, seq_k, _ = k.shape
-    if k.shape[0] != batch or v.shape[0] != batch:
-        raise ValueError(f"batch sizes differ: q {batch}, k {k.shape[0]}, v {v.shape[0]}")
-    if k.shape[3] != head_dim or v.shape[3] != head_dim:
-        raise ValueError(f"head dims differ: q {head_dim}, k {k.shape[3]}, v {v.shape[3]} "
-                         '(the diagram has one head-dim axis d)')
-    if v.shape[1] != heads_kv or v.shape[2] != seq_k:
-        raise ValueError(f"k and v differ in heads or seqlen: {tuple(k.shape)} vs {tuple(v.shape)}")
-    if HEAD_DIMS is not None and head_dim not in HEAD_DIMS:
-        raise ValueError(f"head_dim {head_dim} is not supported: this file is configured for "
-                         f"head dims {HEAD_DIMS} " '(regenerate with --set d=N)')
-    if seq_q == 0 or seq_k == 0 or batch == 0 or heads_q == 0:
-        raise ValueError("empty sequences, batches or heads: nothing to attend over")
-    if heads_kv != heads_q:
-        raise ValueError(f"q has {heads_q} heads but k and v have {heads_kv}; generate the "
-                         "grouped-query diagram (gqa) for fewer key/value heads")
-    size = {'batch': batch, 'q': seq_q, 'x': seq_k, 'd': head_dim, 'heads': heads_q}
-    shape = (batch, heads_q, seq_q, v.shape[3])
+    try:  # a signature whose checks passed before skips them: they read nothing else of the call
+        signature = (type(q), q.shape, q.dtype, q.device, q.layout, type(k), k.shape, k.dtype, k.device, k.layout, type(v), v.shape, v.dtype, v.device, v.layout, os.environ.get("TRITON_INTERPRET"))
+    except AttributeError:  # not a tensor: the checks say which
+        signature = None
+    known = _CHECKED.get(signature)
+    if known is None:
+        for name, tensor in zip(('q', 'k', 'v'), (q, k, v,)):
+            if not isinstance(tensor, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
+            if tensor.dtype not in DTYPES:
+                raise TypeError(f"{name} has dtype {tensor.dtype}; this kernel takes torch.float16 or "
+                                "torch.bfloat16")
+            if tensor.is_meta or tensor.layout != torch.strided:
+                raise ValueError(f"{name} must be a dense tensor with data (not meta or sparse)")
+            if tensor.device != q.device:
+                raise ValueError(f"{name} is on {tensor.device} but q is on {q.device}")
+            if tensor.dtype != q.dtype:
+                raise TypeError(f"{name} has dtype {tensor.dtype} but q has {q.dtype}")
+        device = q.device
+        if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+            raise ValueError(f"the tensors are on {device}; this kernel runs on a CUDA GPU "
+                             "(or on the CPU under TRITON_INTERPRET=1)")
+        dtype = q.dtype
+        if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+            raise ValueError("q, k and v must be 4-D (batch, heads, seqlen, head_dim); got "
+                             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        batch, heads_q, seq_q, head_dim = q.shape
+        _, heads_kv, seq_k, _ = k.shape
+        if k.shape[0] != batch or v.shape[0] != batch:
+            raise ValueError(f"batch sizes differ: q {batch}, k {k.shape[0]}, v {v.shape[0]}")
+        if k.shape[3] != head_dim or v.shape[3] != head_dim:
+            raise ValueError(f"head dims differ: q {head_dim}, k {k.shape[3]}, v {v.shape[3]} "
+                             '(the diagram has one head-dim axis d)')
+        if v.shape[1] != heads_kv or v.shape[2] != seq_k:
+            raise ValueError(f"k and v differ in heads or seqlen: {tuple(k.shape)} vs {tuple(v.shape)}")
+        if HEAD_DIMS is not None and head_dim not in HEAD_DIMS:
+            raise ValueError(f"head_dim {head_dim} is not supported: this file is configured for "
+                             f"head dims {HEAD_DIMS} " '(regenerate with --set d=N)')
+        if seq_q == 0 or seq_k == 0 or batch == 0 or heads_q == 0:
+            raise ValueError("empty sequences, batches or heads: nothing to attend over")
+        if heads_kv != heads_q:
+            raise ValueError(f"q has {heads_q} heads but k and v have {heads_kv}; generate the "
+                             "grouped-query diagram (gqa) for fewer key/value heads")
+        size = {'batch': batch, 'q': seq_q, 'x': seq_k, 'd': head_dim, 'heads': heads_q}
+        shape = (batch, heads_q, seq_q, v.shape[3])
+        if len(_CHECKED) >= CHECKED_KEPT:  # a long run of new signatures: start again
+            _CHECKED.clear()
+        _CHECKED[signature] = (batch, heads_q, seq_q, head_dim, heads_kv, seq_k, size, shape)
+    else:
+        batch, heads_q, seq_q, head_dim, heads_kv, seq_k, size, shape = known
+        device, dtype = q.device, q.dtype
     if out is None:
         out = torch.empty(shape, dtype=dtype, device=device)
     elif not isinstance(out, torch.Tensor) or tuple(out.shape) != shape or out.dtype != dtype \
@@ -606,3 +620,30 @@ def attention(q, k, v, causal=False, out=None, config=None):
     _launch_softmax(t, size, stride, scale, config['softmax'])
     _launch_values(t, size, stride, scale, config['values'])
     return out
+
+
+OP_NAME = 'napkin::attention_ec96a6cb8b0363c2'  # attention_op's name: this module's text's digest
+_OPS = []  # attention_op's op, once registered
+
+
+def attention_op():
+    """This module's attention as a torch custom op (torch.library.custom_op), registered on first
+    use: called as attention is, (q, k, v, causal), it stays one node of a torch.compile graph (its
+    output's shape and element type come from the fake implementation below) and a CUDA graph capture
+    records its launch; out= and config= are the plain function's alone."""
+    if _OPS:
+        return _OPS[0]
+
+    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+        return attention(q, k, v, causal=causal)
+    try:
+        op = torch.library.custom_op(OP_NAME, run, mutates_args=())
+    except RuntimeError:  # registered by another import of this same text: the same op
+        namespace, name = OP_NAME.split("::")
+        op = getattr(getattr(torch.ops, namespace), name)
+    else:
+        @op.register_fake
+        def _fake(q, k, v, causal=False):
+            return q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
+    _OPS.append(op)
+    return op

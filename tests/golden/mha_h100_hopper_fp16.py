@@ -743,24 +743,26 @@ def _launch_flash(t, size, scale, cfg=None):
     slopes = q
     sinks = q
     bias = None
-    # the call signature: what the plan depends on (the base addresses only as far as TMA's 16 bytes)
+    # the call signature: what the plan depends on (the base addresses only as far as TMA's 16 bytes;
+    # the scales follow from the sizes)
+    odd = (q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15
     key = (None if cfg is None else tuple(cfg.items()), q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(),
-           out.stride(), q.dtype, q.device, q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16,
-           out.data_ptr() % 16, slopes.shape, slopes.stride(), sinks.shape, sinks.stride(),
-           None if bias is None else (bias.shape, bias.stride()), scale['O'] * LOG2E, 1.0)
+           out.stride(), q.dtype, q.device, not odd)
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) >= PLANS_KEPT:      # a long run of new signatures: start again
             _PLANS.clear()
         plan = _PLANS[key] = _plan(q, k, v, out, CONFIGS['flash'][size['d']], size, cfg)
-    # a contiguous copy of a tensor the TMA engine cannot address (16-byte aligned base and strides)
-    q, k, v, o = (x.clone(memory_format=torch.contiguous_format) if copied else x
-                  for x, copied in zip((q, k, v, out), plan.copied))
+    if odd:   # a base the TMA engine cannot address: copies of their own, and descriptors made for them
+        q, k, v, o = _tma_ready(q), _tma_ready(k), _tma_ready(v), _tma_ready(out)
+    else:     # a copy where the strides are not TMA's (16-byte multiples, the last 1)
+        q, k, v, o = (x.clone(memory_format=torch.contiguous_format) if copied else x
+                      for x, copied in zip((q, k, v, out), plan.copied))
     if BIAS:  # a TMA view of the bias without its broadcast axes (size 1), stepped over only where it has them
         b_desc, bias_b_rows, bias_h_rows = _bias_descriptor(bias, [ROWS, plan.cfg['BLOCK_X']])
     else:
         b_desc, bias_b_rows, bias_h_rows = None, 0, 0
-    q_lo, k_lo, v_d, o_d, q_hi, k_hi = plan.descriptors((q, k, v, o, q, k))
+    q_lo, k_lo, v_d, o_d, q_hi, k_hi = plan.descriptors((q, k, v, o, q, k), fresh=bool(odd))
     args = (q_lo, k_lo, v_d, o_d, q_hi, k_hi, *plan.sizes, scale['O'] * LOG2E, 1.0, slopes, 0, 0,
             1.0, b_desc, bias_b_rows, bias_h_rows, sinks, 0, 0)
     plan.launch(args, q.device)
@@ -779,11 +781,13 @@ class _Plan:
         self.templates = None   # the first call's descriptors without their tensors
         self.compiled = None
 
-    def descriptors(self, tensors):
+    def descriptors(self, tensors, fresh=False):
         """The TMA descriptors of q, k, v and o and of q's and k's second column blocks (None where the
         head dim has one: the kernel takes None there): the first call's checked by TensorDescriptor,
         later calls' its copies with their own tensors (the same shapes, strides and boxes: the checks
-        would say the same)."""
+        would say the same). `fresh`: made and checked anew (copies the plan did not foresee)."""
+        if fresh:
+            return tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
         if self.templates is None:
             made = tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
             self.templates = tuple(d and _unbound(d) for d in made)
@@ -845,6 +849,8 @@ def _plan(q, k, v, out, entry, size, cfg):
 
 DTYPES = (torch.float16, torch.bfloat16)
 HEAD_DIMS = (64, 128, 256)
+_CHECKED = {}  # a call signature whose checks passed -> what they found (the wrapper's sizes)
+CHECKED_KEPT = 4096  # signatures kept
 
 
 def _overlapping(tensor, others):
@@ -878,44 +884,56 @@ def attention(q, k, v, causal=False, out=None, config=None):
     if causal:
         raise ValueError('this kernel realises diagrams/mha.yaml, which is not causal; generate the causal diagram for causal=True')
     config = _per_kernel(config)  # kernel -> its configuration, or None for CONFIGS' choice
-    for name, tensor in zip(('q', 'k', 'v'), (q, k, v,)):
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
-        if tensor.dtype not in DTYPES:
-            raise TypeError(f"{name} has dtype {tensor.dtype}; this kernel takes torch.float16 or "
-                            "torch.bfloat16")
-        if tensor.is_meta or tensor.layout != torch.strided:
-            raise ValueError(f"{name} must be a dense tensor with data (not meta or sparse)")
-        if tensor.device != q.device:
-            raise ValueError(f"{name} is on {tensor.device} but q is on {q.device}")
-        if tensor.dtype != q.dtype:
-            raise TypeError(f"{name} has dtype {tensor.dtype} but q has {q.dtype}")
-    device = q.device
-    if device.type != "cuda":
-        raise ValueError(f"the tensors are on {device}; this kernel runs on a Hopper GPU (sm_90)")
-    dtype = q.dtype
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError("q, k and v must be 4-D (batch, heads, seqlen, head_dim); got "
-                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    batch, heads_q, seq_q, head_dim = q.shape
-    _, heads_kv, seq_k, _ = k.shape
-    if k.shape[0] != batch or v.shape[0] != batch:
-        raise ValueError(f"batch sizes differ: q {batch}, k {k.shape[0]}, v {v.shape[0]}")
-    if k.shape[3] != head_dim or v.shape[3] != head_dim:
-        raise ValueError(f"head dims differ: q {head_dim}, k {k.shape[3]}, v {v.shape[3]} "
-                         '(the diagram has one head-dim axis d)')
-    if v.shape[1] != heads_kv or v.shape[2] != seq_k:
-        raise ValueError(f"k and v differ in heads or seqlen: {tuple(k.shape)} vs {tuple(v.shape)}")
-    if HEAD_DIMS is not None and head_dim not in HEAD_DIMS:
-        raise ValueError(f"head_dim {head_dim} is not supported: this file is configured for "
-                         f"head dims {HEAD_DIMS} " '(regenerate with --set d=N)')
-    if seq_q == 0 or seq_k == 0 or batch == 0 or heads_q == 0:
-        raise ValueError("empty sequences, batches or heads: nothing to attend over")
-    if heads_kv != heads_q:
-        raise ValueError(f"q has {heads_q} heads but k and v have {heads_kv}; generate the "
-                         "grouped-query diagram (gqa) for fewer key/value heads")
-    size = {'batch': batch, 'q': seq_q, 'x': seq_k, 'd': head_dim, 'h': heads_kv}
-    shape = (batch, heads_q, seq_q, v.shape[3])
+    try:  # a signature whose checks passed before skips them: they read nothing else of the call
+        signature = (type(q), q.shape, q.dtype, q.device, q.layout, type(k), k.shape, k.dtype, k.device, k.layout, type(v), v.shape, v.dtype, v.device, v.layout, os.environ.get("TRITON_INTERPRET"))
+    except AttributeError:  # not a tensor: the checks say which
+        signature = None
+    known = _CHECKED.get(signature)
+    if known is None:
+        for name, tensor in zip(('q', 'k', 'v'), (q, k, v,)):
+            if not isinstance(tensor, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
+            if tensor.dtype not in DTYPES:
+                raise TypeError(f"{name} has dtype {tensor.dtype}; this kernel takes torch.float16 or "
+                                "torch.bfloat16")
+            if tensor.is_meta or tensor.layout != torch.strided:
+                raise ValueError(f"{name} must be a dense tensor with data (not meta or sparse)")
+            if tensor.device != q.device:
+                raise ValueError(f"{name} is on {tensor.device} but q is on {q.device}")
+            if tensor.dtype != q.dtype:
+                raise TypeError(f"{name} has dtype {tensor.dtype} but q has {q.dtype}")
+        device = q.device
+        if device.type != "cuda":
+            raise ValueError(f"the tensors are on {device}; this kernel runs on a Hopper GPU (sm_90)")
+        dtype = q.dtype
+        if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+            raise ValueError("q, k and v must be 4-D (batch, heads, seqlen, head_dim); got "
+                             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        batch, heads_q, seq_q, head_dim = q.shape
+        _, heads_kv, seq_k, _ = k.shape
+        if k.shape[0] != batch or v.shape[0] != batch:
+            raise ValueError(f"batch sizes differ: q {batch}, k {k.shape[0]}, v {v.shape[0]}")
+        if k.shape[3] != head_dim or v.shape[3] != head_dim:
+            raise ValueError(f"head dims differ: q {head_dim}, k {k.shape[3]}, v {v.shape[3]} "
+                             '(the diagram has one head-dim axis d)')
+        if v.shape[1] != heads_kv or v.shape[2] != seq_k:
+            raise ValueError(f"k and v differ in heads or seqlen: {tuple(k.shape)} vs {tuple(v.shape)}")
+        if HEAD_DIMS is not None and head_dim not in HEAD_DIMS:
+            raise ValueError(f"head_dim {head_dim} is not supported: this file is configured for "
+                             f"head dims {HEAD_DIMS} " '(regenerate with --set d=N)')
+        if seq_q == 0 or seq_k == 0 or batch == 0 or heads_q == 0:
+            raise ValueError("empty sequences, batches or heads: nothing to attend over")
+        if heads_kv != heads_q:
+            raise ValueError(f"q has {heads_q} heads but k and v have {heads_kv}; generate the "
+                             "grouped-query diagram (gqa) for fewer key/value heads")
+        size = {'batch': batch, 'q': seq_q, 'x': seq_k, 'd': head_dim, 'h': heads_kv}
+        shape = (batch, heads_q, seq_q, v.shape[3])
+        if len(_CHECKED) >= CHECKED_KEPT:  # a long run of new signatures: start again
+            _CHECKED.clear()
+        _CHECKED[signature] = (batch, heads_q, seq_q, head_dim, heads_kv, seq_k, size, shape)
+    else:
+        batch, heads_q, seq_q, head_dim, heads_kv, seq_k, size, shape = known
+        device, dtype = q.device, q.dtype
     if out is None:
         out = torch.empty(shape, dtype=dtype, device=device)
     elif not isinstance(out, torch.Tensor) or tuple(out.shape) != shape or out.dtype != dtype \
@@ -929,3 +947,30 @@ def attention(q, k, v, causal=False, out=None, config=None):
     scale = {'O': 1/math.sqrt(size_d)}
     _launch_flash(t, size, scale, config['flash'])
     return out
+
+
+OP_NAME = 'napkin::attention_19d5655b6aa54c83'  # attention_op's name: this module's text's digest
+_OPS = []  # attention_op's op, once registered
+
+
+def attention_op():
+    """This module's attention as a torch custom op (torch.library.custom_op), registered on first
+    use: called as attention is, (q, k, v, causal), it stays one node of a torch.compile graph (its
+    output's shape and element type come from the fake implementation below) and a CUDA graph capture
+    records its launch; out= and config= are the plain function's alone."""
+    if _OPS:
+        return _OPS[0]
+
+    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+        return attention(q, k, v, causal=causal)
+    try:
+        op = torch.library.custom_op(OP_NAME, run, mutates_args=())
+    except RuntimeError:  # registered by another import of this same text: the same op
+        namespace, name = OP_NAME.split("::")
+        op = getattr(getattr(torch.ops, namespace), name)
+    else:
+        @op.register_fake
+        def _fake(q, k, v, causal=False):
+            return q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
+    _OPS.append(op)
+    return op

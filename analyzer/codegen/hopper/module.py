@@ -219,6 +219,9 @@ def _launcher(g, ids, name: str) -> list[str]:
     sink = g.diagram.op(p.schedule.kernel.ops[-1]).sink
     sinks = f"t[{py_str(sink)}]" if scores.sink else "q"
     sink_strides = "sinks.stride(0), sinks.stride(1)" if scores.sink else "0, 0"
+    # the scores' other inputs, whose shapes and strides a call signature has too
+    extra_key = "".join(f", {x}.shape, {x}.stride()" for x, on in (("slopes", sloped), ("sinks", scores.sink),
+                                                                   ("bias", biased)) if on)
     # the slopes' factor: 1 / the chain's scale where the kernel folds that into exp2's factor
     slope_scale = f"1.0 / {score_scale}" if scores.folded else "1.0"
     body = f'''\
@@ -232,24 +235,26 @@ def {ids.launch[p.name]}(t, size, scale, cfg=None):
     slopes = {slopes}
     sinks = {sinks}
     bias = {bias}
-    # the call signature: what the plan depends on (the base addresses only as far as TMA's 16 bytes)
+    # the call signature: what the plan depends on (the base addresses only as far as TMA's 16 bytes;
+    # the scales follow from the sizes)
+    odd = (q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15
     key = (None if cfg is None else tuple(cfg.items()), q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(),
-           out.stride(), q.dtype, q.device, q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16,
-           out.data_ptr() % 16, slopes.shape, slopes.stride(), sinks.shape, sinks.stride(),
-           None if bias is None else (bias.shape, bias.stride()), {qk_scale}, {score_scale})
+           out.stride(), q.dtype, q.device, not odd{extra_key})
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) >= PLANS_KEPT:      # a long run of new signatures: start again
             _PLANS.clear()
         plan = _PLANS[key] = _plan(q, k, v, out, {entry}, size, cfg)
-    # a contiguous copy of a tensor the TMA engine cannot address (16-byte aligned base and strides)
-    q, k, v, o = (x.clone(memory_format=torch.contiguous_format) if copied else x
-                  for x, copied in zip((q, k, v, out), plan.copied))
+    if odd:   # a base the TMA engine cannot address: copies of their own, and descriptors made for them
+        q, k, v, o = _tma_ready(q), _tma_ready(k), _tma_ready(v), _tma_ready(out)
+    else:     # a copy where the strides are not TMA's (16-byte multiples, the last 1)
+        q, k, v, o = (x.clone(memory_format=torch.contiguous_format) if copied else x
+                      for x, copied in zip((q, k, v, out), plan.copied))
     if BIAS:  # a TMA view of the bias without its broadcast axes (size 1), stepped over only where it has them
         b_desc, bias_b_rows, bias_h_rows = _bias_descriptor(bias, [ROWS, plan.cfg['BLOCK_X']])
     else:
         b_desc, bias_b_rows, bias_h_rows = None, 0, 0
-    q_lo, k_lo, v_d, o_d, q_hi, k_hi = plan.descriptors((q, k, v, o, q, k))
+    q_lo, k_lo, v_d, o_d, q_hi, k_hi = plan.descriptors((q, k, v, o, q, k), fresh=bool(odd))
     args = (q_lo, k_lo, v_d, o_d, q_hi, k_hi, *plan.sizes, {qk_scale}, {score_scale}, slopes, {slope_strides},
             {slope_scale}, b_desc, bias_b_rows, bias_h_rows, sinks, {sink_strides})
     plan.launch(args, q.device)
@@ -268,11 +273,13 @@ class _Plan:
         self.templates = None   # the first call's descriptors without their tensors
         self.compiled = None
 
-    def descriptors(self, tensors):
+    def descriptors(self, tensors, fresh=False):
         """The TMA descriptors of q, k, v and o and of q's and k's second column blocks (None where the
         head dim has one: the kernel takes None there): the first call's checked by TensorDescriptor,
         later calls' its copies with their own tensors (the same shapes, strides and boxes: the checks
-        would say the same)."""
+        would say the same). `fresh`: made and checked anew (copies the plan did not foresee)."""
+        if fresh:
+            return tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
         if self.templates is None:
             made = tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
             self.templates = tuple(d and _unbound(d) for d in made)
