@@ -486,7 +486,7 @@ def attention(q, k, v, m, causal=True, out=None, config=None):
     return out
 
 
-OP_NAME = 'napkin::attention_3034c87ab34fd2c2'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_f141913dae489680'  # attention_op's name: this module's text's digest
 _OPS = []  # attention_op's op, once registered
 
 
@@ -494,7 +494,7 @@ def attention_op():
     """This module's attention as a torch custom op (torch.library.custom_op), registered on first
     use: called as attention is, (q, k, v, m, causal), it stays one node of a torch.compile graph (its
     output's shape and element type come from the fake implementation below) and a CUDA graph capture
-    records its launch; out= and config= are the plain function's alone."""
+    records its launch; out= and a configuration of its own are the plain function's alone."""
     if _OPS:
         return _OPS[0]
 

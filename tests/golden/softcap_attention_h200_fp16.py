@@ -427,7 +427,7 @@ def attention(q, k, v, causal=False, out=None, config=None):
     return out
 
 
-OP_NAME = 'napkin::attention_86040970521f07c7'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_ec58cc445672f33d'  # attention_op's name: this module's text's digest
 _OPS = []  # attention_op's op, once registered
 
 
@@ -435,7 +435,7 @@ def attention_op():
     """This module's attention as a torch custom op (torch.library.custom_op), registered on first
     use: called as attention is, (q, k, v, causal), it stays one node of a torch.compile graph (its
     output's shape and element type come from the fake implementation below) and a CUDA graph capture
-    records its launch; out= and config= are the plain function's alone."""
+    records its launch; out= and a configuration of its own are the plain function's alone."""
     if _OPS:
         return _OPS[0]
 
