@@ -177,8 +177,8 @@ def _import(path: Path, name: str):
 COUNTER = itertools.count()
 
 
-@pytest.mark.slow(seconds=20)    # 20 kernels generated, imported and run under the interpreter
-@settings(max_examples=20, deadline=None, derandomize=True, database=None,
+@pytest.mark.slow(seconds=15)    # 15 kernels generated, imported and run under the interpreter
+@settings(max_examples=15, deadline=None, derandomize=True, database=None,
           phases=(Phase.explicit, Phase.generate), suppress_health_check=list(HealthCheck))
 @given(case=diagrams(), file=FILE, gpu_text=TEXT, pinned=st.booleans(), seed=st.integers(0, 2**16))
 def test_generated_kernel_runs_only_what_it_asks_for_and_matches_float64(tmp_path_factory, case, file,
