@@ -37,7 +37,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import command, environment, import_file, log, save_results, timed  # noqa: E402
+from bench.common import (  # noqa: E402
+    command,
+    environment,
+    import_file,
+    log,
+    rotations,
+    save_results,
+    timed,
+)
 from bench.defaults import inputs, reduction, reference, tolerance  # noqa: E402
 from bench.matmul_wgmma import with_edge_loop  # noqa: E402
 
@@ -124,10 +132,8 @@ def run_row(row: dict[str, Any], g, tmp: Path, torch: Any, triton: Any) -> None:
         row.update(status="wrong", error=f"{', '.join(wrong)}: error above {row['tolerance']:.3g}")
         return
     medians: dict[str, list[float]] = {k: [] for k in calls}
-    for r in range(ROUNDS):                       # rotating order: no kernel always runs first
-        order = list(calls)[r % len(calls):] + list(calls)[:r % len(calls)]
-        for label in order:
-            medians[label].append(timed(triton, calls[label])["time_s"])
+    for _, label in rotations(list(calls), ROUNDS):     # rotating order: no kernel always runs first
+        medians[label].append(timed(triton, calls[label])["time_s"])
     row["time_s"] = {k: statistics.median(v) for k, v in medians.items()}
     row["rounds_s"] = medians
     row["status"] = "ok"

@@ -33,7 +33,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import command, environment, import_file, log, save_results, timed  # noqa: E402
+from bench.common import (  # noqa: E402
+    command,
+    environment,
+    import_file,
+    log,
+    rotations,
+    save_results,
+    timed,
+)
 
 ROUNDS = 5       # each callable's N calls are timed this many times, rotating; the median is reported
 CHECK_LENGTHS = (333, 1000)    # sequence lengths of the launch-plan checks (edges: no multiple of a tile)
@@ -213,10 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         doc["errors"][label] = float((fn().double() - ref).abs().max())
         per_call(torch, fn, 50)                          # warm: compile, caches
     rounds: dict[str, list[float]] = {label: [] for label in fns}
-    for r in range(ROUNDS):
-        order = list(fns)[r % len(fns):] + list(fns)[:r % len(fns)]
-        for label in order:
-            rounds[label].append(per_call(torch, fns[label], args.calls))
+    for _, label in rotations(list(fns), ROUNDS):
+        rounds[label].append(per_call(torch, fns[label], args.calls))
     doc["host_s"] = {label: statistics.median(ts) for label, ts in rounds.items()}
     doc["host_rounds_s"] = rounds
     for label, fn in fns.items():

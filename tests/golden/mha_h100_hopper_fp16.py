@@ -756,8 +756,7 @@ def _launch_flash(t, size, scale, cfg=None):
     if odd:   # a base the TMA engine cannot address: copies of their own, and descriptors made for them
         q, k, v, o = _tma_ready(q), _tma_ready(k), _tma_ready(v), _tma_ready(out)
     else:     # a copy where the strides are not TMA's (16-byte multiples, the last 1)
-        q, k, v, o = (x.clone(memory_format=torch.contiguous_format) if copied else x
-                      for x, copied in zip((q, k, v, out), plan.copied))
+        q, k, v, o = (_tma_ready(x) if copied else x for x, copied in zip((q, k, v, out), plan.copied))
     if BIAS:  # a TMA view of the bias without its broadcast axes (size 1), stepped over only where it has them
         b_desc, bias_b_rows, bias_h_rows = _bias_descriptor(bias, [ROWS, plan.cfg['BLOCK_X']])
     else:
@@ -949,7 +948,7 @@ def attention(q, k, v, causal=False, out=None, config=None):
     return out
 
 
-OP_NAME = 'napkin::attention_7c537394309e382f'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_901fd48a7f8365da'  # attention_op's name: this module's text's digest
 _OPS = []  # attention_op's op, once registered
 
 

@@ -248,8 +248,7 @@ def {ids.launch[p.name]}(t, size, scale, cfg=None):
     if odd:   # a base the TMA engine cannot address: copies of their own, and descriptors made for them
         q, k, v, o = _tma_ready(q), _tma_ready(k), _tma_ready(v), _tma_ready(out)
     else:     # a copy where the strides are not TMA's (16-byte multiples, the last 1)
-        q, k, v, o = (x.clone(memory_format=torch.contiguous_format) if copied else x
-                      for x, copied in zip((q, k, v, out), plan.copied))
+        q, k, v, o = (_tma_ready(x) if copied else x for x, copied in zip((q, k, v, out), plan.copied))
     if BIAS:  # a TMA view of the bias without its broadcast axes (size 1), stepped over only where it has them
         b_desc, bias_b_rows, bias_h_rows = _bias_descriptor(bias, [ROWS, plan.cfg['BLOCK_X']])
     else:
