@@ -1,0 +1,77 @@
+"""The Gluon text of the warp-specialised contraction kernel for Hopper (sm_90a): contraction.gluon beside
+this module, and the parts of it that the diagram and its configurations decide.
+
+The kernel realises a contraction streamed over its contracted axis with the diagram's elementwise ops
+after it (a matmul, a matmul with a bias and an activation, an MLP's down-projection): one producer warp
+issuing TMA loads of A's and B's chunks into a ring of SMEM stages synchronised by mbarriers, N
+consumer warpgroups each contracting its rows of the tile on wgmma with the accumulator in registers,
+the diagram's tail on the finished accumulator in registers, and a TMA store; the blocks are
+persistent, one an SM, and walk the tiles in bands (analyzer.config.contraction configures it). What
+the diagram decides is `_mm_tail` (the ops after the contraction, rendered by `tail_function` from the
+plan) and the entry point's parameters for the arrays and scales the tail reads; nothing a diagram names
+reaches the text but through the module's scope (analyzer.codegen.names).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from string import Template
+
+# The module-level names this text defines; the module's scope never hands them out
+HELPERS = ("_mm_ring", "_mm_tile", "_mm_producer", "_mm_consumer", "_mm_tail", "_mm_tanh")
+
+# The kernel's text: contraction.gluon (package data beside this module) without its note, everything
+# from the first @gluon.jit on
+TEMPLATE = resources.files(__package__).joinpath("contraction.gluon").read_text(encoding="utf-8")
+KERNEL = Template("@gluon.jit\n" + TEMPLATE.split("\n@gluon.jit\n", 1)[1].rstrip("\n"))
+
+# The warp_specialize call for one number of consumer warpgroups: the consumers, then the producer
+PARTITION = Template('''\
+${indent}gl.warp_specialize([
+${consumers}
+${indent}    (_mm_producer, (descs, smem, bars, sched, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUPS, BAND, A_T, B_T)),
+${indent}], [${warps}], [${regs}])''')
+
+CONSUMER = Template('''\
+${indent}    (_mm_consumer, (descs, smem, bars, sched, extras, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUPS, ${group},
+${indent}                    BAND, A_T, B_T)),''')
+
+TANH = '''
+
+
+@gluon.jit
+def _mm_tanh(x):
+    """tanh on the special function unit: PTX tanh.approx.f32 (sm_75 and later), one operation; its
+    relative error is about 2^-11, below the fp16 and bf16 rounding of the output that follows."""
+    return gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True,
+                                     pack=1)'''
+
+
+def partitions(warpgroups: tuple[int, ...]) -> str:
+    """The kernel's warp_specialize call for each number of consumer warpgroups its configurations use
+    (a branch per number: Gluon takes the partitions as a literal list, one tuple of arguments each)."""
+    out = []
+    for i, n in enumerate(sorted(set(warpgroups))):
+        keyword = "if" if i == 0 else "elif"
+        body = PARTITION.substitute(
+            indent="        ",
+            consumers="\n".join(CONSUMER.substitute(indent="        ", group=g) for g in range(n)),
+            warps=", ".join(["4"] * (n - 1) + ["1"]),
+            regs=", ".join(["CONSUMER_REGS"] * (n - 1) + ["24"]))
+        out.append(f"    {keyword} GROUPS == {n}:\n{body}")
+    out.append("    else:\n        gl.static_assert(False, \"no partition list for this many consumer warpgroups\")")
+    return "\n".join(out)
+
+
+def render_kernel(name: str, warpgroups: tuple[int, ...], tail: str, params: tuple[str, ...]) -> str:
+    """The kernel text, its entry point named `name`, `tail` the text of _mm_tail (tail_function's) and
+    `params` the entry point's parameters it reads, in the order _mm_tail unpacks them."""
+    listed = "".join(f"{p}, " for p in params)
+    # the tuple the consumers pass on; a kernel whose tail reads nothing passes size_m, unused
+    extras = "(" + ", ".join(params) + ",)" if params else "(size_m,)"
+    text = KERNEL.substitute(kernel=name, partitions=partitions(warpgroups), tail=tail, params=listed,
+                             extras=extras)
+    return text + (TANH if "_mm_tanh(" in tail else "")
+
+
+__all__ = ["HELPERS", "KERNEL", "partitions", "render_kernel"]
