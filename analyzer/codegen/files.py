@@ -1,6 +1,6 @@
 """The files `napkin kernel` writes for each backend, named from `-o`, and written together or not at all.
 
-hopper and triton: one Python module, FILE.py. cuda: FILE.cu and its Python loader FILE.py beside it; the loader
+hopper, hopper-contraction and triton: one Python module, FILE.py. cuda: FILE.cu and its Python loader FILE.py beside it; the loader
 finds its source as its own name with .cu, so `-o` must name the .cu file (a name without that suffix
 would leave a loader that cannot find what it compiles).
 """
@@ -16,8 +16,8 @@ from analyzer.common.errors import NapkinError
 # to the registry's). Written out here, not read off the families: napkin kernel checks -o before it
 # loads the model, and a cached answer is written without it.
 OPTION = "--output"
-SUFFIX = {"triton": ".py", "hopper": ".py", "cuda": ".cu"}          # the portable module first: a hint's choice
-WHAT = {"triton": "one Python module", "hopper": "one Python module",
+SUFFIX = {"triton": ".py", "hopper": ".py", "hopper-contraction": ".py", "cuda": ".cu"}          # the portable module first: a hint's choice
+WHAT = {"triton": "one Python module", "hopper": "one Python module", "hopper-contraction": "one Python module",
         "cuda": "a .cu file and its .py loader beside it"}
 
 

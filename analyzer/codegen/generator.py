@@ -29,11 +29,13 @@ from analyzer.codegen.cuda import as_run, cuda_files
 from analyzer.codegen.cuda.limits import CudaLimits
 from analyzer.codegen.files import write_kernel
 from analyzer.codegen.hopper import hopper_module
+from analyzer.codegen.hopper.contraction_module import contraction_module
 from analyzer.codegen.triton import triton_module
 from analyzer.common.progress import Progress, silent
 from analyzer.common.units import seconds, si
 from analyzer.config.element_type import GENERATED
 from analyzer.config.family import FAMILIES, Family, family
+from analyzer.config.contraction import Tables
 from analyzer.config.hopper import HopperTables
 from analyzer.config.kernels import Configured, KernelConfigs
 from analyzer.config.launch import Expected, Launch, expected, launch, sizes_of
@@ -55,6 +57,7 @@ class KernelFile(Configured):
     prediction_at: str
     cuda_limits: CudaLimits | None = None    # from the profile, for the CUDA backend
     hopper: HopperTables | None = None       # from the profile, for the Hopper backend
+    contraction: Tables | None = None        # from the profile, for the Hopper contraction backend
     expected: Expected | None = None         # the prediction the header states, as values
 
     @property
@@ -65,7 +68,7 @@ class KernelFile(Configured):
     @property
     def as_launch(self) -> Launch:
         """What napkin kernel launched to render this file, as the model's questions take it."""
-        return Launch(self.family, self, self.hopper)
+        return Launch(self.family, self, self.hopper, contraction=self.contraction)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +105,7 @@ def _cuda_prepared(file: KernelFile, launched: Launch, profile: Profile) -> tupl
 # lists to each other).
 GENERATORS: dict[str, Generator] = {
     "hopper": Generator(lambda f: (hopper_module(f), {})),
+    "hopper-contraction": Generator(lambda f: (contraction_module(f), {})),
     "triton": Generator(lambda f: (triton_module(f), {})),
     "cuda": Generator(cuda_files, _cuda_prepared),
 }
@@ -128,7 +132,7 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
     file = KernelFile(**_fields(configured), family=launched.family,
                       command=_command(diagram, _gpu_word(gpu, profile), launched.backend, configured.dtype,
                                        config, sets or {}),
-                      prediction="", prediction_at="", hopper=launched.hopper)
+                      prediction="", prediction_at="", hopper=launched.hopper, contraction=launched.contraction)
     file, launched = generator.prepare(file, launched, profile)
     e, prediction, prediction_at = _prediction(launched, profile, sets or {})
     file = replace(file, prediction=prediction, prediction_at=prediction_at, expected=e)

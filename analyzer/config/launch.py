@@ -51,7 +51,8 @@ def launch(diagram: str | Diagram, gpu: str | Profile, *, backend: str | None = 
     for family in families:
         got = family.take(diagram, profile, dtype=dtype, config=config, sets=sets or {}, tables=tables)
         if isinstance(got, Launch):
-            return replace(got, portable_why=why)
+            # why the preferred families did not take it, where the one taking it is not preferred
+            return replace(got, portable_why=None if family.preferred_on(profile) else why)
         if backend is not None:
             raise NapkinError(got, field="--backend", hint="use --backend triton")
         why = got

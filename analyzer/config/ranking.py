@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from analyzer.config.choose import TIE
 from analyzer.config.family.base import Expected
+from analyzer.config.contraction import ContractionConfig
 from analyzer.config.hopper import HopperConfig
 
 
@@ -72,6 +73,31 @@ class HopperRow:
 
 
 @dataclass(frozen=True)
+class ContractionRow:
+    """One legal configuration of the Hopper contraction kernel (analyzer.config.contraction) and its
+    predicted time."""
+
+    kernel: str
+    config: ContractionConfig
+    time_s: float
+    tensor_flops: float
+    bound: str                         # tensor, l2 (the loads) or gmem
+
+    @property
+    def label(self) -> str:
+        return self.config.label()
+
+    @property
+    def throughput_flops_per_s(self) -> float:
+        return self.tensor_flops / self.time_s if self.time_s else 0.0
+
+    def as_dict(self) -> dict:
+        return {"kernel": self.kernel, "configuration": self.config.entry(), "time_s": self.time_s,
+                "tensor_flops": self.tensor_flops, "throughput_flops_per_s": self.throughput_flops_per_s,
+                "bound": self.bound}
+
+
+@dataclass(frozen=True)
 class Sweep:
     diagram: str
     gpu: str
@@ -79,7 +105,7 @@ class Sweep:
     dtype: str
     kernel: str
     sizes: dict[str, int]
-    rows: list[Row] | list[HopperRow]  # fastest first (ties: the kernel's tie rule)
+    rows: list[Row] | list[HopperRow] | list[ContractionRow]  # fastest first (ties: the kernel's tie rule)
     seconds: float                     # how long ranking took
     backend: str = "triton"            # whose configurations: the Triton module's or the Hopper kernel's
     model: str = ""                    # which model timed the rows, and where its parameters come from
@@ -96,4 +122,4 @@ class Sweep:
                 "rows": [r.as_dict() for r in self.rows]}
 
 
-__all__ = ["HopperRow", "Row", "Sweep", "portable_label"]
+__all__ = ["ContractionRow", "HopperRow", "Row", "Sweep", "portable_label"]

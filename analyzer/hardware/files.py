@@ -16,7 +16,7 @@ from analyzer.common.errors import NapkinError
 from analyzer.common.validation import from_validation_error
 from analyzer.common.yamlio import load_file
 from analyzer.hardware.names import profile_path
-from analyzer.hardware.profile import DOCS_HINT, HopperFit, Profile
+from analyzer.hardware.profile import DOCS_HINT, ContractionFit, HopperFit, Profile
 
 
 def load(gpu: str | Path | Profile, *, field: str | None = "--gpu") -> Profile:
@@ -99,6 +99,17 @@ def hopper_fit(profile: Profile) -> tuple[HopperFit, str] | None:
         return own, profile.name
     calibrated = calibrated_sibling(profile)
     fit = calibrated.calibration.hopper if calibrated is not None and calibrated.calibration else None
+    return (fit, calibrated.name) if fit is not None else None
+
+
+def contraction_fit(profile: Profile) -> tuple[ContractionFit, str] | None:
+    """The Hopper contraction kernel's fitted model for `profile`, and the profile that carries it: its
+    own, or its shipped calibrated sibling's (as hopper_fit). None where no one measured that kernel."""
+    own = profile.calibration.contraction if profile.calibration else None
+    if own is not None:
+        return own, profile.name
+    calibrated = calibrated_sibling(profile)
+    fit = calibrated.calibration.contraction if calibrated is not None and calibrated.calibration else None
     return (fit, calibrated.name) if fit is not None else None
 
 

@@ -233,6 +233,30 @@ class HopperFit(Exact):
                 if isinstance(self.fit.get(key), int | float)}
 
 
+class ContractionFit(Exact):
+    """The Hopper contraction kernel's model (analyzer.config.contraction) fitted to a sweep of that
+    kernel's configurations (napkin calibrate --kernel contraction). Absent parameters keep the idealised
+    model: the datasheet's rates, no fixed costs."""
+
+    source: str = Field(description="The recording the fit came from, and the command.")
+    tensor_efficiency: Estimate | None = Field(
+        None, description="Achieved fraction of the tensor cores' datasheet rate inside wgmma.")
+    l2_efficiency: Estimate | None = Field(None, description="Achieved fraction of the L2 bandwidth.")
+    chunk_overhead_s: Estimate | None = Field(
+        None, description="Seconds a block spends per streamed chunk beyond its contraction and loads.")
+    tile_overhead_s: Estimate | None = Field(
+        None, description="Seconds a tile adds beyond its chunks and its tail (the last chunk's wait, the "
+                          "output's staging and store).")
+    launch_overhead_s: Estimate | None = Field(None, description="Seconds per kernel launch.")
+    fit: dict[str, float | int | str] = Field(default_factory=dict,
+                                              description="How well the fit did (informative).")
+
+    def held_out(self) -> dict[str, HeldOut]:
+        """The fit's median error on the shapes it held out (empty where the fit does not say)."""
+        value = self.fit.get("held_out_median_error")
+        return {"the held-out shapes": HeldOut(float(value))} if isinstance(value, int | float) else {}
+
+
 class Calibration(Exact):
     """The model's stated assumptions, fitted to measurements (napkin calibrate; docs/validation.md).
 
@@ -279,6 +303,9 @@ class Calibration(Exact):
         None, description="The compiler's register count (absent: Table 1's share plus a reserve).")
     hopper: HopperFit | None = Field(
         None, description="The Hopper kernel's model fitted to a sweep of it (absent: the paper's "
+                          "idealised model ranks its configurations).")
+    contraction: ContractionFit | None = Field(
+        None, description="The Hopper contraction kernel's model fitted to a sweep of it (absent: the "
                           "idealised model ranks its configurations).")
     fit: dict[str, float | int | str] = Field(default_factory=dict,
                                               description="How well the fit did (informative).")

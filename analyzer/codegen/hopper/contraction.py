@@ -21,20 +21,24 @@ from string import Template
 HELPERS = ("_mm_ring", "_mm_tile", "_mm_producer", "_mm_consumer", "_mm_tail", "_mm_tanh")
 
 # The kernel's text: contraction.gluon (package data beside this module) without its note, everything
-# from the first @gluon.jit on
+# from the first @gluon.jit on: the helpers (once a module) and the entry point (once a kernel)
 TEMPLATE = resources.files(__package__).joinpath("contraction.gluon").read_text(encoding="utf-8")
-KERNEL = Template("@gluon.jit\n" + TEMPLATE.split("\n@gluon.jit\n", 1)[1].rstrip("\n"))
+_BODY, _ENTRY = ("@gluon.jit\n" + TEMPLATE.split("\n@gluon.jit\n", 1)[1]).split(
+    "# --- the entry point: one a kernel of the diagram ---\n")
+HELPER_TEXT = Template(_BODY.rstrip("\n"))
+ENTRY = Template(_ENTRY.rstrip("\n"))
 
 # The warp_specialize call for one number of consumer warpgroups: the consumers, then the producer
 PARTITION = Template('''\
 ${indent}gl.warp_specialize([
 ${consumers}
-${indent}    (_mm_producer, (descs, smem, bars, sched, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUPS, BAND, A_T, B_T)),
+${indent}    (_mm_producer, (descs, smem, bars, sched, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUPS, BAND, A_T, B_T,
+${indent}                    B2)),
 ${indent}], [${warps}], [${regs}])''')
 
 CONSUMER = Template('''\
 ${indent}    (_mm_consumer, (descs, smem, bars, sched, extras, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUPS, ${group},
-${indent}                    BAND, A_T, B_T)),''')
+${indent}                    BAND, A_T, B_T, B2, TAIL)),''')
 
 TANH = '''
 
@@ -63,15 +67,19 @@ def partitions(warpgroups: tuple[int, ...]) -> str:
     return "\n".join(out)
 
 
-def render_kernel(name: str, warpgroups: tuple[int, ...], tail: str, params: tuple[str, ...]) -> str:
-    """The kernel text, its entry point named `name`, `tail` the text of _mm_tail (tail_function's) and
-    `params` the entry point's parameters it reads, in the order _mm_tail unpacks them."""
-    listed = "".join(f"{p}, " for p in params)
-    # the tuple the consumers pass on; a kernel whose tail reads nothing passes size_m, unused
-    extras = "(" + ", ".join(params) + ",)" if params else "(size_m,)"
-    text = KERNEL.substitute(kernel=name, partitions=partitions(warpgroups), tail=tail, params=listed,
-                             extras=extras)
+def render_kernel(tail: str, entries: list[tuple[str, tuple[int, ...], tuple[str, ...]]]) -> str:
+    """The kernel text: the helpers with `tail` the text of _mm_tail (a branch a kernel), then an entry
+    point a kernel, in `entries`' order (its name, the numbers of consumer warpgroups its configurations
+    use, and the parameters its branch of the tail reads, in the order that branch unpacks them)."""
+    out = [HELPER_TEXT.substitute(tail=tail)]
+    for index, (name, warpgroups, params) in enumerate(entries):
+        listed = "".join(f"{p}, " for p in params)
+        # the tuple the consumers pass on; a kernel whose tail reads nothing passes size_m, unused
+        extras = "(" + ", ".join(params) + ",)" if params else "(size_m,)"
+        out.append(ENTRY.substitute(kernel=name, partitions=partitions(warpgroups), params=listed, extras=extras,
+                                    index=index))
+    text = "\n\n\n".join(out)
     return text + (TANH if "_mm_tanh(" in tail else "")
 
 
-__all__ = ["HELPERS", "KERNEL", "partitions", "render_kernel"]
+__all__ = ["ENTRY", "HELPERS", "HELPER_TEXT", "partitions", "render_kernel"]

@@ -125,7 +125,7 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               "LOG2E = 1.4426950408889634  # exp(t) = exp2(t log2 e)"]
     lines += sized_helpers(g)
     lines += ["", "", *PER_KERNEL_HELPER.splitlines()]
-    lines += ["", "", *TMA_HELPERS.splitlines(), "", ""]
+    lines += ["", "", *TMA_HELPERS.splitlines(), "", "", *BIAS_HELPER.splitlines(), "", ""]
     return lines
 
 
@@ -138,9 +138,14 @@ def _tma_able(tensor):
 
 
 def _tma_ready(tensor):
-    """`tensor` if the TMA engine can address it, else a copy of its own (contiguous; a new allocation is
-    aligned, where .contiguous() of a contiguous view at an odd offset would return the view)."""
-    return tensor if _tma_able(tensor) else tensor.clone(memory_format=torch.contiguous_format)
+    """`tensor` if the TMA engine can address it, else a copy of its own: a new allocation (aligned, where
+    .contiguous() of a contiguous view at an odd offset would return the view), its rows padded to 16
+    bytes (a row of 900 fp16 values is stepped as one of 904) and viewed without the padding."""
+    if _tma_able(tensor):
+        return tensor
+    row = -(-tensor.shape[-1] * tensor.element_size() // 16) * 16 // tensor.element_size()
+    padded = tensor.new_empty(*tensor.shape[:-1], row)[..., :tensor.shape[-1]]
+    return padded.copy_(tensor)
 
 
 def _sm_count(device, counts={}):
@@ -151,7 +156,7 @@ def _sm_count(device, counts={}):
 
 
 def _descriptor(tensor, block, layouts={}):
-    """A TMA descriptor of a (batch, heads, seqlen, head_dim) tensor, its own strides, `block` a box; the
+    """A TMA descriptor of a tensor, its own shape and strides, `block` a box; the
     SMEM layout of each box and element type is made once (it costs more host time than the descriptor)."""
     key = (tuple(block), tensor.dtype)
     if key not in layouts:
@@ -172,6 +177,10 @@ def _bound(template, tensor):
     return descriptor
 
 
+'''
+
+# The additive bias's descriptor (the attention kernel's alone)
+BIAS_HELPER = '''\
 def _bias_descriptor(bias, block):
     """A TMA descriptor of a (batch, heads, queries, keys) bias as rows of keys, and the rows a batch entry
     and a head span in it (0 along an axis the call broadcasts, a stride of 0, which the TMA engine does
@@ -340,4 +349,4 @@ def _plan(q, k, v, out, entry, size, cfg):
     return [*body.splitlines(), "", ""]
 
 
-__all__ = ["hopper_module"]
+__all__ = ["TMA_HELPERS", "hopper_module"]

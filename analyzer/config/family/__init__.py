@@ -1,6 +1,7 @@
 """The kernel families napkin generates, in the order napkin kernel tries them (analyzer.config.family.base).
 
-A GPU a family prefers (the Hopper attention kernel: a Hopper GPU) gets it where it realises the diagram;
+A GPU a family prefers (the Hopper attention and contraction kernels: a Hopper GPU) gets it where it
+realises the diagram;
 every other case gets the portable Triton module, which realises every diagram. The CUDA kernels are
 generated when asked for (--backend cuda).
 """
@@ -10,10 +11,11 @@ from __future__ import annotations
 from analyzer.common.errors import NapkinError
 from analyzer.config.family.base import Accuracy, Expected, Family, Launch
 from analyzer.config.family.hopper_attention import HopperAttention
+from analyzer.config.family.hopper_contraction import HopperContraction
 from analyzer.config.family.portable import Cuda, Portable
 
 PORTABLE = Portable()
-FAMILIES: tuple[Family, ...] = (HopperAttention(), PORTABLE, Cuda())
+FAMILIES: tuple[Family, ...] = (HopperAttention(), HopperContraction(), PORTABLE, Cuda())
 BACKENDS = tuple(f.name for f in FAMILIES)
 
 

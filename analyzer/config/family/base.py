@@ -30,6 +30,7 @@ class Launch:
     family: Family
     configured: Configured
     hopper: HopperTables | None = None   # the Hopper attention kernel's configurations by head dim and size
+    contraction: Any = None              # the Hopper contraction kernel's (analyzer.config.contraction.Tables)
     portable_why: str | None = None      # why a GPU that prefers another family gets this one (None: it does not)
 
     @property
@@ -52,6 +53,7 @@ class Expected:
     sizes: dict[str, int]        # the weaved diagram's size symbols it was predicted at
     hopper: HopperConfig | None = None
     portable: tuple[Choice, ...] = ()    # the portable module's: each kernel's configuration launched
+    contraction: tuple[Any, ...] = ()    # the Hopper contraction kernel's: each kernel's ContractionConfig
     kernel: str = ""                     # how a sentence names the kernel: its family's title
 
     @property

@@ -1,0 +1,322 @@
+"""Write the standalone Python module of the Hopper contraction kernel: header, the Gluon kernel
+(analyzer.codegen.hopper.contraction: the helpers once, an entry point a kernel of the diagram), each
+kernel's tail rendered from its plan, the configurations by problem size (analyzer.config.contraction),
+the launchers that build the TMA descriptors, and the torch wrapper (analyzer.codegen.pymodule).
+
+Which configured diagrams it realises is analyzer.config.contraction.realise's to say.
+"""
+
+from __future__ import annotations
+
+from analyzer.codegen.escape import py_comment, py_doc, py_str
+from analyzer.codegen.helpers_text import PER_KERNEL_HELPER
+from analyzer.codegen.hopper.contraction import HELPERS, render_kernel
+from analyzer.codegen.hopper.module import TMA_HELPERS
+from analyzer.codegen.names import Scope
+from analyzer.codegen.pymodule import (
+    MODULE_GLOBALS,
+    checked_python,
+    guarded_imports,
+    header,
+    module_ids,
+    sized_helpers,
+    wrapper,
+)
+from analyzer.codegen.render import BINARY, UNARY, Spelling, pointwise
+from analyzer.config.contraction import Structure, Table
+
+GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
+           "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "REGISTER_CAP", "CONSUMER_REGISTERS", "BANDS",
+           "_tma_ready", "_tma_able", "_descriptor", "_sm_count", "knobs", "driver", "_Plan", "_PLANS",
+           "PLANS_KEPT", "_plan", "_unbound", "_bound")
+
+# The tail's fixed locals and the entry point's fixed parameters: what a diagram's names never take
+TAIL_LOCALS = ("acc", "acc2", "rows", "cols", "size_m", "size_n", "extras", "TAIL", "out", "a_desc", "b_desc",
+               "b2_desc", "c_desc", "size_k", "BLOCK_M", "BLOCK_N", "BLOCK_K", "STAGES", "GROUPS", "BAND", "A_T",
+               "B_T", "B2", "CONSUMER_REGS", "tiles", "a_smem", "b_smem", "b2_smem", "c_smem", "ready", "empty",
+               "descs", "smem", "bars", "sched", "s")
+
+# Gluon's spelling of the elementwise ops on the accumulator (analyzer.codegen.render): tanh and the
+# functions built on it run on the special function unit (_mm_tanh: PTX tanh.approx.f32, one operation)
+SPELLING = Spelling(
+    unary={
+        "exp": "gl.exp({x})",
+        "sigmoid": "(0.5 * _mm_tanh(0.5 * {x}) + 0.5)",       # 1/(1 + exp(-v)) = tanh(v/2)/2 + 1/2
+        "relu": "gl.maximum({x}, 0.0)",
+        "tanh": "_mm_tanh({x})",
+        # GELU, tanh form: 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3)
+        "gelu": "{x} * (0.5 * _mm_tanh(0.7978845608028654 * ({x} + 0.044715 * {x} * {x} * {x})) + 0.5)",
+        "reciprocal": "1.0 / {x}",
+        "rsqrt": "gl.rsqrt({x})",
+    },
+    binary={"add": "+", "sub": "-", "mul": "*", "div": "/"},
+    zero="0.0", neg_inf="float('-inf')", log2e="1.4426950408889634", number="{!r}")
+assert set(SPELLING.unary) == set(UNARY) and set(SPELLING.binary) == set(BINARY)
+
+
+class _TailIds:
+    """The names one kernel's tail and entry point give the diagram's arrays and ops (claimed in a scope
+    of their own under the module's), as analyzer.codegen.render.pointwise asks them."""
+
+    def __init__(self, module: Scope) -> None:
+        self.scope = Scope(TAIL_LOCALS, parent=module)
+
+    def ptr(self, array: str) -> str:
+        return self.scope("{}_ptr", array)
+
+    def stride(self, array: str, dim: str) -> str:
+        return self.scope("stride_{}_{}", array, dim)
+
+    def scale(self, op: str) -> str:
+        return self.scope("scale_{}", op)
+
+    def value(self, op: str) -> str:
+        return self.scope("{}_val", op, case="lower")
+
+
+def tail_branch(st: Structure, p, module: Scope) -> tuple[list[str], tuple[str, ...], list[str]]:
+    """One kernel's branch of _mm_tail: its lines (indented for the branch), the parameters it unpacks
+    from `extras` (the entry point's, in order) and what its launcher passes for them (expressions of the
+    launcher's t, scale)."""
+    ids = _TailIds(module)
+    params, passed = [], []
+    for x in st.reads:
+        params.append(ids.ptr(x))
+        passed.append(f"t[{py_str(x)}]")
+        for i, dim in enumerate(p.tiles_of[x]):
+            params.append(ids.stride(x, dim))
+            passed.append(f"t[{py_str(x)}].stride({i})")
+    for op in st.tail:
+        if op.applied.scale is not None:
+            params.append(ids.scale(op.name))
+            passed.append(f"scale[{py_str(op.name)}]")
+    lines = [f"{', '.join(params)}, = extras" if params else "# reads nothing besides the accumulators"]
+    vals = {st.dots[0]: "acc"}
+    if len(st.dots) > 1:
+        vals[st.dots[1]] = "acc2"
+    for x in st.reads:        # a vector or tile of the output's axes, in fp32, laid out like the accumulator
+        dims = p.tiles_of[x]
+        v = ids.value(x)
+        at = {st.m: ("rows", "size_m", "[:, None]"), st.n: ("cols", "size_n", "[None, :]")}
+        if len(dims) == 1:
+            idx, size, keep = at[dims[0]]
+            lines.append(f"{v} = gl.load({ids.ptr(x)} + {idx} * {ids.stride(x, dims[0])}, mask={idx} < {size}, "
+                         f"other=0.0).to(gl.float32){keep}  # {py_comment(x)}")
+        else:
+            offs = " + ".join(f"{at[d][0]}{at[d][2]} * {ids.stride(x, d)}" for d in dims)
+            lines.append(f"{v} = gl.load({ids.ptr(x)} + {offs}, mask=(rows[:, None] < size_m) & "
+                         f"(cols[None, :] < size_n), other=0.0).to(gl.float32)  # {py_comment(x)}")
+        vals[x] = v
+    for op in st.tail:
+        out = ids.value(op.name)
+        lines.append(f"{out} = {pointwise(SPELLING, op, [vals[i] for i in op.inputs], ids)}  "
+                     f"# {py_comment(op.name)}: {op.primitive.name}")
+        vals[op.name] = out
+    lines.append(f"out = {vals[st.output]}")
+    return lines, tuple(params), passed
+
+
+def tail_function(branches: list[tuple[str, list[str]]], source: str) -> str:
+    """_mm_tail: a branch a kernel (its name, its lines), chosen by the constexpr TAIL."""
+    out = ["@gluon.jit",
+           "def _mm_tail(acc, acc2, rows, cols, size_m, size_n, extras, TAIL: gl.constexpr):",
+           f'    """The ops of {py_doc(source)} after each kernel\'s contractions, on the finished accumulators '
+           "(acc, and acc2 where a second contraction shares A) in registers: a branch a kernel (TAIL). rows "
+           'and cols are the tile\'s indices, extras what the branch reads besides (its entry point\'s)."""']
+    for i, (kernel, lines) in enumerate(branches):
+        out.append(f"    {'if' if i == 0 else 'elif'} TAIL == {i}:  # kernel {py_comment(repr(kernel))}")
+        out += [f"        {line}" for line in lines]
+    out.append("    return out")
+    return "\n".join(out)
+
+
+def contraction_module(g) -> str:
+    """The module of kernel file `g` (its `contraction` tables: a Table a kernel)."""
+    ids = module_ids(g, GLOBALS)
+    tables: tuple[Table, ...] = g.contraction.tables
+    out = ['"""' + py_doc(f"{g.diagram.name}: a Gluon kernel for Hopper (sm_90a) generated by napkin from "
+                          f"{g.source_file}.") + '"""', ""]
+    out += ["# " + py_comment(line)
+            for line in header(g, ids.wrapper, configurations=_configuration_lines(g, tables))]
+    out += ["", "import math", "import os", ""]
+    out += guarded_imports(["import torch", "import triton", "from triton import knobs",
+                            "from triton.runtime import driver", "from triton.experimental import gluon",
+                            "from triton.experimental.gluon import language as gl",
+                            "from triton.experimental.gluon.language.nvidia.hopper import (",
+                            "    fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)",
+                            "from triton.experimental.gluon.nvidia.hopper import TensorDescriptor"],
+                           "torch and Triton with Gluon")
+    out += ["", f"__all__ = [{py_str(ids.wrapper)}]", "", ""]
+    branches, entries, passed = [], [], {}
+    for k, t in zip(g.kernels, tables, strict=True):
+        lines, params, given = tail_branch(t.structure, k.plan, ids.scope)
+        branches.append((k.plan.name, lines))
+        entries.append((ids.jit[k.plan.name], tuple(sorted(g.contraction.register_cap)), params))
+        passed[k.plan.name] = given
+    out.append(render_kernel(tail_function(branches, g.source_file), entries))
+    out += ["", ""]
+    out += _configs(g, tables)
+    out += _launcher_helpers()
+    for k, t in zip(g.kernels, tables, strict=True):
+        out += _launcher(g, ids, k.plan, t.structure, passed[k.plan.name])
+    keys = ", ".join(tables[0].configs[0].entry())
+    out += wrapper(g, ids, config=keys, strides=False)
+    return checked_python("\n".join(out).rstrip() + "\n", g.source_file)
+
+
+def _configuration_lines(g, tables: tuple[Table, ...]) -> dict[str, list[str]]:
+    """The header's lines on each kernel's configurations: the model's choice by problem size."""
+    out = {}
+    for t in tables:
+        lines = ["  Hopper contraction kernel: one producer warp (TMA loads into a ring of SMEM stages, "
+                 "mbarriers), consumer warpgroups (wgmma, the tail on the accumulators in registers), "
+                 f"persistent blocks; tail: {', '.join(f'{o.name} ({o.primitive.name})' for o in t.structure.tail) or 'none'}",
+                 "  by problem size (the call's nearest size, each axis alike):", "      size  config"]
+        lines += [f"    {n:>6}  {chr(65 + i):>6}" for n, i in zip(t.lengths, t.cells, strict=True)]
+        lines += [f"    {chr(65 + i)}: {c.label()}" for i, c in enumerate(t.configs)]
+        lines.append(f"  from the configurations ranked by the contraction kernel's model ({g.gpu}; "
+                     "analyzer.config.contraction)")
+        out[t.kernel] = lines
+    return out
+
+
+def _entry(c) -> str:
+    return "{" + ", ".join(f"{py_str(k)}: {v!r}" for k, v in c.entry().items()) + "}"
+
+
+def _configs(g, tables: tuple[Table, ...]) -> list[str]:
+    lines = ["# The configuration of each kernel by problem size: a row per length in LENGTHS (every size of the",
+             "# diagram alike; a call takes the nearest, the geometric mean of its sizes, in log2), each an index",
+             "# into 'configs'. BLOCK_M x BLOCK_N: a tile of the output; BLOCK_K: a chunk of the contracted axis;",
+             "# STAGES: the ring's SMEM buffers; WARPGROUPS: consumer warpgroups, BLOCK_M / WARPGROUPS rows each.",
+             f"LENGTHS = {tables[0].lengths!r}", "INSTANCES = (1,)", "CONFIGS = {"]
+    for t in tables:
+        lines += [f"    {py_str(t.kernel)}: {{", "        None: {", "            'configs': ("]
+        lines += [f"                {_entry(c)},  # {chr(65 + i)}" for i, c in enumerate(t.configs)]
+        lines += ["            ),", "            'by_size': ("]
+        lines += [f"                ({i!r},),  # length {n}" for n, i in zip(t.lengths, t.cells, strict=True)]
+        lines += ["            ),", "        },", "    },"]
+    lines += ["}", "CONFIG = CONFIGS  # the same, under the short name",
+              "# What a call's config= gives a kernel: these keys; True: a power of two, False: a positive int",
+              "CONFIG_KEYS = {"]
+    lines += [f"    {py_str(t.kernel)}: {{'BLOCK_M': True, 'BLOCK_N': True, 'BLOCK_K': True, 'STAGES': False, "
+              "'WARPGROUPS': False}," for t in tables]
+    lines += ["}",
+              "# Per number of consumer warpgroups: the registers a thread at launch (maxnreg), and what",
+              "# setmaxnreg gives a consumer thread (the producer keeps 24): the register file of " + py_comment(g.gpu),
+              f"REGISTER_CAP = {g.contraction.register_cap!r}",
+              f"CONSUMER_REGISTERS = {g.contraction.consumer_registers!r}",
+              "GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}"]
+    lines += sized_helpers(g)
+    lines += ["", "", *PER_KERNEL_HELPER.splitlines()]
+    lines += ["", "", *TMA_HELPERS.splitlines(), "", ""]
+    return lines
+
+
+def _launcher_helpers() -> list[str]:
+    body = '''\
+def _band(block_m, block_n, sms):
+    """Row tiles per band of the persistent blocks' walk: one wave covers a square of the output
+    (analyzer.config.plan.band_rows, Theorem 2)."""
+    return max(1, round(math.sqrt(sms * block_n / block_m)))
+
+
+class _Plan:
+    """What one call signature (shapes, strides, element type, device, configuration) decides of a
+    launch: the grid, the descriptors' boxes, the constexprs; once the first launch has compiled the
+    kernel, the compiled kernel, launched directly from then on (the host's cost of a call)."""
+
+    def __init__(self, kernel, cfg, grid, boxes, constexprs, copied):
+        self.kernel, self.cfg, self.grid, self.boxes, self.constexprs = kernel, cfg, grid, boxes, constexprs
+        self.copied = copied    # per operand and output: whether the kernel takes a contiguous copy
+        self.templates = None   # the first call's descriptors without their tensors
+        self.compiled = None
+
+    def descriptors(self, tensors, fresh=False):
+        """The TMA descriptors of A, B, the second B (None where there is none) and the output: the first
+        call's checked by TensorDescriptor, later calls' its copies with their own tensors."""
+        if fresh or self.templates is None:
+            made = tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
+            if not fresh:
+                self.templates = tuple(d and _unbound(d) for d in made)
+            return made
+        return tuple(d and _bound(d, x) for d, x in zip(self.templates, tensors))
+
+    def launch(self, args, device):
+        hook = knobs.runtime.launch_enter_hook      # a chain of hooks a profiler adds to (or None)
+        if self.compiled is None or getattr(hook, "calls", hook):     # the first call, or one a profiler sees
+            self.compiled = self.kernel[self.grid](*args, **self.constexprs, num_warps=4,
+                                                   maxnreg=REGISTER_CAP[self.cfg['WARPGROUPS']])
+            return
+        c = self.compiled
+        c.run(*self.grid, 1, 1, driver.active.get_current_stream(device.index), c.function, c.packed_metadata,
+              None, None, None, *args, *self.constexprs.values())
+
+
+_PLANS = {}   # (kernel, call signature) -> its _Plan
+PLANS_KEPT = 4096  # signatures kept
+
+
+def _plan(kernel, a, b, b2, c, entry, size, cfg, a_t, b_t):
+    """The launch plan of a call signature: the configuration (CONFIGS' choice at the call's sizes where
+    cfg is None), checked against the register file, and what follows from it."""
+    if a.device.type != "cuda" or torch.cuda.get_device_capability(a.device)[0] != 9:
+        raise ValueError(f"this kernel runs on a Hopper GPU (sm_90), not on {a.device}; generate it with "
+                         "--backend triton for other GPUs or the interpreter")
+    if cfg is None:
+        cfg = _sized(entry, size)
+    groups = cfg['WARPGROUPS']
+    if groups not in REGISTER_CAP or cfg['BLOCK_M'] % groups or cfg['BLOCK_M'] // groups not in (64, 128):
+        raise ValueError(f"config WARPGROUPS={groups}, BLOCK_M={cfg['BLOCK_M']}: each of {sorted(REGISTER_CAP)} "
+                         "consumer warpgroups takes 64 or 128 rows")
+    rows = cfg['BLOCK_M'] // groups
+    bk, bn = cfg['BLOCK_K'], cfg['BLOCK_N']
+    box_b = [bn, bk] if b_t else [bk, bn]
+    boxes = ([bk, rows] if a_t else [rows, bk], box_b, box_b if b2 is not None else None, [rows, bn])
+    size_m, size_n = c.shape
+    tiles = triton.cdiv(size_m, cfg['BLOCK_M']) * triton.cdiv(size_n, bn)
+    sms = _sm_count(a.device)
+    grid = (min(tiles, sms),)  # a block an SM, each taking every grid-th tile
+    constexprs = dict(BLOCK_M=cfg['BLOCK_M'], BLOCK_N=bn, BLOCK_K=bk, STAGES=cfg['STAGES'], GROUPS=groups,
+                      BAND=_band(cfg['BLOCK_M'], bn, sms), A_T=a_t, B_T=b_t, B2=b2 is not None,
+                      CONSUMER_REGS=CONSUMER_REGISTERS[groups])
+    copied = tuple(x is not None and not _tma_able(x) for x in (a, b, b2, c))
+    return _Plan(kernel, cfg, grid, boxes, constexprs, copied)
+'''
+    return [*body.splitlines(), "", ""]
+
+
+def _launcher(g, ids, p, st: Structure, passed: list[str]) -> list[str]:
+    name = ids.jit[p.name]
+    second = f"t[{py_str(st.bs[1])}]" if len(st.bs) > 1 else "None"
+    size_k = f"size[{py_str(p.dim(st.k).axes[0])}]"
+    extras = "".join(f", {x}" for x in passed)
+    body = f'''\
+def {ids.launch[p.name]}(t, size, scale, cfg=None):
+    """Kernel {py_doc(repr(p.name))}: {py_doc(' and '.join(f'{st.a} . {b}' for b in st.bs))} over {py_doc(st.k)},
+    then its tail, into {py_doc(st.output)}. t, size, scale map names to tensors and numbers (the TMA
+    descriptors read the strides off the tensors); cfg is the configuration to launch (checked by
+    _per_kernel), None for CONFIGS' choice. A call signature is planned once (_plan, kept in _PLANS)."""
+    a, b, b2, c = t[{py_str(st.a)}], t[{py_str(st.bs[0])}], {second}, t[{py_str(st.output)}]
+    odd = (a.data_ptr() | b.data_ptr() | (b2.data_ptr() if b2 is not None else 0) | c.data_ptr()) & 15
+    key = ({py_str(p.name)}, None if cfg is None else tuple(cfg.items()), a.shape, a.stride(), b.shape, b.stride(),
+           None if b2 is None else b2.stride(), c.stride(), a.dtype, a.device, not odd)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= PLANS_KEPT:      # a long run of new signatures: start again
+            _PLANS.clear()
+        plan = _PLANS[key] = _plan({name}, a, b, b2, c, CONFIGS[{py_str(p.name)}][None], size, cfg, {st.a_t},
+                                   {st.b_t[0]})
+    if odd:   # a base the TMA engine cannot address: copies of their own, and descriptors made for them
+        ops = tuple(x if x is None else _tma_ready(x) for x in (a, b, b2, c))
+    else:     # a copy where the strides are not TMA's (16-byte multiples, the last 1)
+        ops = tuple(_tma_ready(x) if copied else x for x, copied in zip((a, b, b2, c), plan.copied))
+    descs = plan.descriptors(ops, fresh=bool(odd))
+    plan.launch((*descs, c.shape[0], c.shape[1], {size_k}{extras}), a.device)
+    if ops[3] is not c:
+        c.copy_(ops[3])
+'''
+    return [*body.splitlines(), "", ""]
+
+
+__all__ = ["SPELLING", "contraction_module", "tail_branch", "tail_function"]

@@ -1,0 +1,389 @@
+"""The Hopper contraction kernel: which kernels of a diagram it realises, its configurations, and the
+model that times and ranks them (analyzer.codegen.hopper.contraction renders it).
+
+What it realises, read off the kernel's plan (analyzer.config.plan), not its names: one or more
+contractions (`dot`) streamed over the same axis, all of one loaded input A and each of its own loaded
+input B (a matmul; SwiGLU's gate and up-projection share X), two-dimensional tiles of the block's two
+grouped dimensions, followed by elementwise ops on the finished accumulators (the tail: a bias, an
+activation, a gate, a scale) whose other inputs are loaded vectors or tiles of those two dimensions, and
+one output saved as a tile of them. Anything else is a one-line reason (`realise`), and the portable
+module runs it.
+
+The kernel (Sections 5.5-5.7 carried over from attention): one producer warp streams A's and the B's
+chunks of BLOCK_K through a ring of STAGES SMEM stages (TMA, mbarriers); WARPGROUPS consumer warpgroups
+each contract BLOCK_M / WARPGROUPS rows of a BLOCK_M x BLOCK_N tile on wgmma, accumulators in
+registers; the tail runs on the accumulators and the tile leaves by TMA. The blocks are persistent, one
+an SM, and walk the tiles in bands of row tiles (plan.band_rows: a wave covers a square of the output,
+Theorem 2).
+
+The model (`predicted_time`) times a tile from the engine's counts at the configuration's tiles
+(analyzer.model.analysis.TermModel: the tensor FLOPs, the bytes into SMEM and the threads' FLOPs of the
+tail, per tile): its contraction at the tensor cores' rate, or its loads at the L2's bandwidth shared by
+the SMs, whichever is longer (the ring overlaps them); then the tail on the threads (the consumers run it
+after their last chunk; nothing overlaps it in a cooperative tile) and fixed costs per chunk and per
+tile. The busiest SM takes ceil(tiles / SMs) tiles (wave quantisation); the whole is at least the
+level above's transfers (H into L2) at HBM's bandwidth. Its parameters (ContractionParams) are the idealised model's
+until a sweep of the kernel fits them (napkin calibrate --kernel contraction).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+from analyzer.common.dtypes import bytes_per_value
+from analyzer.config.by_size import LENGTHS, nearest
+from analyzer.config.choose import TIE
+from analyzer.config.hopper import (
+    MBARRIER_BYTES,
+    PARTITION_BYTES,
+    REGISTER_RESERVE,
+    hopper_capable,
+    register_cap,
+    registers_per_consumer,
+)
+from analyzer.config.plan import KernelPlan, band_rows
+from analyzer.diagram.compiled import Op
+from analyzer.hardware import Profile
+from analyzer.model.analysis import TermModel
+
+BLOCKS_N = (64, 128, 256)         # a tile's columns: wgmma's n, at most 256
+BLOCKS_K = (64, 128)              # a chunk of the contracted axis: 64 16-bit values are one 128-byte swizzle
+STAGES = (2, 3, 4, 5, 6)
+ROWS = (64, 128)                  # a consumer's rows: one or two of wgmma's 64-row instructions
+WARPGROUPS = (1, 2)               # consumers: a third would leave each fewer registers than a tile needs
+ELEMENTWISE = ("exp", "sigmoid", "relu", "tanh", "gelu", "reciprocal", "rsqrt", "add", "sub", "mul", "div",
+               "scale", "shift")   # the tail ops the kernel renders (analyzer.codegen.hopper.contraction)
+LOADS_FROM = "l2"                 # every tile's chunks come through L2: the band order shares them
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What the kernel reads off a kernel's plan: its operands, dims, tail and output."""
+
+    kernel: str
+    a: str                        # the contractions' shared first operand
+    bs: tuple[str, ...]           # each contraction's second operand
+    dots: tuple[str, ...]         # the contractions (their accumulators), in order
+    a_t: bool                     # A is stored with its contracted axis first (its box read transposed)
+    b_t: tuple[bool, ...]         # per B: stored with its columns first
+    m: str                        # the plan's dims: the rows, the columns, the contracted
+    n: str
+    k: str
+    tail: tuple[Op, ...]          # the elementwise ops after the contractions, in order
+    reads: tuple[str, ...]        # the arrays the tail loads (vectors or tiles of m and n)
+    output: str
+
+
+def realise(p: KernelPlan) -> Structure | str:
+    """The kernel's structure, or why the Hopper contraction kernel does not realise it (one line)."""
+    s = p.schedule
+    stream = p.stream
+    if stream is None:
+        return f"kernel {p.name!r} streams no axis"
+    dots = [o for o in s.ops if o.primitive.contraction]
+    if not dots or any(o.primitive.name != "dot" for o in dots):
+        return f"kernel {p.name!r} has no plain contraction (softmax_dot is attention's)"
+    after_first = {o.name for o in s.ops[s.ops.index(dots[0]):]}
+    if any(x in after_first for o in dots for x in o.operands):
+        return (f"kernel {p.name!r} chains two contractions (the second fed by the first, as mlp2 or linear "
+                "attention): the contraction kernel runs contractions side by side only")
+    if tuple(s.ops[: len(dots)]) != tuple(dots):
+        before = next(o for o in s.ops if o not in dots)
+        return (f"kernel {p.name!r}: op {before.name!r} ({before.primitive.name}) runs before the contraction "
+                "(a prologue, as rmsnorm_matmul's gain and sum of squares); the contraction kernel runs ops "
+                "after it only")
+    if len(dots) > 2:
+        return f"kernel {p.name!r} has {len(dots)} contractions side by side; the kernel holds two accumulators"
+    if p.grid:
+        return (f"kernel {p.name!r} has a batch axis ({', '.join(p.grid)}): the contraction kernel tiles two "
+                "axes and no more")
+    groups = p.groups
+    if len(groups) != 2 or any(len(d.axes) != 1 for d in groups):
+        return f"kernel {p.name!r} does not tile exactly two grouped axes, one each"
+    if any(p.dim_of[o.applied.over] != stream.name for o in dots):
+        return f"kernel {p.name!r} contracts an axis it does not stream"
+    loaded = set(s.loads) | set(s.resident)
+    a = dots[0].operands[0]
+    if any(o.operands[0] != a for o in dots) or any(x not in loaded for o in dots for x in o.operands):
+        return (f"kernel {p.name!r}: the contraction kernel takes contractions of one loaded input by loaded "
+                "inputs")
+    k = stream.name
+    m = next(d for d in p.tiles_of[a] if d != k)
+    n = next(d for d in p.tiles_of[dots[0].operands[1]] if d != k)
+    if {m, n} != {d.name for d in groups}:
+        return f"kernel {p.name!r}: its contractions' rows and columns are not its two grouped axes"
+    if any(p.tiles_of[o.operands[1]] != p.tiles_of[dots[0].operands[1]] for o in dots):
+        return f"kernel {p.name!r}: its contractions' second operands are laid out differently"
+    tail = tuple(s.ops[len(dots):])
+    values = {o.name for o in dots}
+    reads = []
+    for op in tail:
+        if op.primitive.name not in ELEMENTWISE:
+            return (f"kernel {p.name!r}: op {op.name!r} ({op.primitive.name}) after the contraction is not one "
+                    f"the contraction kernel's tail runs ({', '.join(ELEMENTWISE)})")
+        for x in op.inputs:
+            if x in values:
+                continue
+            if x not in loaded or not set(p.tiles_of[x]) <= {m, n}:
+                return (f"kernel {p.name!r}: op {op.name!r} reads {x!r}, which is neither a value of the tail "
+                        "nor a loaded vector or tile of the output's axes")
+            reads.append(x)
+        values.add(op.name)
+    if len(s.saves) != 1:
+        return f"kernel {p.name!r} saves {len(s.saves)} arrays; the contraction kernel stores one"
+    (output,) = s.saves
+    last = tail[-1].name if tail else dots[-1].name
+    if output != last or (not tail and len(dots) > 1):
+        return f"kernel {p.name!r} saves {output!r}, not the value its ops end with"
+    if p.tiles_of[output] != (m, n):
+        return f"kernel {p.name!r} saves {output!r} with its columns first; the kernel stores rows first"
+    return Structure(p.name, a, tuple(o.operands[1] for o in dots), tuple(o.name for o in dots),
+                     p.tiles_of[a][0] == k, tuple(p.tiles_of[o.operands[1]][0] == n for o in dots),
+                     m, n, k, tail, tuple(dict.fromkeys(reads)), output)
+
+
+@dataclass(frozen=True)
+class ContractionConfig:
+    """One configuration of the kernel, with what it needs of the SM."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    stages: int
+    warpgroups: int
+    smem_bytes: int
+    registers: int               # what setmaxnreg gives a consumer thread
+    registers_needed: int        # the accumulators' fp32 values a thread, and a reserve
+
+    @property
+    def rows(self) -> int:
+        return self.block_m // self.warpgroups
+
+    def label(self) -> str:
+        return (f"{self.block_m}x{self.block_n}x{self.block_k}, {self.warpgroups} consumer"
+                f"{'s' if self.warpgroups > 1 else ''}, {self.stages} stages")
+
+    def entry(self) -> dict[str, int]:
+        """As the generated module's CONFIGS hold it (and a call's config= gives it)."""
+        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_K": self.block_k, "STAGES": self.stages,
+                "WARPGROUPS": self.warpgroups}
+
+
+def configuration(profile: Profile, st: Structure, dtype: str, *, block_m: int, block_n: int, block_k: int,
+                  stages: int, warpgroups: int) -> ContractionConfig:
+    """A configuration with its SMEM (the ring's A and B chunks, each consumer's staging tile of the
+    output, the mbarriers and the partitions' reserve) and its registers (each accumulator's fp32 values
+    a consumer thread holds, and the reserve)."""
+    size = bytes_per_value(dtype)
+    rows = block_m // warpgroups
+    ring = stages * block_k * (block_m + len(st.bs) * block_n) * size
+    staging = block_m * block_n * size
+    smem = ring + staging + MBARRIER_BYTES * 2 * stages + PARTITION_BYTES
+    needed = len(st.bs) * rows * block_n // profile.divisors.mma_threads + REGISTER_RESERVE
+    return ContractionConfig(block_m, block_n, block_k, stages, warpgroups, smem,
+                             registers_per_consumer(profile, warpgroups), needed)
+
+
+def legal(profile: Profile, c: ContractionConfig) -> bool:
+    return (c.smem_bytes <= profile.level("smem").block_capacity_bytes and c.registers_needed <= c.registers
+            and c.rows in ROWS and c.block_n in BLOCKS_N)
+
+
+def candidates(profile: Profile, st: Structure, dtype: str) -> list[ContractionConfig]:
+    """Every legal configuration."""
+    out = []
+    for warpgroups in WARPGROUPS:
+        for rows in ROWS:
+            for block_n in BLOCKS_N:
+                for block_k in BLOCKS_K:
+                    for stages in STAGES:
+                        c = configuration(profile, st, dtype, block_m=rows * warpgroups, block_n=block_n,
+                                          block_k=block_k, stages=stages, warpgroups=warpgroups)
+                        if legal(profile, c):
+                            out.append(c)
+    return out
+
+
+def band(profile: Profile, c: ContractionConfig) -> int:
+    """Row tiles per band of the persistent blocks' walk (plan.band_rows: one wave covers a square)."""
+    return band_rows(c.block_m, c.block_n, profile.sm_count)
+
+
+@dataclass(frozen=True)
+class ContractionParams:
+    """The model's stated assumptions, each a parameter a sweep of the kernel fits (napkin calibrate
+    --kernel contraction; hardware.ContractionFit says what each means). The defaults are the idealised
+    model: the datasheet's rates, no fixed costs."""
+
+    tensor_efficiency: float = 1.0
+    l2_efficiency: float = 1.0
+    chunk_overhead_s: float = 0.0
+    tile_overhead_s: float = 0.0
+    launch_overhead_s: float = 0.0
+    source: str = "the idealised model"
+
+    @classmethod
+    def of(cls, profile: Profile) -> ContractionParams:
+        """The profile's fitted parameters (its own, or its GPU's shipped calibration), else the defaults."""
+        from analyzer.hardware import contraction_fit
+        found = contraction_fit(profile)
+        if found is None:
+            return cls()
+        fit, name = found
+        given = {f.name: getattr(fit, f.name).value for f in fields(cls)
+                 if f.name != "source" and getattr(fit, f.name) is not None}
+        return cls(**given, source=f"calibrated on {name}")
+
+    @property
+    def calibrated(self) -> bool:
+        return self.source != ContractionParams.source
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The engine's counts for one kernel at one configuration's tiles and one problem size."""
+
+    tiles: int                   # blocks of the output: the tiles the persistent blocks share
+    chunks: int                  # chunks a tile streams
+    tensor_flops: float
+    thread_flops: dict[str, float]   # per pipeline besides the tensor cores: the tail's work
+    loads_s: float               # H into SMEM at the bandwidth that feeds it (L2's), all tiles
+    gmem_s: float                # H into L2 at HBM's bandwidth (the level above, at its own optimal tiles)
+
+
+def parts(profile: Profile, c: ContractionConfig, counts: Counts, dtype: str,
+          params: ContractionParams) -> dict[str, float]:
+    """Seconds the busiest SM spends on each part of its tiles: `tensor` (the contractions) or `loads`
+    (the chunks from L2), whichever bounds the ring, `tail` (the threads' ops after it), `fixed` (per
+    chunk and per tile), and `gmem`: the compulsory traffic's floor for the whole kernel."""
+    sms = profile.sm_count
+    per_sm = math.ceil(counts.tiles / sms)          # wave quantisation: the busiest SM's tiles
+    tile_tensor = counts.tensor_flops / counts.tiles / (profile.rate("tensor", dtype) / sms * params.tensor_efficiency)
+    # the SMs at work at once share L2's bandwidth: a tile's loads take its share of it
+    tile_loads = counts.loads_s / counts.tiles * min(sms, counts.tiles) / params.l2_efficiency
+    tail = sum(f / counts.tiles / (profile.rate(p, dtype) / sms) for p, f in counts.thread_flops.items())
+    return {"tensor": per_sm * tile_tensor, "loads": per_sm * tile_loads, "tail": per_sm * tail,
+            "fixed": per_sm * (counts.chunks * params.chunk_overhead_s + params.tile_overhead_s),
+            "gmem": counts.gmem_s}
+
+
+def predicted_time(profile: Profile, c: ContractionConfig, counts: Counts, dtype: str,
+                   params: ContractionParams) -> tuple[float, str]:
+    """Seconds for the kernel at `counts`, and what bounds it (module docstring)."""
+    p = parts(profile, c, counts, dtype, params)
+    ring = max(p["tensor"], p["loads"])
+    sm = ring + p["tail"] + p["fixed"]
+    if p["gmem"] > sm:
+        return params.launch_overhead_s + p["gmem"], "gmem"
+    return params.launch_overhead_s + sm, "tensor" if p["tensor"] >= p["loads"] else LOADS_FROM
+
+
+def tile_names(p: KernelPlan, st: Structure) -> tuple[str, str, str]:
+    """The partition's symbols of the rows' tile, the columns' tile and the chunk (g_n, g_o, s_i)."""
+    part = p.schedule.partition
+    return (part.group_sizes[p.dim(st.m).axes[0]].name, part.group_sizes[p.dim(st.n).axes[0]].name,
+            part.stream[1].name)
+
+
+def counted(model: TermModel, p: KernelPlan, st: Structure, sizes: dict[str, int],
+            configs: list[ContractionConfig]) -> list[Counts]:
+    """The engine's counts of kernel `p` at `sizes` (size symbols of the weaved diagram) for each
+    configuration's tiles: one evaluation of the symbolic model for them all."""
+    gm, gn, sk = tile_names(p, st)
+    t = model.terms(sizes, [{gm: c.block_m, gn: c.block_n, sk: c.block_k} for c in configs])
+    v, w = t.values, t.weights
+    *above, lowest = list(w)            # the levels, outermost first: L2, then SMEM
+    out = []
+    for i in range(len(configs)):
+        tiles = int(v["groups"][i])
+        out.append(Counts(tiles=tiles, chunks=round(float(v["steps"][i]) / tiles),
+                          tensor_flops=float(v["flops_tensor"][i]),
+                          thread_flops={q: float(v[f"flops_{q}"][i]) for q in ("sfu", "vector")
+                                        if float(v[f"flops_{q}"][i])},
+                          loads_s=float(v[f"{lowest}_bytes"][i]) * w[lowest],
+                          gmem_s=sum(float(v[f"{level}_bytes"][i]) * w[level] for level in above)))
+    return out
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One configuration at one size: the model's time, what bounds it, the engine's counts."""
+
+    config: ContractionConfig
+    time_s: float
+    bound: str
+    counts: Counts
+
+
+def ranked(profile: Profile, model: TermModel, p: KernelPlan, st: Structure, dtype: str, sizes: dict[str, int],
+           params: ContractionParams, configs: list[ContractionConfig] | None = None) -> list[Ranked]:
+    """Every legal configuration (or `configs`) at `sizes`, fastest first; within TIE of the fastest,
+    the fewer warpgroups, the more stages, the larger tile (one kernel fewer differs between sizes)."""
+    configs = configs if configs is not None else candidates(profile, st, dtype)
+    rows = [Ranked(c, *predicted_time(profile, c, n, dtype, params), n)
+            for c, n in zip(configs, counted(model, p, st, sizes, configs), strict=True)]
+    rows.sort(key=lambda r: r.time_s)
+    if not rows:
+        return rows
+    best = rows[0].time_s
+    alike = [r for r in rows if r.time_s <= best * (1 + TIE)]
+    alike.sort(key=lambda r: (r.time_s > best * (1 + TIE), -r.config.block_m * r.config.block_n,
+                              -r.config.stages, r.config.warpgroups))
+    return alike + rows[len(alike):]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One kernel's configurations by problem size: by_size's grid, every size of the diagram alike (a
+    call takes the nearest length, the geometric mean of its sizes), or one configuration where --set
+    pins the sizes."""
+
+    kernel: str
+    structure: Structure
+    lengths: tuple[int, ...]
+    configs: tuple[ContractionConfig, ...]
+    cells: tuple[int, ...]          # per length: an index into configs
+
+    def at(self, length: float) -> ContractionConfig:
+        return self.configs[self.cells[nearest(self.lengths, length)]]
+
+
+@dataclass(frozen=True)
+class Tables:
+    """What the generated module carries: a table a kernel, and the register split per warpgroup count."""
+
+    tables: tuple[Table, ...]
+    register_cap: dict[int, int]              # warpgroups -> maxnreg at launch
+    consumer_registers: dict[int, int]        # warpgroups -> what setmaxnreg gives a consumer
+
+    def table(self, kernel: str) -> Table:
+        return next(t for t in self.tables if t.kernel == kernel)
+
+
+def size_table(profile: Profile, model: TermModel, p: KernelPlan, st: Structure, dtype: str,
+               size_symbols: tuple[str, ...], pinned: dict[str, int], params: ContractionParams) -> Table:
+    """The model's first choice at each grid length, or at the pinned sizes alone."""
+    if pinned:
+        first = ranked(profile, model, p, st, dtype, pinned, params)
+        if not first:
+            raise ValueError("no legal configuration")
+        return Table(p.name, st, (LENGTHS[0],), (first[0].config,), (0,))
+    configs: list[ContractionConfig] = []
+    cells = []
+    for length in LENGTHS:
+        rows = ranked(profile, model, p, st, dtype, dict.fromkeys(size_symbols, length), params)
+        if not rows:
+            raise ValueError("no legal configuration")
+        best = rows[0].time_s
+        # a configuration the table already holds, where it ties the first: one kernel fewer to compile
+        held = next((r.config for r in rows if r.time_s <= best * (1 + TIE) and r.config in configs), rows[0].config)
+        if held not in configs:
+            configs.append(held)
+        cells.append(configs.index(held))
+    return Table(p.name, st, LENGTHS, tuple(configs), tuple(cells))
+
+
+__all__ = ["LENGTHS", "Ranked", "Table", "Tables", "counted", "ranked", "size_table", "tile_names", "BLOCKS_K", "BLOCKS_N", "ELEMENTWISE", "STAGES", "WARPGROUPS", "ContractionConfig", "ContractionParams",
+           "Counts", "Structure", "band", "candidates", "configuration", "hopper_capable", "legal", "parts",
+           "predicted_time", "realise", "register_cap"]

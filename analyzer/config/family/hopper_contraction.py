@@ -1,0 +1,194 @@
+"""The Hopper contraction family: the warp-specialised persistent kernel of
+analyzer.codegen.hopper.contraction on a GPU with warpgroup MMA and TMA, for diagrams whose every kernel
+is a streamed contraction (or several sharing their first operand) with elementwise ops after it
+(analyzer.config.contraction.realise). Its configurations, legality and model are
+analyzer.config.contraction's; its fit is a profile's `calibration.contraction`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from analyzer.common.errors import NapkinError
+from analyzer.config.by_size import length_axes
+from analyzer.config.contraction import (
+    WARPGROUPS,
+    ContractionParams,
+    Structure,
+    Table,
+    Tables,
+    counted,
+    hopper_capable,
+    predicted_time,
+    ranked,
+    realise,
+    register_cap,
+    size_table,
+)
+from analyzer.config.family.base import Accuracy, Expected, Family, Launch
+from analyzer.config.hopper import registers_per_consumer
+from analyzer.config.kernels import Configured, configure_kernels
+from analyzer.config.ranking import ContractionRow, Sweep
+from analyzer.diagram.compiled import Diagram
+from analyzer.diagram.interface import Attention
+from analyzer.hardware import Profile, contraction_fit
+from analyzer.model.analysis import TermModel, partition_symbols, resolve_sizes
+
+DTYPES = ("fp16", "bf16")       # wgmma's 16-bit inputs (FP8 is another kernel)
+
+
+class HopperContraction(Family):
+    name = "hopper-contraction"
+    title = "the Hopper contraction kernel"
+    fit = "contraction"
+    sized = True
+
+    def preferred_on(self, profile):
+        return hopper_capable(profile)
+
+    def take(self, diagram, profile, *, dtype, config, sets, tables):
+        if not hopper_capable(profile):
+            return f"{profile.name} has no warpgroup MMA and TMA (the Hopper contraction kernel needs sm_90)"
+        if config:
+            return f"--config {config} names a configuration of Section 5's attention model"
+        c = configure_kernels(diagram, profile, dtype=dtype, config=None, sets=sets, sized=False, ranked=False)
+        if isinstance(c.roles, Attention):
+            return "attention is the Hopper attention kernel's"
+        if c.dtype not in DTYPES:
+            return f"the Hopper contraction kernel takes {' or '.join(DTYPES)}, not {c.dtype}"
+        pinned = sorted(set(sets) & set(partition_symbols(c.diagram)))
+        if pinned:
+            return f"--set {pinned[0]} pins a tile of the portable kernel"
+        structures = []
+        for k in c.kernels:
+            st = realise(k.plan)
+            if isinstance(st, str):
+                return st
+            structures.append(st)
+        params = ContractionParams.of(profile)
+        names = {s.name for s in c.diagram.size_symbols}
+        pins = {k: int(v) for k, v in sets.items() if k in names}
+        every = tuple(sorted(names))
+        out = []
+        for k, st in zip(c.kernels, structures, strict=True):
+            model = _model(c.diagram, profile, k.plan.name)
+            if tables:
+                try:
+                    out.append(size_table(profile, model, k.plan, st, c.dtype, every, _sizes(c, pins) if pins else {},
+                                          params))
+                except ValueError:
+                    return f"no configuration of the Hopper contraction kernel fits kernel {k.plan.name!r}"
+            else:
+                out.append(Table(k.plan.name, st, (), (), ()))
+        used = sorted({cfg.warpgroups for t in out for cfg in t.configs} or set(WARPGROUPS))
+        return Launch(self, c, contraction=Tables(tuple(out), {n: register_cap(profile, n) for n in used},
+                                                  {n: registers_per_consumer(profile, n) for n in used}))
+
+    def expected(self, launched, profile, sizes):
+        c: Configured = launched.configured
+        params = ContractionParams.of(profile)
+        values = _sizes(c, sizes)
+        length = _length(c, values)
+        time_s = flops = 0.0
+        bounds, chosen = [], []
+        for k, table in zip(c.kernels, launched.contraction.tables, strict=True):
+            model = _model(c.diagram, profile, k.plan.name)
+            if table.configs:
+                config = table.at(length)
+                (counts,) = counted(model, k.plan, table.structure, values, [config])
+                t, bound = predicted_time(profile, config, counts, c.dtype, params)
+            else:       # no tables: the model's first choice at these sizes
+                first = ranked(profile, model, k.plan, table.structure, c.dtype, values, params)
+                if not first:
+                    raise NapkinError(f"no configuration of the Hopper contraction kernel fits kernel "
+                                      f"{k.plan.name!r}", hint="use --backend triton")
+                config, t, bound, counts = first[0].config, first[0].time_s, first[0].bound, first[0].counts
+            time_s += t
+            flops += counts.tensor_flops
+            bounds.append(bound)
+            chosen.append(config)
+        bound = bounds[0] if len(set(bounds)) == 1 else "mixed: " + ", ".join(
+            f"{k.plan.name} {b}" for k, b in zip(c.kernels, bounds, strict=True))
+        label = "; ".join(x.label() for x in chosen)
+        if params.calibrated:
+            model = f"the Hopper contraction kernel's model {params.source}"
+        else:
+            model = f"the idealised model: nobody measured the Hopper contraction kernel on {profile.name}"
+        return Expected(self.name, label, time_s, flops, bound, model, params.calibrated, values,
+                        kernel=self.title, contraction=tuple(chosen))
+
+    def allocated(self, launched, profile, sizes):
+        return [x.smem_bytes for x in self.expected(launched, profile, sizes).contraction]
+
+    def accuracy(self, profile):
+        found = contraction_fit(profile)
+        if found is None:
+            return None
+        fit, carrier = found
+        return Accuracy("the Hopper contraction kernel's model", carrier,
+                        {what: f"{100 * h.median:.1f} % on {what}" for what, h in fit.held_out().items()})
+
+    def sweep(self, diagram, profile, *, dtype, sets, kernel, progress, sibling_fit):
+        began = time.perf_counter()
+        launched = self.take(diagram, profile, dtype=dtype, config=None, sets=sets, tables=False)
+        if isinstance(launched, str):
+            return launched
+        c = launched.configured
+        names = [k.plan.name for k in c.kernels]
+        if kernel is not None and kernel not in names:
+            raise NapkinError(f"--kernel {kernel}: {c.diagram.name} has no such kernel",
+                              hint=f"its kernels: {', '.join(names)}")
+        sizes, _ = resolve_sizes(c.diagram, {k: v for k, v in sets.items()
+                                             if k in {s.name for s in c.diagram.size_symbols}})
+        shown = {s.name: int(v) for s, v in sizes.items()}
+        expected = self.expected(launched, profile, shown)
+        params = ContractionParams.of(profile)
+        out = []
+        for i, (k, table) in enumerate(zip(c.kernels, launched.contraction.tables, strict=True)):
+            progress("rank", i, len(c.kernels))
+            if kernel is not None and k.plan.name != kernel:
+                continue
+            rows = [ContractionRow(k.plan.name, r.config, r.time_s, r.counts.tensor_flops, r.bound)
+                    for r in ranked(profile, _model(c.diagram, profile, k.plan.name), k.plan, table.structure,
+                                    c.dtype, shown, params)]
+            at_row = next((j for j, r in enumerate(rows) if r.config == expected.contraction[i]), None)
+            out.append(Sweep(c.diagram.name, profile.name, params.calibrated, c.dtype, k.plan.name, shown, rows,
+                             time.perf_counter() - began, self.name, expected.model, at_row, expected))
+        progress("rank", len(c.kernels), len(c.kernels))
+        return out
+
+
+def structures(launched: Launch) -> tuple[Structure, ...]:
+    return tuple(t.structure for t in launched.contraction.tables)
+
+
+def _sizes(c: Configured, sizes: dict[str, int]) -> dict[str, int]:
+    """The weaved diagram's size symbols: its defaults, then `sizes`."""
+    return {**{s.name: int(v) for s, v in c.diagram.defaults.items()}, **sizes}
+
+
+def _length(c: Configured, values: dict[str, int]) -> float:
+    """A call's length, as the module's wrapper takes it: the geometric mean of the diagram's sizes."""
+    at = c.axis_sizes(values)
+    axes = length_axes(c.diagram, c.roles)
+    return math.prod(at(a) for a in axes) ** (1 / len(axes))
+
+
+def _model(d: Diagram, profile: Profile, kernel: str) -> TermModel:
+    """The symbolic model of one kernel on one GPU, built once per compiled diagram and profile (its
+    construction derives every level's cost); held with the diagram and profile so their ids are not
+    reused."""
+    key = (id(d), id(profile), kernel)
+    hit = _MODELS.get(key)
+    if hit is None or hit[0] is not d or hit[1] is not profile:
+        if len(_MODELS) >= 32:
+            _MODELS.pop(next(iter(_MODELS)))
+        hit = _MODELS[key] = (d, profile, TermModel(d, profile, kernel))
+    return hit[2]
+
+
+_MODELS: dict[tuple, tuple[Diagram, Profile, TermModel]] = {}
+
+
+__all__ = ["HopperContraction", "structures"]

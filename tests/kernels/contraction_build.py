@@ -1,0 +1,90 @@
+"""Compile a generated Hopper contraction module's kernels for sm_90a without a GPU: Triton's compiler
+with a Hopper target and the signature its launchers pass (TMA descriptors of the configuration's boxes).
+
+It runs in a process of its own, as tests.kernels.hopper_build does (Gluon cannot compile under the
+interpreter the portable kernels' tests run in).
+
+    python -m tests.kernels.contraction_build - JOBS.json   # each job: module, kernel, entry, dtype
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from analyzer.codegen.hopper.contraction import HELPERS
+from tests.kernels.hopper_build import (
+    INSTRUCTIONS,
+    _spills,
+    in_process_of_its_own,
+    loaded,
+)
+
+
+def compiled_each(jobs: list[dict]) -> list[dict]:
+    """Each job ({"module", "kernel": its plan's name, "entry": a CONFIGS entry, "dtype"}) compiled in one
+    fresh interpreter: the SMEM the kernel allocates, which of INSTRUCTIONS its PTX has, whether it uses
+    local memory, and the bytes ptxas spills."""
+    return in_process_of_its_own("tests.kernels.contraction_build", Path("-"), jobs, timeout=900)
+
+
+def contraction_source(module, kernel: str, entry: dict, dtype: str):
+    """The Gluon source, target and options of `module`'s kernel `kernel` launched with `entry`."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
+
+    launcher = next(v for k, v in vars(module).items() if k.startswith("_launch_") and f"'{kernel}'" in (v.__doc__ or ""))
+    fn = next(v for k, v in vars(module).items() if isinstance(v, GluonJITFunction) and k not in HELPERS
+              and k in launcher.__code__.co_names)
+    element = {"fp16": gl.float16, "bf16": gl.bfloat16}[dtype]
+    groups = entry["WARPGROUPS"]
+    rows, bn, bk = entry["BLOCK_M"] // groups, entry["BLOCK_N"], entry["BLOCK_K"]
+    a_t, b_t, b2 = module_flags(launcher)
+
+    def desc(block):
+        layout = gl.NVMMASharedLayout.get_default_for(block, element)
+        return f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
+
+    box_b = [bn, bk] if b_t else [bk, bn]
+    constexprs = {"BLOCK_M": entry["BLOCK_M"], "BLOCK_N": bn, "BLOCK_K": bk, "STAGES": entry["STAGES"],
+                  "GROUPS": groups, "BAND": 8, "A_T": a_t, "B_T": b_t, "B2": b2,
+                  "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
+    if not b2:
+        constexprs["b2_desc"] = None
+    signature = {"a_desc": desc([bk, rows] if a_t else [rows, bk]), "b_desc": desc(box_b), "b2_desc": desc(box_b),
+                 "c_desc": desc([rows, bn]), "size_m": "i32", "size_n": "i32", "size_k": "i32"}
+    for name in fn.arg_names:
+        if name not in signature and name not in constexprs:
+            signature[name] = f"*{dtype}" if "ptr" in name else "fp32" if "scale" in name else "i32"
+    signature.update(dict.fromkeys(constexprs, "constexpr"))
+    signature = {name: signature[name] for name in fn.arg_names}
+    return (GluonASTSource(fn, signature=signature, constexprs=constexprs), GPUTarget("cuda", 90, 32),
+            {"num_warps": 4, "maxnreg": module.REGISTER_CAP[groups]})
+
+
+def module_flags(launcher) -> tuple[bool, bool, bool]:
+    """(A_T, B_T, B2) as `launcher` passes them: read off its source's _plan call."""
+    import inspect
+    import re
+    src = inspect.getsource(launcher)
+    b2 = "b2 = None" not in src and ", None, t[" not in src.split("a, b, b2, c = ")[1].split("\n")[0]
+    a_t, b_t = re.search(r"size, cfg, (True|False),\s*(True|False)\)", src).groups()
+    return a_t == "True", b_t == "True", b2
+
+
+def _compile(module, kernel: str, entry: dict, dtype: str) -> dict:
+    import triton
+
+    src, target, options = contraction_source(module, kernel, entry, dtype)
+    compiled = triton.compile(src, target=target, options=options)
+    ptx = compiled.asm["ptx"]
+    return {"shared": compiled.metadata.shared, "instructions": [i for i in INSTRUCTIONS if i in ptx],
+            "local": "ld.local" in ptx or "st.local" in ptx,
+            "spills": _spills(ptx, module.REGISTER_CAP[entry["WARPGROUPS"]])}
+
+
+if __name__ == "__main__":
+    jobs = json.loads(sys.argv[2])
+    print(json.dumps([_compile(loaded(j["module"]), j["kernel"], j["entry"], j["dtype"]) for j in jobs]))
