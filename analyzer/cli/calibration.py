@@ -37,9 +37,10 @@ def calibrate(
         "--registers", metavar="FILE", help="A compile recording (bench/results/compiled_h200.json): fit the "
                             "compiler's register count into the profile, and report it against "
                             "Tables 1 and 2.")] = None,
-    kernel: Annotated[Literal["portable", "hopper"], typer.Option(       # analyzer.calibrate.fits.FITS
+    kernel: Annotated[Literal["portable", "hopper", "contraction"], typer.Option(   # analyzer.calibrate.fits.FITS
         "--kernel", help="portable: the Triton kernels' model (a recording of bench/sweep_h200.py); hopper: "
-                         "the Hopper kernel's (bench/hopper_sweep.py).")] = "portable",
+                         "the Hopper attention kernel's (bench/hopper_sweep.py); contraction: the Hopper "
+                         "contraction kernel's (bench/hopper_contraction.py).")] = "portable",
     across: Annotated[Optional[str], typer.Option(
         "--across", metavar="RECORDING:GPU", help="Another GPU's recording (of the same kernel) and profile, "
                          "RECORDING:GPU: the report carries the fit there, with that GPU's datasheet "
@@ -146,5 +147,15 @@ def _hopper_done(result, command: str, output: str | None, report: str | None, p
         typer.echo(line)
 
 
+def _contraction_done(result, command: str, output: str | None, report: str | None, plot: None) -> None:
+    from analyzer.report.contraction_calibration import summary, write
+    for path in write(result, command, output, report):
+        wrote(path)
+    for name, value in result.uncertainty.items():
+        typer.echo(f"  {name} = {getattr(result.params, name):.4g} ± {value:.2g}{_bound(result.at_bounds.get(name))}")
+    for line in summary(result):
+        typer.echo(line)
+
+
 # What each fit of analyzer.calibrate.fits.FITS writes and prints (its report lives in report/)
-REPORTED = {"portable": _portable_done, "hopper": _hopper_done}
+REPORTED = {"portable": _portable_done, "hopper": _hopper_done, "contraction": _contraction_done}

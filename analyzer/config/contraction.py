@@ -48,7 +48,10 @@ from analyzer.hardware import Profile
 from analyzer.model.analysis import TermModel
 
 BLOCKS_N = (64, 128, 256)         # a tile's columns: wgmma's n, at most 256
-BLOCKS_K = (64, 128)              # a chunk of the contracted axis: 64 16-bit values are one 128-byte swizzle
+# a chunk of the contracted axis: 64 16-bit values, one 128-byte swizzled row of SMEM (the widest swizzle);
+# 128 ran 10-20 % behind 64 at the same tile in every pair measured (bench/results/hopper_contraction_h100.json:
+# its rows span two swizzle atoms), which the model has no term for, so it is not offered
+BLOCKS_K = (64,)
 STAGES = (2, 3, 4, 5, 6)
 ROWS = (64, 128)                  # a consumer's rows: one or two of wgmma's 64-row instructions
 WARPGROUPS = (1, 2)               # consumers: a third would leave each fewer registers than a tile needs
@@ -170,6 +173,14 @@ class ContractionConfig:
                 "WARPGROUPS": self.warpgroups}
 
 
+def parse_label(label: str) -> dict[str, int]:
+    """A configuration's keyword arguments from its label ("128x256x64, 2 consumers, 3 stages")."""
+    shape, groups, stages = (part.strip() for part in label.split(","))
+    m, n, k = (int(x) for x in shape.split("x"))
+    return {"block_m": m, "block_n": n, "block_k": k, "warpgroups": int(groups.split()[0]),
+            "stages": int(stages.split()[0])}
+
+
 def configuration(profile: Profile, st: Structure, dtype: str, *, block_m: int, block_n: int, block_k: int,
                   stages: int, warpgroups: int) -> ContractionConfig:
     """A configuration with its SMEM (the ring's A and B chunks, each consumer's staging tile of the
@@ -187,7 +198,7 @@ def configuration(profile: Profile, st: Structure, dtype: str, *, block_m: int, 
 
 def legal(profile: Profile, c: ContractionConfig) -> bool:
     return (c.smem_bytes <= profile.level("smem").block_capacity_bytes and c.registers_needed <= c.registers
-            and c.rows in ROWS and c.block_n in BLOCKS_N)
+            and c.rows in ROWS and c.block_n in BLOCKS_N and c.block_k in BLOCKS_K)
 
 
 def candidates(profile: Profile, st: Structure, dtype: str) -> list[ContractionConfig]:
@@ -218,6 +229,8 @@ class ContractionParams:
 
     tensor_efficiency: float = 1.0
     l2_efficiency: float = 1.0
+    smem_efficiency: float = 1.0
+    load_latency_s: float = 0.0
     chunk_overhead_s: float = 0.0
     tile_overhead_s: float = 0.0
     launch_overhead_s: float = 0.0
@@ -246,25 +259,41 @@ class Counts:
 
     tiles: int                   # blocks of the output: the tiles the persistent blocks share
     chunks: int                  # chunks a tile streams
+    operands: int                # B operands a chunk (contractions side by side)
     tensor_flops: float
     thread_flops: dict[str, float]   # per pipeline besides the tensor cores: the tail's work
     loads_s: float               # H into SMEM at the bandwidth that feeds it (L2's), all tiles
     gmem_s: float                # H into L2 at HBM's bandwidth (the level above, at its own optimal tiles)
 
 
+def chunk_times(profile: Profile, c: ContractionConfig, counts: Counts, dtype: str,
+                params: ContractionParams) -> dict[str, float]:
+    """Seconds one chunk of a tile costs its SM, by what may bound it (the ring overlaps them; the chunk
+    takes the longest): `tensor` (the chunk's contractions at the tensor cores' rate), `smem` (wgmma
+    reading its operands from SMEM: each consumer its rows of A and the whole of each B, at the SM's
+    SMEM bandwidth), `l2` (the chunk's loads, the SMs at work sharing L2's bandwidth) and `latency` (a
+    load's latency and transfer, hidden behind the STAGES - 1 chunks loaded ahead)."""
+    sms = profile.sm_count
+    per_chunk = counts.tiles * counts.chunks
+    tensor = counts.tensor_flops / per_chunk / (profile.rate("tensor", dtype) / sms * params.tensor_efficiency)
+    read = c.warpgroups * c.block_k * (c.rows + counts.operands * c.block_n) * bytes_per_value(dtype)
+    smem = read / (profile.level("smem").bandwidth_bytes_per_s / sms * params.smem_efficiency)
+    l2 = counts.loads_s / per_chunk * min(sms, counts.tiles) / params.l2_efficiency
+    # a chunk lands a latency and its own transfer after its load is issued, STAGES - 1 chunks ahead
+    latency = (params.load_latency_s + l2) / max(c.stages - 1, 1)
+    return {"tensor": tensor, "smem": smem, "l2": l2, "latency": latency}
+
+
 def parts(profile: Profile, c: ContractionConfig, counts: Counts, dtype: str,
           params: ContractionParams) -> dict[str, float]:
-    """Seconds the busiest SM spends on each part of its tiles: `tensor` (the contractions) or `loads`
-    (the chunks from L2), whichever bounds the ring, `tail` (the threads' ops after it), `fixed` (per
-    chunk and per tile), and `gmem`: the compulsory traffic's floor for the whole kernel."""
+    """Seconds the busiest SM spends on its tiles' `ring` (every chunk at its bound, chunk_times, and its
+    fixed cost), their `tail` (the threads' ops after it) and `fixed` costs, and `gmem`: the level
+    above's transfers at HBM's bandwidth, a floor for the whole kernel."""
     sms = profile.sm_count
     per_sm = math.ceil(counts.tiles / sms)          # wave quantisation: the busiest SM's tiles
-    tile_tensor = counts.tensor_flops / counts.tiles / (profile.rate("tensor", dtype) / sms * params.tensor_efficiency)
-    # the SMs at work at once share L2's bandwidth: a tile's loads take its share of it
-    tile_loads = counts.loads_s / counts.tiles * min(sms, counts.tiles) / params.l2_efficiency
+    chunk = max(chunk_times(profile, c, counts, dtype, params).values()) + params.chunk_overhead_s
     tail = sum(f / counts.tiles / (profile.rate(p, dtype) / sms) for p, f in counts.thread_flops.items())
-    return {"tensor": per_sm * tile_tensor, "loads": per_sm * tile_loads, "tail": per_sm * tail,
-            "fixed": per_sm * (counts.chunks * params.chunk_overhead_s + params.tile_overhead_s),
+    return {"ring": per_sm * counts.chunks * chunk, "tail": per_sm * tail, "fixed": per_sm * params.tile_overhead_s,
             "gmem": counts.gmem_s}
 
 
@@ -272,11 +301,11 @@ def predicted_time(profile: Profile, c: ContractionConfig, counts: Counts, dtype
                    params: ContractionParams) -> tuple[float, str]:
     """Seconds for the kernel at `counts`, and what bounds it (module docstring)."""
     p = parts(profile, c, counts, dtype, params)
-    ring = max(p["tensor"], p["loads"])
-    sm = ring + p["tail"] + p["fixed"]
+    sm = p["ring"] + p["tail"] + p["fixed"]
     if p["gmem"] > sm:
         return params.launch_overhead_s + p["gmem"], "gmem"
-    return params.launch_overhead_s + sm, "tensor" if p["tensor"] >= p["loads"] else LOADS_FROM
+    chunk = chunk_times(profile, c, counts, dtype, params)
+    return params.launch_overhead_s + sm, max(chunk, key=chunk.get)
 
 
 def tile_names(p: KernelPlan, st: Structure) -> tuple[str, str, str]:
@@ -297,7 +326,7 @@ def counted(model: TermModel, p: KernelPlan, st: Structure, sizes: dict[str, int
     out = []
     for i in range(len(configs)):
         tiles = int(v["groups"][i])
-        out.append(Counts(tiles=tiles, chunks=round(float(v["steps"][i]) / tiles),
+        out.append(Counts(tiles=tiles, chunks=round(float(v["steps"][i]) / tiles), operands=len(st.bs),
                           tensor_flops=float(v["flops_tensor"][i]),
                           thread_flops={q: float(v[f"flops_{q}"][i]) for q in ("sfu", "vector")
                                         if float(v[f"flops_{q}"][i])},
@@ -384,6 +413,6 @@ def size_table(profile: Profile, model: TermModel, p: KernelPlan, st: Structure,
     return Table(p.name, st, LENGTHS, tuple(configs), tuple(cells))
 
 
-__all__ = ["LENGTHS", "Ranked", "Table", "Tables", "counted", "ranked", "size_table", "tile_names", "BLOCKS_K", "BLOCKS_N", "ELEMENTWISE", "STAGES", "WARPGROUPS", "ContractionConfig", "ContractionParams",
+__all__ = ["parse_label", "LENGTHS", "Ranked", "Table", "Tables", "counted", "ranked", "size_table", "tile_names", "BLOCKS_K", "BLOCKS_N", "ELEMENTWISE", "STAGES", "WARPGROUPS", "ContractionConfig", "ContractionParams",
            "Counts", "Structure", "band", "candidates", "configuration", "hopper_capable", "legal", "parts",
            "predicted_time", "realise", "register_cap"]

@@ -242,6 +242,10 @@ class ContractionFit(Exact):
     tensor_efficiency: Estimate | None = Field(
         None, description="Achieved fraction of the tensor cores' datasheet rate inside wgmma.")
     l2_efficiency: Estimate | None = Field(None, description="Achieved fraction of the L2 bandwidth.")
+    smem_efficiency: Estimate | None = Field(
+        None, description="Achieved fraction of the SMEM bandwidth wgmma reads its operands at.")
+    load_latency_s: Estimate | None = Field(
+        None, description="Seconds a chunk's load takes to land; the STAGES - 1 chunks loaded ahead hide it.")
     chunk_overhead_s: Estimate | None = Field(
         None, description="Seconds a block spends per streamed chunk beyond its contraction and loads.")
     tile_overhead_s: Estimate | None = Field(

@@ -14,7 +14,11 @@ from analyzer.common.errors import NapkinError
 from analyzer.config.by_size import length_axes
 from analyzer.config.contraction import (
     WARPGROUPS,
+    ContractionConfig,
     ContractionParams,
+    Counts,
+    configuration,
+    parse_label,
     Structure,
     Table,
     Tables,
@@ -159,8 +163,26 @@ class HopperContraction(Family):
         return out
 
 
-def structures(launched: Launch) -> tuple[Structure, ...]:
-    return tuple(t.structure for t in launched.contraction.tables)
+def launched_contraction(diagram: str | Diagram, profile: Profile, dtype: str) -> list[tuple[Structure, object, TermModel]]:
+    """Each kernel's structure, plan and symbolic model, as the family takes `diagram` on `profile`."""
+    got = HopperContraction().take(diagram, profile, dtype=dtype, config=None, sets={}, tables=False)
+    if isinstance(got, str):
+        raise NapkinError(got)
+    c = got.configured
+    return [(t.structure, k.plan, _model(c.diagram, profile, k.plan.name))
+            for k, t in zip(c.kernels, got.contraction.tables, strict=True)]
+
+
+def counts_at(diagram: str | Diagram, profile: Profile, dtype: str, sizes: dict[str, int],
+              labels: str) -> list[tuple[ContractionConfig, Counts]]:
+    """Each kernel's configuration (`labels`: as Expected.configuration names them, "; " between kernels)
+    and the engine's counts of it at `sizes`."""
+    out = []
+    for (st, plan, model), label in zip(launched_contraction(diagram, profile, dtype), labels.split("; "),
+                                        strict=True):
+        c = configuration(profile, st, dtype, **parse_label(label))
+        out.append((c, counted(model, plan, st, sizes, [c])[0]))
+    return out
 
 
 def _sizes(c: Configured, sizes: dict[str, int]) -> dict[str, int]:
@@ -191,4 +213,4 @@ def _model(d: Diagram, profile: Profile, kernel: str) -> TermModel:
 _MODELS: dict[tuple, tuple[Diagram, Profile, TermModel]] = {}
 
 
-__all__ = ["HopperContraction", "structures"]
+__all__ = ["HopperContraction", "counts_at", "launched_contraction"]
