@@ -35,6 +35,7 @@ from analyzer.config.contraction import (
     legal,
     predicted_time,
 )
+from analyzer.config.family.hopper_contraction import counts_at, launched_contraction
 from analyzer.hardware import ContractionFit, Estimate, Profile
 
 HELD_OUT = 4096              # the swept shapes whose geometric mean is this are left out of the fit
@@ -177,7 +178,6 @@ def calibrate(recording: str, gpu: str | Profile, *, other: str | None = None, o
 
 def _rows(base: Profile, rec: ContractionRecording) -> list[Row]:
     """The recording's measured times with the engine's counts of what each ran."""
-    from analyzer.config.family.hopper_contraction import counts_at, launched_contraction
     out = []
     for r in rec.records:
         if r.seconds is None:

@@ -33,9 +33,9 @@ from analyzer.codegen.hopper.contraction_module import contraction_module
 from analyzer.codegen.triton import triton_module
 from analyzer.common.progress import Progress, silent
 from analyzer.common.units import seconds, si
+from analyzer.config.contraction import Tables
 from analyzer.config.element_type import GENERATED
 from analyzer.config.family import FAMILIES, Family, family
-from analyzer.config.contraction import Tables
 from analyzer.config.hopper import HopperTables
 from analyzer.config.kernels import Configured, KernelConfigs
 from analyzer.config.launch import Expected, Launch, expected, launch, sizes_of

@@ -44,7 +44,7 @@ from analyzer.config.hopper import (
 )
 from analyzer.config.plan import KernelPlan, band_rows
 from analyzer.diagram.compiled import Op
-from analyzer.hardware import Profile
+from analyzer.hardware import Profile, contraction_fit
 from analyzer.model.analysis import TermModel
 
 BLOCKS_N = (64, 128, 256)         # a tile's columns: wgmma's n, at most 256
@@ -239,7 +239,6 @@ class ContractionParams:
     @classmethod
     def of(cls, profile: Profile) -> ContractionParams:
         """The profile's fitted parameters (its own, or its GPU's shipped calibration), else the defaults."""
-        from analyzer.hardware import contraction_fit
         found = contraction_fit(profile)
         if found is None:
             return cls()

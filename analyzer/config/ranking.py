@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from analyzer.config.choose import TIE
-from analyzer.config.family.base import Expected
 from analyzer.config.contraction import ContractionConfig
+from analyzer.config.family.base import Expected
 from analyzer.config.hopper import HopperConfig
 
 

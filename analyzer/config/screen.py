@@ -151,6 +151,8 @@ def _launched(base: Diagram, e: Expected, sets: dict[str, int]) -> Screen:
         return Screen(sets={**sizes, **tiles, "N": c.warpgroups, names_of(s).w: c.rows, "stages": c.stages},
                       overlap=overlap, loads_from=LOADS_FROM, notes=tuple(notes),
                       derived_from=f"the Hopper kernel napkin kernel generates, launching {e.configuration}")
+    if e.contraction:
+        return _contraction_screen(base, e, s, sizes)
     choice = next((ch for ch in e.portable if ch.kernel == s.kernel.name), None)
     if choice is None:
         raise NapkinError(f"napkin kernel launches no configuration of kernel {s.kernel.name!r}")
@@ -164,6 +166,23 @@ def _launched(base: Diagram, e: Expected, sets: dict[str, int]) -> Screen:
     return Screen(sets={**sizes, **choice.tiles, "stages": choice.num_stages}, notes=tuple(notes),
                   allocated=choice.smem_bytes, derived_from=f"the portable {e.backend} module napkin kernel generates, launching{which} "
                                f"{portable_label(choice)}")
+
+
+def _contraction_screen(base: Diagram, e: Expected, s, sizes: dict[str, int]) -> Screen:
+    """The Hopper contraction kernel's launched configuration of kernel `s` as napkin configure's
+    arguments: its tile of rows and columns, its chunk, its consumer warpgroups of w rows, its stages."""
+    c = e.contraction[[k.name for k in base.kernels].index(s.kernel.name)]
+    part = s.partition
+    dot = next(o for o in s.ops if o.primitive.contraction)
+    rows = next(a for a in base.arrays[dot.operands[0]].axes if a != dot.applied.over)
+    cols = next(a for a in base.arrays[dot.operands[1]].axes if a != dot.applied.over)
+    tiles = {part.group_sizes[rows].name: c.block_m, part.group_sizes[cols].name: c.block_n,
+             part.stream[1].name: c.block_k}
+    notes = ("the Hopper contraction kernel's consumers each contract w rows of the tile on wgmma; Section 5's "
+             "tables count its ring of A and B chunks and its accumulators, not its staging tile of the output",)
+    return Screen(sets={**sizes, **tiles, "N": c.warpgroups, names_of(s).w: c.rows, "stages": c.stages},
+                  loads_from=LOADS_FROM, notes=notes,
+                  derived_from=f"the Hopper contraction kernel napkin kernel generates, launching {e.configuration}")
 
 
 __all__ = ["Screen", "configure_screen"]

@@ -31,20 +31,22 @@ MEANING = {
 REGENERATE = "#   "            # the header's lines that say how the file was made
 
 
-def kept_fit(existing: Path | None, base: str) -> tuple[dict, list[str]] | None:
-    """The Hopper fit an existing calibrated profile of `base` holds, with the header lines that say how
-    it was made; None where there is no such file or fit. The portable kernels' calibrate keeps it, as
-    this one keeps theirs: each command replaces its own part of the profile."""
+def kept_fit(existing: Path | None, base: str, key: str = "hopper",
+             flag: str = "--kernel hopper") -> tuple[dict, list[str]] | None:
+    """The fit `key` (the Hopper kernel's, or the contraction kernel's) an existing calibrated profile of
+    `base` holds, with the header lines that say how it was made (those naming `flag`); None where there
+    is no such file or fit. The portable kernels' calibrate keeps it, as each fit keeps the others': each
+    command replaces its own part of the profile."""
     if existing is None or not existing.is_file():
         return None
     data = load_file(existing)
     if not isinstance(data, dict) or data.get("extends") != base:
         return None
-    fit = (data.get("calibration") or {}).get("hopper")
+    fit = (data.get("calibration") or {}).get(key)
     if not isinstance(fit, dict):
         return None
     lines = [line for line in existing.read_text().splitlines()
-             if line.startswith(REGENERATE) and "--kernel hopper" in line]
+             if line.startswith(REGENERATE) and flag in line]
     return fit, lines
 
 

@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.text import Text
 
 from analyzer.common.units import seconds, si
-from analyzer.config.ranking import HopperRow
+from analyzer.config.ranking import ContractionRow, HopperRow
 from analyzer.report.analysis import row, titled_table
 
 
@@ -30,6 +30,24 @@ def _hopper_sweep_text(s, top: int) -> list:
                  style="bold"), table,
             Text(f"ranked in {s.seconds:.2f} s; predictions within {s.tie:.0%} of the fastest are alike and the tie "
                  f"rule orders them (docs/kernels.md), the rest follow fastest first; {_launched(s)}\n")]
+
+
+def _contraction_sweep_text(s, top: int) -> list:
+    """The Hopper contraction kernel's configurations (analyzer.config.contraction), the model's choice
+    first."""
+    sizes = ", ".join(f"{k}={v}" for k, v in s.sizes.items())
+    rows = s.rows[:top] if top else s.rows
+    table = titled_table(f"{len(s.rows)} legal configurations of the Hopper contraction kernel, the model's choice "
+                         f"first; within {s.tie:.1%} a tie, ordered by the larger tile, more stages, fewer warpgroups"
+                         + (f" (the first {len(rows)})" if len(rows) < len(s.rows) else ""),
+                         "rank", "BLOCK_M", "BLOCK_N", "BLOCK_K", "consumers", "stages", "predicted", "throughput",
+                         "bound")
+    for i, r in enumerate(rows, 1):
+        c = r.config
+        row(table, _rank(s, i), str(c.block_m), str(c.block_n), str(c.block_k), str(c.warpgroups), str(c.stages),
+            seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
+    return [Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} (Hopper contraction kernel, {s.model}), {s.dtype}; "
+                 f"{sizes}", style="bold"), table, Text(f"ranked in {s.seconds:.2f} s; {_launched(s)}\n")]
 
 
 def _rank(s, i: int) -> str:
@@ -53,6 +71,9 @@ def sweep_text(sweeps, top: int = 0) -> Group:
     for s in sweeps:
         if isinstance(s.rows[0], HopperRow):        # the Hopper kernel's rows: whole configurations
             parts += _hopper_sweep_text(s, top)
+            continue
+        if isinstance(s.rows[0], ContractionRow):   # the Hopper contraction kernel's
+            parts += _contraction_sweep_text(s, top)
             continue
         sizes = ", ".join(f"{k}={v}" for k, v in s.sizes.items())
         model = s.model or ("calibrated model" if s.calibrated else "datasheet model")

@@ -16,16 +16,16 @@ from pathlib import Path
 from analyzer.codegen.hopper.contraction import HELPERS
 from tests.kernels.hopper_build import (
     INSTRUCTIONS,
-    _spills,
     in_process_of_its_own,
     loaded,
+    ptxas_log,
 )
 
 
 def compiled_each(jobs: list[dict]) -> list[dict]:
     """Each job ({"module", "kernel": its plan's name, "entry": a CONFIGS entry, "dtype"}) compiled in one
     fresh interpreter: the SMEM the kernel allocates, which of INSTRUCTIONS its PTX has, whether it uses
-    local memory, and the bytes ptxas spills."""
+    local memory, the bytes ptxas spills and whether it serialised the wgmma."""
     return in_process_of_its_own("tests.kernels.contraction_build", Path("-"), jobs, timeout=900)
 
 
@@ -78,11 +78,14 @@ def _compile(module, kernel: str, entry: dict, dtype: str) -> dict:
     import triton
 
     src, target, options = contraction_source(module, kernel, entry, dtype)
+    import re
     compiled = triton.compile(src, target=target, options=options)
     ptx = compiled.asm["ptx"]
+    log = ptxas_log(ptx, f"--maxrregcount={module.REGISTER_CAP[entry['WARPGROUPS']]}")
     return {"shared": compiled.metadata.shared, "instructions": [i for i in INSTRUCTIONS if i in ptx],
             "local": "ld.local" in ptx or "st.local" in ptx,
-            "spills": _spills(ptx, module.REGISTER_CAP[entry["WARPGROUPS"]])}
+            "spills": sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", log)),
+            "serialised": "C7515" in log}       # ptxas's note that it serialised the wgmma
 
 
 if __name__ == "__main__":

@@ -163,6 +163,16 @@ def _allocation(job: dict) -> list[dict]:
         if key not in _SEEN:
             _SEEN[key] = _shared(src, target, options)
         return [{"kernel": src.fn.__name__, "shared": _SEEN[key]}]
+    if "contraction" in job:        # the Hopper contraction module: each kernel's configuration
+        from tests.kernels.contraction_build import contraction_source
+        out = []
+        for k in job["contraction"]:
+            src, target, options = contraction_source(module, k["kernel"], k["entry"], k["dtype"])
+            key = (src.fn.cache_key, k["kernel"], repr(sorted(k["entry"].items())), k["dtype"])
+            if key not in _SEEN:
+                _SEEN[key] = _shared(src, target, options)
+            out.append({"kernel": src.fn.__name__, "shared": _SEEN[key]})
+        return out
     out = []
     for fn, args, kwargs in launches(module, job):
         src, target, options = _specialised(fn, args, kwargs)

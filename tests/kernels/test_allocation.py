@@ -5,8 +5,9 @@ launch the module makes at those sizes, in one process (tests.kernels.portable_b
 
 The count is Triton's own for the portable kernel (analyzer.config.allocation: equal to it but for a few
 bytes of reduction scratch; where the kernel compiled as one loop, at sizes that are whole chunks,
-allocates less than the kernel with its edge loop, the count is the larger) and the Hopper kernel's (analyzer.config.hopper: its buffers and
-mbarriers). A count below what Triton allocates is a kernel that may fail with OutOfResources at sizes
+allocates less than the kernel with its edge loop, the count is the larger), the Hopper kernel's
+(analyzer.config.hopper: its buffers and mbarriers) and the Hopper contraction kernel's
+(analyzer.config.contraction: its ring, staging tiles and mbarriers). A count below what Triton allocates is a kernel that may fail with OutOfResources at sizes
 napkin calls legal, as linear_attention's did on the H100 (262144 bytes of SMEM against 232448)."""
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ def hopper_job(g, path) -> dict:
     return {"module": str(path), "hopper": {"entry": config.entry(), "head_dim": head_dim, "dtype": g.dtype}}
 
 
+def contraction_job(g, path) -> dict:
+    """The Hopper contraction module's launches at its default sizes: each kernel's configuration napkin
+    expects it to take."""
+    configs = expected(g.as_launch, hardware.load(g.gpu), sizes_of(g, None)).contraction
+    return {"module": str(path), "contraction": [{"kernel": k.plan.name, "entry": c.entry(), "dtype": g.dtype}
+                                                 for k, c in zip(g.kernels, configs, strict=True)]}
+
+
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory):
     """(gpu, diagram, napkin's counts, Triton's allocations) of every shipped diagram on each GPU. A file
@@ -54,13 +63,14 @@ def kernels(tmp_path_factory):
             if key not in keys:
                 (path,) = g.write(tmp / f"{name}_{gpu}.py")
                 keys[key] = len(jobs)
-                jobs.append(hopper_job(g, path) if g.backend == "hopper" else {"module": str(path), **call(g)})
+                jobs.append(hopper_job(g, path) if g.backend == "hopper" else contraction_job(g, path)
+                            if g.backend == "hopper-contraction" else {"module": str(path), **call(g)})
             cases.append((gpu, name, g.backend, counts, keys[key]))
     results = compiled_allocation(jobs)
     # At the defaults every stream is whole chunks, so the portable kernel is compiled as one loop
     # (EVEN_<stream>). Where that allocates less than napkin counts, the count is the kernel with its
     # edge loop, which sizes that are not whole chunks compile: the most either allocates. Compile it.
-    short = sorted({job for _, _, backend, counts, job in cases if backend != "hopper" and any(
+    short = sorted({job for _, _, backend, counts, job in cases if backend == "triton" and any(
         c is not None and c > launch["shared"] + SCRATCH for c, launch in zip(counts, results[job]))})
     edges = []
     for job in short:

@@ -161,7 +161,7 @@ def test_an_input_named_config_keeps_its_name_and_the_configuration_takes_anothe
                                                                 "stream": {"b": "s_b"}}}}]}
     source = tmp_path / "d.yaml"
     source.write_text(yaml.safe_dump(data, sort_keys=False))
-    g = generate(str(source), GPU, sets={"a": 256, "b": 256, "c": 256})
+    g = generate(str(source), GPU, backend="triton", sets={"a": 256, "b": 256, "c": 256})
     m = written(g, tmp_path)
     assert list(inspect.signature(m.mm).parameters) == ["config", "b", "config_2"]
     assert "`config_2`, if given, is the configuration to launch" in m.mm.__doc__

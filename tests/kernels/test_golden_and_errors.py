@@ -57,7 +57,7 @@ def test_primitive_without_renderer(monkeypatch):
         generate("sigmoid_attention", "h200", backend="triton")
 
 
-@pytest.mark.parametrize("backend, dtype, message", [("metal", "fp16", "expected hopper or triton or cuda"),
+@pytest.mark.parametrize("backend, dtype, message", [("metal", "fp16", "expected hopper or hopper-contraction or triton or cuda"),
                                                      ("triton", "fp8", "take fp16 or bf16")])
 def test_bad_options(backend, dtype, message):
     with pytest.raises(NapkinError, match=message):
@@ -74,7 +74,7 @@ def test_named_configuration_sets_the_tiles():
 
 def test_model_choice_fits_the_registers_of_a_thread():
     """The chosen configuration leaves every thread registers of its own (choose.RESERVE_REGISTERS)."""
-    g = generate("matmul", "h200")
+    g = generate("matmul", "h200", backend="triton")
     (k,) = g.kernels
     (choice,) = k.choices.values()
     regs = next(c for c in choice.report.capacity if c.storage == "registers")

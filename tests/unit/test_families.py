@@ -50,15 +50,16 @@ def test_no_module_outside_the_registry_branches_on_a_backends_name():
 
 
 def test_a_hopper_gpu_tries_the_hopper_family_first_and_every_gpu_ends_with_the_portable_one():
-    assert [f.name for f in tried(load("h100"), None)] == ["hopper", "triton"]
+    assert [f.name for f in tried(load("h100"), None)] == ["hopper", "hopper-contraction", "triton"]
     assert tried(load("a100"), None) == [PORTABLE]
     assert [f.name for f in tried(load("a100"), "cuda")] == ["cuda"]
-    with pytest.raises(NapkinError, match="expected hopper or triton or cuda"):
+    with pytest.raises(NapkinError, match="expected hopper or hopper-contraction or triton or cuda"):
         family("tpu")
 
 
 @pytest.mark.parametrize(("diagram", "gpu", "backend"), [
-    ("attention", "h100", "hopper"), ("matmul", "h100", "triton"), ("attention", "a100", "triton")])
+    ("attention", "h100", "hopper"), ("matmul", "h100", "hopper-contraction"), ("mlp2", "h100", "triton"),
+    ("attention", "a100", "triton")])
 def test_the_launch_names_the_family_that_times_it(diagram, gpu, backend):
     profile = load(gpu)
     launched = launch(diagram, profile, tables=False)
@@ -66,10 +67,11 @@ def test_the_launch_names_the_family_that_times_it(diagram, gpu, backend):
     e = expected(launched, profile, sizes_of(launched.configured, None))
     assert e.backend == backend and e.time_s > 0
     assert (e.hopper is not None) == (backend == "hopper")
+    assert bool(e.contraction) == (backend == "hopper-contraction")
 
 
 def test_a_refusing_family_says_why_the_portable_one_runs():
-    launched = launch("matmul", load("h100"), tables=False)
-    assert launched.portable_why and "attention" in launched.portable_why
+    launched = launch("mlp2", load("h100"), tables=False)
+    assert launched.portable_why and "chains two contractions" in launched.portable_why
     with pytest.raises(NapkinError, match="attention"):
         launch("matmul", load("h100"), backend="hopper", tables=False)

@@ -85,15 +85,24 @@ def test_the_alias_reaches_the_calibrated_model_and_leads_with_it():
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
 def test_the_alias_reaches_the_portable_kernels_fit_with_the_datasheet_bound_beside_it(gpu):
-    """matmul gets the portable module on a Hopper GPU: the alias leads with the fit of the shipped
-    calibrated profile (the same configuration and time as naming it), and shows the datasheet
-    profile's idealised bound beside it, not the calibrated profile's."""
-    alias, named = cli_json("analyze", "matmul", "--gpu", gpu), cli_json("analyze", "matmul", "--gpu", f"{gpu}-calibrated")
+    """mlp2 gets the portable module on a Hopper GPU (the contraction kernel does not chain two
+    contractions): the alias leads with the fit of the shipped calibrated profile (the same
+    configuration and time as naming it), and shows the datasheet profile's idealised bound beside it,
+    not the calibrated profile's."""
+    alias, named = cli_json("analyze", "mlp2", "--gpu", gpu), cli_json("analyze", "mlp2", "--gpu", f"{gpu}-calibrated")
     assert alias["expected"] == named["expected"] and alias["expected"]["calibrated"] is True
     assert alias["expected"]["model"] == f"the portable kernel's model calibrated on {gpu}-calibrated"
     idealised = alias["totals"]["predicted_time_s"]
     assert idealised < alias["expected"]["time_s"]                 # a bound: the kernel takes longer
     assert named["totals"]["predicted_time_s"] != idealised           # calibrated figures beside it there
+
+
+def test_the_alias_reaches_the_contraction_kernels_fit():
+    """matmul gets the Hopper contraction kernel on an H100, timed by the fit the shipped calibrated
+    profile carries, whichever name the command gives the GPU."""
+    alias, named = cli_json("analyze", "matmul", "--gpu", "h100"), cli_json("analyze", "matmul", "--gpu", "h100-calibrated")
+    assert alias["expected"] == named["expected"] and alias["expected"]["backend"] == "hopper-contraction"
+    assert alias["expected"]["model"] == "the Hopper contraction kernel's model calibrated on h100-calibrated"
 
 
 def test_a_diagram_no_kernel_realises_says_why():

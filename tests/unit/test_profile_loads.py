@@ -30,6 +30,7 @@ def reads(monkeypatch, tmp_path):
     ("analyze", "attention", "--gpu", "h100"),
     ("configure", "attention", "--gpu", "h100"),
     ("sweep", "matmul", "--gpu", "h200", "--top", "2"),
+    ("sweep", "mlp2", "--gpu", "h200", "--top", "2"),
     ("kernel", "matmul", "--gpu", "h200", "-o", "{tmp}/matmul.py"),
     ("kernel", "causal_attention", "--gpu", "h200", "--backend", "cuda", "-o", "{tmp}/causal.cu"),
 ], ids=lambda a: " ".join(a[:2]) + (" cuda" if "cuda" in a else ""))

@@ -99,8 +99,8 @@ def napkin(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_cli_sweep_prints_the_ranking():
-    result = runner.invoke(app, ["sweep", "matmul", "--gpu", "h200", "--set", "a=2048", "--set", "b=2048",
-                                 "--set", "c=2048", "--top", "3"])
+    result = runner.invoke(app, ["sweep", "matmul", "--gpu", "h200", "--backend", "triton", "--set", "a=2048",
+                                 "--set", "b=2048", "--set", "c=2048", "--top", "3"])
     assert result.exit_code == 0, result.output
     shown = " ".join(result.output.split())      # the title wraps to the table's width
     (ranked,) = sweep("matmul", "h200", sets={"a": 2048, "b": 2048, "c": 2048}, backend="triton")
