@@ -1,15 +1,18 @@
 """The Hopper contraction kernel against what a user would call instead, and a sweep of its configurations.
 
 napkin kernel generates, on a Hopper profile, the warp-specialised contraction kernel for matmul,
-matmul_bias_gelu and swiglu_mlp (analyzer.config.family.hopper_contraction). This script, in one run:
+matmul_bias_gelu, rmsnorm_matmul and swiglu_mlp (analyzer.config.family.hopper_contraction). This
+script, in one run:
 - checks each generated module against a float64 reference (relative error < 1e-2), at its default sizes
   and at sizes that are no multiple of any tile (the TMA engine's edges);
 - times each at the issue's shapes beside torch in the same process: matmul 4096^3 and 8192^3 in fp16 and
   bf16 against torch.matmul; matmul with bias and GELU (8192 x 4096 -> 16384, fp16) against torch's
   unfused matmul, add and GELU (and addmm + GELU, whose bias cuBLAS fuses); the SwiGLU MLP at Llama-3-8B's
-  dimensions (8192 tokens, 4096 -> 14336 -> 4096, bf16) against torch's unfused sequence;
-- sweeps every legal configuration of the matmul at 2048^3, 4096^3 and 8192^3 and of the GELU matmul at
-  its defaults (fp16): the recording napkin calibrate --kernel contraction fits the kernel's model to.
+  dimensions (8192 tokens, 4096 -> 14336 -> 4096, bf16) against torch's unfused sequence; RMSNorm feeding
+  a matmul (16384 x 4096 -> 4096, fp16) against F.rms_norm then torch.matmul;
+- sweeps every legal configuration of the matmul at 2048^3, 4096^3 and 8192^3, of the GELU matmul and of
+  the RMSNorm matmul at their defaults (fp16): the recording napkin calibrate --kernel contraction fits the
+  kernel's model to (and holds it against).
 
 Every timing is a CUDA graph's replays (triton.testing.do_bench_cudagraph), median of its repetitions.
 
@@ -43,8 +46,10 @@ from bench.common import (  # noqa: E402
 SWEEP_MATMUL = (2048, 4096, 8192)
 GELU = {"n": 8192, "i": 4096, "o": 16384}
 SWIGLU = {"n": 8192, "i": 4096, "f": 14336, "o": 4096}
+RMSNORM = {"n": 16384, "i": 4096, "o": 4096}
+EPS = 1e-6          # rmsnorm_matmul's shift
 EDGES = {"matmul": {"a": 1000, "b": 1100, "c": 900}, "matmul_bias_gelu": {"n": 777, "i": 1000, "o": 1500},
-         "swiglu_mlp": {"n": 500, "i": 700, "f": 900, "o": 600}}
+         "swiglu_mlp": {"n": 500, "i": 700, "f": 900, "o": 600}, "rmsnorm_matmul": {"n": 777, "i": 1000, "o": 1500}}
 
 
 def inputs(torch, diagram: str, size: dict, dtype, seed: int = 0) -> list:
@@ -57,6 +62,9 @@ def inputs(torch, diagram: str, size: dict, dtype, seed: int = 0) -> list:
         return [r(size["a"], size["b"]), r(size["b"], size["c"], scale=size["b"] ** -0.5)]
     if diagram == "matmul_bias_gelu":
         return [r(size["n"], size["i"]), r(size["i"], size["o"], scale=size["i"] ** -0.5), r(size["o"])]
+    if diagram == "rmsnorm_matmul":
+        gain = (torch.rand(size["i"], device="cuda", generator=g) + 0.5).to(dtype)
+        return [r(size["n"], size["i"]), gain, r(size["i"], size["o"], scale=size["i"] ** -0.5)]
     return [r(size["n"], size["i"]), r(size["i"], size["f"], scale=size["i"] ** -0.5),
             r(size["i"], size["f"], scale=size["i"] ** -0.5), r(size["f"], size["o"], scale=size["f"] ** -0.5)]
 
@@ -67,6 +75,8 @@ def reference(torch, diagram: str, xs: list):
         return d[0] @ d[1]
     if diagram == "matmul_bias_gelu":
         return torch.nn.functional.gelu(d[0] @ d[1] + d[2], approximate="tanh")
+    if diagram == "rmsnorm_matmul":
+        return (d[0] * torch.rsqrt((d[0] ** 2).mean(1, keepdim=True) + EPS) * d[1]) @ d[2]
     h1, h3 = d[0] @ d[1], d[0] @ d[2]
     return (torch.nn.functional.silu(h1) * h3) @ d[3]
 
@@ -80,13 +90,15 @@ def peer(torch, diagram: str, xs: list, how: str):
         if how == "addmm":
             return lambda: F.gelu(torch.addmm(xs[2], xs[0], xs[1]), approximate="tanh")
         return lambda: F.gelu(torch.matmul(xs[0], xs[1]) + xs[2], approximate="tanh")
+    if diagram == "rmsnorm_matmul":
+        return lambda: torch.matmul(F.rms_norm(xs[0], (xs[0].shape[1],), xs[1], eps=EPS), xs[2])
     return lambda: torch.matmul(F.silu(torch.matmul(xs[0], xs[1])) * torch.matmul(xs[0], xs[2]), xs[3])
 
 
 def flops(diagram: str, s: dict) -> float:
     if diagram == "matmul":
         return 2.0 * s["a"] * s["b"] * s["c"]
-    if diagram == "matmul_bias_gelu":
+    if diagram in ("matmul_bias_gelu", "rmsnorm_matmul"):
         return 2.0 * s["n"] * s["i"] * s["o"]
     return 2.0 * s["n"] * s["i"] * s["f"] * 2 + 2.0 * s["n"] * s["f"] * s["o"]
 
@@ -131,20 +143,20 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp())
     modules = {}
     for diagram, dtype in (("matmul", "fp16"), ("matmul", "bf16"), ("matmul_bias_gelu", "fp16"),
-                           ("swiglu_mlp", "bf16")):
+                           ("rmsnorm_matmul", "fp16"), ("swiglu_mlp", "bf16")):
         g = generate(diagram, profile, dtype=dtype)
         path = tmp / f"{diagram}_{dtype}.py"
         g.write(path)
         modules[(diagram, dtype)] = (import_file(path, path.stem), path, g)
         log(f"{diagram} {dtype}: {g.backend}")
-    wrapper = {"matmul": "matmul", "matmul_bias_gelu": "matmul_bias_gelu", "swiglu_mlp": "swiglu_mlp"}
+    wrapper = {d: d for d, _ in modules}
     torch_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
     # the configurations to sweep, compiled ahead in workers
     sweep = []
     if not args.no_sweep:
         for diagram, dtype, sizes in [*(("matmul", "fp16", square(n)) for n in SWEEP_MATMUL),
-                                      ("matmul_bias_gelu", "fp16", GELU)]:
+                                      ("matmul_bias_gelu", "fp16", GELU), ("rmsnorm_matmul", "fp16", RMSNORM)]:
             g = modules[(diagram, dtype)][2]
             for c in candidates(profile, g.contraction.tables[0].structure, dtype):
                 sweep.append((diagram, dtype, sizes, c.entry()))
@@ -175,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.empty_cache()
 
     targets = [*(("matmul", dt, square(n)) for n in (4096, 8192) for dt in ("fp16", "bf16")),
-               ("matmul_bias_gelu", "fp16", GELU), ("swiglu_mlp", "bf16", SWIGLU)]
+               ("matmul_bias_gelu", "fp16", GELU), ("rmsnorm_matmul", "fp16", RMSNORM), ("swiglu_mlp", "bf16", SWIGLU)]
     for diagram, dtype, sizes in targets:
         xs = inputs(torch, diagram, sizes, torch_dtype[dtype])
         t_ours = timed(triton, ours(diagram, dtype, xs), graph=True, rep_ms=args.rep_ms)
@@ -209,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         records.append(rec)
     log(f"swept {len(records)} configurations; {time.time() - began:.0f} s in all")
 
-    doc = {"command": command("bench/hopper_contraction.py", argv), "env": env, "gpu_profile": profile.name,
+    doc = {"command": command("hopper_contraction.py", argv), "env": env, "gpu_profile": profile.name,
            "timer": f"triton.testing.do_bench_cudagraph (rep {args.rep_ms:g} ms; the sweep's 20 ms), median",
            "checks": checks, "targets": rows, "records": records}
     md = [f"# The Hopper contraction kernel on {env['gpu']}", "", f"`{doc['command']}`; {doc['timer']}.", "",

@@ -62,10 +62,10 @@ LOADS_FROM = "l2"                 # every tile's chunks come through L2: the ban
 
 @dataclass(frozen=True)
 class Structure:
-    """What the kernel reads off a kernel's plan: its operands, dims, tail and output."""
+    """What the kernel reads off a kernel's plan: its operands, dims, prologue, tail and output."""
 
     kernel: str
-    a: str                        # the contractions' shared first operand
+    a: str                        # the streamed input every contraction's first operand comes from
     bs: tuple[str, ...]           # each contraction's second operand
     dots: tuple[str, ...]         # the contractions (their accumulators), in order
     a_t: bool                     # A is stored with its contracted axis first (its box read transposed)
@@ -74,8 +74,17 @@ class Structure:
     n: str
     k: str
     tail: tuple[Op, ...]          # the elementwise ops after the contractions, in order
-    reads: tuple[str, ...]        # the arrays the tail loads (vectors or tiles of m and n)
+    reads: tuple[str, ...]        # the arrays the prologue and the tail load (vectors or tiles)
     output: str
+    prologue: tuple[Op, ...] = ()     # elementwise ops on A's chunk before the contractions (in registers)
+    a_op: str = ""                    # the contractions' first operand: A, or a value of the prologue
+    sums: tuple[Op, ...] = ()         # a running sum over the stream of a prologue value: one a row
+    kvec: str = ""                    # a loaded vector along the stream the prologue reads: rides the ring
+
+    @property
+    def in_registers(self) -> bool:
+        """Whether the consumers read A's chunk into registers (a prologue or a row sum runs on it)."""
+        return bool(self.prologue or self.sums)
 
 
 def realise(p: KernelPlan) -> Structure | str:
@@ -91,11 +100,6 @@ def realise(p: KernelPlan) -> Structure | str:
     if any(x in after_first for o in dots for x in o.operands):
         return (f"kernel {p.name!r} chains two contractions (the second fed by the first, as mlp2 or linear "
                 "attention): the contraction kernel runs contractions side by side only")
-    if tuple(s.ops[: len(dots)]) != tuple(dots):
-        before = next(o for o in s.ops if o not in dots)
-        return (f"kernel {p.name!r}: op {before.name!r} ({before.primitive.name}) runs before the contraction "
-                "(a prologue, as rmsnorm_matmul's gain and sum of squares); the contraction kernel runs ops "
-                "after it only")
     if len(dots) > 2:
         return f"kernel {p.name!r} has {len(dots)} contractions side by side; the kernel holds two accumulators"
     if p.grid:
@@ -107,20 +111,33 @@ def realise(p: KernelPlan) -> Structure | str:
     if any(p.dim_of[o.applied.over] != stream.name for o in dots):
         return f"kernel {p.name!r} contracts an axis it does not stream"
     loaded = set(s.loads) | set(s.resident)
-    a = dots[0].operands[0]
-    if any(o.operands[0] != a for o in dots) or any(x not in loaded for o in dots for x in o.operands):
-        return (f"kernel {p.name!r}: the contraction kernel takes contractions of one loaded input by loaded "
-                "inputs")
     k = stream.name
-    m = next(d for d in p.tiles_of[a] if d != k)
+    a_op = dots[0].operands[0]
+    if any(o.operands[0] != a_op for o in dots) or any(o.operands[1] not in loaded for o in dots):
+        return (f"kernel {p.name!r}: the contraction kernel takes contractions of one first operand by loaded "
+                "inputs")
+    first = s.ops.index(dots[0])
+    prologue, rest = tuple(s.ops[:first]), [o for o in s.ops[first:] if o not in dots]
+    sums = tuple(o for o in rest if o.primitive.name == "sum" and p.dim_of.get(o.applied.over) == k)
+    found = _prologue(p, prologue, sums, a_op, loaded, k)
+    if isinstance(found, str):
+        return found
+    a, m = found
     n = next(d for d in p.tiles_of[dots[0].operands[1]] if d != k)
     if {m, n} != {d.name for d in groups}:
         return f"kernel {p.name!r}: its contractions' rows and columns are not its two grouped axes"
     if any(p.tiles_of[o.operands[1]] != p.tiles_of[dots[0].operands[1]] for o in dots):
         return f"kernel {p.name!r}: its contractions' second operands are laid out differently"
-    tail = tuple(s.ops[len(dots):])
-    values = {o.name for o in dots}
-    reads = []
+    a_t = p.tiles_of[a][0] == k
+    if a_t and (prologue or sums):
+        return f"kernel {p.name!r}: a prologue runs on A's rows, which {a!r} stores with its contracted axis first"
+    tail = tuple(o for o in rest if o not in sums)
+    values = {o.name for o in dots} | {o.name for o in sums}
+    along_k = tuple(dict.fromkeys(x for o in prologue for x in o.inputs if x in loaded and p.tiles_of[x] == (k,)))
+    if len(along_k) > 1:
+        return (f"kernel {p.name!r}: its prologue reads {len(along_k)} vectors along the stream; the kernel's "
+                "ring carries one")
+    reads = [x for o in prologue for x in o.inputs if x in loaded and x != a and x not in along_k]
     for op in tail:
         if op.primitive.name not in ELEMENTWISE:
             return (f"kernel {p.name!r}: op {op.name!r} ({op.primitive.name}) after the contraction is not one "
@@ -141,9 +158,43 @@ def realise(p: KernelPlan) -> Structure | str:
         return f"kernel {p.name!r} saves {output!r}, not the value its ops end with"
     if p.tiles_of[output] != (m, n):
         return f"kernel {p.name!r} saves {output!r} with its columns first; the kernel stores rows first"
-    return Structure(p.name, a, tuple(o.operands[1] for o in dots), tuple(o.name for o in dots),
-                     p.tiles_of[a][0] == k, tuple(p.tiles_of[o.operands[1]][0] == n for o in dots),
-                     m, n, k, tail, tuple(dict.fromkeys(reads)), output)
+    return Structure(p.name, a, tuple(o.operands[1] for o in dots), tuple(o.name for o in dots), a_t,
+                     tuple(p.tiles_of[o.operands[1]][0] == n for o in dots), m, n, k, tail,
+                     tuple(dict.fromkeys(reads)), output, prologue, a_op, sums, along_k[0] if along_k else "")
+
+
+def _prologue(p: KernelPlan, prologue: tuple[Op, ...], sums: tuple[Op, ...], a_op: str, loaded: set[str],
+              k: str) -> tuple[str, str] | str:
+    """The streamed input A a prologue and its row sums read, and A's rows dim; or why not (one line).
+    A prologue is elementwise ops on A's chunk (and loaded vectors along its rows or the stream) that
+    make the contractions' first operand; a row sum, a running sum over the stream of one of its values
+    (rmsnorm's sum of squares): one at most, a value a row the tail reads."""
+    if len(sums) > 1:
+        return f"kernel {p.name!r} has {len(sums)} running sums beside its contractions; the kernel keeps one"
+    sources = {x for o in (*prologue, *sums) for x in o.inputs if x in loaded and len(p.tiles_of[x]) == 2}
+    a = a_op if not prologue and not sums else (sources.pop() if len(sources) == 1 else None)
+    if a is None:
+        return (f"kernel {p.name!r}: its prologue reads {len(sources)} streamed tiles; the contraction kernel's "
+                "reads one, A")
+    if a not in loaded or k not in p.tiles_of[a] or len(p.tiles_of[a]) != 2:
+        return f"kernel {p.name!r}: the contractions' first operand is no streamed tile of a loaded input"
+    m = next(d for d in p.tiles_of[a] if d != k)
+    values = {a}
+    for op in prologue:
+        if op.primitive.name not in ELEMENTWISE:
+            return (f"kernel {p.name!r}: op {op.name!r} ({op.primitive.name}) before the contraction is not one "
+                    f"the contraction kernel's prologue runs ({', '.join(ELEMENTWISE)})")
+        for x in op.inputs:
+            if x not in values and not (x in loaded and len(p.tiles_of[x]) == 1 and p.tiles_of[x][0] in (m, k)):
+                return (f"kernel {p.name!r}: op {op.name!r} reads {x!r}, neither A, a value of the prologue nor a "
+                        "loaded vector along its rows or the stream")
+        values.add(op.name)
+    for op in sums:
+        if op.inputs[0] not in values or p.tiles_of.get(op.inputs[0]) != (m, k):
+            return f"kernel {p.name!r}: running sum {op.name!r} is not of a value of A's chunk"
+    if a_op not in values:
+        return f"kernel {p.name!r}: the contractions' first operand is not A or a value of its prologue"
+    return a, m
 
 
 @dataclass(frozen=True)
@@ -190,8 +241,13 @@ def configuration(profile: Profile, st: Structure, dtype: str, *, block_m: int, 
     rows = block_m // warpgroups
     ring = stages * block_k * (block_m + len(st.bs) * block_n) * size
     staging = block_m * block_n * size
+    if st.kvec:                 # the prologue's vector along the stream, a chunk a stage
+        ring += stages * block_k * size
     smem = ring + staging + MBARRIER_BYTES * 2 * stages + PARTITION_BYTES
     needed = len(st.bs) * rows * block_n // profile.divisors.mma_threads + REGISTER_RESERVE
+    if st.in_registers:         # A's chunk in registers for the prologue (fp32), and the rows' sums item by item
+        needed += 2 * rows * block_k // profile.divisors.mma_threads
+        smem += 4 * block_m     # the rows' sums change layout through SMEM once a tile
     return ContractionConfig(block_m, block_n, block_k, stages, warpgroups, smem,
                              registers_per_consumer(profile, warpgroups), needed)
 
@@ -260,9 +316,10 @@ class Counts:
     chunks: int                  # chunks a tile streams
     operands: int                # B operands a chunk (contractions side by side)
     tensor_flops: float
-    thread_flops: dict[str, float]   # per pipeline besides the tensor cores: the tail's work
+    thread_flops: dict[str, float]   # per pipeline besides the tensor cores: the prologue's and the tail's work
     loads_s: float               # H into SMEM at the bandwidth that feeds it (L2's), all tiles
     gmem_s: float                # H into L2 at HBM's bandwidth (the level above, at its own optimal tiles)
+    prologue_flops: float = 0.0  # of the vector pipeline's: the prologue's and row sum's, on A's chunks
 
 
 def chunk_times(profile: Profile, c: ContractionConfig, counts: Counts, dtype: str,
@@ -270,7 +327,7 @@ def chunk_times(profile: Profile, c: ContractionConfig, counts: Counts, dtype: s
     """Seconds one chunk of a tile costs its SM, by what may bound it (the ring overlaps them; the chunk
     takes the longest): `tensor` (the chunk's contractions at the tensor cores' rate), `smem` (wgmma
     reading its operands from SMEM: each consumer its rows of A and the whole of each B, at the SM's
-    SMEM bandwidth), `l2` (the chunk's loads, the SMs at work sharing L2's bandwidth) and `latency` (a
+    SMEM bandwidth), `l2` (the chunk's loads, the SMs at work sharing L2's bandwidth), `latency` (a
     load's latency and transfer, hidden behind the STAGES - 1 chunks loaded ahead)."""
     sms = profile.sm_count
     per_chunk = counts.tiles * counts.chunks
@@ -283,6 +340,14 @@ def chunk_times(profile: Profile, c: ContractionConfig, counts: Counts, dtype: s
     return {"tensor": tensor, "smem": smem, "l2": l2, "latency": latency}
 
 
+def prologue_s(profile: Profile, counts: Counts, dtype: str) -> float:
+    """Seconds a chunk's prologue keeps a consumer from issuing the chunk's wgmma: its ops on A's chunk
+    at the SM's lanes (the consumers share them). Measured, it does not run under the previous chunk's
+    wgmma as a second warpgroup's work would (bench/results/rmsnorm_prologue_probe_h100.md: reading the
+    chunk into registers alone cost 17 % of the matmul), so the model adds it to the chunk."""
+    return counts.prologue_flops / (counts.tiles * counts.chunks) / (profile.rate("vector", dtype) / profile.sm_count)
+
+
 def parts(profile: Profile, c: ContractionConfig, counts: Counts, dtype: str,
           params: ContractionParams) -> dict[str, float]:
     """Seconds the busiest SM spends on its tiles' `ring` (every chunk at its bound, chunk_times, and its
@@ -290,8 +355,11 @@ def parts(profile: Profile, c: ContractionConfig, counts: Counts, dtype: str,
     above's transfers at HBM's bandwidth, a floor for the whole kernel."""
     sms = profile.sm_count
     per_sm = math.ceil(counts.tiles / sms)          # wave quantisation: the busiest SM's tiles
-    chunk = max(chunk_times(profile, c, counts, dtype, params).values()) + params.chunk_overhead_s
-    tail = sum(f / counts.tiles / (profile.rate(p, dtype) / sms) for p, f in counts.thread_flops.items())
+    chunk = max(chunk_times(profile, c, counts, dtype, params).values()) + params.chunk_overhead_s + \
+        prologue_s(profile, counts, dtype)
+    tail_flops = {**counts.thread_flops,
+                  "vector": max(counts.thread_flops.get("vector", 0.0) - counts.prologue_flops, 0.0)}
+    tail = sum(f / counts.tiles / (profile.rate(p, dtype) / sms) for p, f in tail_flops.items())
     return {"ring": per_sm * counts.chunks * chunk, "tail": per_sm * tail, "fixed": per_sm * params.tile_overhead_s,
             "gmem": counts.gmem_s}
 
@@ -330,7 +398,11 @@ def counted(model: TermModel, p: KernelPlan, st: Structure, sizes: dict[str, int
                           thread_flops={q: float(v[f"flops_{q}"][i]) for q in ("sfu", "vector")
                                         if float(v[f"flops_{q}"][i])},
                           loads_s=float(v[f"{lowest}_bytes"][i]) * w[lowest],
-                          gmem_s=sum(float(v[f"{level}_bytes"][i]) * w[level] for level in above)))
+                          gmem_s=sum(float(v[f"{level}_bytes"][i]) * w[level] for level in above),
+                          # one operation an element of every tile's chunks of A, per op (the engine counts
+                          # these among the vector pipeline's; they run per chunk, not in the tail)
+                          prologue_flops=float(len(st.prologue) + len(st.sums)) * tiles * round(
+                              float(v["steps"][i]) / tiles) * configs[i].block_m * configs[i].block_k))
     return out
 
 

@@ -58,6 +58,7 @@ def _pct(x: float) -> str:
 def summary(r: Result) -> list[str]:
     cal, ideal = r.errors["calibrated"], r.errors["idealised"]
     lines = [f"  median error: fit {_pct(cal['train'])}, held out ({HELD_OUT}^3) {_pct(cal['held out'])}"
+             + (f", the held-out diagram {_pct(cal['held-out diagram'])}" if "held-out diagram" in cal else "")
              + (f", the modules' own choice at the issue's shapes {_pct(cal['target'])}" if "target" in cal else "")
              + f" (idealised: {_pct(ideal['train'])}, {_pct(ideal['held out'])})"]
     for c in r.choices:
@@ -74,7 +75,8 @@ def report_markdown(r: Result, command: str) -> str:
            "wgmma's reads from SMEM, its loads from L2 and a load's latency spread over the ring's stages, then "
            "adds the tail and fixed costs per tile and takes the busiest SM's share of the tiles. Each parameter "
            "below is one of its stated assumptions, fitted by least squares (Huber loss on log errors) on every "
-           f"record but those at the held-out size ({HELD_OUT}^3); uncertainties from the fit's Jacobian.", "",
+           f"record but those at the held-out size ({HELD_OUT}^3) and those of the held-out diagram "
+           "(rmsnorm_matmul, whose prologue no other swept diagram has); uncertainties from the fit's Jacobian.", "",
            "| parameter | value | ± | meaning |", "|---|---|---|---|"]
     for k in PARAMETERS:
         mark = f" (at its {r.at_bounds[k]} bound)" if k in r.at_bounds else ""

@@ -41,7 +41,7 @@ def contraction_source(module, kernel: str, entry: dict, dtype: str):
     element = {"fp16": gl.float16, "bf16": gl.bfloat16}[dtype]
     groups = entry["WARPGROUPS"]
     rows, bn, bk = entry["BLOCK_M"] // groups, entry["BLOCK_N"], entry["BLOCK_K"]
-    a_t, b_t, b2 = module_flags(launcher)
+    a_t, b_t, b2, pro, kv = module_flags(launcher)
 
     def desc(block):
         layout = gl.NVMMASharedLayout.get_default_for(block, element)
@@ -49,11 +49,14 @@ def contraction_source(module, kernel: str, entry: dict, dtype: str):
 
     box_b = [bn, bk] if b_t else [bk, bn]
     constexprs = {"BLOCK_M": entry["BLOCK_M"], "BLOCK_N": bn, "BLOCK_K": bk, "STAGES": entry["STAGES"],
-                  "GROUPS": groups, "BAND": 8, "A_T": a_t, "B_T": b_t, "B2": b2,
+                  "GROUPS": groups, "BAND": 8, "A_T": a_t, "B_T": b_t, "B2": b2, "PRO": pro, "KV": kv,
                   "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
     if not b2:
         constexprs["b2_desc"] = None
+    if not kv:
+        constexprs["v_desc"] = None
     signature = {"a_desc": desc([bk, rows] if a_t else [rows, bk]), "b_desc": desc(box_b), "b2_desc": desc(box_b),
+                 "v_desc": desc([bk]),
                  "c_desc": desc([rows, bn]), "size_m": "i32", "size_n": "i32", "size_k": "i32"}
     for name in fn.arg_names:
         if name not in signature and name not in constexprs:
@@ -64,14 +67,15 @@ def contraction_source(module, kernel: str, entry: dict, dtype: str):
             {"num_warps": 4, "maxnreg": module.REGISTER_CAP[groups]})
 
 
-def module_flags(launcher) -> tuple[bool, bool, bool]:
-    """(A_T, B_T, B2) as `launcher` passes them: read off its source's _plan call."""
+def module_flags(launcher) -> tuple[bool, bool, bool, bool, bool]:
+    """(A_T, B_T, B2, PRO, KV) as `launcher` passes them: read off its source (the operands it takes, the
+    flags of its _plan call)."""
     import inspect
     import re
     src = inspect.getsource(launcher)
-    b2 = "b2 = None" not in src and ", None, t[" not in src.split("a, b, b2, c = ")[1].split("\n")[0]
-    a_t, b_t = re.search(r"size, cfg, (True|False),\s*(True|False)\)", src).groups()
-    return a_t == "True", b_t == "True", b2
+    operands = src.split("a, b, b2, v, c = ")[1].split("\n")[0].split(", ")
+    a_t, b_t, pro = re.search(r"size, cfg, (True|False),\s*(True|False), (True|False)\)", src).groups()
+    return a_t == "True", b_t == "True", operands[2] != "None", pro == "True", operands[3] != "None"
 
 
 def _compile(module, kernel: str, entry: dict, dtype: str) -> dict:

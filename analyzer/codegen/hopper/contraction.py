@@ -18,7 +18,7 @@ from importlib import resources
 from string import Template
 
 # The module-level names this text defines; the module's scope never hands them out
-HELPERS = ("_mm_ring", "_mm_tile", "_mm_producer", "_mm_consumer", "_mm_tail", "_mm_tanh")
+HELPERS = ("_mm_ring", "_mm_tile", "_mm_producer", "_mm_consumer", "_mm_prologue", "_mm_tail", "_mm_tanh")
 
 # The kernel's text: contraction.gluon (package data beside this module) without its note, everything
 # from the first @gluon.jit on: the helpers (once a module) and the entry point (once a kernel)
@@ -33,12 +33,12 @@ PARTITION = Template('''\
 ${indent}gl.warp_specialize([
 ${consumers}
 ${indent}    (_mm_producer, (descs, smem, bars, sched, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUPS, BAND, A_T, B_T,
-${indent}                    B2)),
+${indent}                    B2, KV)),
 ${indent}], [${warps}], [${regs}])''')
 
 CONSUMER = Template('''\
 ${indent}    (_mm_consumer, (descs, smem, bars, sched, extras, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUPS, ${group},
-${indent}                    BAND, A_T, B_T, B2, TAIL)),''')
+${indent}                    BAND, A_T, B_T, B2, TAIL, PRO, KV)),''')
 
 TANH = '''
 
@@ -68,7 +68,8 @@ def partitions(warpgroups: tuple[int, ...]) -> str:
 
 
 def render_kernel(tail: str, entries: list[tuple[str, tuple[int, ...], tuple[str, ...]]]) -> str:
-    """The kernel text: the helpers with `tail` the text of _mm_tail (a branch a kernel), then an entry
+    """The kernel text: the helpers with `tail` the text of _mm_prologue and _mm_tail (a branch a kernel
+    each), then an entry
     point a kernel, in `entries`' order (its name, the numbers of consumer warpgroups its configurations
     use, and the parameters its branch of the tail reads, in the order that branch unpacks them)."""
     out = [HELPER_TEXT.substitute(tail=tail)]

@@ -31,7 +31,8 @@ GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgro
            "PLANS_KEPT", "_plan", "_unbound", "_bound")
 
 # The tail's fixed locals and the entry point's fixed parameters: what a diagram's names never take
-TAIL_LOCALS = ("acc", "acc2", "rows", "cols", "size_m", "size_n", "extras", "TAIL", "out", "a_desc", "b_desc",
+TAIL_LOCALS = ("acc", "acc2", "rows", "cols", "size_m", "size_n", "extras", "TAIL", "out", "a", "a_op", "a_rows",
+               "ks", "kvec", "stat", "row_sum", "v_desc", "v_smem", "KV", "PRO", "a_desc", "b_desc",
                "b2_desc", "c_desc", "size_k", "BLOCK_M", "BLOCK_N", "BLOCK_K", "STAGES", "GROUPS", "BAND", "A_T",
                "B_T", "B2", "CONSUMER_REGS", "tiles", "a_smem", "b_smem", "b2_smem", "c_smem", "ready", "empty",
                "descs", "smem", "bars", "sched", "s")
@@ -74,10 +75,10 @@ class _TailIds:
         return self.scope("{}_val", op, case="lower")
 
 
-def tail_branch(st: Structure, p, module: Scope) -> tuple[list[str], tuple[str, ...], list[str]]:
-    """One kernel's branch of _mm_tail: its lines (indented for the branch), the parameters it unpacks
-    from `extras` (the entry point's, in order) and what its launcher passes for them (expressions of the
-    launcher's t, scale)."""
+def tail_branch(st: Structure, p, module: Scope) -> tuple[list[str], list[str], tuple[str, ...], list[str]]:
+    """One kernel's branches of _mm_prologue and _mm_tail: their lines (indented for the branch), the
+    parameters both unpack from `extras` (the entry point's, in order) and what its launcher passes for
+    them (expressions of the launcher's t, scale)."""
     ids = _TailIds(module)
     params, passed = [], []
     for x in st.reads:
@@ -86,46 +87,94 @@ def tail_branch(st: Structure, p, module: Scope) -> tuple[list[str], tuple[str, 
         for i, dim in enumerate(p.tiles_of[x]):
             params.append(ids.stride(x, dim))
             passed.append(f"t[{py_str(x)}].stride({i})")
-    for op in st.tail:
+    for op in (*st.prologue, *st.tail):
         if op.applied.scale is not None:
             params.append(ids.scale(op.name))
             passed.append(f"scale[{py_str(op.name)}]")
-    lines = [f"{', '.join(params)}, = extras" if params else "# reads nothing besides the accumulators"]
-    vals = {st.dots[0]: "acc"}
-    if len(st.dots) > 1:
-        vals[st.dots[1]] = "acc2"
-    for x in st.reads:        # a vector or tile of the output's axes, in fp32, laid out like the accumulator
-        dims = p.tiles_of[x]
-        v = ids.value(x)
-        at = {st.m: ("rows", "size_m", "[:, None]"), st.n: ("cols", "size_n", "[None, :]")}
-        if len(dims) == 1:
-            idx, size, keep = at[dims[0]]
-            lines.append(f"{v} = gl.load({ids.ptr(x)} + {idx} * {ids.stride(x, dims[0])}, mask={idx} < {size}, "
-                         f"other=0.0).to(gl.float32){keep}  # {py_comment(x)}")
-        else:
-            offs = " + ".join(f"{at[d][0]}{at[d][2]} * {ids.stride(x, d)}" for d in dims)
-            lines.append(f"{v} = gl.load({ids.ptr(x)} + {offs}, mask=(rows[:, None] < size_m) & "
-                         f"(cols[None, :] < size_n), other=0.0).to(gl.float32)  # {py_comment(x)}")
-        vals[x] = v
-    for op in st.tail:
+    unpack = f"{', '.join(params)}, = extras" if params else "# reads nothing besides the kernel's own values"
+    return (_prologue_lines(st, p, ids, unpack), _tail_lines(st, p, ids, unpack), tuple(params), passed)
+
+
+def _load(ids: _TailIds, x: str, dims: tuple[str, ...], at: dict) -> str:
+    """A loaded vector or tile `x` in fp32, laid out like the values it meets (`at`: a dim -> its index
+    variable, its size, how a vector along it broadcasts)."""
+    if len(dims) == 1:
+        idx, size, keep = at[dims[0]]
+        return (f"{ids.value(x)} = gl.load({ids.ptr(x)} + {idx} * {ids.stride(x, dims[0])}, mask={idx} < {size}, "
+                f"other=0.0).to(gl.float32){keep}  # {py_comment(x)}")
+    offs = " + ".join(f"{at[d][0]}{at[d][2]} * {ids.stride(x, d)}" for d in dims)
+    (r, rs, _), (c, cs, _) = (at[d] for d in dims)
+    return (f"{ids.value(x)} = gl.load({ids.ptr(x)} + {offs}, mask=({r}[:, None] < {rs}) & ({c}[None, :] < {cs}), "
+            f"other=0.0).to(gl.float32)  # {py_comment(x)}")
+
+
+def _ops(ops, vals: dict[str, str], ids: _TailIds) -> list[str]:
+    lines = []
+    for op in ops:
         out = ids.value(op.name)
         lines.append(f"{out} = {pointwise(SPELLING, op, [vals[i] for i in op.inputs], ids)}  "
                      f"# {py_comment(op.name)}: {op.primitive.name}")
         vals[op.name] = out
+    return lines
+
+
+def _prologue_lines(st: Structure, p, ids: _TailIds, unpack: str) -> list[str]:
+    """The prologue's branch: A's chunk `a` (fp32) -> the contractions' first operand, and the row sum."""
+    if not st.in_registers:
+        return ["a_op = a  # no prologue: A goes to wgmma as it landed"]
+    at = {st.m: ("a_rows", "size_m", "[:, None]"), st.k: ("ks", "size_k", "[None, :]")}
+    vals = {st.a: "a"}
+    if st.kvec:         # the vector along the stream: its chunk landed with A's (KV), in fp32
+        vals[st.kvec] = "kvec"
+    lines = [unpack]
+    for x in dict.fromkeys(x for o in st.prologue for x in o.inputs if x in st.reads):
+        lines.append(_load(ids, x, p.tiles_of[x], at))
+        vals[x] = ids.value(x)
+    lines += _ops(st.prologue, vals, ids)
+    for op in st.sums:       # a running sum a row over the stream, item by item (summed across once a tile);
+        # chunks past the end landed as zeros
+        lines.append(f"stat = stat + {vals[op.inputs[0]]}  # {py_comment(op.name)}: sum over {py_comment(st.k)}")
+    lines.append(f"a_op = {vals[st.a_op]}")
+    return lines
+
+
+def _tail_lines(st: Structure, p, ids: _TailIds, unpack: str) -> list[str]:
+    lines = [unpack]
+    vals = {st.dots[0]: "acc"}
+    if len(st.dots) > 1:
+        vals[st.dots[1]] = "acc2"
+    for op in st.sums:
+        vals[op.name] = "stat[:, None]"     # the rows' sums, summed across the columns
+    at = {st.m: ("rows", "size_m", "[:, None]"), st.n: ("cols", "size_n", "[None, :]")}
+    for x in dict.fromkeys(x for o in st.tail for x in o.inputs if x in st.reads):
+        lines.append(_load(ids, x, p.tiles_of[x], at))
+        vals[x] = ids.value(x)
+    lines += _ops(st.tail, vals, ids)
     lines.append(f"out = {vals[st.output]}")
-    return lines, tuple(params), passed
+    return lines
 
 
-def tail_function(branches: list[tuple[str, list[str]]], source: str) -> str:
-    """_mm_tail: a branch a kernel (its name, its lines), chosen by the constexpr TAIL."""
+def tail_function(branches: list[tuple[str, list[str], list[str]]], source: str) -> str:
+    """_mm_prologue and _mm_tail: a branch a kernel (its name, its prologue's and its tail's lines),
+    chosen by the constexpr TAIL."""
     out = ["@gluon.jit",
-           "def _mm_tail(acc, acc2, rows, cols, size_m, size_n, extras, TAIL: gl.constexpr):",
-           f'    """The ops of {py_doc(source)} after each kernel\'s contractions, on the finished accumulators '
-           "(acc, and acc2 where a second contraction shares A) in registers: a branch a kernel (TAIL). rows "
-           'and cols are the tile\'s indices, extras what the branch reads besides (its entry point\'s)."""']
-    for i, (kernel, lines) in enumerate(branches):
+           "def _mm_prologue(a, a_rows, ks, kvec, stat, size_m, size_k, extras, TAIL: gl.constexpr):",
+           f'    """The ops of {py_doc(source)} before each kernel\'s contractions, on a consumer\'s chunk of A in '
+           "registers (fp32; a_rows and ks its rows and its columns of the stream; kvec the chunk of the vector "
+           "along the stream that rode the ring with it): the contractions' first operand, and `stat` with the "
+           'chunk added to the running sum a row (item by item), where the kernel has one."""']
+    for i, (kernel, prologue, _) in enumerate(branches):
         out.append(f"    {'if' if i == 0 else 'elif'} TAIL == {i}:  # kernel {py_comment(repr(kernel))}")
-        out += [f"        {line}" for line in lines]
+        out += [f"        {line}" for line in prologue]
+    out += ["    return a_op, stat", "", "", "@gluon.jit",
+            "def _mm_tail(acc, acc2, stat, rows, cols, size_m, size_n, extras, TAIL: gl.constexpr):",
+            f'    """The ops of {py_doc(source)} after each kernel\'s contractions, on the finished accumulators '
+            "(acc, and acc2 where a second contraction shares A) and the rows' running sum (stat) in registers: "
+            'a branch a kernel (TAIL). rows and cols are the tile\'s indices, extras what the branch reads '
+            'besides (its entry point\'s)."""']
+    for i, (kernel, _, tail) in enumerate(branches):
+        out.append(f"    {'if' if i == 0 else 'elif'} TAIL == {i}:  # kernel {py_comment(repr(kernel))}")
+        out += [f"        {line}" for line in tail]
     out.append("    return out")
     return "\n".join(out)
 
@@ -149,8 +198,8 @@ def contraction_module(g) -> str:
     out += ["", f"__all__ = [{py_str(ids.wrapper)}]", "", ""]
     branches, entries, passed = [], [], {}
     for k, t in zip(g.kernels, tables, strict=True):
-        lines, params, given = tail_branch(t.structure, k.plan, ids.scope)
-        branches.append((k.plan.name, lines))
+        prologue, tail, params, given = tail_branch(t.structure, k.plan, ids.scope)
+        branches.append((k.plan.name, prologue, tail))
         entries.append((ids.jit[k.plan.name], tuple(sorted(g.contraction.register_cap)), params))
         passed[k.plan.name] = given
     out.append(render_kernel(tail_function(branches, g.source_file), entries))
@@ -233,8 +282,9 @@ class _Plan:
         self.compiled = None
 
     def descriptors(self, tensors, fresh=False):
-        """The TMA descriptors of A, B, the second B (None where there is none) and the output: the first
-        call's checked by TensorDescriptor, later calls' its copies with their own tensors."""
+        """The TMA descriptors of A, B, the second B, the prologue's vector (None where there is none) and
+        the output: the first call's checked by TensorDescriptor, later calls' its copies with their own
+        tensors."""
         if fresh or self.templates is None:
             made = tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
             if not fresh:
@@ -257,7 +307,7 @@ _PLANS = {}   # (kernel, call signature) -> its _Plan
 PLANS_KEPT = 4096  # signatures kept
 
 
-def _plan(kernel, a, b, b2, c, entry, size, cfg, a_t, b_t):
+def _plan(kernel, a, b, b2, v, c, entry, size, cfg, a_t, b_t, pro):
     """The launch plan of a call signature: the configuration (CONFIGS' choice at the call's sizes where
     cfg is None), checked against the register file, and what follows from it."""
     if a.device.type != "cuda" or torch.cuda.get_device_capability(a.device)[0] != 9:
@@ -272,15 +322,16 @@ def _plan(kernel, a, b, b2, c, entry, size, cfg, a_t, b_t):
     rows = cfg['BLOCK_M'] // groups
     bk, bn = cfg['BLOCK_K'], cfg['BLOCK_N']
     box_b = [bn, bk] if b_t else [bk, bn]
-    boxes = ([bk, rows] if a_t else [rows, bk], box_b, box_b if b2 is not None else None, [rows, bn])
+    boxes = ([bk, rows] if a_t else [rows, bk], box_b, box_b if b2 is not None else None,
+             [bk] if v is not None else None, [rows, bn])
     size_m, size_n = c.shape
     tiles = triton.cdiv(size_m, cfg['BLOCK_M']) * triton.cdiv(size_n, bn)
     sms = _sm_count(a.device)
     grid = (min(tiles, sms),)  # a block an SM, each taking every grid-th tile
     constexprs = dict(BLOCK_M=cfg['BLOCK_M'], BLOCK_N=bn, BLOCK_K=bk, STAGES=cfg['STAGES'], GROUPS=groups,
-                      BAND=_band(cfg['BLOCK_M'], bn, sms), A_T=a_t, B_T=b_t, B2=b2 is not None,
-                      CONSUMER_REGS=CONSUMER_REGISTERS[groups])
-    copied = tuple(x is not None and not _tma_able(x) for x in (a, b, b2, c))
+                      BAND=_band(cfg['BLOCK_M'], bn, sms), A_T=a_t, B_T=b_t, B2=b2 is not None, PRO=pro,
+                      KV=v is not None, CONSUMER_REGS=CONSUMER_REGISTERS[groups])
+    copied = tuple(x is not None and not _tma_able(x) for x in (a, b, b2, v, c))
     return _Plan(kernel, cfg, grid, boxes, constexprs, copied)
 '''
     return [*body.splitlines(), "", ""]
@@ -289,6 +340,7 @@ def _plan(kernel, a, b, b2, c, entry, size, cfg, a_t, b_t):
 def _launcher(g, ids, p, st: Structure, passed: list[str]) -> list[str]:
     name = ids.jit[p.name]
     second = f"t[{py_str(st.bs[1])}]" if len(st.bs) > 1 else "None"
+    vector = f"t[{py_str(st.kvec)}]" if st.kvec else "None"
     size_k = f"size[{py_str(p.dim(st.k).axes[0])}]"
     extras = "".join(f", {x}" for x in passed)
     body = f'''\
@@ -297,24 +349,25 @@ def {ids.launch[p.name]}(t, size, scale, cfg=None):
     then its tail, into {py_doc(st.output)}. t, size, scale map names to tensors and numbers (the TMA
     descriptors read the strides off the tensors); cfg is the configuration to launch (checked by
     _per_kernel), None for CONFIGS' choice. A call signature is planned once (_plan, kept in _PLANS)."""
-    a, b, b2, c = t[{py_str(st.a)}], t[{py_str(st.bs[0])}], {second}, t[{py_str(st.output)}]
-    odd = (a.data_ptr() | b.data_ptr() | (b2.data_ptr() if b2 is not None else 0) | c.data_ptr()) & 15
+    a, b, b2, v, c = t[{py_str(st.a)}], t[{py_str(st.bs[0])}], {second}, {vector}, t[{py_str(st.output)}]
+    odd = (a.data_ptr() | b.data_ptr() | c.data_ptr() | sum(x.data_ptr() for x in (b2, v) if x is not None)) & 15
     key = ({py_str(p.name)}, None if cfg is None else tuple(cfg.items()), a.shape, a.stride(), b.shape, b.stride(),
-           None if b2 is None else b2.stride(), c.stride(), a.dtype, a.device, not odd)
+           None if b2 is None else b2.stride(), None if v is None else v.stride(), c.stride(), a.dtype, a.device,
+           not odd)
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) >= PLANS_KEPT:      # a long run of new signatures: start again
             _PLANS.clear()
-        plan = _PLANS[key] = _plan({name}, a, b, b2, c, CONFIGS[{py_str(p.name)}][None], size, cfg, {st.a_t},
-                                   {st.b_t[0]})
+        plan = _PLANS[key] = _plan({name}, a, b, b2, v, c, CONFIGS[{py_str(p.name)}][None], size, cfg, {st.a_t},
+                                   {st.b_t[0]}, {st.in_registers})
     if odd:   # a base the TMA engine cannot address: copies of their own, and descriptors made for them
-        ops = tuple(x if x is None else _tma_ready(x) for x in (a, b, b2, c))
+        ops = tuple(x if x is None else _tma_ready(x) for x in (a, b, b2, v, c))
     else:     # a copy where the strides are not TMA's (16-byte multiples, the last 1)
-        ops = tuple(_tma_ready(x) if copied else x for x, copied in zip((a, b, b2, c), plan.copied))
+        ops = tuple(_tma_ready(x) if copied else x for x, copied in zip((a, b, b2, v, c), plan.copied))
     descs = plan.descriptors(ops, fresh=bool(odd))
     plan.launch((*descs, c.shape[0], c.shape[1], {size_k}{extras}), a.device)
-    if ops[3] is not c:
-        c.copy_(ops[3])
+    if ops[4] is not c:
+        c.copy_(ops[4])
 '''
     return [*body.splitlines(), "", ""]
 
