@@ -125,8 +125,9 @@ def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dt
     progress("generate", 0, 3)
     launched = launch(diagram, profile, backend=backend, dtype=dtype, config=config, sets=sets)
     configured, generator = launched.configured, GENERATORS[launched.backend]
-    if launched.portable_why and isinstance(configured.roles, Attention):    # attention the Hopper kernel refused
-        why = f"{launched.family.title}, not the Hopper kernel: {launched.portable_why}"
+    if launched.portable_why:      # what the GPU's preferred family refused: attention, or a contraction
+        preferred = "the Hopper kernel" if isinstance(configured.roles, Attention) else "the Hopper contraction kernel"
+        why = f"{launched.family.title}, not {preferred}: {launched.portable_why}"
         configured = replace(configured, note="; ".join(filter(None, (configured.note, why))))
     progress("generate", 1, 3)
     file = KernelFile(**_fields(configured), family=launched.family,

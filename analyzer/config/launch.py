@@ -48,6 +48,7 @@ def launch(diagram: str | Diagram, gpu: str | Profile, *, backend: str | None = 
     families = tried(profile, backend)
     diagram = load(diagram)
     why = None
+    attention = isinstance(interface(diagram), Attention)
     for family in families:
         got = family.take(diagram, profile, dtype=dtype, config=config, sets=sets or {}, tables=tables)
         if isinstance(got, Launch):
@@ -55,7 +56,10 @@ def launch(diagram: str | Diagram, gpu: str | Profile, *, backend: str | None = 
             return replace(got, portable_why=None if family.preferred_on(profile) else why)
         if backend is not None:
             raise NapkinError(got, field="--backend", hint="use --backend triton")
-        why = got
+        # the reason of the family whose kind of diagram it is: attention's for attention (the contraction
+        # kernel only says attention is not its), the contraction kernel's for the rest
+        if why is None or not attention:
+            why = got
     raise AssertionError("the portable module realises every diagram")     # tried() ends with it
 
 

@@ -31,19 +31,22 @@ from analyzer.config.launch import launch
 H100 = hardware.load("h100")
 
 
-@pytest.mark.parametrize("diagram, accumulators, tail", [
-    ("matmul", 1, []), ("matmul_bias_gelu", 1, ["add", "gelu"]), ("swiglu_mlp", 2, ["sigmoid", "mul", "mul"])])
-def test_the_contraction_diagrams_get_the_hopper_contraction_kernel_on_a_hopper_gpu(diagram, accumulators, tail):
+@pytest.mark.parametrize("diagram, accumulators, prologue, tail", [
+    ("matmul", 1, [], []), ("matmul_bias_gelu", 1, [], ["add", "gelu"]),
+    ("swiglu_mlp", 2, [], ["sigmoid", "mul", "mul"]), ("rmsnorm_matmul", 1, ["mul", "mul", "sum"],
+                                                       ["scale", "shift", "rsqrt", "mul"])])
+def test_the_contraction_diagrams_get_the_hopper_contraction_kernel_on_a_hopper_gpu(diagram, accumulators, prologue,
+                                                                                    tail):
     launched = launch(diagram, H100, tables=False)
     assert launched.backend == "hopper-contraction"
     first = launched.contraction.tables[0].structure
     assert len(first.bs) == accumulators
+    assert [op.primitive.name for op in (*first.prologue, *first.sums)] == prologue
     assert [op.primitive.name for op in first.tail] == tail
 
 
 @pytest.mark.parametrize("diagram, why", [
-    ("rmsnorm_matmul", "runs before the contraction"), ("mlp2", "chains two contractions"),
-    ("linear_attention", "chains two contractions")])
+    ("mlp2", "chains two contractions"), ("linear_attention", "chains two contractions")])
 def test_what_it_does_not_realise_goes_to_the_portable_module_with_the_reason(diagram, why):
     launched = launch(diagram, H100, tables=False)
     assert launched.backend == "triton"
@@ -139,7 +142,7 @@ class _Gluon:
 
     float32 = np.float64
     exp = staticmethod(np.exp)
-    rsqrt = staticmethod(lambda x: 1 / np.sqrt(x))
+    rsqrt = staticmethod(lambda x: (1 / np.sqrt(x)).view(_Array))
     maximum = staticmethod(np.maximum)
 
     @staticmethod
@@ -150,13 +153,17 @@ class _Gluon:
         return out.view(_Array)
 
 
-def _tail(source: str):
-    """The module's _mm_tail as a numpy function (its decorator dropped, numpy for Gluon)."""
-    text = re.search(r"@gluon\.jit\n(def _mm_tail\(.*?\n    return out\n)", source, re.S).group(1)
+def _function(source: str, name: str = "_mm_tail"):
+    """The module's _mm_tail (or _mm_prologue) as a numpy function (its decorator dropped, numpy for Gluon)."""
+    end = "return out" if name == "_mm_tail" else "return a_op, stat"
+    text = re.search(rf"@gluon\.jit\n(def {name}\(.*?\n    {end}\n)", source, re.S).group(1)
     text = text.replace("TAIL: gl.constexpr", "TAIL")
     scope = {"gl": _Gluon, "_mm_tanh": np.tanh}
     exec(compile(text, "<tail>", "exec"), scope)
-    return scope["_mm_tail"]
+    return scope[name]
+
+
+_tail = _function
 
 
 def test_the_bias_gelu_tail_is_gelu_of_the_accumulator_plus_the_bias():
@@ -165,7 +172,7 @@ def test_the_bias_gelu_tail_is_gelu_of_the_accumulator_plus_the_bias():
     rows, cols = np.arange(64), 1000 + np.arange(128)      # a tile at the last columns: 1000..1127 of 1100
     acc = rng.standard_normal((64, 128)).view(_Array)
     bias = rng.standard_normal(1100)
-    out = tail(acc, 0.0, rows, cols, 64, 1100, (_Pointer(bias), 1), 0)
+    out = tail(acc, 0.0, 0.0, rows, cols, 64, 1100, (_Pointer(bias), 1), 0)
     z = acc + np.where(cols < 1100, bias[np.minimum(cols, 1099)], 0.0)[None, :]
     expect = 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
     assert np.allclose(out, expect, rtol=1e-12, atol=1e-12)
@@ -175,10 +182,29 @@ def test_the_swiglu_tail_gates_the_up_projection_with_silu_of_the_gate():
     tail = _tail(generate("swiglu_mlp", H100).source)
     rng = np.random.default_rng(1)
     acc, acc2 = rng.standard_normal((2, 64, 128)) * 4
-    out = tail(acc.view(_Array), acc2.view(_Array), np.arange(64), np.arange(128), 64, 128, (64,), 0)
+    out = tail(acc.view(_Array), acc2.view(_Array), 0.0, np.arange(64), np.arange(128), 64, 128, (64,), 0)
     assert np.allclose(out, acc / (1 + np.exp(-acc)) * acc2, rtol=1e-12, atol=1e-12)
-    down = tail(acc.view(_Array), 0.0, np.arange(64), np.arange(128), 64, 128, (64,), 1)
+    down = tail(acc.view(_Array), 0.0, 0.0, np.arange(64), np.arange(128), 64, 128, (64,), 1)
     assert np.array_equal(down, acc)
+
+
+def test_the_rmsnorm_prologue_and_tail_are_the_normalised_rows_times_the_gain_contracted():
+    """The prologue on each chunk of X (its gain's chunk riding the ring as `kvec`), the squares summed
+    item by item and across once (as the consumer does), the contraction of the prologue's operand, then
+    the tail: Y = r (X g) W, r = rsqrt(mean(X^2) + 1e-6)."""
+    source = generate("rmsnorm_matmul", H100).source
+    prologue, tail = _function(source, "_mm_prologue"), _function(source)
+    rng = np.random.default_rng(3)
+    n, i, o, bk = 64, 192, 32, 64
+    x, w, g = rng.standard_normal((n, i)), rng.standard_normal((i, o)), rng.random(i) + 0.5
+    stat, acc = np.zeros((n, bk)), np.zeros((n, o))
+    for j in range(0, i, bk):
+        a_op, stat = prologue(x[:, j:j + bk].view(_Array), np.arange(n), j + np.arange(bk), g[None, j:j + bk],
+                              stat, n, i, (1 / i,), 0)
+        acc += np.asarray(a_op) @ w[j:j + bk]
+    out = tail(acc.view(_Array), 0.0, stat.sum(1), np.arange(n), np.arange(o), n, o, (1 / i,), 0)
+    expect = (x * g / np.sqrt((x ** 2).mean(1, keepdims=True) + 1e-6)) @ w
+    assert np.allclose(out, expect, rtol=1e-12, atol=1e-12)
 
 
 def test_a_diagram_naming_its_arrays_like_the_kernels_locals_keeps_its_tail(tmp_path: Path):
@@ -192,6 +218,6 @@ def test_a_diagram_naming_its_arrays_like_the_kernels_locals_keeps_its_tail(tmp_
     rng = np.random.default_rng(2)
     acc = rng.standard_normal((64, 64)).view(_Array)
     bias = rng.standard_normal(64)
-    out = tail(acc, 0.0, np.arange(64), np.arange(64), 64, 64, (_Pointer(bias), 1), 0)
+    out = tail(acc, 0.0, 0.0, np.arange(64), np.arange(64), 64, 64, (_Pointer(bias), 1), 0)
     z = acc + bias[None, :]
     assert np.allclose(out, 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3))))
