@@ -243,8 +243,7 @@ def configuration(profile: Profile, st: Structure, dtype: str, *, block_m: int, 
     staging = block_m * block_n * size
     if st.kvec:                 # the prologue's vector along the stream, a chunk a stage
         ring += stages * block_k * size
-    # each stage's ready and empty mbarriers, and a turn a consumer
-    smem = ring + staging + MBARRIER_BYTES * (2 * stages + warpgroups) + PARTITION_BYTES
+    smem = ring + staging + MBARRIER_BYTES * 2 * stages + PARTITION_BYTES
     needed = len(st.bs) * rows * block_n // profile.divisors.mma_threads + REGISTER_RESERVE
     if st.in_registers:         # A's chunk in registers for the prologue (fp32), and the rows' sums item by item
         needed += 2 * rows * block_k // profile.divisors.mma_threads

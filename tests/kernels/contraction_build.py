@@ -29,7 +29,7 @@ def compiled_each(jobs: list[dict]) -> list[dict]:
     return in_process_of_its_own("tests.kernels.contraction_build", Path("-"), jobs, timeout=900)
 
 
-def contraction_source(module, kernel: str, entry: dict, dtype: str, inter: bool = False):
+def contraction_source(module, kernel: str, entry: dict, dtype: str):
     """The Gluon source, target and options of `module`'s kernel `kernel` launched with `entry`."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon import language as gl
@@ -49,7 +49,7 @@ def contraction_source(module, kernel: str, entry: dict, dtype: str, inter: bool
 
     box_b = [bn, bk] if b_t else [bk, bn]
     constexprs = {"BLOCK_M": entry["BLOCK_M"], "BLOCK_N": bn, "BLOCK_K": bk, "STAGES": entry["STAGES"],
-                  "GROUPS": groups, "BAND": 8, "A_T": a_t, "B_T": b_t, "B2": b2, "PRO": pro, "KV": kv, "INTER": inter,
+                  "GROUPS": groups, "BAND": 8, "A_T": a_t, "B_T": b_t, "B2": b2, "PRO": pro, "KV": kv,
                   "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
     if not b2:
         constexprs["b2_desc"] = None
@@ -78,10 +78,10 @@ def module_flags(launcher) -> tuple[bool, bool, bool, bool, bool]:
     return a_t == "True", b_t == "True", operands[2] != "None", pro == "True", operands[3] != "None"
 
 
-def _compile(module, kernel: str, entry: dict, dtype: str, inter: bool = False) -> dict:
+def _compile(module, kernel: str, entry: dict, dtype: str) -> dict:
     import triton
 
-    src, target, options = contraction_source(module, kernel, entry, dtype, inter)
+    src, target, options = contraction_source(module, kernel, entry, dtype)
     import re
     compiled = triton.compile(src, target=target, options=options)
     ptx = compiled.asm["ptx"]
@@ -94,5 +94,4 @@ def _compile(module, kernel: str, entry: dict, dtype: str, inter: bool = False) 
 
 if __name__ == "__main__":
     jobs = json.loads(sys.argv[2])
-    print(json.dumps([_compile(loaded(j["module"]), j["kernel"], j["entry"], j["dtype"], j.get("inter", False))
-                      for j in jobs]))
+    print(json.dumps([_compile(loaded(j["module"]), j["kernel"], j["entry"], j["dtype"]) for j in jobs]))

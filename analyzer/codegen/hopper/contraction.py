@@ -38,7 +38,7 @@ ${indent}], [${warps}], [${regs}])''')
 
 CONSUMER = Template('''\
 ${indent}    (_mm_consumer, (descs, smem, bars, sched, extras, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GROUPS, ${group},
-${indent}                    BAND, A_T, B_T, B2, TAIL, PRO, KV, INTER)),''')
+${indent}                    BAND, A_T, B_T, B2, TAIL, PRO, KV)),''')
 
 TANH = '''
 

@@ -32,8 +32,7 @@ GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgro
 
 # The tail's fixed locals and the entry point's fixed parameters: what a diagram's names never take
 TAIL_LOCALS = ("acc", "acc2", "rows", "cols", "size_m", "size_n", "extras", "TAIL", "out", "a", "a_op", "a_rows",
-               "ks", "kvec", "stat", "row_sum", "v_desc", "v_smem", "KV", "PRO", "INTER", "turns", "FIRST",
-               "turn_mine", "turn_next", "a_desc", "b_desc",
+               "ks", "kvec", "stat", "row_sum", "v_desc", "v_smem", "KV", "PRO", "a_desc", "b_desc",
                "b2_desc", "c_desc", "size_k", "BLOCK_M", "BLOCK_N", "BLOCK_K", "STAGES", "GROUPS", "BAND", "A_T",
                "B_T", "B2", "CONSUMER_REGS", "tiles", "a_smem", "b_smem", "b2_smem", "c_smem", "ready", "empty",
                "descs", "smem", "bars", "sched", "s")
@@ -331,7 +330,7 @@ def _plan(kernel, a, b, b2, v, c, entry, size, cfg, a_t, b_t, pro):
     grid = (min(tiles, sms),)  # a block an SM, each taking every grid-th tile
     constexprs = dict(BLOCK_M=cfg['BLOCK_M'], BLOCK_N=bn, BLOCK_K=bk, STAGES=cfg['STAGES'], GROUPS=groups,
                       BAND=_band(cfg['BLOCK_M'], bn, sms), A_T=a_t, B_T=b_t, B2=b2 is not None, PRO=pro,
-                      KV=v is not None, INTER=False, CONSUMER_REGS=CONSUMER_REGISTERS[groups])
+                      KV=v is not None, CONSUMER_REGS=CONSUMER_REGISTERS[groups])
     copied = tuple(x is not None and not _tma_able(x) for x in (a, b, b2, v, c))
     return _Plan(kernel, cfg, grid, boxes, constexprs, copied)
 '''
