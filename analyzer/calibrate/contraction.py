@@ -43,12 +43,11 @@ HELD_OUT = 4096              # the swept shapes whose geometric mean is this are
 # diagram has, so its records say whether the model carries to it unfitted
 HELD_OUT_DIAGRAMS = ("rmsnorm_matmul",)
 HUBER_SCALE = 0.05           # log errors beyond 5 % count linearly: a few odd timings cannot pull the fit
-# name -> (start, lower, upper, scale): each parameter's range is where it means what ContractionFit says.
-# smem_efficiency is not fitted: wgmma's reads from SMEM bound no configuration of the first recording
-# at any value that fits it (bench/results/hopper_contraction_h100.json), so it keeps the datasheet's rate
+# name -> (start, lower, upper, scale): each parameter's range is where it means what ContractionFit says
 PARAMETERS = {
     "tensor_efficiency": (0.8, 0.2, 1.2, 1.0),       # up to the boost clock over the tensor clock
     "l2_efficiency": (1.0, 0.1, 1.5, 1.0),
+    "smem_efficiency": (1.0, 0.1, 1.5, 1.0),
     "load_latency_s": (5e-7, 0.0, 1e-5, 1e-7),       # a load's latency: about a microsecond
     "chunk_overhead_s": (0.0, 0.0, 1e-5, 1e-7),      # below a chunk's own time
     "tile_overhead_s": (0.0, 0.0, 1e-4, 1e-6),

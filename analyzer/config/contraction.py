@@ -326,13 +326,16 @@ def chunk_times(profile: Profile, c: ContractionConfig, counts: Counts, dtype: s
                 params: ContractionParams) -> dict[str, float]:
     """Seconds one chunk of a tile costs its SM, by what may bound it (the ring overlaps them; the chunk
     takes the longest): `tensor` (the chunk's contractions at the tensor cores' rate), `smem` (wgmma
-    reading its operands from SMEM: each consumer its rows of A and the whole of each B, at the SM's
-    SMEM bandwidth), `l2` (the chunk's loads, the SMs at work sharing L2's bandwidth), `latency` (a
+    reading its operands from SMEM: each instruction, 64 rows, its rows of A and the whole of each B, at
+    the SM's SMEM bandwidth), `l2` (the chunk's loads, the SMs at work sharing L2's bandwidth), `latency` (a
     load's latency and transfer, hidden behind the STAGES - 1 chunks loaded ahead)."""
     sms = profile.sm_count
     per_chunk = counts.tiles * counts.chunks
     tensor = counts.tensor_flops / per_chunk / (profile.rate("tensor", dtype) / sms * params.tensor_efficiency)
-    read = c.warpgroups * c.block_k * (c.rows + counts.operands * c.block_n) * bytes_per_value(dtype)
+    # each wgmma instruction (m = 64 rows: the profile's mma m) reads its rows of A and its whole B from
+    # SMEM, so a consumer of 128 rows reads each B twice
+    m = profile.divisors.mma[dtype].m
+    read = c.block_m // m * c.block_k * (m + counts.operands * c.block_n) * bytes_per_value(dtype)
     smem = read / (profile.level("smem").bandwidth_bytes_per_s / sms * params.smem_efficiency)
     l2 = counts.loads_s / per_chunk * min(sms, counts.tiles) / params.l2_efficiency
     # a chunk lands a latency and its own transfer after its load is issued, STAGES - 1 chunks ahead
