@@ -13,7 +13,7 @@ did not see.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,6 @@ from analyzer.config.contraction import (
     ContractionConfig,
     ContractionParams,
     Counts,
-    Structure,
     configuration,
     counted,
     legal,
@@ -266,8 +265,4 @@ def _choices(base: Profile, rows: list[Row], params: ContractionParams) -> list[
     return out
 
 
-def param_names() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(ContractionParams) if f.name != "source")
-
-
-__all__ = ["HELD_OUT", "PARAMETERS", "Result", "Row", "Structure", "calibrate", "param_names"]
+__all__ = ["HELD_OUT", "HELD_OUT_DIAGRAMS", "PARAMETERS", "Result", "Row", "calibrate"]

@@ -42,7 +42,7 @@ from analyzer.config.hopper import (
     register_cap,
     registers_per_consumer,
 )
-from analyzer.config.plan import KernelPlan, band_rows
+from analyzer.config.plan import KernelPlan
 from analyzer.diagram.compiled import Op
 from analyzer.hardware import Profile, contraction_fit
 from analyzer.model.analysis import TermModel
@@ -272,11 +272,6 @@ def candidates(profile: Profile, st: Structure, dtype: str) -> list[ContractionC
     return out
 
 
-def band(profile: Profile, c: ContractionConfig) -> int:
-    """Row tiles per band of the persistent blocks' walk (plan.band_rows: one wave covers a square)."""
-    return band_rows(c.block_m, c.block_n, profile.sm_count)
-
-
 @dataclass(frozen=True)
 class ContractionParams:
     """The model's stated assumptions, each a parameter a sweep of the kernel fits (napkin calibrate
@@ -488,5 +483,5 @@ def size_table(profile: Profile, model: TermModel, p: KernelPlan, st: Structure,
 
 
 __all__ = ["parse_label", "LENGTHS", "Ranked", "Table", "Tables", "counted", "ranked", "size_table", "tile_names", "BLOCKS_K", "BLOCKS_N", "ELEMENTWISE", "STAGES", "WARPGROUPS", "ContractionConfig", "ContractionParams",
-           "Counts", "Structure", "band", "candidates", "configuration", "hopper_capable", "legal", "parts",
+           "Counts", "Structure", "candidates", "configuration", "hopper_capable", "legal", "parts",
            "predicted_time", "realise", "register_cap"]
