@@ -49,14 +49,15 @@ class Row:
 
 
 @dataclass(frozen=True)
-class HopperRow:
-    """One legal configuration of the Hopper kernel (analyzer.config.hopper) and its predicted time."""
+class ConfigRow:
+    """One legal configuration of a Hopper kernel, whole (its `config` has label() and entry()), and its
+    predicted time."""
 
     kernel: str
-    config: HopperConfig
+    config: HopperConfig | ContractionConfig
     time_s: float
     tensor_flops: float
-    bound: str                         # tensor, threads (the softmax) or loads
+    bound: str
 
     @property
     def label(self) -> str:
@@ -73,28 +74,17 @@ class HopperRow:
 
 
 @dataclass(frozen=True)
-class ContractionRow:
-    """One legal configuration of the Hopper contraction kernel (analyzer.config.contraction) and its
-    predicted time."""
+class HopperRow(ConfigRow):
+    """The Hopper attention kernel's (analyzer.config.hopper); bound: tensor, threads (the softmax) or loads."""
 
-    kernel: str
+    config: HopperConfig
+
+
+@dataclass(frozen=True)
+class ContractionRow(ConfigRow):
+    """The Hopper contraction kernel's (analyzer.config.contraction); bound: tensor, smem, l2, latency or gmem."""
+
     config: ContractionConfig
-    time_s: float
-    tensor_flops: float
-    bound: str                         # tensor, l2 (the loads) or gmem
-
-    @property
-    def label(self) -> str:
-        return self.config.label()
-
-    @property
-    def throughput_flops_per_s(self) -> float:
-        return self.tensor_flops / self.time_s if self.time_s else 0.0
-
-    def as_dict(self) -> dict:
-        return {"kernel": self.kernel, "configuration": self.config.entry(), "time_s": self.time_s,
-                "tensor_flops": self.tensor_flops, "throughput_flops_per_s": self.throughput_flops_per_s,
-                "bound": self.bound}
 
 
 @dataclass(frozen=True)
@@ -122,4 +112,4 @@ class Sweep:
                 "rows": [r.as_dict() for r in self.rows]}
 
 
-__all__ = ["ContractionRow", "HopperRow", "Row", "Sweep", "portable_label"]
+__all__ = ["ConfigRow", "ContractionRow", "HopperRow", "Row", "Sweep", "portable_label"]

@@ -94,22 +94,22 @@ def hopper_fit(profile: Profile) -> tuple[HopperFit, str] | None:
     profile's own, or, for a shipped datasheet profile, that of the shipped calibrated profile that
     extends it (h100-calibrated for h100-sxm5), since the fit describes the GPU, not the file. None
     where no one measured the kernel on this GPU."""
-    own = profile.calibration.hopper if profile.calibration else None
-    if own is not None:
-        return own, profile.name
-    calibrated = calibrated_sibling(profile)
-    fit = calibrated.calibration.hopper if calibrated is not None and calibrated.calibration else None
-    return (fit, calibrated.name) if fit is not None else None
+    return _kernel_fit(profile, "hopper")
 
 
 def contraction_fit(profile: Profile) -> tuple[ContractionFit, str] | None:
     """The Hopper contraction kernel's fitted model for `profile`, and the profile that carries it: its
     own, or its shipped calibrated sibling's (as hopper_fit). None where no one measured that kernel."""
-    own = profile.calibration.contraction if profile.calibration else None
+    return _kernel_fit(profile, "contraction")
+
+
+def _kernel_fit(profile: Profile, name: str):
+    """The calibration's fit `name` (hopper, contraction) of `profile`, else of its calibrated sibling."""
+    own = getattr(profile.calibration, name) if profile.calibration else None
     if own is not None:
         return own, profile.name
     calibrated = calibrated_sibling(profile)
-    fit = calibrated.calibration.contraction if calibrated is not None and calibrated.calibration else None
+    fit = getattr(calibrated.calibration, name) if calibrated is not None and calibrated.calibration else None
     return (fit, calibrated.name) if fit is not None else None
 
 

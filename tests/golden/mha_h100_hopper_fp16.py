@@ -725,6 +725,47 @@ def _bound(template, tensor):
 
 
 
+class _Plan:
+    """What one call signature (shapes, strides, element type, device, configuration) decides of a launch:
+    the kernel, the configuration, the grid, the descriptors' boxes, the constexprs, which tensors the
+    kernel takes a contiguous copy of, and the sizes the kernel takes (where the launcher keeps them here);
+    once the first launch has compiled it, the compiled kernel, launched directly from then on."""
+
+    def __init__(self, kernel, cfg, grid, boxes, constexprs, copied, sizes=()):
+        self.kernel, self.cfg, self.grid, self.boxes, self.constexprs = kernel, cfg, grid, boxes, constexprs
+        self.copied = copied    # per tensor: whether the kernel takes a contiguous copy (_tma_ready)
+        self.sizes = sizes
+        self.templates = None   # the first call's descriptors without their tensors
+        self.compiled = None
+
+    def descriptors(self, tensors, fresh=False):
+        """The TMA descriptors of the launch's tensors (None where the plan's box is None: a tensor the
+        kernel takes as None), the first call's checked by TensorDescriptor, later calls' its copies with
+        their own tensors (the same shapes, strides and boxes: the checks would say the same). `fresh`:
+        made and checked anew (copies the plan did not foresee)."""
+        if fresh:
+            return tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
+        if self.templates is None:
+            made = tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
+            self.templates = tuple(d and _unbound(d) for d in made)
+            return made
+        return tuple(d and _bound(d, x) for d, x in zip(self.templates, tensors))
+
+    def launch(self, args, device):
+        hook = knobs.runtime.launch_enter_hook      # a chain of hooks a profiler adds to (or None)
+        if self.compiled is None or getattr(hook, "calls", hook):     # the first call, or one a profiler sees
+            self.compiled = self.kernel[self.grid](*args, **self.constexprs, num_warps=4,
+                                                   maxnreg=REGISTER_CAP[self.cfg['WARPGROUPS']])
+            return
+        c = self.compiled
+        c.run(*self.grid, 1, 1, driver.active.get_current_stream(device.index), c.function, c.packed_metadata,
+              None, None, None, *args, *self.constexprs.values())
+
+
+_PLANS = {}   # a call signature -> its _Plan
+PLANS_KEPT = 4096  # signatures kept (a plan is a few hundred bytes; the compiled kernels are Triton's to keep)
+
+
 def _bias_descriptor(bias, block):
     """A TMA descriptor of a (batch, heads, queries, keys) bias as rows of keys, and the rows a batch entry
     and a head span in it (0 along an axis the call broadcasts, a stride of 0, which the TMA engine does
@@ -776,45 +817,6 @@ def _launch_flash(t, size, scale, cfg=None):
         out.copy_(o)
 
 
-class _Plan:
-    """What one call signature (shapes, strides, element type, device, configuration) decides of a launch:
-    the configuration, the grid, the descriptors' boxes, the sizes the kernel takes, its constexprs; and,
-    once the first launch has compiled it, the compiled kernel, launched directly from then on."""
-
-    def __init__(self, cfg, grid, boxes, sizes, constexprs, copied):
-        self.cfg, self.grid, self.boxes, self.sizes, self.constexprs = cfg, grid, boxes, sizes, constexprs
-        self.copied = copied    # per q, k, v, o: whether the kernel takes a contiguous copy (_tma_ready)
-        self.templates = None   # the first call's descriptors without their tensors
-        self.compiled = None
-
-    def descriptors(self, tensors, fresh=False):
-        """The TMA descriptors of q, k, v and o and of q's and k's second column blocks (None where the
-        head dim has one: the kernel takes None there): the first call's checked by TensorDescriptor,
-        later calls' its copies with their own tensors (the same shapes, strides and boxes: the checks
-        would say the same). `fresh`: made and checked anew (copies the plan did not foresee)."""
-        if fresh:
-            return tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
-        if self.templates is None:
-            made = tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
-            self.templates = tuple(d and _unbound(d) for d in made)
-            return made
-        return tuple(d and _bound(d, x) for d, x in zip(self.templates, tensors))
-
-    def launch(self, args, device):
-        hook = knobs.runtime.launch_enter_hook      # a chain of hooks a profiler adds to (or None)
-        if self.compiled is None or getattr(hook, "calls", hook):     # the first call, or one a profiler sees
-            self.compiled = _mha_flash[self.grid](*args, **self.constexprs, num_warps=4,
-                                              maxnreg=REGISTER_CAP[self.cfg['WARPGROUPS']])
-            return
-        c = self.compiled
-        c.run(*self.grid, 1, 1, driver.active.get_current_stream(device.index), c.function, c.packed_metadata,
-              None, None, None, *args, *self.constexprs.values())
-
-
-_PLANS = {}   # a call signature -> its _Plan
-PLANS_KEPT = 4096  # signatures kept (a plan is a few hundred bytes; the compiled kernels are Triton's to keep)
-
-
 def _plan(q, k, v, out, entry, size, cfg):
     """The launch plan of a call signature: the configuration (CONFIGS' choice at the call's sizes where cfg
     is None), checked against the kernel's register file, and what follows from it."""
@@ -850,7 +852,7 @@ def _plan(q, k, v, out, entry, size, cfg):
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups])
     copied = tuple(not _tma_able(x) for x in (q, k, v, out))
-    return _Plan(cfg, grid, boxes, sizes, constexprs, copied)
+    return _Plan(_mha_flash, cfg, grid, boxes, constexprs, copied, sizes)
 
 
 DTYPES = (torch.float16, torch.bfloat16)
@@ -955,7 +957,7 @@ def attention(q, k, v, causal=False, out=None, config=None):
     return out
 
 
-OP_NAME = 'napkin::attention_790af522a38fbfb4'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_51129b333258ee42'  # attention_op's name: this module's text's digest
 _OPS = []  # attention_op's op, once registered
 
 

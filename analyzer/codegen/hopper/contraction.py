@@ -17,6 +17,8 @@ from __future__ import annotations
 from importlib import resources
 from string import Template
 
+from analyzer.codegen.hopper.kernel import partitions
+
 # The module-level names this text defines; the module's scope never hands them out
 HELPERS = ("_mm_ring", "_mm_tile", "_mm_producer", "_mm_consumer", "_mm_prologue", "_mm_tail", "_mm_tanh")
 
@@ -51,22 +53,6 @@ def _mm_tanh(x):
                                      pack=1)'''
 
 
-def partitions(warpgroups: tuple[int, ...]) -> str:
-    """The kernel's warp_specialize call for each number of consumer warpgroups its configurations use
-    (a branch per number: Gluon takes the partitions as a literal list, one tuple of arguments each)."""
-    out = []
-    for i, n in enumerate(sorted(set(warpgroups))):
-        keyword = "if" if i == 0 else "elif"
-        body = PARTITION.substitute(
-            indent="        ",
-            consumers="\n".join(CONSUMER.substitute(indent="        ", group=g) for g in range(n)),
-            warps=", ".join(["4"] * (n - 1) + ["1"]),
-            regs=", ".join(["CONSUMER_REGS"] * (n - 1) + ["24"]))
-        out.append(f"    {keyword} GROUPS == {n}:\n{body}")
-    out.append("    else:\n        gl.static_assert(False, \"no partition list for this many consumer warpgroups\")")
-    return "\n".join(out)
-
-
 def render_kernel(tail: str, entries: list[tuple[str, tuple[int, ...], tuple[str, ...]]]) -> str:
     """The kernel text: the helpers with `tail` the text of _mm_prologue and _mm_tail (a branch a kernel
     each), then an entry
@@ -77,10 +63,11 @@ def render_kernel(tail: str, entries: list[tuple[str, tuple[int, ...], tuple[str
         listed = "".join(f"{p}, " for p in params)
         # the tuple the consumers pass on; a kernel whose tail reads nothing passes size_m, unused
         extras = "(" + ", ".join(params) + ",)" if params else "(size_m,)"
-        out.append(ENTRY.substitute(kernel=name, partitions=partitions(warpgroups), params=listed, extras=extras,
+        out.append(ENTRY.substitute(kernel=name, partitions=partitions(warpgroups, PARTITION, CONSUMER),
+                                    params=listed, extras=extras,
                                     index=index))
     text = "\n\n\n".join(out)
     return text + (TANH if "_mm_tanh(" in tail else "")
 
 
-__all__ = ["ENTRY", "HELPERS", "HELPER_TEXT", "partitions", "render_kernel"]
+__all__ = ["ENTRY", "HELPERS", "HELPER_TEXT", "render_kernel"]

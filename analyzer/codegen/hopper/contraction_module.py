@@ -11,7 +11,7 @@ from __future__ import annotations
 from analyzer.codegen.escape import py_comment, py_doc, py_str
 from analyzer.codegen.helpers_text import PER_KERNEL_HELPER
 from analyzer.codegen.hopper.contraction import HELPERS, render_kernel
-from analyzer.codegen.hopper.module import TMA_HELPERS
+from analyzer.codegen.hopper.module import PLAN_HELPERS, TMA_HELPERS
 from analyzer.codegen.names import Scope
 from analyzer.codegen.pymodule import (
     MODULE_GLOBALS,
@@ -258,7 +258,7 @@ def _configs(g, tables: tuple[Table, ...]) -> list[str]:
               "GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}"]
     lines += sized_helpers(g)
     lines += ["", "", *PER_KERNEL_HELPER.splitlines()]
-    lines += ["", "", *TMA_HELPERS.splitlines(), "", ""]
+    lines += ["", "", *TMA_HELPERS.splitlines(), "", "", *PLAN_HELPERS.splitlines(), "", ""]
     return lines
 
 
@@ -268,43 +268,6 @@ def _band(block_m, block_n, sms):
     """Row tiles per band of the persistent blocks' walk: one wave covers a square of the output
     (analyzer.config.plan.band_rows, Theorem 2)."""
     return max(1, round(math.sqrt(sms * block_n / block_m)))
-
-
-class _Plan:
-    """What one call signature (shapes, strides, element type, device, configuration) decides of a
-    launch: the grid, the descriptors' boxes, the constexprs; once the first launch has compiled the
-    kernel, the compiled kernel, launched directly from then on (the host's cost of a call)."""
-
-    def __init__(self, kernel, cfg, grid, boxes, constexprs, copied):
-        self.kernel, self.cfg, self.grid, self.boxes, self.constexprs = kernel, cfg, grid, boxes, constexprs
-        self.copied = copied    # per operand and output: whether the kernel takes a contiguous copy
-        self.templates = None   # the first call's descriptors without their tensors
-        self.compiled = None
-
-    def descriptors(self, tensors, fresh=False):
-        """The TMA descriptors of A, B, the second B, the prologue's vector (None where there is none) and
-        the output: the first call's checked by TensorDescriptor, later calls' its copies with their own
-        tensors."""
-        if fresh or self.templates is None:
-            made = tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
-            if not fresh:
-                self.templates = tuple(d and _unbound(d) for d in made)
-            return made
-        return tuple(d and _bound(d, x) for d, x in zip(self.templates, tensors))
-
-    def launch(self, args, device):
-        hook = knobs.runtime.launch_enter_hook      # a chain of hooks a profiler adds to (or None)
-        if self.compiled is None or getattr(hook, "calls", hook):     # the first call, or one a profiler sees
-            self.compiled = self.kernel[self.grid](*args, **self.constexprs, num_warps=4,
-                                                   maxnreg=REGISTER_CAP[self.cfg['WARPGROUPS']])
-            return
-        c = self.compiled
-        c.run(*self.grid, 1, 1, driver.active.get_current_stream(device.index), c.function, c.packed_metadata,
-              None, None, None, *args, *self.constexprs.values())
-
-
-_PLANS = {}   # (kernel, call signature) -> its _Plan
-PLANS_KEPT = 4096  # signatures kept
 
 
 def _plan(kernel, a, b, b2, v, c, entry, size, cfg, a_t, b_t, pro):

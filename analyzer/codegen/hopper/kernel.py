@@ -111,15 +111,16 @@ def score_function(scores: Scores, source: str) -> str:
     return text + (TANH if any(o.primitive in TANHS for o in scores.ops) else "")
 
 
-def partitions(warpgroups: tuple[int, ...]) -> str:
+def partitions(warpgroups: tuple[int, ...], partition: Template = PARTITION, consumer: Template = CONSUMER) -> str:
     """The kernel's warp_specialize call for each number of consumer warpgroups its configurations use
-    (a branch per number: Gluon takes the partitions as a literal list, one tuple of arguments each)."""
+    (a branch per number: Gluon takes the partitions as a literal list, one tuple of arguments each);
+    `partition` and `consumer` are the kernel's call and consumer entry (the contraction kernel has its own)."""
     out = []
     for i, n in enumerate(sorted(set(warpgroups))):
         keyword = "if" if i == 0 else "elif"
-        body = PARTITION.substitute(
+        body = partition.substitute(
             indent="        ",
-            consumers="\n".join(CONSUMER.substitute(indent="        ", group=g) for g in range(n)),
+            consumers="\n".join(consumer.substitute(indent="        ", group=g) for g in range(n)),
             warps=", ".join(["4"] * (n - 1) + ["1"]),
             regs=", ".join(["CONSUMER_REGS"] * (n - 1) + ["24"]))
         out.append(f"    {keyword} GROUPS == {n}:\n{body}")

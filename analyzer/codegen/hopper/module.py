@@ -125,7 +125,8 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               "LOG2E = 1.4426950408889634  # exp(t) = exp2(t log2 e)"]
     lines += sized_helpers(g)
     lines += ["", "", *PER_KERNEL_HELPER.splitlines()]
-    lines += ["", "", *TMA_HELPERS.splitlines(), "", "", *BIAS_HELPER.splitlines(), "", ""]
+    lines += ["", "", *TMA_HELPERS.splitlines(), "", "", *PLAN_HELPERS.splitlines(), "", "",
+              *BIAS_HELPER.splitlines(), "", ""]
     return lines
 
 
@@ -178,6 +179,49 @@ def _bound(template, tensor):
 
 
 '''
+
+# A launch planned once a call signature, the compiled kernel then launched directly: what the Hopper
+# modules' launchers share (the attention kernel's and the contraction kernel's)
+PLAN_HELPERS = '''\
+class _Plan:
+    """What one call signature (shapes, strides, element type, device, configuration) decides of a launch:
+    the kernel, the configuration, the grid, the descriptors' boxes, the constexprs, which tensors the
+    kernel takes a contiguous copy of, and the sizes the kernel takes (where the launcher keeps them here);
+    once the first launch has compiled it, the compiled kernel, launched directly from then on."""
+
+    def __init__(self, kernel, cfg, grid, boxes, constexprs, copied, sizes=()):
+        self.kernel, self.cfg, self.grid, self.boxes, self.constexprs = kernel, cfg, grid, boxes, constexprs
+        self.copied = copied    # per tensor: whether the kernel takes a contiguous copy (_tma_ready)
+        self.sizes = sizes
+        self.templates = None   # the first call's descriptors without their tensors
+        self.compiled = None
+
+    def descriptors(self, tensors, fresh=False):
+        """The TMA descriptors of the launch's tensors (None where the plan's box is None: a tensor the
+        kernel takes as None), the first call's checked by TensorDescriptor, later calls' its copies with
+        their own tensors (the same shapes, strides and boxes: the checks would say the same). `fresh`:
+        made and checked anew (copies the plan did not foresee)."""
+        if fresh:
+            return tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
+        if self.templates is None:
+            made = tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
+            self.templates = tuple(d and _unbound(d) for d in made)
+            return made
+        return tuple(d and _bound(d, x) for d, x in zip(self.templates, tensors))
+
+    def launch(self, args, device):
+        hook = knobs.runtime.launch_enter_hook      # a chain of hooks a profiler adds to (or None)
+        if self.compiled is None or getattr(hook, "calls", hook):     # the first call, or one a profiler sees
+            self.compiled = self.kernel[self.grid](*args, **self.constexprs, num_warps=4,
+                                                   maxnreg=REGISTER_CAP[self.cfg['WARPGROUPS']])
+            return
+        c = self.compiled
+        c.run(*self.grid, 1, 1, driver.active.get_current_stream(device.index), c.function, c.packed_metadata,
+              None, None, None, *args, *self.constexprs.values())
+
+
+_PLANS = {}   # a call signature -> its _Plan
+PLANS_KEPT = 4096  # signatures kept (a plan is a few hundred bytes; the compiled kernels are Triton's to keep)'''
 
 # The additive bias's descriptor (the attention kernel's alone)
 BIAS_HELPER = '''\
@@ -270,45 +314,6 @@ def {ids.launch[p.name]}(t, size, scale, cfg=None):
         out.copy_(o)
 
 
-class _Plan:
-    """What one call signature (shapes, strides, element type, device, configuration) decides of a launch:
-    the configuration, the grid, the descriptors' boxes, the sizes the kernel takes, its constexprs; and,
-    once the first launch has compiled it, the compiled kernel, launched directly from then on."""
-
-    def __init__(self, cfg, grid, boxes, sizes, constexprs, copied):
-        self.cfg, self.grid, self.boxes, self.sizes, self.constexprs = cfg, grid, boxes, sizes, constexprs
-        self.copied = copied    # per q, k, v, o: whether the kernel takes a contiguous copy (_tma_ready)
-        self.templates = None   # the first call's descriptors without their tensors
-        self.compiled = None
-
-    def descriptors(self, tensors, fresh=False):
-        """The TMA descriptors of q, k, v and o and of q's and k's second column blocks (None where the
-        head dim has one: the kernel takes None there): the first call's checked by TensorDescriptor,
-        later calls' its copies with their own tensors (the same shapes, strides and boxes: the checks
-        would say the same). `fresh`: made and checked anew (copies the plan did not foresee)."""
-        if fresh:
-            return tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
-        if self.templates is None:
-            made = tuple(box and _descriptor(x, box) for x, box in zip(tensors, self.boxes))
-            self.templates = tuple(d and _unbound(d) for d in made)
-            return made
-        return tuple(d and _bound(d, x) for d, x in zip(self.templates, tensors))
-
-    def launch(self, args, device):
-        hook = knobs.runtime.launch_enter_hook      # a chain of hooks a profiler adds to (or None)
-        if self.compiled is None or getattr(hook, "calls", hook):     # the first call, or one a profiler sees
-            self.compiled = {name}[self.grid](*args, **self.constexprs, num_warps=4,
-                                              maxnreg=REGISTER_CAP[self.cfg['WARPGROUPS']])
-            return
-        c = self.compiled
-        c.run(*self.grid, 1, 1, driver.active.get_current_stream(device.index), c.function, c.packed_metadata,
-              None, None, None, *args, *self.constexprs.values())
-
-
-_PLANS = {{}}   # a call signature -> its _Plan
-PLANS_KEPT = 4096  # signatures kept (a plan is a few hundred bytes; the compiled kernels are Triton's to keep)
-
-
 def _plan(q, k, v, out, entry, size, cfg):
     """The launch plan of a call signature: the configuration (CONFIGS' choice at the call's sizes where cfg
     is None), checked against the kernel's register file, and what follows from it."""
@@ -344,9 +349,9 @@ def _plan(q, k, v, out, entry, size, cfg):
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups])
     copied = tuple(not _tma_able(x) for x in (q, k, v, out))
-    return _Plan(cfg, grid, boxes, sizes, constexprs, copied)
+    return _Plan({name}, cfg, grid, boxes, constexprs, copied, sizes)
 '''
     return [*body.splitlines(), "", ""]
 
 
-__all__ = ["TMA_HELPERS", "hopper_module"]
+__all__ = ["PLAN_HELPERS", "TMA_HELPERS", "hopper_module"]

@@ -74,6 +74,15 @@ class Accuracy:
     carrier: str                 # the profile that carries the fit
     held_out: dict[str, str]     # what was held out -> its median error, as a sentence's phrase
 
+    @classmethod
+    def of_fit(cls, model: str, found) -> Accuracy | None:
+        """A Hopper kernel's fit as hardware.hopper_fit and contraction_fit find it ((fit, carrier) or
+        None): each held-out part's median error."""
+        if found is None:
+            return None
+        fit, carrier = found
+        return cls(model, carrier, {what: f"{100 * h.median:.1f} % on {what}" for what, h in fit.held_out().items()})
+
 
 class Family(ABC):
     """One kernel family. Subclasses are stateless: the registry holds one instance of each."""

@@ -99,12 +99,7 @@ class HopperAttention(Family):
         return [self.expected(launched, profile, sizes).hopper.smem_bytes]
 
     def accuracy(self, profile):
-        found = hardware.hopper_fit(profile)
-        if found is None:
-            return None
-        fit, carrier = found
-        return Accuracy("the Hopper kernel's model", carrier,
-                        {what: f"{100 * h.median:.1f} % on {what}" for what, h in fit.held_out().items()})
+        return Accuracy.of_fit("the Hopper kernel's model", hardware.hopper_fit(profile))
 
     def sweep(self, diagram, profile, *, dtype, sets, kernel, progress, sibling_fit):
         began = time.perf_counter()

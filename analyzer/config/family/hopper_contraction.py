@@ -126,12 +126,7 @@ class HopperContraction(Family):
         return [x.smem_bytes for x in self.expected(launched, profile, sizes).contraction]
 
     def accuracy(self, profile):
-        found = contraction_fit(profile)
-        if found is None:
-            return None
-        fit, carrier = found
-        return Accuracy("the Hopper contraction kernel's model", carrier,
-                        {what: f"{100 * h.median:.1f} % on {what}" for what, h in fit.held_out().items()})
+        return Accuracy.of_fit("the Hopper contraction kernel's model", contraction_fit(profile))
 
     def sweep(self, diagram, profile, *, dtype, sets, kernel, progress, sibling_fit):
         began = time.perf_counter()
