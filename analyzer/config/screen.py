@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from analyzer import hardware
 from analyzer.common.errors import NapkinError
+from analyzer.config.chain import ChainConfig
 from analyzer.config.choose import smem_limit
 from analyzer.config.configure import configure, names_of, schedule_of
 from analyzer.config.hopper import LOADS_FROM
@@ -173,6 +174,15 @@ def _contraction_screen(base: Diagram, e: Expected, s, sizes: dict[str, int]) ->
     arguments: its tile of rows and columns, its chunk, its consumer warpgroups of w rows, its stages."""
     c = e.contraction[[k.name for k in base.kernels].index(s.kernel.name)]
     part = s.partition
+    if isinstance(c, ChainConfig):      # its rows' tile and its chunk; the mid ops under the second contraction
+        rows = next(iter(part.group_sizes.values())).name
+        notes = ("the Hopper chain kernel's consumers each run both contractions of w rows on wgmma, the ops "
+                 "between them under the next chunk's (intra-warpgroup); Section 5's tables count its rings of B "
+                 "chunks, its rows of A and its accumulators",)
+        return Screen(sets={**sizes, rows: c.block_m, part.stream[1].name: c.block_f, "N": c.warpgroups,
+                            names_of(s).w: c.rows, "stages": c.stages}, overlap="intra", loads_from=LOADS_FROM,
+                      notes=notes, derived_from=f"the Hopper chain kernel napkin kernel generates, launching "
+                                                f"{e.configuration}")
     dot = next(o for o in s.ops if o.primitive.contraction)
     rows = next(a for a in base.arrays[dot.operands[0]].axes if a != dot.applied.over)
     cols = next(a for a in base.arrays[dot.operands[1]].axes if a != dot.applied.over)

@@ -37,6 +37,8 @@ def _contraction_sweep_text(s, top: int) -> list:
     first."""
     sizes = ", ".join(f"{k}={v}" for k, v in s.sizes.items())
     rows = s.rows[:top] if top else s.rows
+    if rows and hasattr(rows[0].config, "block_f"):
+        return _chain_sweep_text(s, rows, sizes)
     table = titled_table(f"{len(s.rows)} legal configurations of the Hopper contraction kernel, the model's choice "
                          f"first; within {s.tie:.1%} a tie, ordered by the larger tile, more stages, fewer warpgroups"
                          + (f" (the first {len(rows)})" if len(rows) < len(s.rows) else ""),
@@ -48,6 +50,20 @@ def _contraction_sweep_text(s, top: int) -> list:
             seconds(r.time_s), si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
     return [Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} (Hopper contraction kernel, {s.model}), {s.dtype}; "
                  f"{sizes}", style="bold"), table, Text(f"ranked in {s.seconds:.2f} s; {_launched(s)}\n")]
+
+
+def _chain_sweep_text(s, rows: list, sizes: str) -> list:
+    """The Hopper chain kernel's configurations (analyzer.config.chain), the model's choice first."""
+    table = titled_table(f"{len(s.rows)} legal configurations of the Hopper chain kernel, the model's choice first; "
+                         f"within {s.tie:.1%} a tie, ordered by more rows, more stages, fewer warpgroups"
+                         + (f" (the first {len(rows)})" if len(rows) < len(s.rows) else ""),
+                         "rank", "BLOCK_M", "BLOCK_F", "consumers", "stages", "predicted", "throughput", "bound")
+    for i, r in enumerate(rows, 1):
+        c = r.config
+        row(table, _rank(s, i), str(c.block_m), str(c.block_f), str(c.warpgroups), str(c.stages), seconds(r.time_s),
+            si(r.throughput_flops_per_s, "FLOP/s"), r.bound)
+    return [Text(f"{s.diagram} kernel {s.kernel} on {s.gpu} (Hopper chain kernel, {s.model}), {s.dtype}; {sizes}",
+                 style="bold"), table, Text(f"ranked in {s.seconds:.2f} s; {_launched(s)}\n")]
 
 
 def _rank(s, i: int) -> str:

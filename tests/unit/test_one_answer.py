@@ -85,11 +85,12 @@ def test_the_alias_reaches_the_calibrated_model_and_leads_with_it():
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
 def test_the_alias_reaches_the_portable_kernels_fit_with_the_datasheet_bound_beside_it(gpu):
-    """mlp2 gets the portable module on a Hopper GPU (the contraction kernel does not chain two
-    contractions): the alias leads with the fit of the shipped calibrated profile (the same
+    """linear_attention (keys first) gets the portable module on a Hopper GPU (the chain kernel does not
+    take its state of the keys): the alias leads with the fit of the shipped calibrated profile (the same
     configuration and time as naming it), and shows the datasheet profile's idealised bound beside it,
     not the calibrated profile's."""
-    alias, named = cli_json("analyze", "mlp2", "--gpu", gpu), cli_json("analyze", "mlp2", "--gpu", f"{gpu}-calibrated")
+    alias = cli_json("analyze", "linear_attention", "--gpu", gpu)
+    named = cli_json("analyze", "linear_attention", "--gpu", f"{gpu}-calibrated")
     assert alias["expected"] == named["expected"] and alias["expected"]["calibrated"] is True
     assert alias["expected"]["model"] == f"the portable kernel's model calibrated on {gpu}-calibrated"
     idealised = alias["totals"]["predicted_time_s"]

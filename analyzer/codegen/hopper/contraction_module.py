@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from analyzer.codegen.escape import py_comment, py_doc, py_str
 from analyzer.codegen.helpers_text import PER_KERNEL_HELPER
+from analyzer.codegen.hopper import chain_module
+from analyzer.codegen.hopper.chain import HELPERS as CHAIN_HELPERS
+from analyzer.codegen.hopper.chain import render_chain
 from analyzer.codegen.hopper.contraction import HELPERS, render_kernel
 from analyzer.codegen.hopper.module import PLAN_HELPERS, TMA_HELPERS
 from analyzer.codegen.names import Scope
@@ -23,9 +26,10 @@ from analyzer.codegen.pymodule import (
     wrapper,
 )
 from analyzer.codegen.render import BINARY, UNARY, Spelling, pointwise
+from analyzer.config.chain import Chain
 from analyzer.config.contraction import Structure, Table
 
-GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
+GLOBALS = (*MODULE_GLOBALS, *HELPERS, *CHAIN_HELPERS, "_chain_plan", "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "REGISTER_CAP", "CONSUMER_REGISTERS", "BANDS",
            "_tma_ready", "_tma_able", "_descriptor", "_sm_count", "knobs", "driver", "_Plan", "_PLANS",
            "PLANS_KEPT", "_plan", "_unbound", "_bound")
@@ -59,8 +63,8 @@ class _TailIds:
     """The names one kernel's tail and entry point give the diagram's arrays and ops (claimed in a scope
     of their own under the module's), as analyzer.codegen.render.pointwise asks them."""
 
-    def __init__(self, module: Scope) -> None:
-        self.scope = Scope(TAIL_LOCALS, parent=module)
+    def __init__(self, module: Scope, fixed: tuple[str, ...] = TAIL_LOCALS) -> None:
+        self.scope = Scope(fixed, parent=module)
 
     def ptr(self, array: str) -> str:
         return self.scope("{}_ptr", array)
@@ -197,17 +201,34 @@ def contraction_module(g) -> str:
                            "torch and Triton with Gluon")
     out += ["", f"__all__ = [{py_str(ids.wrapper)}]", "", ""]
     branches, entries, passed = [], [], {}
+    mids, chain_entries = [], []
+    warpgroups = tuple(sorted(g.contraction.register_cap))
     for k, t in zip(g.kernels, tables, strict=True):
-        prologue, tail, params, given = tail_branch(t.structure, k.plan, ids.scope)
-        branches.append((k.plan.name, prologue, tail))
-        entries.append((ids.jit[k.plan.name], tuple(sorted(g.contraction.register_cap)), params))
+        if isinstance(t.structure, Chain):
+            lines, params, given = chain_module.mid_branch(
+                t.structure, k.plan, _TailIds(ids.scope, chain_module.MID_LOCALS), _load, _ops)
+            mids.append((k.plan.name, lines))
+            chain_entries.append((ids.jit[k.plan.name], warpgroups, params))
+        else:
+            prologue, tail, params, given = tail_branch(t.structure, k.plan, ids.scope)
+            branches.append((k.plan.name, prologue, tail))
+            entries.append((ids.jit[k.plan.name], warpgroups, params))
         passed[k.plan.name] = given
-    out.append(render_kernel(tail_function(branches, g.source_file), entries))
+    kernels = []
+    if entries:
+        kernels.append(render_kernel(tail_function(branches, g.source_file), entries))
+    if chain_entries:
+        kernels.append(render_chain(chain_module.mid_function(mids, g.source_file), chain_entries))
+    out.append("\n\n\n".join(kernels))
     out += ["", ""]
     out += _configs(g, tables)
-    out += _launcher_helpers()
+    out += _launcher_helpers() if entries else []
+    out += [*chain_module.CHAIN_PLAN.splitlines(), "", ""] if chain_entries else []
     for k, t in zip(g.kernels, tables, strict=True):
-        out += _launcher(g, ids, k.plan, t.structure, passed[k.plan.name])
+        if isinstance(t.structure, Chain):
+            out += chain_module.chain_launcher(g, ids, k.plan, t.structure, t, passed[k.plan.name])
+        else:
+            out += _launcher(g, ids, k.plan, t.structure, passed[k.plan.name])
     keys = ", ".join(tables[0].configs[0].entry())
     out += wrapper(g, ids, config=keys, strides=False)
     return checked_python("\n".join(out).rstrip() + "\n", g.source_file)
@@ -217,6 +238,9 @@ def _configuration_lines(g, tables: tuple[Table, ...]) -> dict[str, list[str]]:
     """The header's lines on each kernel's configurations: the model's choice by problem size."""
     out = {}
     for t in tables:
+        if isinstance(t.structure, Chain):
+            out[t.kernel] = chain_module.chain_configuration_lines(g, t)
+            continue
         lines = ["  Hopper contraction kernel: one producer warp (TMA loads into a ring of SMEM stages, "
                  "mbarriers), consumer warpgroups (wgmma, the tail on the accumulators in registers), "
                  f"persistent blocks; tail: {', '.join(f'{o.name} ({o.primitive.name})' for o in t.structure.tail) or 'none'}",
@@ -237,7 +261,8 @@ def _configs(g, tables: tuple[Table, ...]) -> list[str]:
     lines = ["# The configuration of each kernel by problem size: a row per length in LENGTHS (every size of the",
              "# diagram alike; a call takes the nearest, the geometric mean of its sizes, in log2), each an index",
              "# into 'configs'. BLOCK_M x BLOCK_N: a tile of the output; BLOCK_K: a chunk of the contracted axis;",
-             "# STAGES: the ring's SMEM buffers; WARPGROUPS: consumer warpgroups, BLOCK_M / WARPGROUPS rows each.",
+             "# STAGES: the ring's SMEM buffers; WARPGROUPS: consumer warpgroups, BLOCK_M / WARPGROUPS rows each;",
+             "# a chain kernel's BLOCK_F: a chunk of the axis its two contractions stream.",
              f"LENGTHS = {tables[0].lengths!r}", "INSTANCES = (1,)", "CONFIGS = {"]
     for t in tables:
         lines += [f"    {py_str(t.kernel)}: {{", "        None: {", "            'configs': ("]
@@ -248,8 +273,8 @@ def _configs(g, tables: tuple[Table, ...]) -> list[str]:
     lines += ["}", "CONFIG = CONFIGS  # the same, under the short name",
               "# What a call's config= gives a kernel: these keys; True: a power of two, False: a positive int",
               "CONFIG_KEYS = {"]
-    lines += [f"    {py_str(t.kernel)}: {{'BLOCK_M': True, 'BLOCK_N': True, 'BLOCK_K': True, 'STAGES': False, "
-              "'WARPGROUPS': False}," for t in tables]
+    lines += [f"    {py_str(t.kernel)}: {{" + ", ".join(f"{py_str(key)}: {_power_of_two(t, key)!r}"
+                                                 for key in t.configs[0].entry()) + "}," for t in tables]
     lines += ["}",
               "# Per number of consumer warpgroups: the registers a thread at launch (maxnreg), and what",
               "# setmaxnreg gives a consumer thread (the producer keeps 24): the register file of " + py_comment(g.gpu),
@@ -260,6 +285,12 @@ def _configs(g, tables: tuple[Table, ...]) -> list[str]:
     lines += ["", "", *PER_KERNEL_HELPER.splitlines()]
     lines += ["", "", *TMA_HELPERS.splitlines(), "", "", *PLAN_HELPERS.splitlines(), "", ""]
     return lines
+
+
+def _power_of_two(t: Table, key: str) -> bool:
+    """Whether a call's config= must give `key` as a power of two: the tiles and chunks (TMA boxes,
+    gl.arange), but not a chain kernel's rows, 64 a consumer warpgroup (_chain_plan checks them)."""
+    return key.startswith("BLOCK") and not (isinstance(t.structure, Chain) and key == "BLOCK_M")
 
 
 def _launcher_helpers() -> list[str]:

@@ -1,8 +1,10 @@
-"""The Hopper contraction family: the warp-specialised persistent kernel of
+"""The Hopper contraction family: the warp-specialised persistent kernels of
 analyzer.codegen.hopper.contraction on a GPU with warpgroup MMA and TMA, for diagrams whose every kernel
 is a streamed contraction (or several sharing their first operand) with elementwise ops after it
-(analyzer.config.contraction.realise). Its configurations, legality and model are
-analyzer.config.contraction's; its fit is a profile's `calibration.contraction`.
+(analyzer.config.contraction.realise), or a chain of two, the second fed by the first
+(analyzer.config.chain.realise_chain: a fused MLP, linear attention queries first). Their
+configurations, legality and models are analyzer.config.contraction's and analyzer.config.chain's; the
+fit of both is a profile's `calibration.contraction`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import math
 import time
 
 from analyzer.common.errors import NapkinError
-from analyzer.config.by_size import length_axes
+from analyzer.config import chain as chains
+from analyzer.config import contraction as contractions
+from analyzer.config.by_size import LENGTHS, length_axes
+from analyzer.config.chain import Chain, realise_chain
 from analyzer.config.contraction import (
     WARPGROUPS,
     ContractionConfig,
@@ -24,8 +29,6 @@ from analyzer.config.contraction import (
     counted,
     hopper_capable,
     parse_label,
-    predicted_time,
-    ranked,
     realise,
     register_cap,
     size_table,
@@ -68,6 +71,11 @@ class HopperContraction(Family):
         for k in c.kernels:
             st = realise(k.plan)
             if isinstance(st, str):
+                chained = realise_chain(k.plan)
+                if isinstance(chained, str) and "chains two contractions" in st:
+                    return chained
+                st = st if isinstance(chained, str) else chained
+            if isinstance(st, str):
                 return st
             structures.append(st)
         params = ContractionParams.of(profile)
@@ -77,7 +85,13 @@ class HopperContraction(Family):
         out = []
         for k, st in zip(c.kernels, structures, strict=True):
             model = _model(c.diagram, profile, k.plan.name)
-            if tables:
+            if tables and isinstance(st, Chain):
+                found = _chain_table(profile, model, k.plan, st, c.dtype, _sizes(c, pins), pinned=bool(pins),
+                                     params=params)
+                if found is None:
+                    return f"no configuration of the Hopper chain kernel fits kernel {k.plan.name!r}"
+                out.append(found)
+            elif tables:
                 try:
                     out.append(size_table(profile, model, k.plan, st, c.dtype, every, _sizes(c, pins) if pins else {},
                                           params))
@@ -85,7 +99,10 @@ class HopperContraction(Family):
                     return f"no configuration of the Hopper contraction kernel fits kernel {k.plan.name!r}"
             else:
                 out.append(Table(k.plan.name, st, (), (), ()))
-        used = sorted({cfg.warpgroups for t in out for cfg in t.configs} or set(WARPGROUPS))
+        used = {cfg.warpgroups for t in out for cfg in t.configs} or set(WARPGROUPS)
+        if any(isinstance(st, Chain) for st in structures):     # a call's config= may name any of the chain's
+            used |= set(chains.WARPGROUPS)
+        used = sorted(used)
         return Launch(self, c, contraction=Tables(tuple(out), {n: register_cap(profile, n) for n in used},
                                                   {n: registers_per_consumer(profile, n) for n in used}))
 
@@ -98,12 +115,13 @@ class HopperContraction(Family):
         bounds, chosen = [], []
         for k, table in zip(c.kernels, launched.contraction.tables, strict=True):
             model = _model(c.diagram, profile, k.plan.name)
+            kind = chains if isinstance(table.structure, Chain) else contractions   # the same functions
             if table.configs:
                 config = table.at(length)
-                (counts,) = counted(model, k.plan, table.structure, values, [config])
-                t, bound = predicted_time(profile, config, counts, c.dtype, params)
+                (counts,) = kind.counted(model, k.plan, table.structure, values, [config])
+                t, bound = kind.predicted_time(profile, config, counts, c.dtype, params)
             else:       # no tables: the model's first choice at these sizes
-                first = ranked(profile, model, k.plan, table.structure, c.dtype, values, params)
+                first = kind.ranked(profile, model, k.plan, table.structure, c.dtype, values, params)
                 if not first:
                     raise NapkinError(f"no configuration of the Hopper contraction kernel fits kernel "
                                       f"{k.plan.name!r}", hint="use --backend triton")
@@ -117,6 +135,8 @@ class HopperContraction(Family):
         label = "; ".join(x.label() for x in chosen)
         if params.calibrated:
             model = f"the Hopper contraction kernel's model {params.source}"
+            if any(isinstance(t.structure, Chain) for t in launched.contraction.tables):
+                model += ", carried to the chain kernel (nobody has fitted the chain on a sweep of its own)"
         else:
             model = f"the idealised model: nobody measured the Hopper contraction kernel on {profile.name}"
         return Expected(self.name, label, time_s, flops, bound, model, params.calibrated, values,
@@ -148,9 +168,10 @@ class HopperContraction(Family):
             progress("rank", i, len(c.kernels))
             if kernel is not None and k.plan.name != kernel:
                 continue
+            kind = chains if isinstance(table.structure, Chain) else contractions
             rows = [ContractionRow(k.plan.name, r.config, r.time_s, r.counts.tensor_flops, r.bound)
-                    for r in ranked(profile, _model(c.diagram, profile, k.plan.name), k.plan, table.structure,
-                                    c.dtype, shown, params)]
+                    for r in kind.ranked(profile, _model(c.diagram, profile, k.plan.name), k.plan, table.structure,
+                                         c.dtype, shown, params)]
             at_row = next((j for j, r in enumerate(rows) if r.config == expected.contraction[i]), None)
             out.append(Sweep(c.diagram.name, profile.name, params.calibrated, c.dtype, k.plan.name, shown, rows,
                              time.perf_counter() - began, self.name, expected.model, at_row, expected))
@@ -175,9 +196,26 @@ def counts_at(diagram: str | Diagram, profile: Profile, dtype: str, sizes: dict[
     out = []
     for (st, plan, model), label in zip(launched_contraction(diagram, profile, dtype), labels.split("; "),
                                         strict=True):
-        c = configuration(profile, st, dtype, **parse_label(label))
-        out.append((c, counted(model, plan, st, sizes, [c])[0]))
+        if isinstance(st, Chain):
+            c = chains.configuration(profile, st, dtype, chains.widths_of(plan, st, sizes),
+                                     **chains.parse_chain_label(label))
+            out.append((c, chains.counted(model, plan, st, sizes, [c])[0]))
+        else:
+            c = configuration(profile, st, dtype, **parse_label(label))
+            out.append((c, counted(model, plan, st, sizes, [c])[0]))
     return out
+
+
+def _chain_table(profile: Profile, model: TermModel, p, ch: Chain, dtype: str, sizes: dict[str, int], *,
+                 pinned: bool, params: ContractionParams) -> Table | None:
+    """A chain kernel's table: the model's first choice at the diagram's sizes (its defaults and --set),
+    in every cell. Its whole axes (k and n) fix what fits an SM, so the grid's sizes, every axis alike,
+    do not apply; the call's wrapper refuses wider whole axes than the configuration was made for."""
+    first = chains.ranked(profile, model, p, ch, dtype, sizes, params)
+    if not first:
+        return None
+    lengths = (LENGTHS[0],) if pinned else LENGTHS
+    return Table(p.name, ch, lengths, (first[0].config,), (0,) * len(lengths))
 
 
 def _sizes(c: Configured, sizes: dict[str, int]) -> dict[str, int]:
