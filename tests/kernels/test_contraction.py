@@ -100,13 +100,16 @@ def test_every_candidate_is_legal_and_fits_the_smem_and_registers():
     assert not any(c.block_n == 256 and c.rows == 64 and c.warpgroups == 2 for c in candidates(H100, structure, "bf16"))
 
 
+@pytest.mark.slow(seconds=10)
 def test_the_kernels_compile_for_sm90a_within_what_legality_counts(tmp_path: Path):
     """Each kernel's configuration at the largest sizes, compiled for sm_90a: no more SMEM than napkin
     counts for legality, wgmma kept asynchronous (no C7515), TMA and setmaxnreg used, nothing spilled."""
     from contraction_build import compiled_each
     from hopper_build import INSTRUCTIONS
     jobs, counted_smem = [], []
-    for diagram, dtype in (("matmul_bias_gelu", "fp16"), ("swiglu_mlp", "bf16")):
+    # with the chain kernels' (tests/kernels/test_chain.py): one start-up of the compiler for them all
+    for diagram, dtype in (("matmul_bias_gelu", "fp16"), ("swiglu_mlp", "bf16"), ("mlp2", "fp16"),
+                           ("linear_attention_queries", "bf16")):
         g = generate(diagram, H100, dtype=dtype)
         path = tmp_path / f"{diagram}.py"
         g.write(path)

@@ -1,0 +1,160 @@
+"""The Hopper chain kernel (analyzer.config.chain, analyzer.codegen.hopper.chain_module): which kernels it
+realises and why not, the engine's counts it times against brute-force counting, its ops between the
+contractions against float64 (their Python text run on numpy, numpy standing in for Gluon); its kernels
+compile for sm_90a in test_contraction.py's job, with the contraction kernels'. On the GPU the modules are checked
+against float64 and timed beside torch by bench/hopper_chain.py."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analyzer import hardware
+from analyzer.codegen import generate
+from analyzer.config.chain import candidates, configuration, counted, widths_of
+from analyzer.config.family.hopper_contraction import launched_contraction
+from analyzer.config.launch import launch
+
+H100 = hardware.load("h100")
+
+# mlp2 with a bias along the hidden features and GELU between the layers: a mid op that loads a vector
+BIASED = """\
+name: mlp_bias
+title: A two-layer MLP with a bias and GELU between the layers
+dtype: bf16
+levels: [gmem, smem]
+axes:
+  n: {default: 8192}
+  i: {default: 128}
+  f: {default: 1024}
+  o: {default: 64}
+inputs:
+  X: [n, i]
+  W1: [i, f]
+  bias: [f]
+  W2: [f, o]
+ops:
+  - {name: H, primitive: dot, inputs: [X, W1], over: i, output: [n, f]}
+  - {name: Z, primitive: add, inputs: [H, bias], output: [n, f]}
+  - {name: A, primitive: gelu, inputs: [Z], output: [n, f]}
+  - {name: Y, primitive: dot, inputs: [A, W2], over: f, output: [n, o]}
+outputs: [Y]
+kernels:
+  - name: mlp
+    partition:
+      smem: {group: {n: g_n}, stream: {f: s_f}}
+"""
+
+
+@pytest.mark.parametrize("diagram, b1_t, mid", [("mlp2", False, ["relu"]), ("linear_attention_queries", True, [])])
+def test_the_chains_get_the_hopper_chain_kernel_on_a_hopper_gpu(diagram, b1_t, mid):
+    launched = launch(diagram, H100, tables=False)
+    assert launched.backend == "hopper-contraction"
+    (t,) = launched.contraction.tables
+    ch = t.structure
+    assert (ch.b1_t, ch.b2_t, [op.primitive.name for op in ch.mid]) == (b1_t, False, mid)
+
+
+def test_the_keys_first_order_and_a_tail_after_the_chain_go_to_the_portable_module_with_the_reason(tmp_path):
+    launched = launch("linear_attention", H100, tables=False)
+    assert launched.backend == "triton" and "the keys-first order builds a state" in launched.portable_why
+    tailed = tmp_path / "mlp_tail.yaml"
+    text = Path("diagrams/mlp2.yaml").read_text().replace(
+        "outputs: [Y]", "  - {name: Z, primitive: relu, inputs: [Y], output: [n, o]}\noutputs: [Z]").replace(
+        "ops: [H, A, Y]", "ops: [H, A, Y, Z]")
+    tailed.write_text(text)
+    launched = launch(str(tailed), H100, tables=False)
+    assert launched.backend == "triton" and "after the second are not the chain kernel's" in launched.portable_why
+
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(1, 9000), f=st.integers(1, 9000), i=st.sampled_from([16, 100, 256]),
+       o=st.sampled_from([16, 72, 256]), shape=st.sampled_from([(128, 64), (64, 128), (192, 64)]))
+def test_the_engine_counts_what_the_chain_kernel_does(n, f, i, o, shape):
+    """Tiles, chunks, tensor FLOPs and H into SMEM, from the diagram's symbolic model, against counting the
+    kernel's loops: every tile loads its rows of X whole, each chunk of W1 and W2, and stores its rows of Y."""
+    (ch, plan, model), = launched_contraction("mlp2", H100, "fp16")
+    bm, bf = shape
+    sizes = {"n": n, "i": i, "f": f, "o": o}
+    c = configuration(H100, ch, "fp16", widths_of(plan, ch, sizes), block_m=bm, block_f=bf, stages=2,
+                      warpgroups=bm // 64)
+    (counts,) = counted(model, plan, ch, sizes, [c])
+    tiles, chunks = math.ceil(n / bm), math.ceil(f / bf)
+    assert (counts.tiles, counts.chunks) == (tiles, chunks)
+    assert counts.tensor_flops == pytest.approx(2 * n * f * (i + o), rel=1e-12)
+    weights = sum(min(bf, f - j * bf) for j in range(chunks)) * (i + o) * tiles
+    loaded = n * i + weights + n * o
+    assert counts.loads_s * H100.level("l2").bandwidth_bytes_per_s == pytest.approx(2 * loaded, rel=1e-12)
+
+
+def test_every_candidate_fits_and_the_widest_axes_leave_one_warpgroup_per_64_rows():
+    (ch, plan, _), = launched_contraction("mlp2", H100, "fp16")
+    wide = candidates(H100, ch, "fp16", (256, 256))
+    assert wide and all(c.smem_bytes <= H100.level("smem").block_capacity_bytes and c.registers_needed <= c.registers
+                        for c in wide)
+    assert max(c.warpgroups for c in wide) == 2         # 3 x 64 rows of a 256-wide output: past the registers
+    assert max(c.warpgroups for c in candidates(H100, ch, "fp16", (128, 128))) == 3
+    assert candidates(H100, ch, "fp16", (512, 256)) == []     # wider than a TMA box and a wgmma's n
+
+
+class _Array(np.ndarray):
+    def to(self, dtype):
+        return self
+
+
+class _Pointer:
+    def __init__(self, values: np.ndarray, offsets=None):
+        self.values, self.offsets = values, offsets
+
+    def __add__(self, offsets):
+        return _Pointer(self.values, np.asarray(offsets) if self.offsets is None else self.offsets + offsets)
+
+
+class _Gluon:
+    """What the rendered ops call of `gl`, on numpy."""
+
+    float32 = np.float64
+    maximum = staticmethod(np.maximum)
+    where = staticmethod(np.where)
+
+    @staticmethod
+    def load(p: _Pointer, mask=None, other=0.0):
+        flat = p.values.reshape(-1)
+        return np.where(mask, flat[np.where(mask, p.offsets, 0)], other).view(_Array)
+
+
+def _mid(source: str):
+    """The module's _ch_mid as a numpy function (its decorator dropped, numpy for Gluon)."""
+    text = re.search(r"@gluon\.jit\n(def _ch_mid\(.*?\n    return out\n)", source, re.S).group(1)
+    scope = {"gl": _Gluon, "_mm_tanh": np.tanh}
+    exec(compile(text.replace("MID: gl.constexpr", "MID"), "<mid>", "exec"), scope)
+    return scope["_ch_mid"]
+
+
+def test_mlp2s_ops_between_the_layers_are_relu_and_weigh_nothing_past_the_hidden_features():
+    mid = _mid(generate("mlp2", H100).source)
+    h = np.random.default_rng(0).standard_normal((64, 64)).view(_Array)
+    cols = 1000 + np.arange(64)                             # the last chunk of f = 1030
+    out = mid(h, np.arange(64), cols[None, :][0], 64, 1030, (64,), 0)
+    assert np.array_equal(out, np.where(cols[None, :] < 1030, np.maximum(h, 0), 0.0))
+
+
+def test_a_loaded_bias_and_gelu_between_the_layers(tmp_path):
+    path = tmp_path / "mlp_bias.yaml"
+    path.write_text(BIASED)
+    g = generate(str(path), H100)
+    assert g.backend == "hopper-contraction"
+    mid = _mid(g.source)
+    rng = np.random.default_rng(1)
+    h, bias = rng.standard_normal((64, 128)).view(_Array), rng.standard_normal(1100)
+    cols = 1024 + np.arange(128)                            # a last chunk that runs past f = 1100
+    out = mid(h, np.arange(64), cols, 64, 1100, (_Pointer(bias), 1), 0)
+    z = h + np.where(cols < 1100, bias[np.minimum(cols, 1099)], 0.0)[None, :]
+    gelu = 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
+    assert np.allclose(out, np.where(cols[None, :] < 1100, gelu, 0.0), rtol=1e-12, atol=1e-12)
