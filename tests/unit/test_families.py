@@ -58,7 +58,8 @@ def test_a_hopper_gpu_tries_the_hopper_family_first_and_every_gpu_ends_with_the_
 
 
 @pytest.mark.parametrize(("diagram", "gpu", "backend"), [
-    ("attention", "h100", "hopper"), ("matmul", "h100", "hopper-contraction"), ("mlp2", "h100", "triton"),
+    ("attention", "h100", "hopper"), ("matmul", "h100", "hopper-contraction"), ("mlp2", "h100", "hopper-contraction"),
+    ("linear_attention", "h100", "triton"),
     ("attention", "a100", "triton")])
 def test_the_launch_names_the_family_that_times_it(diagram, gpu, backend):
     profile = load(gpu)
@@ -71,7 +72,7 @@ def test_the_launch_names_the_family_that_times_it(diagram, gpu, backend):
 
 
 def test_a_refusing_family_says_why_the_portable_one_runs():
-    launched = launch("mlp2", load("h100"), tables=False)
-    assert launched.portable_why and "chains two contractions" in launched.portable_why
+    launched = launch("linear_attention", load("h100"), tables=False)
+    assert launched.portable_why and "the keys-first order builds a state" in launched.portable_why
     with pytest.raises(NapkinError, match="attention"):
         launch("matmul", load("h100"), backend="hopper", tables=False)
