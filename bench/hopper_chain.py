@@ -1,8 +1,9 @@
 """The Hopper chain kernel (two contractions, the second fed by the first in registers) against what a
 user would call instead, and every legal configuration of it, in one run.
 
-napkin kernel generates, on a Hopper profile, the chain kernel for mlp2 (Y = relu(X W1) W2) and
-linear_attention_queries (O = (Q K^T) V) (analyzer.config.chain). This script:
+napkin kernel generates, on a Hopper profile, the chain kernel for mlp2 (Y = relu(X W1) W2),
+linear_attention_queries (O = (Q K^T) V) and a diagram of this script's own, mlp_bias (Y = gelu(X W1 + b) W2:
+ops between the contractions that load a vector) (analyzer.config.chain). This script:
 - checks each generated module against a float64 reference (relative error < 1e-2), at its default sizes
   and at sizes that are no multiple of any tile (the TMA engine's edges, a stream with a partial chunk);
 - times each beside torch's unfused sequence of the same order (mlp2: matmul, relu, matmul; linear
@@ -40,11 +41,38 @@ from bench.common import (  # noqa: E402
     timed,
 )
 
-EDGES = {"mlp2": {"n": 1000, "i": 200, "f": 1000, "o": 120},
+# mlp2 with a bias along the hidden features and GELU between the layers (written to a file of its own)
+MLP_BIAS = """\
+name: mlp_bias
+title: A two-layer MLP with a bias and GELU between the layers
+dtype: fp16
+levels: [gmem, smem]
+axes:
+  n: {default: 16384}
+  i: {default: 256}
+  f: {default: 4096}
+  o: {default: 128}
+inputs:
+  X: [n, i]
+  W1: [i, f]
+  bias: [f]
+  W2: [f, o]
+ops:
+  - {name: H, primitive: dot, inputs: [X, W1], over: i, output: [n, f]}
+  - {name: Z, primitive: add, inputs: [H, bias], output: [n, f]}
+  - {name: A, primitive: gelu, inputs: [Z], output: [n, f]}
+  - {name: Y, primitive: dot, inputs: [A, W2], over: f, output: [n, o]}
+outputs: [Y]
+kernels:
+  - name: mlp
+    partition:
+      smem: {group: {n: g_n}, stream: {f: s_f}}
+"""
+EDGES = {"mlp2": {"n": 1000, "i": 200, "f": 1000, "o": 120}, "mlp_bias": {"n": 1000, "i": 200, "f": 1000, "o": 120},
          "linear_attention_queries": {"q": 1000, "x": 1100, "d": 96, "e": 80},
          "linear_attention": {"q": 1000, "x": 1100, "d": 96, "e": 80}}
-MODULES = (("mlp2", "fp16"), ("mlp2", "bf16"), ("linear_attention_queries", "fp16"),
-           ("linear_attention_queries", "bf16"), ("linear_attention", "fp16"))
+MODULES = (("mlp2", "fp16"), ("mlp2", "bf16"), ("mlp_bias", "fp16"), ("mlp_bias", "bf16"),
+           ("linear_attention_queries", "fp16"), ("linear_attention_queries", "bf16"), ("linear_attention", "fp16"))
 
 
 def inputs(torch, diagram: str, s: dict, dtype, seed: int = 0) -> list:
@@ -55,6 +83,9 @@ def inputs(torch, diagram: str, s: dict, dtype, seed: int = 0) -> list:
         return (torch.randn(*shape, device="cuda", generator=g) * scale).to(dtype)
     if diagram == "mlp2":
         return [r(s["n"], s["i"]), r(s["i"], s["f"], scale=s["i"] ** -0.5), r(s["f"], s["o"], scale=s["f"] ** -0.5)]
+    if diagram == "mlp_bias":
+        return [r(s["n"], s["i"]), r(s["i"], s["f"], scale=s["i"] ** -0.5), r(s["f"]),
+                r(s["f"], s["o"], scale=s["f"] ** -0.5)]
     return [r(s["q"], s["d"], scale=s["d"] ** -0.5), r(s["x"], s["d"]), r(s["x"], s["e"], scale=s["x"] ** -0.5)]
 
 
@@ -62,20 +93,27 @@ def reference(torch, diagram: str, xs: list):
     d = [x.double() for x in xs]
     if diagram == "mlp2":
         return torch.relu(d[0] @ d[1]) @ d[2]
+    if diagram == "mlp_bias":
+        return torch.nn.functional.gelu(d[0] @ d[1] + d[2], approximate="tanh") @ d[3]
     return d[0] @ (d[1].T @ d[2])
 
 
 def peers(torch, diagram: str, xs: list) -> dict:
     """What a user would call instead: torch's unfused sequence, in each order it has."""
+    F = torch.nn.functional
     if diagram == "mlp2":
         return {"torch": lambda: torch.matmul(torch.relu(torch.matmul(xs[0], xs[1])), xs[2])}
+    if diagram == "mlp_bias":
+        return {"torch": lambda: torch.matmul(F.gelu(torch.matmul(xs[0], xs[1]) + xs[2], approximate="tanh"), xs[3]),
+                "torch addmm": lambda: torch.matmul(F.gelu(torch.addmm(xs[2], xs[0], xs[1]), approximate="tanh"),
+                                                    xs[3])}
     return {"torch queries first": lambda: torch.matmul(torch.matmul(xs[0], xs[1].T), xs[2]),
             "torch keys first": lambda: torch.matmul(xs[0], torch.matmul(xs[1].T, xs[2]))}
 
 
 def flops(diagram: str, s: dict) -> float:
     """The diagram's tensor FLOPs (the keys-first order does fewer: its own count)."""
-    if diagram == "mlp2":
+    if diagram in ("mlp2", "mlp_bias"):
         return 2.0 * s["n"] * s["f"] * (s["i"] + s["o"])
     if diagram == "linear_attention":
         return 2.0 * s["x"] * s["d"] * s["e"] + 2.0 * s["q"] * s["d"] * s["e"]
@@ -118,8 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     began = time.time()
     tmp = Path(tempfile.mkdtemp())
     modules = {}
+    (tmp / "mlp_bias.yaml").write_text(MLP_BIAS)
     for diagram, dtype in MODULES:
-        g = generate(diagram, profile, dtype=dtype)
+        g = generate(str(tmp / "mlp_bias.yaml") if diagram == "mlp_bias" else diagram, profile, dtype=dtype)
         path = tmp / f"{diagram}_{dtype}.py"
         g.write(path)
         modules[(diagram, dtype)] = (import_file(path, path.stem), path, g)
@@ -201,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         done = [r for r in records if r["diagram"] == diagram and "seconds" in r]
         best = min((r["seconds"] for r in done), default=float("nan"))
         for r in sorted(done, key=lambda r: r["seconds"]):
-            md.append(f"| {diagram} | {r['label']} | {r['seconds'] * 1e6:.1f} us | {r['predicted_s'] / r['seconds']:.3f} "
-                      f"| {r['seconds'] / best - 1:.1%} |")
+            md.append(f"| {diagram} | {r['label']} | {r['seconds'] * 1e6:.1f} us | "
+                      f"{r['predicted_s'] / r['seconds']:.3f} | {r['seconds'] / best - 1:.1%} |")
         md += [f"| {diagram} | {r['label']} | {r['error']} | | |" for r in records
                if r["diagram"] == diagram and "error" in r]
     md += ["", "Checks against float64: " + ", ".join(

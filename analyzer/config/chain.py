@@ -164,7 +164,8 @@ def configuration(profile: Profile, ch: Chain, dtype: str, widths: tuple[int, in
     """A configuration with its SMEM (each consumer's rows of A, its output's staging where that is not
     as wide, the rings of both B operands, the mbarriers and the partitions' reserve) and its registers
     (a consumer thread's share of the output's accumulator, one chunk's H in fp32 and the previous
-    chunk's P packed two a register, and the reserve). `widths`: the sizes of k and n."""
+    chunk's P packed two a register, a chunk-sized value an op between the contractions, and the
+    reserve). `widths`: the sizes of k and n."""
     size = bytes_per_value(dtype)
     wk, wn = (next_pow2(w) for w in widths)
     smem = block_m * wk * size + stages * block_f * (wk + wn) * size
@@ -173,6 +174,10 @@ def configuration(profile: Profile, ch: Chain, dtype: str, widths: tuple[int, in
     smem += MBARRIER_BYTES * (2 + 4 * stages) + PARTITION_BYTES
     rows, threads = block_m // warpgroups, profile.divisors.mma_threads
     needed = rows * (wn + block_f) // threads + rows * block_f * size // (4 * threads) + REGISTER_RESERVE
+    # each op between the contractions may hold a chunk-sized fp32 value beside H while the second wgmma
+    # (its accumulator and the previous P) is in flight: mlp_bias's add and GELU at n = 256 spilled 136
+    # bytes when compiled for sm_90a at the 232 registers the rule without them counted (bench/hopper_chain.py)
+    needed += len(ch.mid) * rows * block_f // threads
     return ChainConfig(block_m, block_f, stages, warpgroups, wk, wn, smem, registers_per_consumer(profile, warpgroups),
                        needed)
 

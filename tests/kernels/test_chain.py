@@ -150,6 +150,7 @@ def test_a_loaded_bias_and_gelu_between_the_layers(tmp_path):
     path.write_text(BIASED)
     g = generate(str(path), H100)
     assert g.backend == "hopper-contraction"
+    assert "def _mm_tanh(" in g.source          # GELU's tanh on the SFU, which no contraction tail brought here
     mid = _mid(g.source)
     rng = np.random.default_rng(1)
     h, bias = rng.standard_normal((64, 128)).view(_Array), rng.standard_normal(1100)

@@ -70,4 +70,4 @@ def render_kernel(tail: str, entries: list[tuple[str, tuple[int, ...], tuple[str
     return text + (TANH if "_mm_tanh(" in tail else "")
 
 
-__all__ = ["ENTRY", "HELPERS", "HELPER_TEXT", "render_kernel"]
+__all__ = ["ENTRY", "HELPERS", "HELPER_TEXT", "TANH", "render_kernel"]

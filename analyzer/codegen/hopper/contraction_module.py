@@ -13,7 +13,7 @@ from analyzer.codegen.helpers_text import PER_KERNEL_HELPER
 from analyzer.codegen.hopper import chain_module
 from analyzer.codegen.hopper.chain import HELPERS as CHAIN_HELPERS
 from analyzer.codegen.hopper.chain import render_chain
-from analyzer.codegen.hopper.contraction import HELPERS, render_kernel
+from analyzer.codegen.hopper.contraction import HELPERS, TANH, render_kernel
 from analyzer.codegen.hopper.module import PLAN_HELPERS, TMA_HELPERS
 from analyzer.codegen.names import Scope
 from analyzer.codegen.pymodule import (
@@ -219,7 +219,10 @@ def contraction_module(g) -> str:
         kernels.append(render_kernel(tail_function(branches, g.source_file), entries))
     if chain_entries:
         kernels.append(render_chain(chain_module.mid_function(mids, g.source_file), chain_entries))
-    out.append("\n\n\n".join(kernels))
+    text = "\n\n\n".join(kernels)
+    if "_mm_tanh(" in text and TANH not in text:      # a chain's ops use it where no contraction's tail does
+        text += TANH
+    out.append(text)
     out += ["", ""]
     out += _configs(g, tables)
     out += _launcher_helpers() if entries else []

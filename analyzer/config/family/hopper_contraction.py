@@ -82,6 +82,13 @@ class HopperContraction(Family):
         names = {s.name for s in c.diagram.size_symbols}
         pins = {k: int(v) for k, v in sets.items() if k in names}
         every = tuple(sorted(names))
+        for k, st in zip(c.kernels, structures, strict=True):
+            if isinstance(st, Chain):       # its whole axes fix what fits: at these sizes, or nothing does
+                widths = chains.widths_of(k.plan, st, _sizes(c, pins))
+                if not chains.candidates(profile, st, c.dtype, widths):
+                    return (f"kernel {k.plan.name!r}: no configuration of the Hopper chain kernel holds {st.k} = "
+                            f"{widths[0]} and {st.n} = {widths[1]} whole (at most {chains.WIDEST} each, within the "
+                            "SMEM and registers)")
         out = []
         for k, st in zip(c.kernels, structures, strict=True):
             model = _model(c.diagram, profile, k.plan.name)
@@ -179,8 +186,9 @@ class HopperContraction(Family):
         return out
 
 
-def launched_contraction(diagram: str | Diagram, profile: Profile, dtype: str) -> list[tuple[Structure, object, TermModel]]:
-    """Each kernel's structure, plan and symbolic model, as the family takes `diagram` on `profile`."""
+def launched_contraction(diagram: str | Diagram, profile: Profile,
+                         dtype: str) -> list[tuple[Structure | Chain, object, TermModel]]:
+    """Each kernel's structure (or chain), plan and symbolic model, as the family takes `diagram` on `profile`."""
     got = HopperContraction().take(diagram, profile, dtype=dtype, config=None, sets={}, tables=False)
     if isinstance(got, str):
         raise NapkinError(got)
