@@ -99,7 +99,9 @@ def test_every_candidate_fits_and_the_widest_axes_leave_one_warpgroup_per_64_row
     assert wide and all(c.smem_bytes <= H100.level("smem").block_capacity_bytes and c.registers_needed <= c.registers
                         for c in wide)
     assert max(c.warpgroups for c in wide) == 2         # 3 x 64 rows of a 256-wide output: past the registers
-    assert max(c.warpgroups for c in candidates(H100, ch, "fp16", (128, 128))) == 3
+    (plain, _, _), = launched_contraction("linear_attention_queries", H100, "fp16")     # no ops between
+    assert max(c.warpgroups for c in candidates(H100, plain, "fp16", (128, 128))) == 3
+    assert max(c.warpgroups for c in candidates(H100, ch, "fp16", (128, 128))) == 2       # relu's value beside H
     assert candidates(H100, ch, "fp16", (512, 256)) == []     # wider than a TMA box and a wgmma's n
 
 
