@@ -9,8 +9,8 @@ and runs the softmax under it; `inter` orders the warpgroups' contractions with 
 `inter+intra` does both, `none` neither.
 
 Legality is Tables 1 and 2 with the profile's numbers:
-- SMEM: N query tiles (w x d; two sets when persistent, the next tile's landing early) and `stages` chunks
-  of K and V (s_x x d each), the mbarriers and Triton's for the partitions (PARTITION_BYTES);
+- SMEM: N query tiles (w x d) and `stages` chunks of K and V (s_x x d each), plus the mbarriers and
+  what Triton adds for the warp-specialised partitions (PARTITION_BYTES): what the kernel allocates;
 - registers: setmaxnreg gives the producer warpgroup the minimum (24 a thread) and the N consumers the
   rest of the register file, as FlashAttention-3 does; a consumer thread holds its share of the output
   accumulator (w d fp32), of one chunk's scores (w s_x fp32) and of the previous chunk's probabilities
@@ -162,13 +162,13 @@ def configuration(profile: Profile, head_dim: int, dtype: str, *, warpgroups: in
     rows = profile.divisors.mma[dtype].m
     threads = profile.divisors.mma_threads
     size = bytes_per_value(dtype)
-    q_buffers = 2 if schedule == "persistent" else 1
-    smem = (q_buffers * warpgroups * rows * head_dim + stages * chunk * (head_dim + e)) * size
+    smem = (warpgroups * rows * head_dim + stages * chunk * (head_dim + e)) * size
     if e != head_blocks(head_dim)[0]:   # else the output leaves through the query tile's first column
         smem += warpgroups * rows * e * size  # block (MLA's 128 of 192, as FlashAttention-3 reuses SMEM)
+    # the query tile's ready and empty, each stage's K and V ready and empty, and a turn per consumer
     if bias:
         smem += stages * warpgroups * rows * chunk * size  # each consumer's tile of the bias a stage
-    smem += MBARRIER_BYTES * (2 * q_buffers + 4 * stages + warpgroups) + PARTITION_BYTES   # Q's, K's, V's, turns
+    smem += MBARRIER_BYTES * (2 + 4 * stages + warpgroups) + PARTITION_BYTES
     fp32 = rows * (e + chunk) // threads                   # O accumulator and one chunk's scores
     packed = rows * chunk * size // (4 * threads)          # the previous chunk's probabilities
     return HopperConfig(warpgroups=warpgroups, rows=rows, chunk=chunk, stages=stages, overlap=overlap,

@@ -347,7 +347,6 @@ def _plan(q, k, v, out, entry, size, cfg):
     constexprs = dict(ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, RIGHT=RIGHT,
                       LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
-                      Q_BUFFERS=2 if cfg['SCHEDULE'] == 'persistent' else 1,  # the next tile's queries land early
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups])
     copied = tuple(not _tma_able(x) for x in (q, k, v, out))
     return _Plan({name}, cfg, grid, boxes, constexprs, copied, sizes)
