@@ -43,7 +43,7 @@ def render_chain(mid: str, entries: list[tuple[str, tuple[int, ...], tuple[str, 
     for index, (name, warpgroups, params) in enumerate(entries):
         extras = "(" + ", ".join(params) + ",)" if params else "(size_m,)"
         out.append(ENTRY.substitute(kernel=name, partitions=partitions(warpgroups, PARTITION, CONSUMER),
-                                    params="".join(f"{p}, " for p in params), extras=extras, index=index))
+                                    params="".join(f" {p}," for p in params), extras=extras, index=index))
     return "\n\n\n".join(out)
 
 
