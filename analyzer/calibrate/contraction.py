@@ -159,7 +159,8 @@ def calibrate(recording: str, gpu: str | Profile, *, other: str | None = None, o
     rec = read_json(Path(recording), ContractionRecording, missing=f"{recording}: no such recording",
                     field="RECORDING", hint="pass a recording that bench/hopper_contraction.py wrote")
     base = hardware.load(gpu).model_copy(update={"calibration": None})
-    check_gpu({"gpu": rec.env.get("gpu"), "profile": rec.gpu_profile}, recording, base, allowed=allow_gpu_mismatch)
+    check_gpu({"gpu": rec.env.get("gpu"), "profile": rec.gpu_profile}, recording, base, allowed=allow_gpu_mismatch,
+              fields={"gpu": "env.gpu", "profile": "gpu_profile"})     # where bench/hopper_contraction.py keeps them
     progress("count", 0, 1)
     rows = _rows(base, rec)
     progress("count", 1, 1)

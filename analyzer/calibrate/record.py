@@ -140,11 +140,12 @@ def gpu_model(text: str) -> str | None:
 
 
 def check_gpu(meta: dict, source: str, profile: Profile, *, option: str = "--gpu",
-              allowed: bool = False) -> None:
+              allowed: bool = False, fields: dict[str, str] | None = None) -> None:
     """A NapkinError where the recording says it was measured on another GPU model than `profile`'s (its
     meta.gpu, the device's own name, or else meta.profile, the profile it was swept with); silent where
     either says no model, or where `allowed` (--allow-gpu-mismatch: fit one GPU's times to another's
-    figures on purpose)."""
+    figures on purpose). `fields`: where the recording keeps "gpu" and "profile", as the error names them,
+    where that is not meta."""
     key, said = next(((k, v) for k in ("gpu", "profile") if isinstance(v := meta.get(k), str) and v),
                      ("", ""))
     theirs, ours = gpu_model(said), gpu_model(profile.description)
@@ -153,5 +154,5 @@ def check_gpu(meta: dict, source: str, profile: Profile, *, option: str = "--gpu
     swept = meta.get("profile")
     name = swept if isinstance(swept, str) and gpu_model(swept) == theirs else theirs.lower()
     raise NapkinError(f"measured on {said}, not on {profile.name} ({ours}) as {option} says", file=source,
-                      field=f"meta.{key}", hint=f"name the recording's GPU ({name}) in {option}, or pass "
+                      field=(fields or {}).get(key, f"meta.{key}"), hint=f"name the recording's GPU ({name}) in {option}, or pass "
                                                 f"{MISMATCH} to use it with {profile.name} anyway")

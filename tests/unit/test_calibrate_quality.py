@@ -49,7 +49,10 @@ def napkin(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
     (["hopper_sweep_h200.json", "--gpu", "h100", "--kernel", "hopper"], "(h200) in --gpu"),
     (["sweep_h200.json", "--gpu", "h200", "--across", "bench/results/sweep_h100.json:h200"],
      "sweep_h100.json: meta.gpu: measured on NVIDIA H100 80GB HBM3, not on h200 (H200) as --across says"),
-], ids=["portable", "hopper", "across"])
+    # the contraction kernel's recording keeps the device's name in env.gpu, and the error says so
+    (["hopper_contraction_h100.json", "--gpu", "h200", "--kernel", "contraction"],
+     "hopper_contraction_h100.json: env.gpu: measured on NVIDIA H100 80GB HBM3, not on h200 (H200) as --gpu"),
+], ids=["portable", "hopper", "across", "contraction"])
 def test_a_recording_of_another_gpu_is_refused(monkeypatch, capsys, tmp_path, args, says):
     out = tmp_path / "cal.yaml"
     code, _, err = napkin(monkeypatch, capsys, "calibrate", f"bench/results/{args[0]}", *args[1:], "-o", str(out))
