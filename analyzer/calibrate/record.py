@@ -154,5 +154,6 @@ def check_gpu(meta: dict, source: str, profile: Profile, *, option: str = "--gpu
     swept = meta.get("profile")
     name = swept if isinstance(swept, str) and gpu_model(swept) == theirs else theirs.lower()
     raise NapkinError(f"measured on {said}, not on {profile.name} ({ours}) as {option} says", file=source,
-                      field=(fields or {}).get(key, f"meta.{key}"), hint=f"name the recording's GPU ({name}) in {option}, or pass "
-                                                f"{MISMATCH} to use it with {profile.name} anyway")
+                      field=(fields or {}).get(key, f"meta.{key}"),
+                      hint=f"name the recording's GPU ({name}) in {option}, or pass {MISMATCH} to use it with "
+                           f"{profile.name} anyway")
