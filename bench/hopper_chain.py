@@ -5,7 +5,9 @@ napkin kernel generates, on a Hopper profile, the chain kernel for mlp2 (Y = rel
 linear_attention_queries (O = (Q K^T) V) and a diagram of this script's own, mlp_bias (Y = gelu(X W1 + b) W2:
 ops between the contractions that load a vector) (analyzer.config.chain). This script:
 - checks each generated module against a float64 reference (relative error < 1e-2), at its default sizes
-  and at sizes that are no multiple of any tile (the TMA engine's edges, a stream with a partial chunk);
+  and at sizes that are no multiple of any tile (the TMA engine's edges, a stream with a partial chunk),
+  and what a user may pass besides (one row and a stream shorter than a chunk, one query and one key, a
+  transposed weight, a misaligned base: the launcher's copies);
 - times each beside torch's unfused sequence of the same order (mlp2: matmul, relu, matmul; linear
   attention: (Q K^T) V as two matmuls), and linear attention's keys-first order, Q (K^T V), in torch and
   in napkin's module for linear_attention (the portable kernel: the chain kernel refuses that order);
@@ -68,9 +70,32 @@ kernels:
     partition:
       smem: {group: {n: g_n}, stream: {f: s_f}}
 """
-EDGES = {"mlp2": {"n": 1000, "i": 200, "f": 1000, "o": 120}, "mlp_bias": {"n": 1000, "i": 200, "f": 1000, "o": 120},
+EDGES = {"mlp2": {"n": 1000, "i": 200, "f": 1000, "o": 120},
+         "mlp_bias": {"n": 1000, "i": 200, "f": 1000, "o": 120},
          "linear_attention_queries": {"q": 1000, "x": 1100, "d": 96, "e": 80},
          "linear_attention": {"q": 1000, "x": 1100, "d": 96, "e": 80}}
+def _transposed(torch, xs):
+    """W1 as a transposed view of a (f, i) tensor: its last stride is not 1, so the launcher copies it."""
+    return [xs[0], xs[1].T.contiguous().T, *xs[2:]]
+
+
+def _offset(torch, xs):
+    """X at a base 2 bytes past an allocation's: no TMA descriptor takes it, so the launcher copies it."""
+    x = xs[0]
+    padded = torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)
+    view = padded[1:].view(x.shape)
+    view.copy_(x)
+    return [view, *xs[1:]]
+
+
+# inputs a user may pass beside the plain ones: one row and a stream shorter than a chunk, one query and
+# one key, a transposed weight, a misaligned base
+ODD_INPUTS = (("mlp2", "one row, f shorter than a chunk", {"n": 1, "i": 200, "f": 17, "o": 120},
+               lambda t, xs: xs),
+              ("linear_attention_queries", "one query and one key", {"q": 1, "x": 1, "d": 64, "e": 64},
+               lambda t, xs: xs),
+              ("mlp2", "W1 a transposed view", EDGES["mlp2"], _transposed),
+              ("mlp2", "X at a misaligned base", EDGES["mlp2"], _offset))
 MODULES = (("mlp2", "fp16"), ("mlp2", "bf16"), ("mlp_bias", "fp16"), ("mlp_bias", "bf16"),
            ("linear_attention_queries", "fp16"), ("linear_attention_queries", "bf16"), ("linear_attention", "fp16"))
 
@@ -186,6 +211,12 @@ def main(argv: list[str] | None = None) -> int:
         return lambda: getattr(module, diagram)(*xs, config=config)
 
     checks, rows = [], []
+    for diagram, what, sizes, make in ODD_INPUTS:      # what a user may pass: the launcher's copies and edges
+        xs = make(torch, inputs(torch, diagram, sizes, torch.float16, seed=2))
+        err = rel_err(torch, ours(diagram, "fp16", xs)(), reference(torch, diagram, xs))
+        checks.append({"diagram": diagram, "dtype": "fp16", "backend": modules[(diagram, "fp16")][2].backend,
+                       "sizes": sizes, "what": what, "rel_err": err, "ok": err < 1e-2})
+        log(json.dumps(checks[-1]))
     for (diagram, dtype), (_, _, g) in modules.items():
         defaults = {s.name: int(v) for s, v in g.diagram.defaults.items()}
         for what, sizes in (("edges", EDGES[diagram]), ("defaults", defaults)):
