@@ -161,3 +161,26 @@ def test_a_loaded_bias_and_gelu_between_the_layers(tmp_path):
     z = h + np.where(cols < 1100, bias[np.minimum(cols, 1099)], 0.0)[None, :]
     gelu = 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
     assert np.allclose(out, np.where(cols[None, :] < 1100, gelu, 0.0), rtol=1e-12, atol=1e-12)
+
+
+def test_the_ops_stay_right_whatever_the_diagram_names_its_arrays(tmp_path):
+    """The biased MLP with its arrays and ops named as the kernel's own locals (h, rows, cols, out, extras,
+    MID, size_f, a_desc): the module's scope renames what would clash, and the ops compute the same."""
+    names = {"X": "h", "W1": "rows", "bias": "cols", "W2": "out", "H": "extras", "Z": "MID", "A": "size_f",
+             "Y": "a_desc"}
+    text = BIASED
+    for old, new in names.items():
+        text = re.sub(rf"\b{old}\b", new, text)
+    path = tmp_path / "renamed.yaml"
+    path.write_text(text)
+    g = generate(str(path), H100)
+    assert g.backend == "hopper-contraction"
+    compile(g.source, "renamed.py", "exec")
+    mid = _mid(g.source)
+    rng = np.random.default_rng(2)
+    h, bias = rng.standard_normal((64, 64)).view(_Array), rng.standard_normal(1000)
+    cols = 960 + np.arange(64)
+    out = mid(h, np.arange(64), cols, 64, 1000, (_Pointer(bias), 1), 0)
+    z = h + np.where(cols < 1000, bias[np.minimum(cols, 999)], 0.0)[None, :]
+    gelu = 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
+    assert np.allclose(out, np.where(cols[None, :] < 1000, gelu, 0.0), rtol=1e-12, atol=1e-12)
