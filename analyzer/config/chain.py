@@ -67,6 +67,7 @@ class Chain:
     mid: tuple[Op, ...]           # the elementwise ops from H to the second contraction's first operand
     reads: tuple[str, ...]        # loaded vectors or tiles the mid ops read (along m and f)
     output: str
+    fvec: str = ""                # a loaded vector along the stream the mid ops read: rides the ring with B1
 
 
 def realise_chain(p: KernelPlan) -> Chain | str:
@@ -121,8 +122,11 @@ def realise_chain(p: KernelPlan) -> Chain | str:
         return f"kernel {p.name!r}: the second contraction does not take the value the ops end with"
     if tuple(s.saves) != (second.name,) or p.tiles_of[second.name] != (m, n):
         return f"kernel {p.name!r}: the chain kernel stores the second contraction alone, rows first"
+    reads = tuple(dict.fromkeys(reads))
+    along_f = [x for x in reads if p.tiles_of[x] == (f,)]     # the first rides the ring; others are loaded
     return Chain(p.name, a, b1, b2, (first.name, second.name), p.tiles_of[b1][0] == f, p.tiles_of[b2][0] == n,
-                 m, k, f, n, mid, tuple(dict.fromkeys(reads)), second.name)
+                 m, k, f, n, mid, tuple(x for x in reads if x not in along_f[:1]), second.name,
+                 along_f[0] if along_f else "")
 
 
 @dataclass(frozen=True)
@@ -162,13 +166,14 @@ def parse_chain_label(label: str) -> dict[str, int]:
 def configuration(profile: Profile, ch: Chain, dtype: str, widths: tuple[int, int], *, block_m: int, block_f: int,
                   stages: int, warpgroups: int) -> ChainConfig:
     """A configuration with its SMEM (each consumer's rows of A, its output's staging where that is not
-    as wide, the rings of both B operands, the mbarriers and the partitions' reserve) and its registers
+    as wide, the rings of both B operands and of a vector along the stream, the mbarriers and the
+    partitions' reserve) and its registers
     (a consumer thread's share of the output's accumulator, one chunk's H in fp32 and the previous
     chunk's P packed two a register, a chunk-sized value an op between the contractions, and the
     reserve). `widths`: the sizes of k and n."""
     size = bytes_per_value(dtype)
     wk, wn = (next_pow2(w) for w in widths)
-    smem = block_m * wk * size + stages * block_f * (wk + wn) * size
+    smem = block_m * wk * size + stages * block_f * (wk + wn + (1 if ch.fvec else 0)) * size
     if wn != wk:
         smem += block_m * wn * size
     smem += MBARRIER_BYTES * (2 + 4 * stages) + PARTITION_BYTES

@@ -90,11 +90,14 @@ def chain_source(module, launcher, fn, entry: dict, dtype: str):
         layout = gl.NVMMASharedLayout.get_default_for(block, element)
         return f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
 
+    fv = src.split("a, b1, b2, v, c = ")[1].split("\n")[0].split(", ")[3] != "None"     # a vector rides the ring
     constexprs = {"ROWS": 64, "BLOCK_F": bf, "STAGES": entry["STAGES"], "GROUPS": groups, "B1_T": b1_t,
-                  "B2_T": b2_t, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
+                  "B2_T": b2_t, "FV": fv, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
+    if not fv:
+        constexprs["v_desc"] = None
     signature = {"a_desc": desc([64, wk]), "b1_desc": desc([bf, wk] if b1_t else [wk, bf]),
-                 "b2_desc": desc([wn, bf] if b2_t else [bf, wn]), "c_desc": desc([64, wn]), "size_m": "i32",
-                 "size_f": "i32"}
+                 "b2_desc": desc([wn, bf] if b2_t else [bf, wn]), "v_desc": desc([bf]), "c_desc": desc([64, wn]),
+                 "size_m": "i32", "size_f": "i32"}
     for name in fn.arg_names:
         if name not in signature and name not in constexprs:
             signature[name] = f"*{dtype}" if "ptr" in name else "fp32" if "scale" in name else "i32"

@@ -143,7 +143,7 @@ def test_mlp2s_ops_between_the_layers_are_relu_and_weigh_nothing_past_the_hidden
     mid = _mid(generate("mlp2", H100).source)
     h = np.random.default_rng(0).standard_normal((64, 64)).view(_Array)
     cols = 1000 + np.arange(64)                             # the last chunk of f = 1030
-    out = mid(h, np.arange(64), cols[None, :][0], 64, 1030, (64,), 0)
+    out = mid(h, np.arange(64), cols[None, :][0], 0.0, 64, 1030, (64,), 0)
     assert np.array_equal(out, np.where(cols[None, :] < 1030, np.maximum(h, 0), 0.0))
 
 
@@ -152,12 +152,15 @@ def test_a_loaded_bias_and_gelu_between_the_layers(tmp_path):
     path.write_text(BIASED)
     g = generate(str(path), H100)
     assert g.backend == "hopper-contraction"
+    (t,) = g.contraction.tables
+    assert (t.structure.fvec, t.structure.reads) == ("bias", ())     # the bias rides the ring with W1
     assert "def _mm_tanh(" in g.source          # GELU's tanh on the SFU, which no contraction tail brought here
     mid = _mid(g.source)
     rng = np.random.default_rng(1)
     h, bias = rng.standard_normal((64, 128)).view(_Array), rng.standard_normal(1100)
     cols = 1024 + np.arange(128)                            # a last chunk that runs past f = 1100
-    out = mid(h, np.arange(64), cols, 64, 1100, (_Pointer(bias), 1), 0)
+    landed = np.where(cols < 1100, bias[np.minimum(cols, 1099)], 0.0)[None, :]     # TMA's zeros past the end
+    out = mid(h, np.arange(64), cols, landed, 64, 1100, (64,), 0)
     z = h + np.where(cols < 1100, bias[np.minimum(cols, 1099)], 0.0)[None, :]
     gelu = 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
     assert np.allclose(out, np.where(cols[None, :] < 1100, gelu, 0.0), rtol=1e-12, atol=1e-12)
@@ -180,7 +183,31 @@ def test_the_ops_stay_right_whatever_the_diagram_names_its_arrays(tmp_path):
     rng = np.random.default_rng(2)
     h, bias = rng.standard_normal((64, 64)).view(_Array), rng.standard_normal(1000)
     cols = 960 + np.arange(64)
-    out = mid(h, np.arange(64), cols, 64, 1000, (_Pointer(bias), 1), 0)
+    landed = np.where(cols < 1000, bias[np.minimum(cols, 999)], 0.0)[None, :]
+    out = mid(h, np.arange(64), cols, landed, 64, 1000, (64,), 0)
     z = h + np.where(cols < 1000, bias[np.minimum(cols, 999)], 0.0)[None, :]
+    gelu = 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
+    assert np.allclose(out, np.where(cols[None, :] < 1000, gelu, 0.0), rtol=1e-12, atol=1e-12)
+
+
+def test_a_vector_along_the_rows_is_loaded_where_the_streams_rides_the_ring(tmp_path):
+    """A second read between the contractions, one value a row (r, along n): loaded by the consumer with
+    gl.load at the tile's rows, masked past the last; the bias along f rides the ring as before."""
+    text = BIASED.replace("  bias: [f]\n", "  bias: [f]\n  r: [n]\n").replace(
+        "  - {name: A, primitive: gelu, inputs: [Z], output: [n, f]}",
+        "  - {name: R, primitive: mul, inputs: [Z, r], output: [n, f]}\n"
+        "  - {name: A, primitive: gelu, inputs: [R], output: [n, f]}")
+    path = tmp_path / "rowscaled.yaml"
+    path.write_text(text)
+    g = generate(str(path), H100)
+    (t,) = g.contraction.tables
+    assert (t.structure.fvec, t.structure.reads) == ("bias", ("r",))
+    mid = _mid(g.source)
+    rng = np.random.default_rng(4)
+    h, bias, r = rng.standard_normal((64, 64)).view(_Array), rng.standard_normal(1000), rng.standard_normal(8000)
+    rows, cols = 7950 + np.arange(64), 960 + np.arange(64)   # the last rows of n = 8000, past it by 14
+    landed = np.where(cols < 1000, bias[np.minimum(cols, 999)], 0.0)[None, :]
+    out = mid(h, rows, cols, landed, 8000, 1000, (_Pointer(r), 1), 0)
+    z = (h + landed) * np.where(rows < 8000, r[np.minimum(rows, 7999)], 0.0)[:, None]
     gelu = 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
     assert np.allclose(out, np.where(cols[None, :] < 1000, gelu, 0.0), rtol=1e-12, atol=1e-12)

@@ -16,7 +16,7 @@ from string import Template
 from analyzer.codegen.hopper.kernel import partitions
 
 # The module-level names this text defines; the module's scope never hands them out
-HELPERS = ("_ch_ring", "_ch_load", "_ch_producer", "_ch_consumer", "_ch_mid")
+HELPERS = ("_ch_ring", "_ch_load", "_ch_producer", "_ch_vector", "_ch_consumer", "_ch_mid")
 
 TEMPLATE = resources.files(__package__).joinpath("chain.gluon").read_text(encoding="utf-8")
 _BODY, _ENTRY = ("@gluon.jit\n" + TEMPLATE.split("\n@gluon.jit\n", 1)[1]).split(
@@ -27,12 +27,12 @@ ENTRY = Template(_ENTRY.rstrip("\n"))
 PARTITION = Template('''\
 ${indent}gl.warp_specialize([
 ${consumers}
-${indent}    (_ch_producer, (descs, smem, bars, sched, ROWS, BLOCK_F, STAGES, GROUPS, B1_T, B2_T)),
+${indent}    (_ch_producer, (descs, smem, bars, sched, ROWS, BLOCK_F, STAGES, GROUPS, B1_T, B2_T, FV)),
 ${indent}], [${warps}], [${regs}])''')
 
 CONSUMER = Template('''\
 ${indent}    (_ch_consumer, (descs, smem, bars, sched, extras, ROWS, BLOCK_F, STAGES, GROUPS, ${group}, B1_T, B2_T,
-${indent}                    MID)),''')
+${indent}                    MID, FV)),''')
 
 
 def render_chain(mid: str, entries: list[tuple[str, tuple[int, ...], tuple[str, ...]]]) -> str:
