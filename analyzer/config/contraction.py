@@ -96,8 +96,7 @@ def realise(p: KernelPlan) -> Structure | str:
     dots = [o for o in s.ops if o.primitive.contraction]
     if not dots or any(o.primitive.name != "dot" for o in dots):
         return f"kernel {p.name!r} has no plain contraction (softmax_dot is attention's)"
-    after_first = {o.name for o in s.ops[s.ops.index(dots[0]):]}
-    if any(x in after_first for o in dots for x in o.operands):
+    if chained(p):
         return (f"kernel {p.name!r} chains two contractions (the second fed by the first, as mlp2 or linear "
                 "attention): the contraction kernel runs contractions side by side only")
     if len(dots) > 2:
@@ -161,6 +160,15 @@ def realise(p: KernelPlan) -> Structure | str:
     return Structure(p.name, a, tuple(o.operands[1] for o in dots), tuple(o.name for o in dots), a_t,
                      tuple(p.tiles_of[o.operands[1]][0] == n for o in dots), m, n, k, tail,
                      tuple(dict.fromkeys(reads)), output, prologue, a_op, sums, along_k[0] if along_k else "")
+
+
+def chained(p: KernelPlan) -> bool:
+    """Whether a contraction of the kernel takes what an earlier one made (directly or through elementwise
+    ops): a chain (analyzer.config.chain), not contractions side by side."""
+    s = p.schedule
+    dots = [o for o in s.ops if o.primitive.contraction]
+    after_first = {o.name for o in s.ops[s.ops.index(dots[0]):]} if dots else set()
+    return any(x in after_first for o in dots for x in o.operands)
 
 
 def _prologue(p: KernelPlan, prologue: tuple[Op, ...], sums: tuple[Op, ...], a_op: str, loaded: set[str],
@@ -482,6 +490,6 @@ def size_table(profile: Profile, model: TermModel, p: KernelPlan, st: Structure,
     return Table(p.name, st, LENGTHS, tuple(configs), tuple(cells))
 
 
-__all__ = ["parse_label", "LENGTHS", "Ranked", "Table", "Tables", "counted", "ranked", "size_table", "tile_names", "BLOCKS_K", "BLOCKS_N", "ELEMENTWISE", "STAGES", "WARPGROUPS", "ContractionConfig", "ContractionParams",
+__all__ = ["chained", "parse_label", "LENGTHS", "Ranked", "Table", "Tables", "counted", "ranked", "size_table", "tile_names", "BLOCKS_K", "BLOCKS_N", "ELEMENTWISE", "STAGES", "WARPGROUPS", "ContractionConfig", "ContractionParams",
            "Counts", "Structure", "candidates", "configuration", "hopper_capable", "legal", "parts",
            "predicted_time", "realise", "register_cap"]

@@ -32,23 +32,19 @@ def compiled_each(jobs: list[dict]) -> list[dict]:
 
 def contraction_source(module, kernel: str, entry: dict, dtype: str):
     """The Gluon source, target and options of `module`'s kernel `kernel` launched with `entry`."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
+    from triton.experimental.gluon._runtime import GluonJITFunction
 
     launcher = next(v for k, v in vars(module).items() if k.startswith("_launch_") and f"'{kernel}'" in (v.__doc__ or ""))
     fn = next(v for k, v in vars(module).items() if isinstance(v, GluonJITFunction) and k not in HELPERS
               and k not in CHAIN_HELPERS and k in launcher.__code__.co_names)
     if "_chain_plan" in launcher.__code__.co_names:
         return chain_source(module, launcher, fn, entry, dtype)
-    element = {"fp16": gl.float16, "bf16": gl.bfloat16}[dtype]
     groups = entry["WARPGROUPS"]
     rows, bn, bk = entry["BLOCK_M"] // groups, entry["BLOCK_N"], entry["BLOCK_K"]
     a_t, b_t, b2, pro, kv = module_flags(launcher)
 
     def desc(block):
-        layout = gl.NVMMASharedLayout.get_default_for(block, element)
-        return f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
+        return _descriptor(block, dtype)
 
     box_b = [bn, bk] if b_t else [bk, bn]
     constexprs = {"BLOCK_M": entry["BLOCK_M"], "BLOCK_N": bn, "BLOCK_K": bk, "STAGES": entry["STAGES"],
@@ -61,13 +57,7 @@ def contraction_source(module, kernel: str, entry: dict, dtype: str):
     signature = {"a_desc": desc([bk, rows] if a_t else [rows, bk]), "b_desc": desc(box_b), "b2_desc": desc(box_b),
                  "v_desc": desc([bk]),
                  "c_desc": desc([rows, bn]), "size_m": "i32", "size_n": "i32", "size_k": "i32"}
-    for name in fn.arg_names:
-        if name not in signature and name not in constexprs:
-            signature[name] = f"*{dtype}" if "ptr" in name else "fp32" if "scale" in name else "i32"
-    signature.update(dict.fromkeys(constexprs, "constexpr"))
-    signature = {name: signature[name] for name in fn.arg_names}
-    return (GluonASTSource(fn, signature=signature, constexprs=constexprs), GPUTarget("cuda", 90, 32),
-            {"num_warps": 4, "maxnreg": module.REGISTER_CAP[groups]})
+    return _source(module, fn, signature, constexprs, dtype, groups)
 
 
 def chain_source(module, launcher, fn, entry: dict, dtype: str):
@@ -76,19 +66,13 @@ def chain_source(module, launcher, fn, entry: dict, dtype: str):
     import inspect
     import re
 
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    element = {"fp16": gl.float16, "bf16": gl.bfloat16}[dtype]
     src = inspect.getsource(launcher)
     b1_t, b2_t, wk, wn = re.search(r"cfg,\s*(True|False), (True|False), \((\d+), (\d+)\)\)", src).groups()
     b1_t, b2_t, wk, wn = b1_t == "True", b2_t == "True", int(wk), int(wn)
     groups, bf = entry["WARPGROUPS"], entry["BLOCK_F"]
 
     def desc(block):
-        layout = gl.NVMMASharedLayout.get_default_for(block, element)
-        return f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
+        return _descriptor(block, dtype)
 
     fv = src.split("a, b1, b2, v, c = ")[1].split("\n")[0].split(", ")[3] != "None"     # a vector rides the ring
     constexprs = {"ROWS": 64, "BLOCK_F": bf, "STAGES": entry["STAGES"], "GROUPS": groups, "B1_T": b1_t,
@@ -98,6 +82,24 @@ def chain_source(module, launcher, fn, entry: dict, dtype: str):
     signature = {"a_desc": desc([64, wk]), "b1_desc": desc([bf, wk] if b1_t else [wk, bf]),
                  "b2_desc": desc([wn, bf] if b2_t else [bf, wn]), "v_desc": desc([bf]), "c_desc": desc([64, wn]),
                  "size_m": "i32", "size_f": "i32"}
+    return _source(module, fn, signature, constexprs, dtype, groups)
+
+
+def _descriptor(block: list[int], dtype: str) -> str:
+    """The signature type of a TMA descriptor of `block` boxes of `dtype`, in its default SMEM layout."""
+    from triton.experimental.gluon import language as gl
+
+    element = {"fp16": gl.float16, "bf16": gl.bfloat16}[dtype]
+    layout = gl.NVMMASharedLayout.get_default_for(block, element)
+    return f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
+
+
+def _source(module, fn, signature: dict, constexprs: dict, dtype: str, groups: int):
+    """Kernel `fn`'s source with `signature` (its other scalars filled in: pointers, scales, sizes) and
+    `constexprs`, its target (sm_90a) and options (the module's register cap for `groups` consumers)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
     for name in fn.arg_names:
         if name not in signature and name not in constexprs:
             signature[name] = f"*{dtype}" if "ptr" in name else "fp32" if "scale" in name else "i32"

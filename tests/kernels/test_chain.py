@@ -20,37 +20,12 @@ from analyzer.codegen import generate
 from analyzer.config.chain import candidates, configuration, counted, widths_of
 from analyzer.config.family.hopper_contraction import launched_contraction
 from analyzer.config.launch import launch
+from bench.hopper_chain import MLP_BIAS as BIASED
+from tests.kernels.numpy_gluon import Array as _Array
+from tests.kernels.numpy_gluon import Pointer as _Pointer
+from tests.kernels.numpy_gluon import function
 
 H100 = hardware.load("h100")
-
-# mlp2 with a bias along the hidden features and GELU between the layers: a mid op that loads a vector
-BIASED = """\
-name: mlp_bias
-title: A two-layer MLP with a bias and GELU between the layers
-dtype: bf16
-levels: [gmem, smem]
-axes:
-  n: {default: 8192}
-  i: {default: 128}
-  f: {default: 1024}
-  o: {default: 64}
-inputs:
-  X: [n, i]
-  W1: [i, f]
-  bias: [f]
-  W2: [f, o]
-ops:
-  - {name: H, primitive: dot, inputs: [X, W1], over: i, output: [n, f]}
-  - {name: Z, primitive: add, inputs: [H, bias], output: [n, f]}
-  - {name: A, primitive: gelu, inputs: [Z], output: [n, f]}
-  - {name: Y, primitive: dot, inputs: [A, W2], over: f, output: [n, o]}
-outputs: [Y]
-kernels:
-  - name: mlp
-    partition:
-      smem: {group: {n: g_n}, stream: {f: s_f}}
-"""
-
 
 @pytest.mark.parametrize("diagram, b1_t, mid", [("mlp2", False, ["relu"]), ("linear_attention_queries", True, [])])
 def test_the_chains_get_the_hopper_chain_kernel_on_a_hopper_gpu(diagram, b1_t, mid):
@@ -105,38 +80,9 @@ def test_every_candidate_fits_and_the_widest_axes_leave_one_warpgroup_per_64_row
     assert candidates(H100, ch, "fp16", (512, 256)) == []     # wider than a TMA box and a wgmma's n
 
 
-class _Array(np.ndarray):
-    def to(self, dtype):
-        return self
-
-
-class _Pointer:
-    def __init__(self, values: np.ndarray, offsets=None):
-        self.values, self.offsets = values, offsets
-
-    def __add__(self, offsets):
-        return _Pointer(self.values, np.asarray(offsets) if self.offsets is None else self.offsets + offsets)
-
-
-class _Gluon:
-    """What the rendered ops call of `gl`, on numpy."""
-
-    float32 = np.float64
-    maximum = staticmethod(np.maximum)
-    where = staticmethod(np.where)
-
-    @staticmethod
-    def load(p: _Pointer, mask=None, other=0.0):
-        flat = p.values.reshape(-1)
-        return np.where(mask, flat[np.where(mask, p.offsets, 0)], other).view(_Array)
-
-
 def _mid(source: str):
     """The module's _ch_mid as a numpy function (its decorator dropped, numpy for Gluon)."""
-    text = re.search(r"@gluon\.jit\n(def _ch_mid\(.*?\n    return out\n)", source, re.S).group(1)
-    scope = {"gl": _Gluon, "_mm_tanh": np.tanh}
-    exec(compile(text.replace("MID: gl.constexpr", "MID"), "<mid>", "exec"), scope)
-    return scope["_ch_mid"]
+    return function(source, "_ch_mid", "return out", "MID")
 
 
 def test_mlp2s_ops_between_the_layers_are_relu_and_weigh_nothing_past_the_hidden_features():

@@ -27,6 +27,9 @@ from analyzer.config.contraction import (
 )
 from analyzer.config.family.hopper_contraction import launched_contraction
 from analyzer.config.launch import launch
+from tests.kernels.numpy_gluon import Array as _Array
+from tests.kernels.numpy_gluon import Pointer as _Pointer
+from tests.kernels.numpy_gluon import function
 
 H100 = hardware.load("h100")
 
@@ -125,45 +128,9 @@ def test_the_kernels_compile_for_sm90a_within_what_legality_counts(tmp_path: Pat
 
 # --- the tails, run on numpy -----------------------------------------------------------------------------
 
-class _Array(np.ndarray):
-    """A numpy array with Gluon's .to(dtype)."""
-
-    def to(self, dtype):
-        return self
-
-
-class _Pointer:
-    def __init__(self, values: np.ndarray, offsets=None):
-        self.values, self.offsets = values, offsets
-
-    def __add__(self, offsets):
-        return _Pointer(self.values, np.asarray(offsets) if self.offsets is None else self.offsets + offsets)
-
-
-class _Gluon:
-    """What the rendered tails call of `gl`, on numpy."""
-
-    float32 = np.float64
-    exp = staticmethod(np.exp)
-    rsqrt = staticmethod(lambda x: (1 / np.sqrt(x)).view(_Array))
-    maximum = staticmethod(np.maximum)
-
-    @staticmethod
-    def load(p: _Pointer, mask=None, other=0.0):
-        flat = p.values.reshape(-1)
-        safe = np.where(mask, p.offsets, 0) if mask is not None else p.offsets
-        out = np.where(mask, flat[safe], other) if mask is not None else flat[safe]
-        return out.view(_Array)
-
-
 def _function(source: str, name: str = "_mm_tail"):
     """The module's _mm_tail (or _mm_prologue) as a numpy function (its decorator dropped, numpy for Gluon)."""
-    end = "return out" if name == "_mm_tail" else "return a_op, stat"
-    text = re.search(rf"@gluon\.jit\n(def {name}\(.*?\n    {end}\n)", source, re.S).group(1)
-    text = text.replace("TAIL: gl.constexpr", "TAIL")
-    scope = {"gl": _Gluon, "_mm_tanh": np.tanh}
-    exec(compile(text, "<tail>", "exec"), scope)
-    return scope[name]
+    return function(source, name, "return out" if name == "_mm_tail" else "return a_op, stat", "TAIL")
 
 
 _tail = _function

@@ -10,19 +10,15 @@ module's scope (analyzer.codegen.names).
 
 from __future__ import annotations
 
-from importlib import resources
 from string import Template
 
+from analyzer.codegen.hopper.contraction import helpers_and_entry
 from analyzer.codegen.hopper.kernel import partitions
 
 # The module-level names this text defines; the module's scope never hands them out
 HELPERS = ("_ch_ring", "_ch_load", "_ch_producer", "_ch_vector", "_ch_consumer", "_ch_mid")
 
-TEMPLATE = resources.files(__package__).joinpath("chain.gluon").read_text(encoding="utf-8")
-_BODY, _ENTRY = ("@gluon.jit\n" + TEMPLATE.split("\n@gluon.jit\n", 1)[1]).split(
-    "# --- the entry point: one a chain kernel of the diagram ---\n")
-HELPER_TEXT = Template(_BODY.rstrip("\n"))
-ENTRY = Template(_ENTRY.rstrip("\n"))
+HELPER_TEXT, ENTRY = helpers_and_entry("chain.gluon", "# --- the entry point: one a chain kernel of the diagram ---")
 
 PARTITION = Template('''\
 ${indent}gl.warp_specialize([

@@ -6,6 +6,7 @@ lines on its configuration, and its launcher (analyzer.codegen.hopper.contractio
 from __future__ import annotations
 
 from analyzer.codegen.escape import py_comment, py_doc, py_str
+from analyzer.codegen.hopper.elementwise import OpIds, load, ops, read_params, unpacked
 from analyzer.codegen.names import Scope
 from analyzer.config.chain import Chain
 from analyzer.config.contraction import Table
@@ -17,23 +18,13 @@ MID_LOCALS = ("h", "rows", "cols", "fvec", "size_m", "size_f", "extras", "MID", 
               "b1_ready", "b1_empty", "b2_ready", "b2_empty", "descs", "smem", "bars", "sched", "s")
 
 
-def mid_branch(ch: Chain, p, ids, load, ops) -> tuple[list[str], tuple[str, ...], list[str]]:
+def mid_branch(ch: Chain, p, module: Scope) -> tuple[list[str], tuple[str, ...], list[str]]:
     """One chain kernel's branch of _ch_mid: its lines, the parameters it unpacks from `extras` (the entry
-    point's, in order) and what its launcher passes for them. `ids` names the diagram's arrays and ops in
-    the kernel's scope; `load` and `ops` render a loaded vector or tile and the elementwise ops, as the
-    contraction kernel's tail does."""
-    params, passed = [], []
-    for x in ch.reads:
-        params.append(ids.ptr(x))
-        passed.append(f"t[{py_str(x)}]")
-        for i, dim in enumerate(p.tiles_of[x]):
-            params.append(ids.stride(x, dim))
-            passed.append(f"t[{py_str(x)}].stride({i})")
-    for op in ch.mid:
-        if op.applied.scale is not None:
-            params.append(ids.scale(op.name))
-            passed.append(f"scale[{py_str(op.name)}]")
-    lines = [f"{', '.join(params)}, = extras" if params else "# reads nothing besides the kernel's own values"]
+    point's, in order) and what its launcher passes for them; the diagram's names claimed in a scope of
+    the kernel's own under `module`."""
+    ids = OpIds(module, MID_LOCALS)
+    params, passed = read_params(ids, p, ch.reads, ch.mid)
+    lines = [unpacked(params)]
     vals = {ch.dots[0]: "h"}
     if ch.fvec:         # the vector along the stream: its chunk landed with B1's (FV), in fp32
         vals[ch.fvec] = "fvec"
@@ -140,9 +131,4 @@ def {ids.launch[p.name]}(t, size, scale, cfg=None):
     return [*body.splitlines(), "", ""]
 
 
-def chain_scope(module: Scope) -> Scope:
-    return Scope(MID_LOCALS, parent=module)
-
-
-__all__ = ["CHAIN_PLAN", "MID_LOCALS", "chain_configuration_lines", "chain_launcher", "chain_scope", "mid_branch",
-           "mid_function"]
+__all__ = ["CHAIN_PLAN", "MID_LOCALS", "chain_configuration_lines", "chain_launcher", "mid_branch", "mid_function"]

@@ -22,13 +22,17 @@ from analyzer.codegen.hopper.kernel import partitions
 # The module-level names this text defines; the module's scope never hands them out
 HELPERS = ("_mm_ring", "_mm_tile", "_mm_producer", "_mm_consumer", "_mm_prologue", "_mm_tail", "_mm_tanh")
 
-# The kernel's text: contraction.gluon (package data beside this module) without its note, everything
-# from the first @gluon.jit on: the helpers (once a module) and the entry point (once a kernel)
-TEMPLATE = resources.files(__package__).joinpath("contraction.gluon").read_text(encoding="utf-8")
-_BODY, _ENTRY = ("@gluon.jit\n" + TEMPLATE.split("\n@gluon.jit\n", 1)[1]).split(
-    "# --- the entry point: one a kernel of the diagram ---\n")
-HELPER_TEXT = Template(_BODY.rstrip("\n"))
-ENTRY = Template(_ENTRY.rstrip("\n"))
+
+def helpers_and_entry(name: str, marker: str) -> tuple[Template, Template]:
+    """A Gluon template file beside this module (package data) without its note, everything from the
+    first @gluon.jit on, as two templates: the helpers (once a module) and, from the `marker` line on,
+    the entry point (once a kernel)."""
+    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    body, entry = ("@gluon.jit\n" + text.split("\n@gluon.jit\n", 1)[1]).split(marker + "\n")
+    return Template(body.rstrip("\n")), Template(entry.rstrip("\n"))
+
+
+HELPER_TEXT, ENTRY = helpers_and_entry("contraction.gluon", "# --- the entry point: one a kernel of the diagram ---")
 
 # The warp_specialize call for one number of consumer warpgroups: the consumers, then the producer
 PARTITION = Template('''\
@@ -66,8 +70,7 @@ def render_kernel(tail: str, entries: list[tuple[str, tuple[int, ...], tuple[str
         out.append(ENTRY.substitute(kernel=name, partitions=partitions(warpgroups, PARTITION, CONSUMER),
                                     params=listed, extras=extras,
                                     index=index))
-    text = "\n\n\n".join(out)
-    return text + (TANH if "_mm_tanh(" in tail else "")
+    return "\n\n\n".join(out)
 
 
-__all__ = ["ENTRY", "HELPERS", "HELPER_TEXT", "TANH", "render_kernel"]
+__all__ = ["ENTRY", "HELPERS", "HELPER_TEXT", "TANH", "helpers_and_entry", "render_kernel"]

@@ -14,6 +14,7 @@ from analyzer.codegen.hopper import chain_module
 from analyzer.codegen.hopper.chain import HELPERS as CHAIN_HELPERS
 from analyzer.codegen.hopper.chain import render_chain
 from analyzer.codegen.hopper.contraction import HELPERS, TANH, render_kernel
+from analyzer.codegen.hopper.elementwise import OpIds, load, ops, read_params, unpacked
 from analyzer.codegen.hopper.module import PLAN_HELPERS, TMA_HELPERS
 from analyzer.codegen.names import Scope
 from analyzer.codegen.pymodule import (
@@ -25,7 +26,6 @@ from analyzer.codegen.pymodule import (
     sized_helpers,
     wrapper,
 )
-from analyzer.codegen.render import BINARY, UNARY, Spelling, pointwise
 from analyzer.config.chain import Chain
 from analyzer.config.contraction import Structure, Table
 
@@ -41,88 +41,17 @@ TAIL_LOCALS = ("acc", "acc2", "rows", "cols", "size_m", "size_n", "extras", "TAI
                "B_T", "B2", "CONSUMER_REGS", "tiles", "a_smem", "b_smem", "b2_smem", "c_smem", "ready", "empty",
                "descs", "smem", "bars", "sched", "s")
 
-# Gluon's spelling of the elementwise ops on the accumulator (analyzer.codegen.render): tanh and the
-# functions built on it run on the special function unit (_mm_tanh: PTX tanh.approx.f32, one operation)
-SPELLING = Spelling(
-    unary={
-        "exp": "gl.exp({x})",
-        "sigmoid": "(0.5 * _mm_tanh(0.5 * {x}) + 0.5)",       # 1/(1 + exp(-v)) = tanh(v/2)/2 + 1/2
-        "relu": "gl.maximum({x}, 0.0)",
-        "tanh": "_mm_tanh({x})",
-        # GELU, tanh form: 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3)
-        "gelu": "{x} * (0.5 * _mm_tanh(0.7978845608028654 * ({x} + 0.044715 * {x} * {x} * {x})) + 0.5)",
-        "reciprocal": "1.0 / {x}",
-        "rsqrt": "gl.rsqrt({x})",
-    },
-    binary={"add": "+", "sub": "-", "mul": "*", "div": "/"},
-    zero="0.0", neg_inf="float('-inf')", log2e="1.4426950408889634", number="{!r}")
-assert set(SPELLING.unary) == set(UNARY) and set(SPELLING.binary) == set(BINARY)
-
-
-class _TailIds:
-    """The names one kernel's tail and entry point give the diagram's arrays and ops (claimed in a scope
-    of their own under the module's), as analyzer.codegen.render.pointwise asks them."""
-
-    def __init__(self, module: Scope, fixed: tuple[str, ...] = TAIL_LOCALS) -> None:
-        self.scope = Scope(fixed, parent=module)
-
-    def ptr(self, array: str) -> str:
-        return self.scope("{}_ptr", array)
-
-    def stride(self, array: str, dim: str) -> str:
-        return self.scope("stride_{}_{}", array, dim)
-
-    def scale(self, op: str) -> str:
-        return self.scope("scale_{}", op)
-
-    def value(self, op: str) -> str:
-        return self.scope("{}_val", op, case="lower")
-
-
 def tail_branch(st: Structure, p, module: Scope) -> tuple[list[str], list[str], tuple[str, ...], list[str]]:
     """One kernel's branches of _mm_prologue and _mm_tail: their lines (indented for the branch), the
     parameters both unpack from `extras` (the entry point's, in order) and what its launcher passes for
     them (expressions of the launcher's t, scale)."""
-    ids = _TailIds(module)
-    params, passed = [], []
-    for x in st.reads:
-        params.append(ids.ptr(x))
-        passed.append(f"t[{py_str(x)}]")
-        for i, dim in enumerate(p.tiles_of[x]):
-            params.append(ids.stride(x, dim))
-            passed.append(f"t[{py_str(x)}].stride({i})")
-    for op in (*st.prologue, *st.tail):
-        if op.applied.scale is not None:
-            params.append(ids.scale(op.name))
-            passed.append(f"scale[{py_str(op.name)}]")
-    unpack = f"{', '.join(params)}, = extras" if params else "# reads nothing besides the kernel's own values"
+    ids = OpIds(module, TAIL_LOCALS)
+    params, passed = read_params(ids, p, st.reads, (*st.prologue, *st.tail))
+    unpack = unpacked(params)
     return (_prologue_lines(st, p, ids, unpack), _tail_lines(st, p, ids, unpack), tuple(params), passed)
 
 
-def _load(ids: _TailIds, x: str, dims: tuple[str, ...], at: dict) -> str:
-    """A loaded vector or tile `x` in fp32, laid out like the values it meets (`at`: a dim -> its index
-    variable, its size, how a vector along it broadcasts)."""
-    if len(dims) == 1:
-        idx, size, keep = at[dims[0]]
-        return (f"{ids.value(x)} = gl.load({ids.ptr(x)} + {idx} * {ids.stride(x, dims[0])}, mask={idx} < {size}, "
-                f"other=0.0).to(gl.float32){keep}  # {py_comment(x)}")
-    offs = " + ".join(f"{at[d][0]}{at[d][2]} * {ids.stride(x, d)}" for d in dims)
-    (r, rs, _), (c, cs, _) = (at[d] for d in dims)
-    return (f"{ids.value(x)} = gl.load({ids.ptr(x)} + {offs}, mask=({r}[:, None] < {rs}) & ({c}[None, :] < {cs}), "
-            f"other=0.0).to(gl.float32)  # {py_comment(x)}")
-
-
-def _ops(ops, vals: dict[str, str], ids: _TailIds) -> list[str]:
-    lines = []
-    for op in ops:
-        out = ids.value(op.name)
-        lines.append(f"{out} = {pointwise(SPELLING, op, [vals[i] for i in op.inputs], ids)}  "
-                     f"# {py_comment(op.name)}: {op.primitive.name}")
-        vals[op.name] = out
-    return lines
-
-
-def _prologue_lines(st: Structure, p, ids: _TailIds, unpack: str) -> list[str]:
+def _prologue_lines(st: Structure, p, ids: OpIds, unpack: str) -> list[str]:
     """The prologue's branch: A's chunk `a` (fp32) -> the contractions' first operand, and the row sum."""
     if not st.in_registers:
         return ["a_op = a  # no prologue: A goes to wgmma as it landed"]
@@ -132,9 +61,9 @@ def _prologue_lines(st: Structure, p, ids: _TailIds, unpack: str) -> list[str]:
         vals[st.kvec] = "kvec"
     lines = [unpack]
     for x in dict.fromkeys(x for o in st.prologue for x in o.inputs if x in st.reads):
-        lines.append(_load(ids, x, p.tiles_of[x], at))
+        lines.append(load(ids, x, p.tiles_of[x], at))
         vals[x] = ids.value(x)
-    lines += _ops(st.prologue, vals, ids)
+    lines += ops(st.prologue, vals, ids)
     for op in st.sums:       # a running sum a row over the stream, item by item (summed across once a tile);
         # chunks past the end landed as zeros
         lines.append(f"stat = stat + {vals[op.inputs[0]]}  # {py_comment(op.name)}: sum over {py_comment(st.k)}")
@@ -142,7 +71,7 @@ def _prologue_lines(st: Structure, p, ids: _TailIds, unpack: str) -> list[str]:
     return lines
 
 
-def _tail_lines(st: Structure, p, ids: _TailIds, unpack: str) -> list[str]:
+def _tail_lines(st: Structure, p, ids: OpIds, unpack: str) -> list[str]:
     lines = [unpack]
     vals = {st.dots[0]: "acc"}
     if len(st.dots) > 1:
@@ -151,9 +80,9 @@ def _tail_lines(st: Structure, p, ids: _TailIds, unpack: str) -> list[str]:
         vals[op.name] = "stat[:, None]"     # the rows' sums, summed across the columns
     at = {st.m: ("rows", "size_m", "[:, None]"), st.n: ("cols", "size_n", "[None, :]")}
     for x in dict.fromkeys(x for o in st.tail for x in o.inputs if x in st.reads):
-        lines.append(_load(ids, x, p.tiles_of[x], at))
+        lines.append(load(ids, x, p.tiles_of[x], at))
         vals[x] = ids.value(x)
-    lines += _ops(st.tail, vals, ids)
+    lines += ops(st.tail, vals, ids)
     lines.append(f"out = {vals[st.output]}")
     return lines
 
@@ -205,8 +134,7 @@ def contraction_module(g) -> str:
     warpgroups = tuple(sorted(g.contraction.register_cap))
     for k, t in zip(g.kernels, tables, strict=True):
         if isinstance(t.structure, Chain):
-            lines, params, given = chain_module.mid_branch(
-                t.structure, k.plan, _TailIds(ids.scope, chain_module.MID_LOCALS), _load, _ops)
+            lines, params, given = chain_module.mid_branch(t.structure, k.plan, ids.scope)
             mids.append((k.plan.name, lines))
             chain_entries.append((ids.jit[k.plan.name], warpgroups, params))
         else:
@@ -220,7 +148,7 @@ def contraction_module(g) -> str:
     if chain_entries:
         kernels.append(render_chain(chain_module.mid_function(mids, g.source_file), chain_entries))
     text = "\n\n\n".join(kernels)
-    if "_mm_tanh(" in text and TANH not in text:      # a chain's ops use it where no contraction's tail does
+    if "_mm_tanh(" in text:      # a tail's or a chain's ops run tanh on the SFU: the helper, once a module
         text += TANH
     out.append(text)
     out += ["", ""]
@@ -369,4 +297,4 @@ def {ids.launch[p.name]}(t, size, scale, cfg=None):
     return [*body.splitlines(), "", ""]
 
 
-__all__ = ["SPELLING", "contraction_module", "tail_branch", "tail_function"]
+__all__ = ["contraction_module", "tail_branch", "tail_function"]

@@ -25,6 +25,7 @@ from analyzer.config.contraction import (
     Structure,
     Table,
     Tables,
+    chained,
     configuration,
     counted,
     hopper_capable,
@@ -69,12 +70,7 @@ class HopperContraction(Family):
             return f"--set {pinned[0]} pins a tile of the portable kernel"
         structures = []
         for k in c.kernels:
-            st = realise(k.plan)
-            if isinstance(st, str):
-                chained = realise_chain(k.plan)
-                if isinstance(chained, str) and "chains two contractions" in st:
-                    return chained
-                st = st if isinstance(chained, str) else chained
+            st = realise_chain(k.plan) if chained(k.plan) else realise(k.plan)   # a chain, or side by side
             if isinstance(st, str):
                 return st
             structures.append(st)
