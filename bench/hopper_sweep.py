@@ -141,17 +141,26 @@ class Run:
 
 def candidates(run: Run, shape: Shape):
     """The legal configurations in the model's order; outside ALL_STAGES_AT only the fewest stages of
-    each (warpgroups, chunk, overlap), and the model's first choice."""
+    each (warpgroups, chunk, overlap), and the model's first choice; with --top, the first that many of
+    these. With --schedules tiles,persistent each of them also with the persistent schedule, not causal
+    (analyzer.config.hopper.candidates: the model ranks it there only)."""
+    from dataclasses import replace
+
     from analyzer.config import hopper as model
     ranked = [c for _, c in model.ranked(run.profile, shape.d, DTYPE, seq_q=shape.seq_q, seq_k=shape.seq_k,
-                                         instances=shape.batch * shape.heads_q, causal=shape.causal)]
-    if shape.kind == "grid" and shape.seq_q in ALL_STAGES_AT:
-        return ranked
-    fewest = {}
-    for c in ranked:
-        key = (c.warpgroups, c.chunk, c.overlap)
-        fewest[key] = min(fewest.get(key, c.stages), c.stages)
-    return [c for i, c in enumerate(ranked) if i == 0 or c.stages == fewest[(c.warpgroups, c.chunk, c.overlap)]]
+                                         instances=shape.batch * shape.heads_q, causal=shape.causal)
+              if c.schedule == "tiles"]
+    if not (shape.kind == "grid" and shape.seq_q in ALL_STAGES_AT):
+        fewest = {}
+        for c in ranked:
+            key = (c.warpgroups, c.chunk, c.overlap)
+            fewest[key] = min(fewest.get(key, c.stages), c.stages)
+        ranked = [c for i, c in enumerate(ranked)
+                  if i == 0 or c.stages == fewest[(c.warpgroups, c.chunk, c.overlap)]]
+    ranked = ranked[:run.args.top or None]
+    if "persistent" in run.args.schedules.split(",") and not shape.causal:
+        ranked += [replace(c, schedule="persistent") for c in ranked]
+    return ranked
 
 
 def specialised(shape: Shape) -> tuple:
@@ -179,7 +188,7 @@ def compile_all(run: Run, todo: list[Shape]) -> None:
         path, name = run.paths[shape.diagram]
         configs = [c.entry() for c in candidates(run, shape)]
         if not shape.causal and shape.seq_q <= 2048:
-            configs += [dict(c, SCHEDULE="persistent") for c in configs[:3]]
+            configs += [dict(c, SCHEDULE="persistent") for c in configs[:3] if c["SCHEDULE"] == "tiles"]
         jobs += [Compile(path, name, "flash", c, "attention", shape.d, shape.causal, small(shape)) for c in configs]
     jobs.sort(key=lambda job: (job.head_dim, job.name, str(job.config)))
     errors = {i: r["error"] for i, r in precompile(jobs, run.args.workers).items() if "error" in r}
@@ -321,15 +330,23 @@ def shape_key(row: dict) -> tuple:
             row["seq_q"], row["seq_k"])
 
 
+def row_key(row: dict) -> tuple:
+    """A record's shape and configuration; a peer's or a persistent timing's shape and name."""
+    return (*shape_key(row), json.dumps(row.get("config"), sort_keys=True), row.get("peer"))
+
+
 def merge(paths: list[str], out: Path, gpu: str) -> int:
-    """Join runs of one GPU; where two measured the same shape, the later file's rows are kept."""
+    """Join runs of one GPU; where two measured the same configuration (or peer) at the same shape, the
+    later file's row is kept."""
     docs = [json.loads(Path(p).read_text()) for p in paths]
-    owner = {shape_key(r): i for i, d in enumerate(docs) for r in d["records"]}
-    kept = (lambda i, rows: [r for r in rows if owner.get(shape_key(r), i) == i])
+    owner = {row_key(r): i for i, d in enumerate(docs) for part in ("records", "peers", "persistent")
+             for r in d[part]}
+    kept = (lambda i, rows: [r for r in rows if owner.get(row_key(r), i) == i])
     doc = {"meta": {**docs[-1]["meta"], "command": "python bench/hopper_sweep.py --merge " + " ".join(paths),
-                    "merged_from": [{"command": d["meta"]["command"], "date": d["meta"]["date"],
-                                     "shapes": len({shape_key(r) for r in kept(i, d["records"])})}
-                                    for i, d in enumerate(docs)]},
+                    # a merged file's own runs are listed as it lists them
+                    "merged_from": [run for i, d in enumerate(docs) for run in d["meta"].get("merged_from") or
+                                    [{"command": d["meta"]["command"], "date": d["meta"]["date"],
+                                      "shapes": len({shape_key(r) for r in kept(i, d["records"])})}]]},
            **{part: [r for i, d in enumerate(docs) for r in kept(i, d[part])]
               for part in ("records", "peers", "persistent")},
            "skipped": []}
@@ -351,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--head-dims", default=",".join(map(str, HEAD_DIMS)), help="the grid's head dims")
     ap.add_argument("--seqlens", default=",".join(map(str, SEQLENS)), help="the grid's sequence lengths")
     ap.add_argument("--merge", nargs="+", help="join these hopper_sweep_<gpu>.json files into --out")
+    ap.add_argument("--schedules", default="tiles", help="tiles, or tiles,persistent: each configuration "
+                                                         "timed not causal also with the persistent schedule")
+    ap.add_argument("--top", type=int, default=0, help="time only the model's first N configurations a shape "
+                                                        "(0: every one)")
     args = ap.parse_args(argv)
     if args.merge:
         return merge(args.merge, Path(args.out), args.gpu)
