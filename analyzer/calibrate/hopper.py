@@ -61,7 +61,13 @@ PARAMETERS = {
     # the tensor cores' and the threads' work a period combine as a p-norm, softness 1/p: from Section 6's
     # perfect overlap (0, the longer alone) to a quadrature sum (1/2); started between
     "overlap_softness": (0.25, 0.0, 0.7, 1.0),
+    # from nothing of a tile's fixed cost hidden under the tile before to all of it; fitted only where the
+    # recording holds the persistent schedule (otherwise absent, and the model does not rank it)
+    "persistent_hidden": (0.5, 0.0, 1.0, 1.0),
+    "persistent_slowdown": (0.0, 0.0, 0.3, 0.01),
 }
+PERSISTENT = "persistent_hidden"
+
 
 
 
@@ -113,11 +119,11 @@ class HopperRecording(BaseModel):
 
 def load(path: str, field: str = "RECORDING", bench: str = "hopper_sweep") -> tuple[HopperRecording,
                                                                                     list[HopperRecord]]:
-    """The recording and its measured records (tiles schedule: the one the model ranks)."""
+    """The recording and its measured records, of either schedule (bench/hopper_sweep.py --schedules)."""
     rec = read_json(Path(path), HopperRecording, missing=f"no such recording: {path}", field=field,
                     hint=f"give a recording's path, or record one with python bench/{bench}.py on "
                          f"an H100 or H200; napkin ships bench/results/{bench}_h100.json")
-    measured = [r for r in rec.records if r.status == "ok" and r.time_s and r.config.SCHEDULE == "tiles"]
+    measured = [r for r in rec.records if r.status == "ok" and r.time_s]
     if not measured:
         raise NapkinError(f"{path} has no measured records of the Hopper kernel", file=path, field="records")
     return rec, measured
@@ -140,8 +146,15 @@ def predict(profile: Profile, records: list[HopperRecord], params: HopperParams,
                      for r, chain in zip(records, chains, strict=True)])
 
 
-def _params(x: np.ndarray, source: str = HopperParams.source) -> HopperParams:
-    return HopperParams(**dict(zip(PARAMETERS, map(float, x), strict=True)), source=source)
+def _params(spec: dict, x: np.ndarray, source: str = HopperParams.source) -> HopperParams:
+    return HopperParams(**dict(zip(spec, map(float, x), strict=True)), source=source)
+
+
+def parameters(records: list[HopperRecord]) -> dict[str, tuple[float, float, float, float]]:
+    """What a fit on `records` can fit: PARAMETERS, less what the persistent schedule hides where no record
+    runs it."""
+    persistent = any(r.config.SCHEDULE == "persistent" for r in records)
+    return {k: v for k, v in PARAMETERS.items() if not k.startswith("persistent_") or persistent}
 
 
 @dataclass(frozen=True)
@@ -180,15 +193,16 @@ def solve(spec: dict[str, tuple[float, float, float, float]], residuals) -> tupl
 def fit(profile: Profile, records: list[HopperRecord], source: str) -> Fitted:
     """Least squares on log(predicted / measured), Huber loss, bounded parameters."""
     measured = np.array([r.time_s for r in records])
-    if len(records) < 3 * len(PARAMETERS):
-        raise NapkinError(f"{source}: {len(records)} training records are too few to fit {len(PARAMETERS)} "
+    spec = parameters(records)
+    if len(records) < 3 * len(spec):
+        raise NapkinError(f"{source}: {len(records)} training records are too few to fit {len(spec)} "
                           "parameters", hint="record more configurations (python bench/hopper_sweep.py)")
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        return np.log(predict(profile, records, _params(x)) / measured)
+        return np.log(predict(profile, records, _params(spec, x)) / measured)
 
-    x, error, rms, at = solve(PARAMETERS, residuals)
-    return Fitted(_params(x, f"calibrated on {profile.name}"), error, rms, len(records), at)
+    x, error, rms, at = solve(spec, residuals)
+    return Fitted(_params(spec, x, f"calibrated on {profile.name}"), error, rms, len(records), at)
 
 
 @dataclass(frozen=True)
@@ -331,7 +345,7 @@ def hopper_fit(r: Result, command: str) -> HopperFit:
     f = r.fitted
     meta = r.recording.meta
     values = {fld.name: _estimate(getattr(f.params, fld.name), f.uncertainty[fld.name])
-              for fld in fields(HopperParams) if fld.name in PARAMETERS}
+              for fld in fields(HopperParams) if fld.name in f.uncertainty}
     held = r.errors["calibrated"]
     at = at_bounds_text(f.at_bounds, {n: getattr(f.params, n) for n in f.at_bounds})
     ops, variants = {}, {}

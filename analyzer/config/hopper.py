@@ -24,14 +24,14 @@ period (Section 6: analyzer.config.overlap's bound for N warpgroups and the stra
 from L2: every block of a head reads the same chunks, as the paper's FlashAttention-3 configurations
 model with rows_per_load 999); a chunk costs the larger. Blocks run one an SM (the SMEM of one
 fills most of it) in waves; each adds one chunk for its prologue and epilogue (the first QK^T and the
-last PV run alone), unless the schedule is persistent: a block an SM takes the tiles in turn, and the
-next tile's loads run under this one's end, so only the first prologue shows. Causal tiles are counted
+last PV run alone), unless the schedule is persistent: a block an SM takes the tiles in turn, and a share
+of each tile's fixed cost (`persistent_hidden`) runs under the tile before. Causal tiles are counted
 as the kernel walks them (`causal_tiles`): block skipping streams a tile's chunks up to its diagonal,
 and the steps that run the causal mask (the first chunk, which the kernel always masks, and those on
 the diagonal) each add `mask_overhead` of a chunk: the mask's index compares and selects on every
-score, on the masked step's own code path. The model would pick
-persistent where tiles are short (a prologue is more than ALIKE of a tile), but it is not ranked by
-default: its measured times spread too far (RANKED_SCHEDULES).
+score, on the masked step's own code path. The persistent schedule is ranked where a profile's fit
+measured what it hides (`ranked_schedules`), not causal: its static assignment cannot balance the tiles that
+block skipping makes unequal.
 """
 
 from __future__ import annotations
@@ -67,11 +67,6 @@ CHUNKS = (64, 128, 256)       # s_x: powers of two (TMA boxes, gl.arange) up to 
 STAGES = (2, 3, 4)
 OVERLAPS = ("none", "inter", "intra", "inter+intra")
 SCHEDULES = ("tiles", "persistent")   # in the order a tie goes: the hardware's own schedule first
-# The schedules the model ranks by default. Persistent is left out: on an H100 the same persistent
-# configuration measured 483 and 195 TFLOP/s in one run (hdim 256, seqlen 512;
-# bench/results/hopper_h100_overlap.md, the grid and "Schedules"), a spread no model here explains
-# (docs/section6.md); config= still launches it.
-RANKED_SCHEDULES = ("tiles",)
 ALIKE = 0.05                  # predictions this close are alike: the calibrated model's error (README)
 # The overlap a tie goes to, by the lane that bounds Section 6's period. Where the tensor cores do (the
 # softmax fits under the contractions), the ping-pong's turn barriers only add waits: intra first. Where
@@ -86,10 +81,9 @@ PREFERRED = {"tensor": ("intra", "none", "inter+intra", "inter"),
              # inter+intra within 2 % of it (bench/results/hopper_variants_h100.md, head dims 64 and 128,
              # 2k-16k); the model's period does not say why, so the order is the measurement's
              "sum": ("inter+intra", "inter", "none", "intra")}
-# Where the tie goes from the tensor cores' order to the threads': with the fitted soft overlap, the
-# fastest overlap changes between threads' work about half the tensor cores' (softmax at head dim 128:
-# intra first) and about equal to it (softmax at 64, softcap at 128: inter+intra first), measured in
-# bench/results/hopper_variants_h100.md; three quarters lies between
+# Where the tie goes from the tensor cores' order to the threads': the fastest overlap changes between threads'
+# work about half the tensor cores' (softmax at head dim 128: intra first) and about equal to it (softmax at 64,
+# softcap at 128: inter+intra first; bench/results/hopper_variants_h100.md); three quarters lies between
 THREADS_SHARE = 0.75
 LOADS_FROM = "l2"             # the blocks of one head read the same chunks: all but the first from L2
 
@@ -191,8 +185,14 @@ def legal(profile: Profile, c: HopperConfig) -> bool:
             and c.chunk <= 256 and (c.warpgroups > 1 or not c.inter))
 
 
+def ranked_schedules(params: HopperParams) -> tuple[str, ...]:
+    """The schedules the model ranks: persistent only where a sweep of it (bench/hopper_sweep.py
+    --schedules tiles,persistent) fitted what it hides."""
+    return SCHEDULES if params.persistent_hidden is not None else ("tiles",)
+
+
 def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False,
-               schedules: tuple[str, ...] = RANKED_SCHEDULES, value_dim: int | None = None,
+               schedules: tuple[str, ...] = ("tiles",), value_dim: int | None = None,
                bias: bool = False) -> list[HopperConfig]:
     """Every legal configuration for `head_dim`: N up to what the register file holds; persistent only
     where it is ranked and every tile streams as many chunks (not causal: a static assignment cannot
@@ -295,11 +295,13 @@ def _time(profile: Profile, c: HopperConfig, chunk_s: float, *, seq_q: int, seq_
     chunks, masked = _causal_tiles(c.block_rows, c.chunk, seq_q, seq_k, *walk) if walk else \
         (math.ceil(seq_k / c.chunk), 0.0)
     waves = math.ceil(instances * blocks_q / profile.sm_count)
-    tile_s = (chunks + params.mask_overhead * masked) * chunk_s + params.tile_overhead_s
-    prologue_s = params.prologue_chunks * chunk_s
-    if c.schedule == "persistent":     # the next tile's loads run under this one's end: one prologue an SM
-        return params.launch_overhead_s + waves * tile_s + prologue_s
-    return params.launch_overhead_s + waves * (tile_s + prologue_s)
+    steps_s = (chunks + params.mask_overhead * masked) * chunk_s
+    fixed_s = params.prologue_chunks * chunk_s + params.tile_overhead_s      # a tile's prologue and overhead
+    if c.schedule == "persistent":     # a share of each tile's fixed cost runs under the tile before it;
+        hidden = 1.0 if params.persistent_hidden is None else params.persistent_hidden   # unfitted: all of it
+        steps_s *= 1 + params.persistent_slowdown
+        return params.launch_overhead_s + waves * (steps_s + (1 - hidden) * fixed_s) + hidden * fixed_s
+    return params.launch_overhead_s + waves * (steps_s + fixed_s)
 
 
 def band_walk(causal: bool, scores: Scores = SOFTMAX) -> tuple[int, int] | None:
@@ -360,8 +362,8 @@ def _priced(profile: Profile, head_dim: int, dtype: str, causal: bool, params: H
     """Each legal configuration with what no size changes: its seconds a chunk and its tie key."""
     return [(c, _chunk_s(profile, c, head_dim, dtype, None, params, scores, value_dim),
              _tie(profile, c, head_dim, dtype, params, scores, value_dim))
-            for c in candidates(profile, head_dim, dtype, band_walk(causal, scores) is not None, value_dim=value_dim,
-                                bias=scores.bias is not None)]
+            for c in candidates(profile, head_dim, dtype, band_walk(causal, scores) is not None,
+                                schedules=ranked_schedules(params), value_dim=value_dim, bias=scores.bias is not None)]
 
 
 def _ranked(profile: Profile, priced: list[tuple[HopperConfig, float, tuple]], *, seq_q: int, seq_k: int,
@@ -388,14 +390,13 @@ def threads_bound(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, 
 
 def _tie(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, params: HopperParams,
          scores: Scores = SOFTMAX, value_dim: int | None = None) -> tuple:
-    """Among configurations the model predicts alike: a block a tile (the hardware balances what the
-    model does not see), larger chunks (fewer iterations, each with its barrier waits, which the model
-    leaves out), fewer stages (less SMEM), more warpgroups, then the overlap PREFERRED for the lane that
-    bounds the period (or the one a plain sum takes)."""
+    """Among configurations the model predicts alike: larger chunks (fewer iterations, each with its
+    barrier waits, which the model leaves out), fewer stages (less SMEM), more warpgroups, then the overlap
+    PREFERRED for the lane that bounds the period (or a plain sum's); of two schedules, the faster predicted."""
     preferred = PREFERRED["sum" if not scores.softmax else
                           "threads" if threads_bound(profile, c, head_dim, dtype, params=params, scores=scores,
                                                      value_dim=value_dim) else "tensor"]
-    return (SCHEDULES.index(c.schedule), -c.chunk, c.stages, -c.warpgroups, preferred.index(c.overlap))
+    return (-c.chunk, c.stages, -c.warpgroups, preferred.index(c.overlap))
 
 
 @dataclass(frozen=True)
@@ -596,5 +597,4 @@ def scores(c: Configured) -> Scores | str:
     return scores_of(ops, r.head_dim, r.seq_k, r.seq_q, r.extras)
 
 
-__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "band_walk", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "head_blocks", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "realisable", "scores", "value_dim", "refusal",
-           "register_cap", "registers_per_consumer"]
+__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "band_walk", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "head_blocks", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "ranked_schedules", "realisable", "refusal", "register_cap", "registers_per_consumer", "scores", "value_dim"]

@@ -33,6 +33,11 @@ class HopperParams:
     # the variants (napkin calibrate --variants); an op absent costs its counted SFU and lane operations
     score_clocks: tuple[tuple[str, float], ...] = ()
     bias_efficiency: float = 1.0   # achieved fraction of the HBM bandwidth an additive bias is read at
+    # share of a tile's fixed cost (its prologue chunks and tile overhead) the persistent schedule runs under
+    # the tile before it; None: no sweep of that schedule was fitted, so the model does not rank it (and
+    # prices it as the paper would, every prologue but the first hidden)
+    persistent_hidden: float | None = None
+    persistent_slowdown: float = 0.0   # what a streamed chunk costs the persistent schedule more, as a fraction
     source: str = "the paper's idealised model"     # where the values come from, for headers and reports
 
     @classmethod

@@ -222,6 +222,13 @@ class HopperFit(Exact):
     bias_efficiency: Estimate | None = Field(
         None, description="Achieved fraction of the HBM bandwidth an additive bias (heads x queries x keys) "
                           "is read at.")
+    persistent_hidden: Estimate | None = Field(
+        None, description="Share of a tile's fixed cost (its prologue chunks and tile overhead) the persistent "
+                          "schedule runs under the tile before it; absent where no sweep of that schedule was "
+                          "fitted, and then the model does not rank it.")
+    persistent_slowdown: Estimate | None = Field(
+        None, description="What a streamed chunk costs the persistent schedule beyond a block a tile's, as a "
+                          "fraction of it; fitted with persistent_hidden.")
     fit: dict[str, float | int | str] = Field(default_factory=dict,
                                               description="How well the fit did (informative).")
 

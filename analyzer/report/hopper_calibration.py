@@ -27,6 +27,8 @@ MEANING = {
     "lone_overlap": "where one consumer warpgroup with no overlap scheduled runs: serial (0) to intra (1)",
     "mask_overhead": "chunk times a causal tile's masked step adds (its first chunk and those on the diagonal)",
     "overlap_softness": "1/p of the p-norm the tensor cores' and threads' work combine by (paper: 0, the longer alone)",
+    "persistent_hidden": "share of a tile's prologue and overhead the persistent schedule runs under the tile before",
+    "persistent_slowdown": "what a streamed chunk costs the persistent schedule more, as a fraction of its time",
 }
 REGENERATE = "#   "            # the header's lines that say how the file was made
 
@@ -182,6 +184,9 @@ def report_markdown(r: Result, command: str) -> str:
            "length, and every shape beyond the grid.", "",
            "| parameter | fitted | ± | meaning |", "|---|---|---|---|"]
     for name, meaning in MEANING.items():
+        if name not in f.uncertainty:       # not fitted: the recording runs no configuration it describes
+            out.append(f"| {name} | - | not fitted (no record runs it) | {meaning} |")
+            continue
         error = f.uncertainty[name]
         shown = f"{error:.2g}" if math.isfinite(error) else "undetermined (no record moves it)"
         out.append(f"| {name} | {getattr(f.params, name):.4g} | {shown} | {meaning} |")
@@ -200,7 +205,8 @@ def report_markdown(r: Result, command: str) -> str:
             "| shape | idealised: regret | calibrated: choice | calibrated: regret | best measured |",
             "|---|---|---|---|---|"]
     ideal = {c.shape: c for c in r.choices["idealised"]}
-    label = (lambda c: f"N={c['WARPGROUPS']} s_x={c['BLOCK_X']} {c['STAGES']}st {c['OVERLAP']}")
+    label = (lambda c: f"N={c['WARPGROUPS']} s_x={c['BLOCK_X']} {c['STAGES']}st {c['OVERLAP']}"
+             + (" persistent" if c["SCHEDULE"] == "persistent" else ""))
     for c in r.choices["calibrated"]:
         i = ideal.get(c.shape)
         out.append(f"| {c.label} | {_pct(i.regret) if i else '-'} | {label(c.chosen)} | {_pct(c.regret)} "
