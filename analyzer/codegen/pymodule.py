@@ -201,8 +201,15 @@ def sized_helpers(g) -> list[str]:
     """The module's by-size lookup (_nearest, _sized: analyzer.config.by_size), for launchers whose
     CONFIGS entries carry a 'by_size' table."""
     axes = length_axes(g.diagram, g.roles)
-    length = f"math.prod(size[a] for a in {str_tuple(axes)}) ** (1 / {len(axes)})"
     instances = " * ".join(f"size[{py_str(a)}]" for a in instance_axes(g.roles)) or "1"
+    if isinstance(g.roles, Attention):     # the square problem alike (analyzer.config.by_size.grid_point)
+        queries, keys = (f"size[{py_str(a)}]" for a in axes)
+        point = [f"{INDENT}length = max({keys}, 1)  # the keys: each tile's chunks",
+                 f"{INDENT}instances = {instances} * {queries} / length  # batch x query heads, in query rows "
+                 "as many as that length"]
+    else:
+        point = [f"{INDENT}length = math.prod(size[a] for a in {str_tuple(axes)}) ** (1 / {len(axes)})"
+                 "  # geometric mean", f"{INDENT}instances = {instances}"]
     return ["", "", "def _nearest(grid, value):",
             f'{INDENT}"""Index of the grid point nearest `value` in log2; ties go to the smaller."""',
             f"{INDENT}x = math.log2(max(value, 1))",
@@ -212,9 +219,7 @@ def sized_helpers(g) -> list[str]:
             'call\'s sizes."""',
             f"{INDENT}if 'by_size' not in entry:",
             f"{INDENT * 2}return entry",
-            f"{INDENT}length = {length}  # geometric mean",
-            f"{INDENT}instances = {instances}" + ("  # batch x query heads"
-                                                  if isinstance(g.roles, Attention) else ""),
+            *point,
             f"{INDENT}row = entry['by_size'][_nearest(LENGTHS, length)]",
             f"{INDENT}return entry['configs'][row[_nearest(INSTANCES, instances)]]"]
 

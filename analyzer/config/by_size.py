@@ -8,8 +8,11 @@ SMs (waves, their tails and causal imbalance). So the generator ranks the legal 
 grid point nearest its call (in log2, ties to the smaller) and launches that point's first choice.
 `KernelConfigs.choice_for` does the same lookup in Python, for the prediction of a call.
 
-- Attention, per head dim: lengths LENGTHS (queries = keys; a call's length is the geometric mean of
-  its two) times instances INSTANCES (batch x query heads, the independent problems of a call).
+- Attention, per head dim: lengths LENGTHS (queries = keys) times instances INSTANCES (batch x query
+  heads, the independent problems of a call). A call whose queries and keys differ takes the square
+  problem alike in what the kernel sees (`grid_point`): as many key positions (each tile's chunks) and
+  as many query rows (instances x queries / keys), so that 4096 queries against 77 keys read as 64
+  keys with 53 times the instances, not as a lone problem of 561.
 - Any other diagram (matmul): lengths LENGTHS for every size of the diagram at once (a square problem;
   a call's length is the geometric mean of its sizes), one column.
 
@@ -69,6 +72,16 @@ def length_axes(woven: Diagram, roles: Attention | Plain) -> tuple[str, ...]:
         if size.is_Symbol and size.name in names:
             seen.setdefault(size.name, axis)
     return tuple(seen.values())
+
+
+def grid_point(roles: Attention | Plain, lengths: list[float], instances: float) -> tuple[float, float]:
+    """Where a call of these sizes reads the table: attention, the square problem with its keys and its
+    query rows (the keys, and the instances times queries over keys); any other diagram, the geometric
+    mean of its lengths. `lengths`: the call's sizes of `length_axes` (attention: queries, keys)."""
+    if isinstance(roles, Attention):
+        queries, keys = lengths[0], max(lengths[1], 1)
+        return keys, instances * queries / keys
+    return (math.prod(lengths) ** (1 / len(lengths)) if lengths else 1), instances
 
 
 def instance_axes(roles: Attention | Plain) -> tuple[str, ...]:
@@ -134,5 +147,5 @@ def size_table(woven: Diagram, roles: Attention | Plain, profile: Profile, kerne
     return SizeTable(LENGTHS, columns, tuple(configs), tuple(cells))
 
 
-__all__ = ["LENGTHS", "INSTANCES", "SizeTable", "nearest", "length_axes", "instance_axes", "call_sizes",
+__all__ = ["LENGTHS", "INSTANCES", "SizeTable", "nearest", "length_axes", "instance_axes", "grid_point", "call_sizes",
            "size_table"]

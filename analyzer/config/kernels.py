@@ -21,7 +21,7 @@ from analyzer import hardware
 from analyzer.common.errors import NapkinError
 from analyzer.common.expr import symbol
 from analyzer.config.allocation import allocation, register_bytes
-from analyzer.config.by_size import SizeTable, instance_axes, length_axes, size_table
+from analyzer.config.by_size import SizeTable, grid_point, instance_axes, length_axes, size_table
 from analyzer.config.choose import (
     RESERVE_REGISTERS,
     TILE_MIN,
@@ -102,9 +102,8 @@ class Configured:
         """Each kernel's configuration the wrapper launches at `sizes` (size symbols of the weaved
         diagram; its defaults fill the rest): the by-size table's where the kernel has one."""
         at = self.axis_sizes(sizes)
-        lengths = [at(a) for a in length_axes(self.diagram, self.roles)]
-        length = math.prod(lengths) ** (1 / len(lengths)) if lengths else 1
-        instances = math.prod(map(at, instance_axes(self.roles)))
+        length, instances = grid_point(self.roles, [at(a) for a in length_axes(self.diagram, self.roles)],
+                                       math.prod(map(at, instance_axes(self.roles))))
         return [k.choice_for(self.key_at(sizes), length, instances) for k in self.kernels]
 
     def key_at(self, sizes: dict[str, int]) -> int | None:

@@ -261,8 +261,8 @@ def _sized(entry, size):
     """The configuration a call launches: the entry, or its by-size choice at the call's sizes."""
     if 'by_size' not in entry:
         return entry
-    length = math.prod(size[a] for a in ('q', 'x')) ** (1 / 2)  # geometric mean
-    instances = size['batch'] * size['h'] * size['g']  # batch x query heads
+    length = max(size['x'], 1)  # the keys: each tile's chunks
+    instances = size['batch'] * size['h'] * size['g'] * size['q'] / length  # batch x query heads, in query rows as many as that length
     row = entry['by_size'][_nearest(LENGTHS, length)]
     return entry['configs'][row[_nearest(INSTANCES, instances)]]
 
@@ -460,7 +460,7 @@ def attention(q, k, v, causal=False, out=None, config=None):
     return out
 
 
-OP_NAME = 'napkin::attention_b4b0fc84af82bede'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_d49b0262ddb6113d'  # attention_op's name: this module's text's digest
 _OPS = []  # attention_op's op, once registered
 
 

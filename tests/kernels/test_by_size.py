@@ -70,8 +70,10 @@ def test_wrapper_launches_the_tables_choice(diagram, tmp_path):
                 heads = size[r.heads] * size[r.group]
             else:
                 size["heads"] = heads = rng.randint(1, 64)
-            expected = k.choice_for(key, math.sqrt(seq_q * seq_k), batch * heads)
+            # the square problem alike: as many keys, as many query tiles (analyzer.config.by_size.grid_point)
+            expected = k.choice_for(key, seq_k, batch * heads * seq_q / seq_k)
             assert m._sized(m.CONFIGS[k.plan.name][key], size) == _entry(g, k, expected)
+            assert g.launched(size) == [expected]
 
 
 def test_each_cell_is_the_sweeps_first_at_its_grid_point():
@@ -167,3 +169,23 @@ def test_a_grid_point_no_candidate_can_take_falls_back_to_the_default_choice(mon
     assert {table.cells[row][j] for j in range(len(INSTANCES))} == \
         {next(i for i, c in enumerate(table.configs) if (c.tiles, c.num_warps, c.num_stages) ==
               (k.choices[64].tiles, k.choices[64].num_warps, k.choices[64].num_stages))}
+
+
+@pytest.mark.parametrize("seq_q, seq_k, instances", [(8192, 256, 16), (4096, 512, 20), (1024, 4096, 8)])
+def test_a_call_reads_the_table_at_the_square_problem_alike(seq_q, seq_k, instances):
+    """A call whose queries and keys differ reads the table where the square problem has as many keys
+    (each tile's chunks) and as many query rows (instances x queries / keys): where both lengths fill
+    whole blocks, the Hopper model predicts the two alike for every configuration (the geometric mean
+    would read 4096 queries against 256 keys as one problem of 1024)."""
+    from analyzer import hardware
+    from analyzer.config import hopper
+    from analyzer.config.by_size import grid_point
+    h100 = hardware.load("h100")
+    length, alike = grid_point(generated("mha").roles, [seq_q, seq_k], instances)
+    assert (length, alike) == (seq_k, instances * seq_q / seq_k)
+    whole = [c for _, c in hopper.ranked(h100, 64, "fp16", seq_q=seq_q, seq_k=seq_k, instances=instances)
+             if not (seq_q % c.block_rows or seq_k % c.block_rows)]
+    assert len(whole) > 10
+    for c in whole:
+        time = (lambda sq, sk, n, c=c: hopper.predicted_time(h100, c, 64, "fp16", seq_q=sq, seq_k=sk, instances=n))
+        assert time(seq_q, seq_k, instances) == pytest.approx(time(length, length, int(alike)), rel=1e-12)

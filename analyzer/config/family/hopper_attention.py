@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from analyzer import hardware
 from analyzer.common.errors import NapkinError
-from analyzer.config.by_size import instance_axes
+from analyzer.config.by_size import grid_point, instance_axes
 from analyzer.config.family.base import Accuracy, Expected, Family, Launch
 from analyzer.config.hopper import (
     ALIKE,
@@ -68,11 +68,12 @@ class HopperAttention(Family):
         head_dim, seq_q, seq_k, instances, e, flops = _shape(c, sizes)
         params = HopperParams.of(profile)
         chain = scores(c)
+        length, alike = grid_point(r, [seq_q, seq_k], instances)     # the table's square problem alike
         if tables is None:
-            chosen = chosen_at(profile, head_dim, c.dtype, causal=r.causal, length=math.sqrt(seq_q * seq_k),
-                               instances=instances, params=params, scores=chain, value_dim=e)
+            chosen = chosen_at(profile, head_dim, c.dtype, causal=r.causal, length=length, instances=alike,
+                               params=params, scores=chain, value_dim=e)
         elif head_dim in tables.tables:
-            chosen = tables.tables[head_dim].at(math.sqrt(seq_q * seq_k), instances)
+            chosen = tables.tables[head_dim].at(length, alike)
         else:
             raise NapkinError(f"the Hopper kernel is configured for head dim "
                               f"{', '.join(map(str, tables.tables))}, not {head_dim}", field="--set",
