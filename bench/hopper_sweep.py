@@ -142,8 +142,7 @@ class Run:
 def candidates(run: Run, shape: Shape):
     """The legal configurations in the model's order; outside ALL_STAGES_AT only the fewest stages of
     each (warpgroups, chunk, overlap), and the model's first choice; with --top, the first that many of
-    these. With --schedules tiles,persistent each of them also with the persistent schedule, not causal
-    (analyzer.config.hopper.candidates: the model ranks it there only)."""
+    these. With --schedules tiles,persistent each of them also with the persistent schedule."""
     from dataclasses import replace
 
     from analyzer.config import hopper as model
@@ -158,7 +157,7 @@ def candidates(run: Run, shape: Shape):
         ranked = [c for i, c in enumerate(ranked)
                   if i == 0 or c.stages == fewest[(c.warpgroups, c.chunk, c.overlap)]]
     ranked = ranked[:run.args.top or None]
-    if "persistent" in run.args.schedules.split(",") and not shape.causal:
+    if "persistent" in run.args.schedules.split(","):
         ranked += [replace(c, schedule="persistent") for c in ranked]
     return ranked
 
@@ -369,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seqlens", default=",".join(map(str, SEQLENS)), help="the grid's sequence lengths")
     ap.add_argument("--merge", nargs="+", help="join these hopper_sweep_<gpu>.json files into --out")
     ap.add_argument("--schedules", default="tiles", help="tiles, or tiles,persistent: each configuration "
-                                                         "timed not causal also with the persistent schedule")
+                                                         "timed also with the persistent schedule")
     ap.add_argument("--top", type=int, default=0, help="time only the model's first N configurations a shape "
                                                         "(0: every one)")
     args = ap.parse_args(argv)

@@ -30,8 +30,7 @@ as the kernel walks them (`causal_tiles`): block skipping streams a tile's chunk
 and the steps that run the causal mask (the first chunk, which the kernel always masks, and those on
 the diagonal) each add `mask_overhead` of a chunk: the mask's index compares and selects on every
 score, on the masked step's own code path. The persistent schedule is ranked where a profile's fit
-measured what it hides (`ranked_schedules`), not causal: its static assignment cannot balance the tiles that
-block skipping makes unequal.
+measured what it hides (`ranked_schedules`).
 """
 
 from __future__ import annotations
@@ -194,13 +193,12 @@ def ranked_schedules(params: HopperParams) -> tuple[str, ...]:
 def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False,
                schedules: tuple[str, ...] = ("tiles",), value_dim: int | None = None,
                bias: bool = False) -> list[HopperConfig]:
-    """Every legal configuration for `head_dim`: N up to what the register file holds; persistent only
-    where it is ranked and every tile streams as many chunks (not causal: a static assignment cannot
-    balance tiles that block skipping makes unequal)."""
+    """Every legal configuration for `head_dim`: N up to what the register file holds; persistent where
+    it is ranked (under a mask the kernel orders its tiles across heads, so that blocks taking every
+    grid-th tile take as many of each length: `ACROSS` in the kernel)."""
     out = []
     if not head_blocks(head_dim)[0]:
         return out
-    schedules = tuple(s for s in schedules if s == "tiles" or not causal)
     for n in range(1, profile.registers.per_sm // profile.divisors.mma_threads // 128 + 1):
         for chunk in CHUNKS:
             for stages in STAGES:

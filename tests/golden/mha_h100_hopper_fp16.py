@@ -82,17 +82,25 @@ def _attn_ring(c, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr):
+def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
+               ACROSS: gl.constexpr):
     """Tile t of the persistent schedule (sched: tiles, blocks_q, heads, kv_group, size_x): which (batch,
     head) and which query rows, and the chunks of keys it streams, first .. chunks - 1, of which those
     from `whole` to `unmasked` need no mask. The tiles of one head are consecutive, so the SMs share its
-    K and V in L2. Under the diagram's mask a row sees the LEFT keys before its own (-1: all) and the
-    RIGHT keys after it (0: causal; -1: all): the tile streams from the chunk of its first row's first key
-    to that of its last row's last (block skipping), its rows see whole chunks from `whole` (left edge) to
-    `unmasked` (right edge), and masked tiles run longest first (block skipping makes them unequal)."""
+    K and V in L2; ACROSS (a persistent schedule under a mask) orders them across the heads instead, every
+    head's first block of queries, then every head's second, ..., so that blocks taking every grid-th tile
+    each take as many of every length. Under the diagram's mask a row sees the LEFT keys before its own
+    (-1: all) and the RIGHT keys after it (0: causal; -1: all): the tile streams from the chunk of its first
+    row's first key to that of its last row's last (block skipping), its rows see whole chunks from
+    `whole` (left edge) to `unmasked` (right edge), and masked tiles run longest first (block skipping
+    makes them unequal)."""
     tiles, blocks_q, heads, kv_group, size_x = sched
-    bh = t // blocks_q
-    blk = t % blocks_q
+    if ACROSS:
+        bh = t % (tiles // blocks_q)
+        blk = t // (tiles // blocks_q)
+    else:
+        bh = t // blocks_q
+        blk = t % blocks_q
     if RIGHT >= 0:
         blk = blocks_q - 1 - blk
     idx_b = bh // heads
@@ -117,7 +125,7 @@ def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl
 @gluon.jit
 def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
                    STAGES: gl.constexpr, GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
-                   SPLIT: gl.constexpr, BIAS: gl.constexpr):
+                   ACROSS: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr):
     """The producer: one warp with few registers. Per tile it loads the query tiles, then every chunk of
     K and V into a ring of STAGES SMEM buffers: wait until every consumer has released a buffer (its
     `empty` mbarrier), then let the TMA engine fill it and signal its `ready` mbarrier with the bytes.
@@ -136,7 +144,7 @@ def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOC
     done = 0        # tiles loaded so far
     for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
         idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = _attn_tile(
-            t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT)
+            t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT, ACROSS)
         n = chunks - first
         ahead = gl.minimum(n, STAGES)
         for j in range(ahead):
@@ -295,8 +303,9 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
 @gluon.jit
 def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
                    STAGES: gl.constexpr, GROUPS: gl.constexpr, GROUP: gl.constexpr, RIGHT: gl.constexpr,
-                   LEFT: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr, SINK: gl.constexpr, INTRA: gl.constexpr,
-                   INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr):
+                   LEFT: gl.constexpr, ACROSS: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr,
+                   SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr,
+                   SPLIT: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
     output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring. The
     output (HEAD_E columns, V's head dim) leaves through o_smem: the query tile's (first column block's)
@@ -341,7 +350,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS:
     done = 0        # tiles done so far
     for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
         idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = _attn_tile(
-            t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT)
+            t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT, ACROSS)
         first_row = row0 + GROUP * ROWS
         rows = first_row + gl.arange(0, ROWS, row_layout)
         if ALIBI:   # the head's slope, and its bias at the chunk's columns relative to the tile's first row
@@ -430,7 +439,7 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
         sink_ptr, sink_stride_b, sink_stride_h, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr,
         GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr,
         SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr,
-        CONSUMER_REGS: gl.constexpr):
+        CONSUMER_REGS: gl.constexpr, ACROSS: gl.constexpr):
     """A persistent block: it takes tiles of GROUPS x ROWS query rows of one (batch, head) in turn (every
     grid-th tile) and streams each against the keys its rows see: up to RIGHT keys past the diagonal when RIGHT >= 0
     (0: causal), from LEFT keys before it when LEFT >= 0 (a sliding window), all of them otherwise. The descriptors
@@ -443,7 +452,8 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     additive bias as rows of keys, (batch, head, query) after one another, a batch entry bias_b_rows rows
     and a head bias_h_rows (0 where the call broadcasts it); otherwise it is None. With SINK,
     sink_ptr and its strides give each (batch, head) its sink, a logit of the softmax that weighs no value
-    (attention sinks); otherwise unused."""
+    (attention sinks); otherwise unused. ACROSS (a persistent block under a mask) takes the tiles in
+    order across the heads (_attn_tile), so that every block takes as many tiles of each length."""
     blocks_q = gl.cdiv(size_q, GROUPS * ROWS)
     tiles = blocks_q * batch_heads
 
@@ -501,42 +511,42 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     if GROUPS == 1:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              0, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              SPLIT, BIAS)),
+                              ACROSS, SPLIT, BIAS)),
         ], [1], [24])
     elif GROUPS == 2:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              0, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              1, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              1, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              SPLIT, BIAS)),
+                              ACROSS, SPLIT, BIAS)),
         ], [4, 1], [CONSUMER_REGS, 24])
     elif GROUPS == 3:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              0, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              1, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              1, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              2, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              2, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              SPLIT, BIAS)),
+                              ACROSS, SPLIT, BIAS)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
     elif GROUPS == 4:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              0, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              1, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              1, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              2, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              2, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              3, RIGHT, LEFT, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              3, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              SPLIT, BIAS)),
+                              ACROSS, SPLIT, BIAS)),
         ], [4, 4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, 24])
     else:
         gl.static_assert(False, "no partition list for this many consumer warpgroups")
@@ -860,7 +870,8 @@ def _plan(q, k, v, out, entry, size, cfg):
     constexprs = dict(ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, RIGHT=RIGHT,
                       LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
-                      CONSUMER_REGS=CONSUMER_REGISTERS[groups])
+                      CONSUMER_REGS=CONSUMER_REGISTERS[groups],
+                      ACROSS=cfg['SCHEDULE'] == 'persistent' and (RIGHT >= 0 or LEFT >= 0))  # tiles across heads
     copied = tuple(not _tma_able(x) for x in (q, k, v, out))
     return _Plan(_mha_flash, cfg, grid, boxes, constexprs, copied, sizes)
 
@@ -967,7 +978,7 @@ def attention(q, k, v, causal=False, out=None, config=None):
     return out
 
 
-OP_NAME = 'napkin::attention_7839bf1d82c76765'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_5b21aec3c1e94008'  # attention_op's name: this module's text's digest
 _OPS = []  # attention_op's op, once registered
 
 
