@@ -369,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", nargs="+", help="join these hopper_sweep_<gpu>.json files into --out")
     ap.add_argument("--schedules", default="tiles", help="tiles, or tiles,persistent: each configuration "
                                                          "timed also with the persistent schedule")
+    ap.add_argument("--diagrams", default="mha,causal_attention,gqa", help="the shapes of these diagrams only")
     ap.add_argument("--top", type=int, default=0, help="time only the model's first N configurations a shape "
                                                         "(0: every one)")
     args = ap.parse_args(argv)
@@ -381,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     began = time.monotonic()
     run = Run(args, argv)
-    todo = shapes(set(args.parts.split(",")), numbers(args.head_dims), numbers(args.seqlens))
+    todo = [s for s in shapes(set(args.parts.split(",")), numbers(args.head_dims), numbers(args.seqlens))
+            if s.diagram in args.diagrams.split(",")]
     compile_all(run, todo)
     log(f"{run.doc['meta']['gpu']}: generated and compiled in {time.monotonic() - began:.0f} s")
     with contextlib.ExitStack() as stack:

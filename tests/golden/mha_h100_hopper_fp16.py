@@ -82,25 +82,42 @@ def _attn_ring(c, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
-               ACROSS: gl.constexpr):
+def _attn_turns(tiles, ROTATE: gl.constexpr):
+    """How many tiles this block takes: one in every round of as many tiles as blocks (a block a tile: the
+    one round), the last round's where it reaches that far (_attn_turn)."""
+    blocks = gl.num_programs(0)
+    rounds = gl.cdiv(tiles, blocks)
+    if ROTATE:
+        offset = (gl.program_id(0) + rounds - 1) % blocks
+    else:
+        offset = gl.program_id(0)
+    return rounds - 1 + (offset < tiles - (rounds - 1) * blocks).to(gl.int32)
+
+
+@gluon.jit
+def _attn_turn(k, ROTATE: gl.constexpr):
+    """The tile this block takes in round k: its own place in the round, or with ROTATE (a persistent
+    schedule under a mask) the place one further each round, so that where the tiles of a head are
+    unequal (block skipping) and as many as divide the blocks, no block takes the same length each time:
+    every block takes every length in turn, and a head's tiles stay consecutive (its K and V shared in L2)."""
+    blocks = gl.num_programs(0)
+    if ROTATE:
+        return k * blocks + (gl.program_id(0) + k) % blocks
+    return k * blocks + gl.program_id(0)
+
+
+@gluon.jit
+def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr):
     """Tile t of the persistent schedule (sched: tiles, blocks_q, heads, kv_group, size_x): which (batch,
     head) and which query rows, and the chunks of keys it streams, first .. chunks - 1, of which those
     from `whole` to `unmasked` need no mask. The tiles of one head are consecutive, so the SMs share its
-    K and V in L2; ACROSS (a persistent schedule under a mask) orders them across the heads instead, every
-    head's first block of queries, then every head's second, ..., so that blocks taking every grid-th tile
-    each take as many of every length. Under the diagram's mask a row sees the LEFT keys before its own
-    (-1: all) and the RIGHT keys after it (0: causal; -1: all): the tile streams from the chunk of its first
-    row's first key to that of its last row's last (block skipping), its rows see whole chunks from
-    `whole` (left edge) to `unmasked` (right edge), and masked tiles run longest first (block skipping
-    makes them unequal)."""
+    K and V in L2. Under the diagram's mask a row sees the LEFT keys before its own (-1: all) and the
+    RIGHT keys after it (0: causal; -1: all): the tile streams from the chunk of its first row's first key
+    to that of its last row's last (block skipping), its rows see whole chunks from `whole` (left edge) to
+    `unmasked` (right edge), and masked tiles run longest first (block skipping makes them unequal)."""
     tiles, blocks_q, heads, kv_group, size_x = sched
-    if ACROSS:
-        bh = t % (tiles // blocks_q)
-        blk = t // (tiles // blocks_q)
-    else:
-        bh = t // blocks_q
-        blk = t % blocks_q
+    bh = t // blocks_q
+    blk = t % blocks_q
     if RIGHT >= 0:
         blk = blocks_q - 1 - blk
     idx_b = bh // heads
@@ -125,7 +142,7 @@ def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl
 @gluon.jit
 def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
                    STAGES: gl.constexpr, GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
-                   ACROSS: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr):
+                   ROTATE: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr):
     """The producer: one warp with few registers. Per tile it loads the query tiles, then every chunk of
     K and V into a ring of STAGES SMEM buffers: wait until every consumer has released a buffer (its
     `empty` mbarrier), then let the TMA engine fill it and signal its `ready` mbarrier with the bytes.
@@ -142,9 +159,10 @@ def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOC
     bias_b_rows, bias_h_rows = bias_rows
     it = 0          # chunks loaded so far, over all tiles: the ring's position
     done = 0        # tiles loaded so far
-    for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
+    for k in range(_attn_turns(tiles, ROTATE)):
+        t = _attn_turn(k, ROTATE)
         idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = _attn_tile(
-            t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT, ACROSS)
+            t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT)
         n = chunks - first
         ahead = gl.minimum(n, STAGES)
         for j in range(ahead):
@@ -303,7 +321,7 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
 @gluon.jit
 def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
                    STAGES: gl.constexpr, GROUPS: gl.constexpr, GROUP: gl.constexpr, RIGHT: gl.constexpr,
-                   LEFT: gl.constexpr, ACROSS: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr,
+                   LEFT: gl.constexpr, ROTATE: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr,
                    SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr,
                    SPLIT: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
@@ -348,9 +366,10 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS:
 
     it = 0          # chunks consumed so far, over all tiles: the ring's position (and the turns taken)
     done = 0        # tiles done so far
-    for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
+    for k in range(_attn_turns(tiles, ROTATE)):
+        t = _attn_turn(k, ROTATE)
         idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = _attn_tile(
-            t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT, ACROSS)
+            t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT)
         first_row = row0 + GROUP * ROWS
         rows = first_row + gl.arange(0, ROWS, row_layout)
         if ALIBI:   # the head's slope, and its bias at the chunk's columns relative to the tile's first row
@@ -439,7 +458,7 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
         sink_ptr, sink_stride_b, sink_stride_h, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr,
         GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr,
         SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr,
-        CONSUMER_REGS: gl.constexpr, ACROSS: gl.constexpr):
+        CONSUMER_REGS: gl.constexpr, ROTATE: gl.constexpr):
     """A persistent block: it takes tiles of GROUPS x ROWS query rows of one (batch, head) in turn (every
     grid-th tile) and streams each against the keys its rows see: up to RIGHT keys past the diagonal when RIGHT >= 0
     (0: causal), from LEFT keys before it when LEFT >= 0 (a sliding window), all of them otherwise. The descriptors
@@ -452,8 +471,9 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     additive bias as rows of keys, (batch, head, query) after one another, a batch entry bias_b_rows rows
     and a head bias_h_rows (0 where the call broadcasts it); otherwise it is None. With SINK,
     sink_ptr and its strides give each (batch, head) its sink, a logit of the softmax that weighs no value
-    (attention sinks); otherwise unused. ACROSS (a persistent block under a mask) takes the tiles in
-    order across the heads (_attn_tile), so that every block takes as many tiles of each length."""
+    (attention sinks); otherwise unused. ROTATE (a persistent block under a mask) takes its place in each
+    round of tiles one further than in the round before (_attn_turn), so that no block takes only the
+    longest or only the shortest of the heads' unequal tiles."""
     blocks_q = gl.cdiv(size_q, GROUPS * ROWS)
     tiles = blocks_q * batch_heads
 
@@ -511,42 +531,42 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     if GROUPS == 1:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              0, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ACROSS, SPLIT, BIAS)),
+                              ROTATE, SPLIT, BIAS)),
         ], [1], [24])
     elif GROUPS == 2:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              0, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              1, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              1, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ACROSS, SPLIT, BIAS)),
+                              ROTATE, SPLIT, BIAS)),
         ], [4, 1], [CONSUMER_REGS, 24])
     elif GROUPS == 3:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              0, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              1, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              1, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              2, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              2, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ACROSS, SPLIT, BIAS)),
+                              ROTATE, SPLIT, BIAS)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
     elif GROUPS == 4:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              0, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              1, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              1, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              2, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              2, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              3, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              3, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ACROSS, SPLIT, BIAS)),
+                              ROTATE, SPLIT, BIAS)),
         ], [4, 4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, 24])
     else:
         gl.static_assert(False, "no partition list for this many consumer warpgroups")
@@ -871,7 +891,7 @@ def _plan(q, k, v, out, entry, size, cfg):
                       LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
-                      ACROSS=cfg['SCHEDULE'] == 'persistent' and (RIGHT >= 0 or LEFT >= 0))  # tiles across heads
+                      ROTATE=cfg['SCHEDULE'] == 'persistent' and (RIGHT >= 0 or LEFT >= 0))  # a place further each round
     copied = tuple(not _tma_able(x) for x in (q, k, v, out))
     return _Plan(_mha_flash, cfg, grid, boxes, constexprs, copied, sizes)
 
@@ -978,7 +998,7 @@ def attention(q, k, v, causal=False, out=None, config=None):
     return out
 
 
-OP_NAME = 'napkin::attention_5b21aec3c1e94008'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_1458f8c2c917f6d4'  # attention_op's name: this module's text's digest
 _OPS = []  # attention_op's op, once registered
 
 

@@ -22,8 +22,8 @@ from analyzer.codegen.escape import py_comment, py_doc
 from analyzer.config.scores import MASKS, SOFTMAX, Scores
 
 # The module-level names this text defines; the module's scope never hands them out
-HELPERS = ("_attn_ring", "_attn_tile", "_attn_producer", "_attn_load", "_attn_scores", "_attn_probabilities",
-           "_attn_qk", "_attn_step", "_attn_consumer", "_attn_tanh")
+HELPERS = ("_attn_ring", "_attn_turns", "_attn_turn", "_attn_tile", "_attn_producer", "_attn_load", "_attn_scores",
+           "_attn_probabilities", "_attn_qk", "_attn_step", "_attn_consumer", "_attn_tanh")
 
 # The kernel's text: attention.gluon (package data beside this module) without its note, everything from
 # the first @gluon.jit on; $kernel, $scores and $partitions are what render_kernel fills in
@@ -36,12 +36,12 @@ PARTITION = Template('''\
 ${indent}gl.warp_specialize([
 ${consumers}
 ${indent}    (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-${indent}                      ACROSS, SPLIT, BIAS)),
+${indent}                      ROTATE, SPLIT, BIAS)),
 ${indent}], [${warps}], [${regs}])''')
 
 CONSUMER = Template('''\
 ${indent}    (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-${indent}                      ${group}, RIGHT, LEFT, ACROSS, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),''')
+${indent}                      ${group}, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),''')
 
 
 # The Gluon of each elementwise op on the scores (analyzer.config.scores.SFU_PER_SCORE counts its cost)

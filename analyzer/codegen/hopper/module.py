@@ -348,7 +348,7 @@ def _plan(q, k, v, out, entry, size, cfg):
                       LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
-                      ACROSS=cfg['SCHEDULE'] == 'persistent' and (RIGHT >= 0 or LEFT >= 0))  # tiles across heads
+                      ROTATE=cfg['SCHEDULE'] == 'persistent' and (RIGHT >= 0 or LEFT >= 0))  # a place further each round
     copied = tuple(not _tma_able(x) for x in (q, k, v, out))
     return _Plan({name}, cfg, grid, boxes, constexprs, copied, sizes)
 '''
