@@ -71,9 +71,13 @@ def fit_profile_yaml(base, key: str, model: str, fit: dict, command: str, existi
                               hint=f"write a new file, or name one that extends {base.name}")
         data["calibration"][key] = fit
         head = [line for line in existing.read_text().splitlines() if line.startswith("#")]
-        head = [line for line in head if not (line.startswith(REGENERATE) and flag in line)]
-        at = max((i for i, line in enumerate(head) if line.startswith(REGENERATE)), default=len(head) - 1)
-        head.insert(at + 1, REGENERATE + command)
+        mine = [i for i, line in enumerate(head) if line.startswith(REGENERATE) and flag in line]
+        if mine:        # the command's own line, where it was (the portable fit's writer keeps the order)
+            head[mine[0]] = REGENERATE + command
+            head = [line for i, line in enumerate(head) if i not in mine[1:]]
+        else:
+            at = max((i for i, line in enumerate(head) if line.startswith(REGENERATE)), default=len(head) - 1)
+            head.insert(at + 1, REGENERATE + command)
     else:
         name = existing.stem if existing is not None else f"{base.name}-calibrated"   # found by file name
         data = {"name": name, "extends": base.name,
