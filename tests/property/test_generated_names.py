@@ -246,7 +246,7 @@ def given(module, wrapper, seed: int) -> dict:
 
 def _check_cuda(source: Path, tmp: Path, sets) -> None:
     """The CUDA backend's files of the same diagram: the loader parses, and the .cu carries the text
-    only inside comments and string literals (tests/unit/test_cuda_names.py compiles such files)."""
+    only inside comments and string literals (tests/kernels/test_cuda_names.py compiles such files)."""
     g = generate(str(source), str(_profile(tmp, "plain")), backend="cuda",
                  sets=sets or {a: 256 for a in yaml.safe_load(source.read_text())["axes"]})
     ast.parse(g.extra[".py"])

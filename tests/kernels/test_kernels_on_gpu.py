@@ -1,6 +1,7 @@
 """The Triton kernels of the diagrams issue 19 added, compiled for a real GPU (not the interpreter) and
 checked against float64 in fp16 and bf16 (the interpreter multiplies bf16 tiles as raw integers, so
-bf16 is only checked here). Marked gpu: CI has no GPU; `python -m pytest -m gpu tests/unit` runs them."""
+bf16 is only checked here). Marked gpu: CI has no GPU;
+`TRITON_INTERPRET=0 python -m pytest -m gpu tests` runs them."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from analyzer.codegen import generate  # noqa: E402
 
 needs_gpu = [pytest.mark.gpu,
              pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
-                                reason="needs a CUDA GPU and Triton's compiler")]
+                                reason="needs a CUDA GPU and Triton's compiler (TRITON_INTERPRET=0)")]
 DTYPES = (torch.float16, torch.bfloat16)
 
 

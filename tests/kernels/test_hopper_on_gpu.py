@@ -1,7 +1,7 @@
 """The Hopper kernels (napkin kernel's default on Hopper profiles) on a Hopper GPU against float64: every
 warpgroup count, overlap and schedule, causal and grouped heads, odd lengths, strided inputs, fp16 and
 bf16. Marked gpu: CI has no GPU (it compiles the kernels for sm_90a instead, tests/kernels/test_hopper.py);
-`python -m pytest -m gpu tests/unit` runs them on one."""
+`TRITON_INTERPRET=0 python -m pytest -m gpu tests` runs them on one."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from analyzer.codegen import generate  # noqa: E402
 pytestmark = [pytest.mark.gpu,
                 pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1"
                                    or torch.cuda.get_device_capability()[0] != 9,
-                                   reason="needs a Hopper GPU (sm_90) and Triton's compiler")]
+                                   reason="needs a Hopper GPU (sm_90) and Triton's compiler (TRITON_INTERPRET=0)")]
 TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 3e-2}   # bf16 keeps 8 bits: 2**-8 per rounding
 
 
