@@ -1,7 +1,9 @@
 """A GPU profile with a missing bandwidth, a bool, text or an absurd number where a number belongs: every
 command that takes a profile (`analyze`, `configure`, `kernel`, `sweep`, the plots, `calibrate`) gives
 the same one-line error naming the profile file and the field, at load time; and a profile at the edges
-of the plausible ranges (docs/hardware-profiles.md) never yields a prediction of nan or inf.
+of the plausible ranges (docs/hardware-profiles.md) never yields a prediction of nan or inf. Each bad
+field's line names the field and what is wrong with it (a missing key, a bandwidth that is no positive
+finite number, a file that is no mapping).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers_bad_input import check
 
+from analyzer import hardware
 from analyzer.codegen import generate
 from analyzer.common import resources
 from analyzer.common.errors import NapkinError
@@ -112,3 +116,63 @@ def test_a_profile_at_the_edges_of_its_ranges_predicts_finite_times(tmp_path, ed
     assert 0 < result.totals.predicted_time_s < math.inf
     assert all(0 < k.predicted_time_s < math.inf for k in result.kernels)
     assert "nan" not in result.model_dump_json().lower().replace("nanos", "")
+
+
+# -- each bad field's own line -------------------------------------------------------------------------
+
+def profile_error(tmp_path: Path, edit) -> tuple[NapkinError, str]:
+    path = written(tmp_path, edit)
+    with pytest.raises(NapkinError) as info:
+        analyze("attention", path)
+    return info.value, path
+
+
+@pytest.mark.parametrize("edit, field, key", [
+    (lambda p: p.pop("sm_count"), "(top level)", "sm_count"),
+    (lambda p: p["clocks"].pop("tensor_hz"), "clocks", "tensor_hz"),
+    (lambda p: p["levels"][0].pop("kind"), "levels[0]", "kind"),
+    (lambda p: p["divisors"].pop("mma"), "divisors", "mma"),
+])
+def test_profile_with_a_missing_key(tmp_path, edit, field, key):
+    err, path = profile_error(tmp_path, edit)
+    check(err, file=path, field=field, says=(f"missing required key {key!r}",))
+
+
+@pytest.mark.parametrize("value", [-3.35e12, 0])
+def test_profile_with_a_negative_or_zero_bandwidth(tmp_path, value):
+    err, path = profile_error(tmp_path, lambda p: p["levels"][0].__setitem__("bandwidth_bytes_per_s",
+                                                                              value))
+    check(err, file=path, field="levels[0].bandwidth_bytes_per_s", says=("greater than or equal to 1000000",))
+
+
+def test_profile_with_a_negative_cluster_bandwidth(tmp_path):
+    err, path = profile_error(
+        tmp_path, lambda p: p["levels"][2]["bandwidth_bytes_per_s_by_cluster"].__setitem__(2, -1.0))
+    check(err, file=path, field="levels[2].bandwidth_bytes_per_s_by_cluster[2]")
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_profile_with_a_bandwidth_that_is_not_finite(tmp_path, value):
+    # regression: .inf passed PositiveFloat and was used (transfers then cost nothing).
+    err, path = profile_error(tmp_path, lambda p: p["levels"][0].__setitem__("bandwidth_bytes_per_s",
+                                                                              value))
+    check(err, file=path, field="levels[0].bandwidth_bytes_per_s")
+
+
+def test_profile_that_is_not_a_mapping(tmp_path):
+    path = tmp_path / "gpu.yaml"
+    path.write_text("- 1\n- 2\n", encoding="utf-8")
+    with pytest.raises(NapkinError) as info:
+        hardware.load(str(path))
+    check(info.value, file=str(path), field="(top level)", says=("expected a mapping",))
+
+
+def test_profile_with_a_bad_value_type(tmp_path):
+    err, path = profile_error(tmp_path, lambda p: p.__setitem__("sm_count", "many"))
+    check(err, file=path, field="sm_count", says=("many",))
+
+
+# regression: the error named neither the profile file nor the field.
+def test_profile_level_without_bandwidth_names_the_file(tmp_path):
+    err, path = profile_error(tmp_path, lambda p: p["levels"][0].pop("bandwidth_bytes_per_s"))
+    check(err, file=path, field="levels[0].bandwidth_bytes_per_s", says=("bandwidth",))
