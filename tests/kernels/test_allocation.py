@@ -84,7 +84,7 @@ def kernels(tmp_path_factory):
     return [(gpu, name, backend, counts, results[job]) for gpu, name, backend, counts, job in cases]
 
 
-@pytest.mark.slow(seconds=50)
+@pytest.mark.slow(seconds=28)
 def test_every_shipped_kernel_allocates_what_napkin_counts_within_the_block_limit(kernels):
     wrong = []
     for gpu, name, backend, counts, launches in kernels:

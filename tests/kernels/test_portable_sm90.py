@@ -16,8 +16,8 @@ from analyzer.codegen.generator import generate
 from bench.matmul_wgmma import with_edge_loop
 from tests.kernels.portable_build import SERIALISED, call, compiled_each
 
-# both tests read four compilations in one process (about 8 s together)
-pytestmark = pytest.mark.slow(seconds=10)
+# both tests read four compilations in one process (about 6 s together, in the first one's fixture)
+pytestmark = pytest.mark.slow(seconds=2)
 
 JOBS = [{"TILE_A": 128, "TILE_C": 128, "BLOCK_B": 64, "num_warps": 4, "num_stages": 3}]
 

@@ -249,7 +249,7 @@ def test_the_softmax_with_a_sink_matches_float64(tmp_path, shape):
 
 # -- the CUDA backend's text: the sink in its three softmaxes --------------------------------------------
 
-@pytest.mark.slow(seconds=20)
+@pytest.mark.slow(seconds=5)
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 def test_the_cuda_softmaxes_with_a_sink_compile(tmp_path):
     """The online softmax's finish (sink_attention), the whole-row softmax of a kernel without

@@ -53,6 +53,7 @@ def test_matches_float64(diagram, seqlen, tmp_path):
     assert rel_err(out, reference(q, k, v, causal=causal, sigmoid=sigmoid, softcap=SOFTCAP.get(diagram))) < TOL
 
 
+@pytest.mark.slow(seconds=4)    # window 1 about 5 s, window 40 about 3 s
 @pytest.mark.parametrize("window", [1, 40])
 def test_a_sliding_window_matches_float64(window, tmp_path):
     """gemma2_local_attention with a window short enough to bite at 100 tokens (its own, 4096, does so

@@ -177,7 +177,7 @@ def _import(path: Path, name: str):
 COUNTER = itertools.count()
 
 
-@pytest.mark.slow(seconds=15)    # 15 kernels generated, imported and run under the interpreter
+@pytest.mark.slow(seconds=10)    # 15 kernels generated, imported and run under the interpreter
 @settings(max_examples=15, deadline=None, derandomize=True, database=None,
           phases=(Phase.explicit, Phase.generate), suppress_health_check=list(HealthCheck))
 @given(case=diagrams(), file=FILE, gpu_text=TEXT, pinned=st.booleans(), seed=st.integers(0, 2**16))

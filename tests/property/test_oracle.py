@@ -162,7 +162,7 @@ def test_a_sliding_windows_counts_equal_simulation(window, g, data):
 SIDES = st.one_of(st.none(), st.integers(0, 9))
 
 
-@pytest.mark.slow(seconds=20)
+@pytest.mark.slow(seconds=5)
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(before=SIDES, after=SIDES, g=st.sampled_from([1, 2, 3, 4, 6]), data=st.data())
 def test_a_bands_counts_equal_simulation(before, after, g, data):

@@ -399,7 +399,7 @@ def test_the_split_holds_out_configurations_and_one_size_per_family():
     assert keys_train and keys_held and not keys_train & keys_held
 
 
-@pytest.mark.slow(seconds=23)    # each GPU's calibrate pipeline, which the later tests share
+@pytest.mark.slow(seconds=11)    # each GPU's calibrate pipeline, which the later tests share
 def test_committed_profile_and_report_are_what_calibrate_writes(recorded):
     """With the committed parameters, calibrate writes each GPU's calibrated profile (the portable part;
     the Hopper kernel's fit is kept as it was) and its report exactly as committed: every word, count

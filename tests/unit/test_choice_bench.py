@@ -46,7 +46,7 @@ def choices():
     return records, remembered(first_choices)(records, profile)[0], remembered(kernel_choices)(records, profile)
 
 
-@pytest.mark.slow(seconds=13)
+@pytest.mark.slow(seconds=4)
 def test_candidates_are_each_profiles_choice_and_the_fastest_measured(choices, monkeypatch):
     from analyzer.calibrate import calibrate
     from analyzer.calibrate.calibrate import KERNEL

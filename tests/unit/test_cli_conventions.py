@@ -233,7 +233,7 @@ def test_report_refuses_a_file_that_is_not_html(tmp_path):
     assert proc.returncode == 2 and "writes one HTML page" in proc.stderr and not list(tmp_path.iterdir())
 
 
-@pytest.mark.slow(seconds=14)
+@pytest.mark.slow(seconds=5)
 def test_readme_calibrate_commands_run_from_any_folder(tmp_path):
     """regression: `napkin calibrate bench/results/sweep_h200.json ...` worked only inside a checkout, and
     its error's hint repeated the path that failed.
