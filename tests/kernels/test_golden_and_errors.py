@@ -37,7 +37,7 @@ def test_deterministic():
 
 
 def test_header_names_diagram_and_configuration():
-    source = generate("causal_attention", "h200", backend="triton").source
+    source = generated("causal_attention").source
     head = source[:source.index("import math")]
     assert "diagrams/causal_attention.yaml" in head
     assert "napkin kernel causal_attention --gpu h200 --backend triton --dtype fp16" in head
@@ -74,7 +74,7 @@ def test_named_configuration_sets_the_tiles():
 
 def test_model_choice_fits_the_registers_of_a_thread():
     """The chosen configuration leaves every thread registers of its own (choose.RESERVE_REGISTERS)."""
-    g = generate("matmul", "h200", backend="triton")
+    g = generated("matmul")
     (k,) = g.kernels
     (choice,) = k.choices.values()
     regs = next(c for c in choice.report.capacity if c.storage == "registers")

@@ -12,9 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from helpers_kernel import written  # noqa: E402
-
-from analyzer.codegen import generate  # noqa: E402
+from helpers_kernel import generated, written  # noqa: E402
 
 needs_gpu = [pytest.mark.gpu,
              pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
@@ -23,7 +21,7 @@ DTYPES = (torch.float16, torch.bfloat16)
 
 
 def _module(diagram: str, tmp, dtype: torch.dtype):
-    return written(generate(diagram, "h200", backend="triton", dtype="bf16" if dtype == torch.bfloat16 else "fp16"), tmp)
+    return written(generated(diagram, "triton", "bf16" if dtype == torch.bfloat16 else "fp16"), tmp)
 
 
 def _rel(out, ref) -> float:

@@ -17,7 +17,7 @@ from analyzer.model.simulate import simulate
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from helpers_kernel import written  # noqa: E402
+from helpers_kernel import generated, written  # noqa: E402
 
 # LayerNorm as it reads, with i whole in a block (normalised rows need all of i before the contraction):
 # the standard deviation through rsqrt, reciprocal and div, so every new primitive is on the path.
@@ -56,7 +56,7 @@ def test_rmsnorm_matmul_matches_the_natural_form_in_float64(n, i, o, tmp_path):
     """The shipped diagram computes r (X g) W with r = rsqrt(mean(x^2) + eps) accumulated over the
     streamed i; the reference normalises first, as RMSNorm is written. Edges of every size are masked
     (1, 37, 70 ... are no tile's multiple)."""
-    m = written(generate("rmsnorm_matmul", "h200", backend="triton"), tmp_path)
+    m = written(generated("rmsnorm_matmul"), tmp_path)
     gen = torch.Generator().manual_seed(n * i * o)
     x = torch.randn(n, i, generator=gen).half()
     g = (torch.rand(i, generator=gen) + 0.5).half()
