@@ -8,7 +8,8 @@ Shapes:
 - beyond (the validation's shape classes, none of them in the grid): grouped-query prefill, odd lengths,
   batch 1 long context, cross-attention with short key sequences, an encoder's short sequences.
 Configurations: every legal one the model ranks (analyzer.config.hopper.candidates: warpgroups, chunk,
-stages, overlap; a block a tile), each checked against SDPA (relative error < 1e-2) and then timed by
+stages, overlap; a block a tile), or its first N (--top N), each also with the persistent schedule
+(--schedules tiles,persistent), each checked against SDPA (relative error < 1e-2) and then timed by
 CUDA graph replays, so that the kernel is timed and not its Python launch. The configuration the module
 launches by itself (its by-size table) and the peers are timed both ways, by graph replays and by
 triton.testing.do_bench (a Python launch per call, L2 cleared between calls): the difference is the
@@ -17,6 +18,7 @@ timed REPEATS times, each with its own graph, to see whether its spread is the k
 The SM clock, power and temperature are sampled beside every timing (bench/common.py, Sampler).
 
     python bench/hopper_sweep.py --gpu h100 [--out DIR] [--budget-s S] [--rep-ms MS] [--parts grid,beyond]
+        [--schedules tiles,persistent] [--top N] [--diagrams mha,causal_attention,gqa]
 
 Writes hopper_sweep_<gpu>.json (meta, records, peers, persistent) and .md after every shape.
 """
