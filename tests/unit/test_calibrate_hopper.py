@@ -155,3 +155,17 @@ def test_cli_writes_profile_and_report_and_refuses_portable_options(tmp_path):
                               capture_output=True, text=True)
     assert portable.returncode == 1 and "sweep_h200.json" in portable.stderr and "records" in portable.stderr
     assert len(portable.stderr.strip().splitlines()) == 1 and "Traceback" not in portable.stderr
+
+
+def test_the_models_parameters_are_one_list_wherever_they_are_named():
+    """The Hopper model's fitted assumptions are named in four places (the model's HopperParams, the
+    profile's HopperFit, the fit's ranges, the report's meanings): a parameter added to one and not the
+    others would be fitted and not written, or written and not read."""
+    from dataclasses import fields
+
+    from analyzer.hardware.profile import HopperFit
+    from analyzer.report.hopper_calibration import MEANING
+    variants = {"score_clocks", "bias_efficiency"}           # the variants' fit (analyzer.calibrate.hopper_variants)
+    model = {f.name for f in fields(HopperParams)} - variants - {"source"}
+    profile = set(HopperFit.model_fields) - variants - {"source", "fit"}
+    assert model == profile == set(cal.PARAMETERS) == set(MEANING)
