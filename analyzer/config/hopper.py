@@ -194,8 +194,8 @@ def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False
                schedules: tuple[str, ...] = ("tiles",), value_dim: int | None = None,
                bias: bool = False) -> list[HopperConfig]:
     """Every legal configuration for `head_dim`: N up to what the register file holds; persistent where
-    it is ranked (under a mask the kernel orders its tiles across heads, so that blocks taking every
-    grid-th tile take as many of each length: `ACROSS` in the kernel)."""
+    it is ranked (under a mask each persistent block takes its place one further every round of tiles,
+    so that it takes every length of the heads' unequal tiles in turn: `ROTATE` in the kernel)."""
     out = []
     if not head_blocks(head_dim)[0]:
         return out
