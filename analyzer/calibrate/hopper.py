@@ -66,7 +66,7 @@ PARAMETERS = {
     "persistent_hidden": (0.5, 0.0, 1.0, 1.0),
     "persistent_slowdown": (0.0, 0.0, 0.3, 0.01),
 }
-PERSISTENT = "persistent_hidden"
+PERSISTENT = ("persistent_hidden", "persistent_slowdown")   # the persistent schedule's own terms
 
 
 
@@ -151,10 +151,10 @@ def _params(spec: dict, x: np.ndarray, source: str = HopperParams.source) -> Hop
 
 
 def parameters(records: list[HopperRecord]) -> dict[str, tuple[float, float, float, float]]:
-    """What a fit on `records` can fit: PARAMETERS, less what the persistent schedule hides where no record
+    """What a fit on `records` can fit: PARAMETERS, less the persistent schedule's terms where no record
     runs it."""
     persistent = any(r.config.SCHEDULE == "persistent" for r in records)
-    return {k: v for k, v in PARAMETERS.items() if not k.startswith("persistent_") or persistent}
+    return {k: v for k, v in PARAMETERS.items() if k not in PERSISTENT or persistent}
 
 
 @dataclass(frozen=True)
