@@ -7,8 +7,9 @@ configuration.
    itself for mha, causal_attention and gqa (fp16 and bf16; lengths 1, 17, 577, 1000 with outliers and
    strided inputs, 4096; 4096 queries against 77 keys), and every shipped Hopper diagram (causal, sigmoid,
    MLA 192/128, softcaps, Gemma 2's window, ALiBi, a bias, sinks, a band; bench/hopper_variants.py reads
-   what each computes off its module) with the persistent schedule forced, at 17 and 1000, since the
-   model launches it at short sequences (under a mask, its tiles ordered across heads).
+   what each computes off its module) with each persistent schedule forced where it fits (persistent,
+   prefetch), at 17 and 1000, since the model launches them at short sequences (under a mask, each
+   block's place rotating round by round).
 2. The grid: 16k tokens, hidden 2048; head dims 64, 128, 256; lengths 512 to 16k; causal and not; fp16
    (bf16 at head dim 128, 4k and 16k). Each kernel is timed by CUDA graph replays, which leave the
    host out (its Python launch is bench/host_cost.py's), in ROUNDS rounds in turn; the faster round's
@@ -151,8 +152,10 @@ def checks(run: Run) -> bool:
 
 
 def persistent_checks(run: Run) -> list[dict]:
-    """Every shipped Hopper diagram, its model's configuration at 17 and 1000 with the persistent schedule
-    forced (bench/hopper_variants.py's reading of what each computes, and its check)."""
+    """Every shipped Hopper diagram, its model's configuration at 17 and 1000 with each persistent schedule
+    forced where it fits (prefetch's second query buffer and output buffer take SMEM; bench/hopper_variants.py's
+    reading of what each computes, and its check)."""
+    from analyzer.config.hopper import PERSISTENT_SCHEDULES, configuration, legal
     from bench.hopper_variants import check, inputs, read_off
     rows = []
     for diagram in VARIANTS:
@@ -162,7 +165,13 @@ def persistent_checks(run: Run) -> list[dict]:
             for seq in (17, 1000):
                 args, _ = inputs(run.torch, v, 1, 3, seq, d, run.torch.bfloat16)
                 own = launched_by(module, lambda a=args: module.attention(*a))
-                rows.append(check(run.torch, v, module, d, seq, dict(own, SCHEDULE="persistent"), outlier=seq == 1000))
+                for schedule in PERSISTENT_SCHEDULES:
+                    c = configuration(run.profile, d, "bf16", warpgroups=own["WARPGROUPS"], chunk=own["BLOCK_X"],
+                                      stages=own["STAGES"], overlap=own["OVERLAP"], schedule=schedule,
+                                      causal=v.causal, value_dim=v.value_dim, bias=v.extra == "bias")
+                    if legal(run.profile, c):
+                        rows.append(check(run.torch, v, module, d, seq, dict(own, SCHEDULE=schedule),
+                                          outlier=seq == 1000))
     return rows
 
 
@@ -281,6 +290,11 @@ def _x(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
+def _tf(x: float | None) -> str:
+    """TFLOP/s, or "-" for a kernel that did not run (FlashAttention-4 not installed)."""
+    return "-" if not x else f"{x:.0f}"
+
+
 def _met(x: float | None, at_least: float) -> str:
     return "-" if x is None else "yes" if x >= at_least else "no"
 
@@ -296,9 +310,10 @@ def markdown(doc: dict) -> str:
     if doc["checks"]:
         bad = [c for c in doc["checks"] if not c["ok"]]
         worst = max((c.get("rel_err", 0.0) for c in doc["checks"] if c["ok"]), default=0.0)
+        forced = sorted({c["config"]["SCHEDULE"] for c in doc["checks"] if "seq" in c and c.get("config")})
         out += ["## Checks against float64", "", f"{len(doc['checks']) - len(bad)} of {len(doc['checks'])} within "
-                f"{TOLERANCE} (largest {worst:.2e}); the persistent schedule forced on every shipped Hopper diagram "
-                "among them.", ""]
+                f"{TOLERANCE} (largest {worst:.2e}); among them every shipped Hopper diagram with "
+                f"{' and '.join(forced) or 'no'} schedule forced.", ""]
         out += [f"- FAILED: {c}" for c in bad] + ([""] if bad else [])
     if doc["grid"]:
         out += ["## The FlashAttention-3 grid", "",
@@ -307,9 +322,9 @@ def markdown(doc: dict) -> str:
         for r in doc["grid"]:
             c, f = _speed(r, "cudnn"), _speed(r, "fa4")
             out.append(f"| {r['d']} | {r['seq_q']} | {'yes' if r['causal'] else 'no'} | {r['dtype']} "
-                       f"| {r.get('napkin_tflops', 0):.0f} | {_config(r['config'])} "
-                       f"| {ratio(r['predicted_s'], r.get('napkin_s'))} | {r.get('cudnn_tflops', 0):.0f} "
-                       f"| {r.get('fa4_tflops', 0):.0f} | {_x(c)} | {_x(f)} | {_met(c, CUDNN_AT_LEAST)} "
+                       f"| {_tf(r.get('napkin_tflops'))} | {_config(r['config'])} "
+                       f"| {ratio(r['predicted_s'], r.get('napkin_s'))} | {_tf(r.get('cudnn_tflops'))} "
+                       f"| {_tf(r.get('fa4_tflops'))} | {_x(c)} | {_x(f)} | {_met(c, CUDNN_AT_LEAST)} "
                        f"| {_met(f, FA4_AT_LEAST)} |")
         cs = [x for r in doc["grid"] if (x := _speed(r, "cudnn"))]
         fs = [x for r in doc["grid"] if (x := _speed(r, "fa4"))]

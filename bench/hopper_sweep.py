@@ -8,8 +8,8 @@ Shapes:
 - beyond (the validation's shape classes, none of them in the grid): grouped-query prefill, odd lengths,
   batch 1 long context, cross-attention with short key sequences, an encoder's short sequences.
 Configurations: every legal one the model ranks (analyzer.config.hopper.candidates: warpgroups, chunk,
-stages, overlap; a block a tile), or its first N (--top N), each also with the persistent schedule
-(--schedules tiles,persistent), each checked against SDPA (relative error < 1e-2) and then timed by
+stages, overlap; a block a tile), or its first N (--top N), each also with the persistent schedules
+where they fit (--schedules tiles,persistent,prefetch), each checked against SDPA (relative error < 1e-2) and then timed by
 CUDA graph replays, so that the kernel is timed and not its Python launch. The configuration the module
 launches by itself (its by-size table) and the peers are timed both ways, by graph replays and by
 triton.testing.do_bench (a Python launch per call, L2 cleared between calls): the difference is the
@@ -18,7 +18,7 @@ timed REPEATS times, each with its own graph, to see whether its spread is the k
 The SM clock, power and temperature are sampled beside every timing (bench/common.py, Sampler).
 
     python bench/hopper_sweep.py --gpu h100 [--out DIR] [--budget-s S] [--rep-ms MS] [--parts grid,beyond]
-        [--schedules tiles,persistent] [--top N] [--diagrams mha,causal_attention,gqa]
+        [--schedules tiles,persistent,prefetch] [--top N] [--diagrams mha,causal_attention,gqa]
 
 Writes hopper_sweep_<gpu>.json (meta, records, peers, persistent) and .md after every shape.
 """
@@ -144,9 +144,8 @@ class Run:
 def candidates(run: Run, shape: Shape):
     """The legal configurations in the model's order; outside ALL_STAGES_AT only the fewest stages of
     each (warpgroups, chunk, overlap), and the model's first choice; with --top, the first that many of
-    these. With --schedules tiles,persistent each of them also with the persistent schedule."""
-    from dataclasses import replace
-
+    these. With --schedules tiles,persistent,prefetch each of them also with each persistent schedule named,
+    where it fits (prefetch's second query buffer and output buffer take SMEM)."""
     from analyzer.config import hopper as model
     ranked = [c for _, c in model.ranked(run.profile, shape.d, DTYPE, seq_q=shape.seq_q, seq_k=shape.seq_k,
                                          instances=shape.batch * shape.heads_q, causal=shape.causal)
@@ -159,8 +158,12 @@ def candidates(run: Run, shape: Shape):
         ranked = [c for i, c in enumerate(ranked)
                   if i == 0 or c.stages == fewest[(c.warpgroups, c.chunk, c.overlap)]]
     ranked = ranked[:run.args.top or None]
-    if "persistent" in run.args.schedules.split(","):
-        ranked += [replace(c, schedule="persistent") for c in ranked]
+    for schedule in run.args.schedules.split(","):
+        if schedule != "tiles":
+            again = (model.configuration(run.profile, shape.d, DTYPE, warpgroups=c.warpgroups, chunk=c.chunk,
+                                         stages=c.stages, overlap=c.overlap, schedule=schedule, causal=shape.causal)
+                     for c in ranked if c.schedule == "tiles")
+            ranked += [c for c in again if model.legal(run.profile, c)]
     return ranked
 
 
@@ -369,8 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--head-dims", default=",".join(map(str, HEAD_DIMS)), help="the grid's head dims")
     ap.add_argument("--seqlens", default=",".join(map(str, SEQLENS)), help="the grid's sequence lengths")
     ap.add_argument("--merge", nargs="+", help="join these hopper_sweep_<gpu>.json files into --out")
-    ap.add_argument("--schedules", default="tiles", help="tiles, or tiles,persistent: each configuration "
-                                                         "timed also with the persistent schedule")
+    ap.add_argument("--schedules", default="tiles", help="tiles, or tiles and persistent schedules (persistent, "
+                                                         "prefetch): each configuration timed also with each")
     ap.add_argument("--diagrams", default="mha,causal_attention,gqa", help="the shapes of these diagrams only")
     ap.add_argument("--top", type=int, default=0, help="time only the model's first N configurations a shape "
                                                         "(0: every one)")

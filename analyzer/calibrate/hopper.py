@@ -39,6 +39,7 @@ from analyzer.config.hopper import (
     predicted_time,
     ranked,
 )
+from analyzer.config.hopper_params import MODELLED_SCHEDULES
 from analyzer.config.scores import SOFTMAX, Scores
 from analyzer.hardware import Estimate, HopperFit, Profile
 
@@ -67,8 +68,6 @@ PARAMETERS = {
     "persistent_slowdown": (0.0, 0.0, 0.3, 0.01),
 }
 PERSISTENT = ("persistent_hidden", "persistent_slowdown")   # the persistent schedule's own terms
-
-
 
 
 class HopperConfigEntry(BaseModel):
@@ -123,7 +122,8 @@ def load(path: str, field: str = "RECORDING", bench: str = "hopper_sweep") -> tu
     rec = read_json(Path(path), HopperRecording, missing=f"no such recording: {path}", field=field,
                     hint=f"give a recording's path, or record one with python bench/{bench}.py on "
                          f"an H100 or H200; napkin ships bench/results/{bench}_h100.json")
-    measured = [r for r in rec.records if r.status == "ok" and r.time_s]
+    # a schedule the model has no terms for (prefetch: MODELLED_SCHEDULES) would be priced as another's
+    measured = [r for r in rec.records if r.status == "ok" and r.time_s and r.config.SCHEDULE in MODELLED_SCHEDULES]
     if not measured:
         raise NapkinError(f"{path} has no measured records of the Hopper kernel", file=path, field="records")
     return rec, measured

@@ -43,7 +43,7 @@ from analyzer.common.dtypes import bytes_per_value
 from analyzer.common.errors import NapkinError
 from analyzer.config.by_size import INSTANCES, LENGTHS, nearest
 from analyzer.config.configure import configurations, names_of, schedule_of
-from analyzer.config.hopper_params import HopperParams
+from analyzer.config.hopper_params import PERSISTENT_SCHEDULES, SCHEDULES, HopperParams, ranked_schedules
 from analyzer.config.kernels import Configured
 from analyzer.config.overlap import Stage, bound
 from analyzer.config.scores import SOFTMAX, Scores, scores_of
@@ -65,7 +65,6 @@ PARTITION_BYTES = 512
 CHUNKS = (64, 128, 256)       # s_x: powers of two (TMA boxes, gl.arange) up to wgmma's largest n
 STAGES = (2, 3, 4)
 OVERLAPS = ("none", "inter", "intra", "inter+intra")
-SCHEDULES = ("tiles", "persistent")   # in the order a tie goes: the hardware's own schedule first
 ALIKE = 0.05                  # predictions this close are alike: the calibrated model's error (README)
 # The overlap a tie goes to, by the lane that bounds Section 6's period. Where the tensor cores do (the
 # softmax fits under the contractions), the ping-pong's turn barriers only add waits: intra first. Where
@@ -96,7 +95,7 @@ class HopperConfig:
     chunk: int                # s_x: keys per streamed chunk
     stages: int               # SMEM buffers per streamed load (K and V each)
     overlap: str              # none, inter, intra or inter+intra
-    schedule: str             # tiles (a block a tile, the hardware schedules) or persistent (a block an SM)
+    schedule: str             # tiles (a block a tile, the hardware schedules), persistent or prefetch (a block an SM)
     smem_bytes: int
     registers: int            # per consumer thread, as setmaxnreg gives them
     registers_needed: int
@@ -155,13 +154,14 @@ def configuration(profile: Profile, head_dim: int, dtype: str, *, warpgroups: in
     rows = profile.divisors.mma[dtype].m
     threads = profile.divisors.mma_threads
     size = bytes_per_value(dtype)
-    smem = (warpgroups * rows * head_dim + stages * chunk * (head_dim + e)) * size
-    if e != head_blocks(head_dim)[0]:   # else the output leaves through the query tile's first column
-        smem += warpgroups * rows * e * size  # block (MLA's 128 of 192, as FlashAttention-3 reuses SMEM)
+    q_buffers = 2 if schedule == "prefetch" else 1      # prefetch: the next tile's queries in a second buffer
+    smem = (q_buffers * warpgroups * rows * head_dim + stages * chunk * (head_dim + e)) * size
+    if e != head_blocks(head_dim)[0] or schedule == "prefetch":   # else the output leaves through the query
+        smem += warpgroups * rows * e * size  # tile's first column block (MLA's 128 of 192, as FlashAttention-3)
     # the query tile's ready and empty, each stage's K and V ready and empty, and a turn per consumer
     if bias:
         smem += stages * warpgroups * rows * chunk * size  # each consumer's tile of the bias a stage
-    smem += MBARRIER_BYTES * (2 + 4 * stages + warpgroups) + PARTITION_BYTES
+    smem += MBARRIER_BYTES * (2 * q_buffers + 4 * stages + warpgroups) + PARTITION_BYTES
     fp32 = rows * (e + chunk) // threads                   # O accumulator and one chunk's scores
     packed = rows * chunk * size // (4 * threads)          # the previous chunk's probabilities
     return HopperConfig(warpgroups=warpgroups, rows=rows, chunk=chunk, stages=stages, overlap=overlap,
@@ -182,12 +182,6 @@ def legal(profile: Profile, c: HopperConfig) -> bool:
     smem = profile.level("smem").block_capacity_bytes
     return (c.smem_bytes <= smem and c.registers_needed <= c.registers
             and c.chunk <= 256 and (c.warpgroups > 1 or not c.inter))
-
-
-def ranked_schedules(params: HopperParams) -> tuple[str, ...]:
-    """The schedules the model ranks: persistent only where a sweep of it (bench/hopper_sweep.py
-    --schedules tiles,persistent) fitted what it hides."""
-    return SCHEDULES if params.persistent_hidden is not None else ("tiles",)
 
 
 def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False,
@@ -295,7 +289,7 @@ def _time(profile: Profile, c: HopperConfig, chunk_s: float, *, seq_q: int, seq_
     waves = math.ceil(instances * blocks_q / profile.sm_count)
     steps_s = (chunks + params.mask_overhead * masked) * chunk_s
     fixed_s = params.prologue_chunks * chunk_s + params.tile_overhead_s      # a tile's prologue and overhead
-    if c.schedule == "persistent":     # a share of each tile's fixed cost runs under the tile before it;
+    if c.schedule in PERSISTENT_SCHEDULES:     # a share of each tile's fixed cost runs under the tile before it;
         hidden = 1.0 if params.persistent_hidden is None else params.persistent_hidden   # unfitted: all of it
         steps_s *= 1 + params.persistent_slowdown
         return params.launch_overhead_s + waves * (steps_s + (1 - hidden) * fixed_s) + hidden * fixed_s
@@ -595,4 +589,4 @@ def scores(c: Configured) -> Scores | str:
     return scores_of(ops, r.head_dim, r.seq_k, r.seq_q, r.extras)
 
 
-__all__ = ["HopperConfig", "HopperParams", "HopperTable", "HopperTables", "band_walk", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "head_blocks", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "ranked_schedules", "realisable", "refusal", "register_cap", "registers_per_consumer", "scores", "value_dim"]
+__all__ = ["PERSISTENT_SCHEDULES", "SCHEDULES", "HopperConfig", "HopperParams", "HopperTable", "HopperTables", "band_walk", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "head_blocks", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "ranked_schedules", "realisable", "refusal", "register_cap", "registers_per_consumer", "scores", "value_dim"]

@@ -11,6 +11,15 @@ from dataclasses import dataclass, fields
 from analyzer.hardware import Profile, hopper_fit
 
 OVERHEAD = 0.66               # o: Section 6.3's hypothesis, the threads' work Table 3 leaves out
+# The kernel's schedules, in the order a tie goes (the hardware's own first): tiles (a block a tile), persistent
+# (a block an SM, taking the tiles in turn) and prefetch (persistent, with two query buffers and the output's
+# own, so that the next tile's queries land under this one's last P V and epilogue)
+SCHEDULES = ("tiles", "persistent", "prefetch")
+PERSISTENT_SCHEDULES = ("persistent", "prefetch")
+# What the model ranks where a fit measured the persistent schedule: prefetch has no term of its own, since
+# it measured no faster than persistent (bench/results/hopper_sweep_h100_prefetch.md: per configuration
+# 0.84-1.14 of its time, the best of each shape within 3 %)
+MODELLED_SCHEDULES = ("tiles", "persistent")
 
 
 @dataclass(frozen=True)
@@ -57,4 +66,10 @@ class HopperParams:
         return self.source != HopperParams.source
 
 
-__all__ = ["OVERHEAD", "HopperParams"]
+def ranked_schedules(params: HopperParams) -> tuple[str, ...]:
+    """The schedules the model ranks: persistent only where a sweep of it (bench/hopper_sweep.py
+    --schedules tiles,persistent) fitted what it hides; prefetch not (MODELLED_SCHEDULES)."""
+    return MODELLED_SCHEDULES if params.persistent_hidden is not None else ("tiles",)
+
+
+__all__ = ["MODELLED_SCHEDULES", "OVERHEAD", "PERSISTENT_SCHEDULES", "SCHEDULES", "HopperParams", "ranked_schedules"]

@@ -139,12 +139,14 @@ def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl
 @gluon.jit
 def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
                    STAGES: gl.constexpr, GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
-                   ROTATE: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr):
+                   ROTATE: gl.constexpr, PREFETCH: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr):
     """The producer: one warp with few registers. Per tile it loads the query tiles, then every chunk of
     K and V into a ring of STAGES SMEM buffers: wait until every consumer has released a buffer (its
     `empty` mbarrier), then let the TMA engine fill it and signal its `ready` mbarrier with the bytes.
     The next tile's first chunks load while the consumers finish this one; its queries wait until they
-    have stored their output (which passes through the query buffers). A head dim that is no power of two
+    have stored their output (which passes through the query buffers), or, with PREFETCH, land in the
+    second of two query buffers as soon as the consumers have issued the tile before's last Q K^T, under
+    that tile's last P V and its epilogue. A head dim that is no power of two
     (SPLIT: 192 = 128 + 64) loads in two column blocks, q and qh, k and kh, under one mbarrier. With BIAS
     each chunk's V comes with each consumer's tile of the bias (its rows at the chunk's keys), under V's
     mbarrier: a consumer reads its bias before the chunk's softmax and releases it with V after PV.
@@ -165,16 +167,19 @@ def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOC
         for j in range(ahead):
             _attn_load(descs, smem, kv_bars, it + j, idx_b, idx_hk, (first + j) * BLOCK_X,
                        idx_b * bias_b_rows + idx_h * bias_h_rows + row0, ROWS, STAGES, GROUPS, SPLIT, BIAS)
-        mbarrier.wait(q_empty, (done & 1) ^ 1)        # a fresh mbarrier passes phase 1: the first tile goes
+        qb, q_phase = _attn_ring(done, 2 if PREFETCH else 1)       # the tile's query buffer
+        # a fresh mbarrier passes phase 1: each buffer's first tile goes
+        mbarrier.wait(q_empty.index(qb), q_phase ^ 1)
         if SPLIT:
-            mbarrier.expect(q_ready, GROUPS * (q_desc.block_type.nbytes + qh_desc.block_type.nbytes))
+            mbarrier.expect(q_ready.index(qb), GROUPS * (q_desc.block_type.nbytes + qh_desc.block_type.nbytes))
         else:
-            mbarrier.expect(q_ready, GROUPS * q_desc.block_type.nbytes)
+            mbarrier.expect(q_ready.index(qb), GROUPS * q_desc.block_type.nbytes)
         for w in gl.static_range(GROUPS):
-            tma.async_copy_global_to_shared(q_desc, [idx_b, idx_h, row0 + w * ROWS, 0], q_ready, q_smem.index(w))
+            tma.async_copy_global_to_shared(q_desc, [idx_b, idx_h, row0 + w * ROWS, 0], q_ready.index(qb),
+                                            q_smem.index(qb * GROUPS + w))
             if SPLIT:
                 tma.async_copy_global_to_shared(qh_desc, [idx_b, idx_h, row0 + w * ROWS, q_desc.block_type.shape[3]],
-                                                q_ready, qh_smem.index(w))
+                                                q_ready.index(qb), qh_smem.index(qb * GROUPS + w))
         for j in range(ahead, n):
             _attn_load(descs, smem, kv_bars, it + j, idx_b, idx_hk, (first + j) * BLOCK_X,
                        idx_b * bias_b_rows + idx_h * bias_h_rows + row0, ROWS, STAGES, GROUPS, SPLIT, BIAS)
@@ -318,13 +323,15 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
 @gluon.jit
 def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
                    STAGES: gl.constexpr, GROUPS: gl.constexpr, GROUP: gl.constexpr, RIGHT: gl.constexpr,
-                   LEFT: gl.constexpr, ROTATE: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr,
-                   SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr,
-                   SPLIT: gl.constexpr):
+                   LEFT: gl.constexpr, ROTATE: gl.constexpr, PREFETCH: gl.constexpr, ALIBI: gl.constexpr,
+                   BIAS: gl.constexpr, SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
+                   SOFTMAX: gl.constexpr, SPLIT: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
     output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring. The
     output (HEAD_E columns, V's head dim) leaves through o_smem: the query tile's (first column block's)
-    buffer where that is V's head dim wide, a buffer of its own otherwise. With ALIBI, the tile's head has a slope (ALiBi's m,
+    buffer where that is V's head dim wide and the queries have one buffer, a buffer of its own otherwise
+    (PREFETCH: the query buffer is released once the tile's last Q K^T has run, and the output's store
+    is waited for only before the next tile's output takes the buffer). With ALIBI, the tile's head has a slope (ALiBi's m,
     one number a (batch, head) at slope_ptr), loaded once a tile. With BIAS, each chunk's scores take this
     warpgroup's tile of the bias, which the producer lands in b_smem with the chunk's V. Its grouped
     arguments are the kernel's (descs, smem, bars, sched, scales, slopes: see there)."""
@@ -351,13 +358,10 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS:
     FIRST: gl.constexpr = 1 if GROUP == 0 else 0        # warpgroup 0 takes the first turn
     turn_mine = turns.index(GROUP)
     turn_next = turns.index((GROUP + 1) % GROUPS)
-    q_tile = q_smem.index(GROUP).reshape([ROWS, HEAD_D])
-    qh_tile = qh_smem.index(GROUP).reshape([ROWS, HEAD_DH])
     arange_x = gl.arange(0, BLOCK_X, gl.SliceLayout(0, s_layout))
     b_first: gl.constexpr = GROUP * STAGES          # this warpgroup's bias tiles in b_smem, one a stage
-    # what every chunk's step takes besides the kernel's groups: the query tile's column blocks, this
-    # warpgroup's turn, the layouts (and, a tile, what the scores' ops read)
-    q_tiles = (q_tile, qh_tile)
+    # what every chunk's step takes besides the kernel's groups: this warpgroup's turn, the layouts (and, a
+    # tile, the query tile's column blocks and what the scores' ops read)
     turn = (turn_mine, turn_next)
     layouts: gl.constexpr = (s_layout, o_layout, p_layout)
 
@@ -376,7 +380,10 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS:
             slope = 0.0
             slope_cols = 0.0
         ring = it - first       # chunk j of the tile is chunk ring + j of the ring
-        mbarrier.wait(q_ready, done & 1)
+        qb, q_phase = _attn_ring(done, 2 if PREFETCH else 1)       # the tile's query buffer
+        q_tiles = (q_smem.index(qb * GROUPS + GROUP).reshape([ROWS, HEAD_D]),
+                   qh_smem.index(qb * GROUPS + GROUP).reshape([ROWS, HEAD_DH]))
+        mbarrier.wait(q_ready.index(qb), q_phase)
 
         # chunk `first`: S only, nothing to accumulate yet (masked: it may be the last, on the diagonal or on a
         # window's left edge)
@@ -421,6 +428,9 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS:
                 j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
                 HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, layouts)
 
+        if PREFETCH:    # every Q K^T of the tile has run: the producer may land the tile after next's queries
+            mbarrier.arrive(q_empty.index(qb), count=1)
+
         # the last chunk's P V
         s, phase = _attn_ring(ring + chunks - 1, STAGES)
         v_tile = v_smem.index(s).reshape([BLOCK_X, HEAD_E])
@@ -430,8 +440,9 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS:
         mbarrier.arrive(v_empty.index(s), count=1)
 
         # O = acc / l (acc itself with a plain sum), through o_smem (this warpgroup's query buffer, no longer
-        # read, where the head dims agree) to GMEM by TMA, rows past the end of the queries clipped by the
-        # TMA engine; then the query buffer is free for the next tile's queries
+        # read, where the head dims agree and the queries have one buffer) to GMEM by TMA, rows past the end
+        # of the queries clipped by the TMA engine; then the query buffer is free for the next tile's queries
+        # (PREFETCH: the output has a buffer of its own, free once the tile before's store has left)
         if SOFTMAX:
             if SINK:    # the head's sink joins the sum: exp(sink - m), log2 e times the sink in exp2's units
                 sink = gl.load(sink_ptr + idx_b * sink_stride_b + idx_h * sink_stride_h).to(gl.float32)
@@ -440,13 +451,17 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS:
             o_val = acc / gl.where(l_o == 0.0, 1.0, l_o)[:, None]   # a row that saw no key: 0, not 0 / 0
         else:
             o_val = acc
+        if PREFETCH:
+            tma.store_wait(0)
         o_smem.index(GROUP).store(o_val.to(o_smem.dtype).reshape([1, 1, ROWS, HEAD_E]))
         fence_async_shared()
         tma.async_copy_shared_to_global(o_desc, [idx_b, idx_h, row0 + GROUP * ROWS, 0], o_smem.index(GROUP))
-        tma.store_wait(0)
-        mbarrier.arrive(q_empty, count=1)
+        if not PREFETCH:
+            tma.store_wait(0)
+            mbarrier.arrive(q_empty.index(0), count=1)
         it += chunks - first
         done += 1
+    tma.store_wait(0)
 
 
 @gluon.jit
@@ -455,7 +470,7 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
         sink_ptr, sink_stride_b, sink_stride_h, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr,
         GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr,
         SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr,
-        CONSUMER_REGS: gl.constexpr, ROTATE: gl.constexpr):
+        CONSUMER_REGS: gl.constexpr, ROTATE: gl.constexpr, PREFETCH: gl.constexpr):
     """A persistent block: it takes tiles of GROUPS x ROWS query rows of one (batch, head) in turn (every
     grid-th tile) and streams each against the keys its rows see: up to RIGHT keys past the diagonal when RIGHT >= 0
     (0: causal), from LEFT keys before it when LEFT >= 0 (a sliding window), all of them otherwise. The descriptors
@@ -470,21 +485,25 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     sink_ptr and its strides give each (batch, head) its sink, a logit of the softmax that weighs no value
     (attention sinks); otherwise unused. ROTATE (a persistent block under a mask) takes its place in each
     round of tiles one further than in the round before (_attn_turn), so that no block takes only the
-    longest or only the shortest of the heads' unequal tiles."""
+    longest or only the shortest of the heads' unequal tiles. PREFETCH (a persistent block) gives the queries
+    two buffers and the output one of its own, so that the next tile's queries land under this one's
+    last P V and epilogue."""
     blocks_q = gl.cdiv(size_q, GROUPS * ROWS)
     tiles = blocks_q * batch_heads
 
-    # SMEM: the query tiles (one per consumer, its first column block reused for the output where that has
-    # V's head dim: 128 of MLA's 192 = 128 + 64; an output tile per consumer otherwise), the K and V rings,
-    # the mbarriers
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, [GROUPS] + q_desc.block_type.shape, q_desc.layout)
-    if o_desc.block_type.shape[3] == q_desc.block_type.shape[3]:
+    # SMEM: the query tiles (one per consumer, two with PREFETCH; its first column block reused for the output
+    # where that has V's head dim, 128 of MLA's 192 = 128 + 64, and the queries one buffer; an output tile per
+    # consumer otherwise), the K and V rings, the mbarriers
+    QBUF: gl.constexpr = 2 if PREFETCH else 1
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [QBUF * GROUPS] + q_desc.block_type.shape, q_desc.layout)
+    if o_desc.block_type.shape[3] == q_desc.block_type.shape[3] and not PREFETCH:
         o_smem = q_smem
     else:
         o_smem = gl.allocate_shared_memory(o_desc.dtype, [GROUPS] + o_desc.block_type.shape, o_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES] + k_desc.block_type.shape, k_desc.layout)
     if SPLIT:
-        qh_smem = gl.allocate_shared_memory(qh_desc.dtype, [GROUPS] + qh_desc.block_type.shape, qh_desc.layout)
+        qh_smem = gl.allocate_shared_memory(qh_desc.dtype, [QBUF * GROUPS] + qh_desc.block_type.shape,
+                                            qh_desc.layout)
         kh_smem = gl.allocate_shared_memory(kh_desc.dtype, [STAGES] + kh_desc.block_type.shape, kh_desc.layout)
     else:
         qh_smem = q_smem
@@ -494,15 +513,16 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
         b_smem = gl.allocate_shared_memory(b_desc.dtype, [GROUPS * STAGES] + b_desc.block_type.shape, b_desc.layout)
     else:
         b_smem = k_smem
-    q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_ready = gl.allocate_shared_memory(gl.int64, [QBUF, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [QBUF, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     turns = gl.allocate_shared_memory(gl.int64, [GROUPS, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(q_ready, count=1)
-    mbarrier.init(q_empty, count=GROUPS)                    # every consumer has stored its output
+    for b in gl.static_range(QBUF):
+        mbarrier.init(q_ready.index(b), count=1)
+        mbarrier.init(q_empty.index(b), count=GROUPS)       # every consumer is done with its queries
     for s in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(s), count=1)
         mbarrier.init(k_empty.index(s), count=GROUPS)       # every consumer releases each buffer
@@ -528,42 +548,52 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     if GROUPS == 1:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
+                              SPLIT)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ROTATE, SPLIT, BIAS)),
+                              ROTATE, PREFETCH, SPLIT, BIAS)),
         ], [1], [24])
     elif GROUPS == 2:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
+                              SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              1, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
+                              SPLIT)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ROTATE, SPLIT, BIAS)),
+                              ROTATE, PREFETCH, SPLIT, BIAS)),
         ], [4, 1], [CONSUMER_REGS, 24])
     elif GROUPS == 3:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
+                              SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              1, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
+                              SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              2, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              2, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
+                              SPLIT)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ROTATE, SPLIT, BIAS)),
+                              ROTATE, PREFETCH, SPLIT, BIAS)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
     elif GROUPS == 4:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
+                              SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              1, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
+                              SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              2, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              2, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
+                              SPLIT)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              3, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),
+                              3, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
+                              SPLIT)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ROTATE, SPLIT, BIAS)),
+                              ROTATE, PREFETCH, SPLIT, BIAS)),
         ], [4, 4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, 24])
     else:
         gl.static_assert(False, "no partition list for this many consumer warpgroups")
@@ -638,7 +668,7 @@ CONFIG = CONFIGS  # the same, under the short name
 # What a call's config= gives the kernel: these keys; True: a power of two, False: a positive
 # int, a tuple: one of its values
 CONFIG_KEYS = {
-    'flash': {'WARPGROUPS': False, 'BLOCK_X': True, 'STAGES': False, 'OVERLAP': ('none', 'inter', 'intra', 'inter+intra'), 'SCHEDULE': ('tiles', 'persistent')},
+    'flash': {'WARPGROUPS': False, 'BLOCK_X': True, 'STAGES': False, 'OVERLAP': ('none', 'inter', 'intra', 'inter+intra'), 'SCHEDULE': ('tiles', 'persistent', 'prefetch')},
 }
 ROWS = 64  # query rows of a consumer warpgroup: wgmma's m
 # Per number of consumer warpgroups: the registers a thread at launch (maxnreg), and what
@@ -876,7 +906,7 @@ def _plan(q, k, v, out, entry, size, cfg):
     boxes = ([1, 1, ROWS, lo], [1, 1, cfg['BLOCK_X'], lo], [1, 1, cfg['BLOCK_X'], value_dim], [1, 1, ROWS, value_dim],
              [1, 1, ROWS, hi] if hi else None, [1, 1, cfg['BLOCK_X'], hi] if hi else None)
     tiles = triton.cdiv(size_q, groups * ROWS) * batch * heads
-    if cfg['SCHEDULE'] == 'persistent':
+    if cfg['SCHEDULE'] != 'tiles':
         grid = (min(tiles, _sm_count(q.device)),)  # a block an SM, each taking every grid-th tile
     else:
         grid = (tiles,)  # a block a tile, scheduled by the hardware
@@ -885,7 +915,8 @@ def _plan(q, k, v, out, entry, size, cfg):
                       LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
-                      ROTATE=cfg['SCHEDULE'] == 'persistent' and (RIGHT >= 0 or LEFT >= 0))  # a place further each round
+                      ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
+                      PREFETCH=cfg['SCHEDULE'] == 'prefetch')  # two query buffers, the output its own
     copied = tuple(not _tma_able(x) for x in (q, k, v, out))
     return _Plan(_mha_flash, cfg, grid, boxes, constexprs, copied, sizes)
 
@@ -992,7 +1023,7 @@ def attention(q, k, v, causal=False, out=None, config=None):
     return out
 
 
-OP_NAME = 'napkin::attention_ae1094a46f668afa'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_bf60e76abe3b2621'  # attention_op's name: this module's text's digest
 _OPS = []  # attention_op's op, once registered
 
 

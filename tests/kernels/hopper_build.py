@@ -96,7 +96,8 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
                   "RIGHT": module.RIGHT, "LEFT": module.LEFT, "ALIBI": module.ALIBI, "BIAS": module.BIAS,
                   "SINK": module.SINK, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
                   "SOFTMAX": module.SOFTMAX, "SPLIT": hi > 0, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups],
-                  "ROTATE": entry["SCHEDULE"] == "persistent" and (module.RIGHT >= 0 or module.LEFT >= 0)}
+                  "ROTATE": entry["SCHEDULE"] != "tiles" and (module.RIGHT >= 0 or module.LEFT >= 0),
+                  "PREFETCH": entry["SCHEDULE"] == "prefetch"}
     signature = {"q_desc": descs["q"], "k_desc": descs["k"], "v_desc": descs["v"], "o_desc": descs["o"],
                  "qh_desc": descs["qh"], "kh_desc": descs["kh"], **SCALARS, "slope_ptr": f"*{dtype}",
                  "b_desc": descs["b"], "sink_ptr": f"*{dtype}",

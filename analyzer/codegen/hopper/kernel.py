@@ -36,12 +36,13 @@ PARTITION = Template('''\
 ${indent}gl.warp_specialize([
 ${consumers}
 ${indent}    (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-${indent}                      ROTATE, SPLIT, BIAS)),
+${indent}                      ROTATE, PREFETCH, SPLIT, BIAS)),
 ${indent}], [${warps}], [${regs}])''')
 
 CONSUMER = Template('''\
 ${indent}    (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-${indent}                      ${group}, RIGHT, LEFT, ROTATE, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX, SPLIT)),''')
+${indent}                      ${group}, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
+${indent}                      SPLIT)),''')
 
 
 # The Gluon of each elementwise op on the scores (analyzer.config.scores.SFU_PER_SCORE counts its cost)

@@ -339,7 +339,7 @@ def _plan(q, k, v, out, entry, size, cfg):
     boxes = ([1, 1, ROWS, lo], [1, 1, cfg['BLOCK_X'], lo], [1, 1, cfg['BLOCK_X'], value_dim], [1, 1, ROWS, value_dim],
              [1, 1, ROWS, hi] if hi else None, [1, 1, cfg['BLOCK_X'], hi] if hi else None)
     tiles = triton.cdiv(size_q, groups * ROWS) * batch * heads
-    if cfg['SCHEDULE'] == 'persistent':
+    if cfg['SCHEDULE'] != 'tiles':
         grid = (min(tiles, _sm_count(q.device)),)  # a block an SM, each taking every grid-th tile
     else:
         grid = (tiles,)  # a block a tile, scheduled by the hardware
@@ -348,7 +348,8 @@ def _plan(q, k, v, out, entry, size, cfg):
                       LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
-                      ROTATE=cfg['SCHEDULE'] == 'persistent' and (RIGHT >= 0 or LEFT >= 0))  # a place further each round
+                      ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
+                      PREFETCH=cfg['SCHEDULE'] == 'prefetch')  # two query buffers, the output its own
     copied = tuple(not _tma_able(x) for x in (q, k, v, out))
     return _Plan({name}, cfg, grid, boxes, constexprs, copied, sizes)
 '''
