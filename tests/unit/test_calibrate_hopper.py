@@ -80,8 +80,8 @@ def test_a_parameter_no_record_moves_is_undetermined_not_exact(tmp_path):
 
 
 def test_without_the_persistent_schedule_the_fit_leaves_it_unfitted_and_unranked(tmp_path):
-    """A recording that never ran the persistent schedule (the H200's) fits nothing of it: the profile
-    carries no persistent_hidden, and the model ranks a block a tile only."""
+    """A recording that never ran the persistent schedule (the H200's until 2026-11-28) fits nothing of it:
+    the profile carries no persistent_hidden, and the model ranks a block a tile only."""
     path = _synthetic(tmp_path, 0.02)
     doc = json.loads(path.read_text())
     doc["records"] = [r for r in doc["records"] if r["config"]["SCHEDULE"] == "tiles"]
@@ -95,13 +95,48 @@ def test_without_the_persistent_schedule_the_fit_leaves_it_unfitted_and_unranked
     assert {c.schedule for _, c in ranked} == {"tiles"}
 
 
-def test_the_shipped_fit_ranks_the_persistent_schedule_where_it_measured_faster():
-    """The H100's fit (bench/results/hopper_sweep_h100_persistent.json and _causal.json: persistent
-    1.05-1.09x a block a tile at FlashAttention-3's 512 tokens, causal up to 1.15x at 1k, 0.97-0.99x from
-    8k) puts it first at short sequences, causal or not, and a block a tile at long ones."""
+def test_a_schedule_the_model_has_no_terms_for_is_left_out_of_the_fit(tmp_path):
+    """prefetch (two query buffers) measured no faster than persistent and has no term of its own: its
+    records, however they timed, move no parameter (a fit would otherwise price them as persistent ones),
+    and no ranking offers it."""
+    path = _synthetic(tmp_path, 0.02)
+    doc = json.loads(path.read_text())
+    again = [{**r, "config": {**r["config"], "SCHEDULE": "prefetch"}, "time_s": 10 * r["time_s"]}
+             for r in doc["records"] if r["config"]["SCHEDULE"] == "persistent"]
+    with_prefetch = tmp_path / "with_prefetch.json"
+    with_prefetch.write_text(json.dumps({**doc, "records": doc["records"] + again}))
+    assert again
+    plain, more = cal.calibrate(str(path), "h100"), cal.calibrate(str(with_prefetch), "h100")
+    assert more.fitted.params == plain.fitted.params
+    for gpu in ("h100", "h200"):
+        ranked = model.ranked(hardware.load(gpu), 64, "fp16", seq_q=512, seq_k=512, instances=1024, causal=True)
+        assert {c.schedule for _, c in ranked} == {"tiles", "persistent"}
+
+
+def test_prefetch_counts_its_second_query_buffer_and_its_output_buffer():
+    """Table 1's SMEM for the prefetch schedule: the persistent schedule's, plus a second query tile per
+    consumer where the persistent schedule sends the output through the query tile's first column block
+    (V's head dim that block's: 64, 128, MLA's 128 of 192; a V of 64 beside 128 has its own either way) and
+    a second pair of query mbarriers."""
     h100 = hardware.load("h100")
-    first = (lambda seq, causal: model.ranked(h100, 128, "fp16", seq_q=seq, seq_k=seq, instances=16384 // seq * 16,
-                                               causal=causal)[0][1].schedule)
+    for d, e in ((64, None), (128, None), (192, 128), (128, 64)):
+        for n, chunk in ((1, 64), (2, 128), (3, 64)):
+            at = {"warpgroups": n, "chunk": chunk, "stages": 2, "overlap": "intra", "value_dim": e}
+            persistent = model.configuration(h100, d, "fp16", schedule="persistent", **at)
+            prefetch = model.configuration(h100, d, "fp16", schedule="prefetch", **at)
+            output = 0 if (e or d) != model.head_blocks(d)[0] else n * 64 * (e or d) * 2
+            assert prefetch.smem_bytes - persistent.smem_bytes == n * 64 * d * 2 + output + 2 * model.MBARRIER_BYTES
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_the_shipped_fit_ranks_the_persistent_schedule_where_it_measured_faster(gpu):
+    """Each GPU's fit (bench/results/hopper_sweep_<gpu>_persistent.json, on the H100 also _causal.json:
+    persistent 1.05-1.09x a block a tile at FlashAttention-3's 512 tokens on the H100, causal up to 1.15x
+    at 1k, 0.97-0.99x from 8k) puts it first at short sequences, causal or not, and a block a tile at long
+    ones."""
+    profile = hardware.load(gpu)
+    first = (lambda seq, causal: model.ranked(profile, 128, "fp16", seq_q=seq, seq_k=seq,
+                                               instances=16384 // seq * 16, causal=causal)[0][1].schedule)
     assert [first(512, c) for c in (False, True)] == ["persistent", "persistent"]
     assert [first(16384, c) for c in (False, True)] == ["tiles", "tiles"]
 
