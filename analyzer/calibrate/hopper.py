@@ -44,7 +44,9 @@ from analyzer.config.scores import SOFTMAX, Scores
 from analyzer.hardware import Estimate, HopperFit, Profile
 
 HELD_OUT_SEQLEN = 4096       # the grid's sequence length left out of the fit
-BIAS = "bias_efficiency"     # the variants' fit: the bandwidth an additive bias is read at
+BIAS = "bias_efficiency"     # the variants' fit: the bandwidth an additive bias is read at,
+BIAS_ROW = "bias_row_clocks"  # and what a row of its tile costs the copy engine beyond its bytes
+BIAS_TERMS = (BIAS, BIAS_ROW)
 HUBER_SCALE = 0.05           # log errors beyond 5 % count linearly: a few odd timings cannot pull the fit
 # name -> (start, lower, upper, scale): each parameter's range is where it means what HopperFit says
 PARAMETERS = {
@@ -352,8 +354,8 @@ def hopper_fit(r: Result, command: str) -> HopperFit:
     if (v := r.variants) is not None:
         # a cost no training record moves (undetermined) stays as counted: the profile holds measurements only
         ops = {"score_clocks": {n: _estimate(v.value(n), e) for n, e in v.uncertainty.items()
-                                if n != BIAS and math.isfinite(e)},
-               **({BIAS: _estimate(v.value(BIAS), v.uncertainty[BIAS])} if BIAS in v.uncertainty else {})}
+                                if n not in BIAS_TERMS and math.isfinite(e)},
+               **{n: _estimate(v.value(n), v.uncertainty[n]) for n in BIAS_TERMS if n in v.uncertainty}}
         variants = {"variants_source": f"{v.source}: {v.recording.meta.get('command', '?')}, "
                                        f"{v.recording.meta.get('date', '?')}",
                     "variants_training_records": v.training,

@@ -23,6 +23,8 @@ import numpy as np
 from analyzer import hardware
 from analyzer.calibrate.hopper import (
     BIAS,
+    BIAS_ROW,
+    BIAS_TERMS,
     HELD_OUT_SEQLEN,
     Choice,
     Errors,
@@ -59,7 +61,7 @@ class Variants:
     chains: list[Scores]
     split: list[str]                         # per record: train, held-out configs, held-out size, softmax
     params: HopperParams                     # the softmax fit with the ops' fitted costs
-    uncertainty: dict[str, float]            # per fitted parameter (score_clocks' by lowering, bias_efficiency)
+    uncertainty: dict[str, float]            # per fitted parameter (score_clocks' by lowering, BIAS_TERMS)
     at_bounds: dict[str, str]
     training: int
     rms_log_error: float
@@ -67,7 +69,7 @@ class Variants:
     choices: dict[str, list[Choice]]                  # model -> per shape
 
     def value(self, name: str) -> float:
-        return self.params.bias_efficiency if name == BIAS else dict(self.params.score_clocks)[name]
+        return getattr(self.params, name) if name in BIAS_TERMS else dict(self.params.score_clocks)[name]
 
 
 def counted(lowering: str, profile: Profile) -> float:
@@ -113,6 +115,7 @@ def fit_variants(path: str, base: Profile, softmax: HopperParams, held_out: int)
                  counted(lo, base) or 0.05) for lo in lowerings}
     if any(c.bias is not None for c in chains):
         spec[BIAS] = (1.0, 0.05, 1.5, 1.0)
+        spec[BIAS_ROW] = (2.0, 0.0, 64.0, 1.0)     # SM clocks a row: 0 to a 128-byte row at 2 bytes a clock
     train = [i for i, s in enumerate(split) if s == "train"]
     if len(train) < 3 * len(spec):
         raise NapkinError(f"{path}: {len(train)} training records are too few to fit the {len(spec)} costs of "
@@ -122,8 +125,8 @@ def fit_variants(path: str, base: Profile, softmax: HopperParams, held_out: int)
 
     def params(x: np.ndarray) -> HopperParams:
         fitted = dict(zip(spec, map(float, x), strict=True))
-        return replace(softmax, bias_efficiency=fitted.pop(BIAS, softmax.bias_efficiency),
-                       score_clocks=tuple(sorted(fitted.items())))
+        bias = {name: fitted.pop(name) for name in BIAS_TERMS if name in fitted}
+        return replace(softmax, **bias, score_clocks=tuple(sorted(fitted.items())))
 
     def residuals(x: np.ndarray) -> np.ndarray:
         p = params(x)

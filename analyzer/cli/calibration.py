@@ -133,6 +133,7 @@ def _across(across: str | None) -> tuple[str | None, str | None]:
 
 
 def _hopper_done(result, command: str, output: str | None, report: str | None, plot: None) -> None:
+    from analyzer.calibrate.hopper import BIAS_TERMS
     from analyzer.report.hopper_calibration import summary, write
     for path in write(result, command, output, report):
         wrote(path)
@@ -141,7 +142,7 @@ def _hopper_done(result, command: str, output: str | None, report: str | None, p
                    f"{_bound(result.fitted.at_bounds.get(name))}")
     if (v := result.variants) is not None:
         for name, value in v.uncertainty.items():
-            shown = name if name == "bias_efficiency" else f"score_clocks[{name}]"
+            shown = name if name in BIAS_TERMS else f"score_clocks[{name}]"
             typer.echo(f"  {shown} = {v.value(name):.4g} ± {value:.2g}{_bound(v.at_bounds.get(name))}")
     for line in summary(result):
         typer.echo(line)

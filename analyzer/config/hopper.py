@@ -252,9 +252,11 @@ def chunk_times(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, ov
     loaded = c.chunk * (head_dim + (value_dim or head_dim)) * bytes_per_value(dtype)   # a chunk of K and of V
     bandwidth = profile.level(LOADS_FROM).bandwidth_bytes_per_s * params.l2_efficiency
     t_h = loaded * profile.sm_count / bandwidth
-    if scores.bias is not None:    # the block's rows of the bias at the chunk's keys: read once, from HBM
+    if scores.bias is not None:    # the block's rows of the bias at the chunk's keys: read once, from HBM,
+        # a request a row
         t_h += c.block_rows * c.chunk * bytes_per_value(dtype) * profile.sm_count / \
-            (profile.level("gmem").bandwidth_bytes_per_s * params.bias_efficiency)
+            (profile.level("gmem").bandwidth_bytes_per_s * params.bias_efficiency) + \
+            c.block_rows * params.bias_row_clocks / profile.clocks.tensor_hz
     # the lane that bounds it is the one that would under Section 6's perfect overlap: the soft overlap
     # lengthens the period by what the shorter lane fails to hide, it does not change which is longer
     sharp = bound(body, groups=c.warpgroups, strategy=strategy, overhead=o)

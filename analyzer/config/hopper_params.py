@@ -42,6 +42,9 @@ class HopperParams:
     # the variants (napkin calibrate --variants); an op absent costs its counted SFU and lane operations
     score_clocks: tuple[tuple[str, float], ...] = ()
     bias_efficiency: float = 1.0   # achieved fraction of the HBM bandwidth an additive bias is read at
+    # SM clocks a block's copy engine spends a row of a bias tile beyond its bytes (a TMA box of w rows is w
+    # requests): a chunk of s_x keys costs a block's g_q rows this once, so narrow chunks pay it more a key
+    bias_row_clocks: float = 0.0
     # share of a tile's fixed cost (its prologue chunks and tile overhead) the persistent schedule runs under
     # the tile before it; None: no sweep of that schedule was fitted, so the model does not rank it (and
     # prices it as the paper would, every prologue but the first hidden)

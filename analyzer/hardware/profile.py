@@ -222,6 +222,9 @@ class HopperFit(Exact):
     bias_efficiency: Estimate | None = Field(
         None, description="Achieved fraction of the HBM bandwidth an additive bias (heads x queries x keys) "
                           "is read at.")
+    bias_row_clocks: Estimate | None = Field(
+        None, description="SM clocks a block's copy engine spends a row of a bias tile beyond its bytes (a "
+                          "TMA box is a request a row), fitted with bias_efficiency on chunks of two widths.")
     persistent_hidden: Estimate | None = Field(
         None, description="Share of a tile's fixed cost (its prologue chunks and tile overhead) the persistent "
                           "schedule runs under the tile before it; absent where no sweep of that schedule was "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from analyzer.calibrate.hopper import BIAS, Result, hopper_fit
+from analyzer.calibrate.hopper import BIAS, BIAS_ROW, Result, hopper_fit
 from analyzer.calibrate.hopper_variants import Variants, counted
 from analyzer.calibrate.ranges import at_bounds_text
 from analyzer.calibrate.validate import HELD_OUT_SHARE
@@ -149,7 +149,11 @@ def variants_markdown(v: Variants, base_name: str) -> list[str]:
         shown = f"{error:.2g}" if math.isfinite(error) else "undetermined (no record moves it)"
         if name == BIAS:
             out.append(f"| {name} | {v.value(name):.3g} | {shown} | 1 | achieved fraction of {base_name}'s HBM "
-                       "bandwidth an additive bias is read at |")
+                       "bandwidth an additive bias's bytes are read at (fitted with its rows' term below: above 1, "
+                       "the rows carry more of the cost than the bytes) |")
+        elif name == BIAS_ROW:
+            out.append(f"| {name} | {v.value(name):.3g} | {shown} | 0 | SM clocks a block's copy engine spends a row "
+                       "of a bias tile beyond its bytes (a TMA box is a request a row) |")
         else:
             out.append(f"| score_clocks[{name}] | {v.value(name):.4g} | {shown} | {counted(name, v.profile):.4g} | "
                        f"SM clocks a score the {name} op costs the threads |")

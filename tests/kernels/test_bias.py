@@ -42,15 +42,18 @@ def test_the_bias_is_an_input_of_the_call_and_one_add_in_the_chain():
 
 def test_the_kernel_holds_a_tile_of_the_bias_a_consumer_and_stage_and_the_model_reads_it_from_memory():
     """SMEM: stages x N tiles of 64 rows x s_x beside the plain kernel's; the loads of a chunk: K and V
-    from L2 and the block's rows of the bias from HBM."""
+    from L2 and the block's rows of the bias from HBM, and a request a row of them."""
     plain = hopper.configuration(H100, 128, "fp16", warpgroups=2, chunk=64, stages=2, overlap="intra")
     biased = hopper.configuration(H100, 128, "fp16", warpgroups=2, chunk=64, stages=2, overlap="intra", bias=True)
     assert biased.smem_bytes - plain.smem_bytes == 2 * 2 * 64 * 64 * 2
     add = Scores((ScoreOp("Sb", "add"),))
     with_bias = hopper.chunk_times(H100, plain, 128, "fp16", scores=add)["loads"]
     without = hopper.chunk_times(H100, plain, 128, "fp16")["loads"]
-    hbm = H100.level("gmem").bandwidth_bytes_per_s * hopper.HopperParams.of(H100).bias_efficiency   # as fitted
-    assert with_bias - without == pytest.approx(128 * 64 * 2 * H100.sm_count / hbm)
+    params = hopper.HopperParams.of(H100)                 # as fitted
+    hbm = H100.level("gmem").bandwidth_bytes_per_s * params.bias_efficiency
+    rows = 128 * params.bias_row_clocks / H100.clocks.tensor_hz
+    assert params.bias_row_clocks > 0
+    assert with_bias - without == pytest.approx(128 * 64 * 2 * H100.sm_count / hbm + rows)
 
 
 def test_a_bias_not_laid_along_both_sequences_takes_the_portable_kernel(tmp_path):

@@ -200,7 +200,7 @@ def test_the_models_parameters_are_one_list_wherever_they_are_named():
 
     from analyzer.hardware.profile import HopperFit
     from analyzer.report.hopper_calibration import MEANING
-    variants = {"score_clocks", "bias_efficiency"}           # the variants' fit (analyzer.calibrate.hopper_variants)
+    variants = {"score_clocks", *cal.BIAS_TERMS}             # the variants' fit (analyzer.calibrate.hopper_variants)
     model = {f.name for f in fields(HopperParams)} - variants - {"source"}
     profile = set(HopperFit.model_fields) - variants - {"source", "fit"}
     assert model == profile == set(cal.PARAMETERS) == set(MEANING)

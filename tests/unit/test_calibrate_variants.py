@@ -30,7 +30,7 @@ SOFTMAX_FIT = HopperParams(tensor_efficiency=0.75, softmax_overhead=0.7, l2_effi
 # costs the records' bounds see: a cost below what the tensor cores hide moves no prediction, and the fit
 # could then stop anywhere under it
 TRUTH = replace(SOFTMAX_FIT, score_clocks=(("alibi shifted", 0.02), ("sigmoid", 0.08), ("softcap", 0.09)),
-                bias_efficiency=0.6)
+                bias_efficiency=0.6, bias_row_clocks=4.0)
 
 
 def test_an_op_costs_its_counted_operations_until_a_fit_says_otherwise():
@@ -64,7 +64,7 @@ def _synthetic(tmp_path: Path, noise: float, seed: int = 0) -> Path:
 @pytest.mark.parametrize("noise", [0.0, 0.02])
 def test_the_variants_fit_recovers_the_costs_it_was_made_with(tmp_path, noise):
     v = fit_variants(str(_synthetic(tmp_path, noise)), DATASHEET, SOFTMAX_FIT, held_out=4096)
-    truth = {**dict(TRUTH.score_clocks), "bias_efficiency": TRUTH.bias_efficiency}
+    truth = {**dict(TRUTH.score_clocks), **{name: getattr(TRUTH, name) for name in cal.BIAS_TERMS}}
     for name, error in v.uncertainty.items():
         if not np.isfinite(error):        # an op no record's bound moves (the bias's add, under its loads)
             assert v.value(name) == pytest.approx(counted(name, DATASHEET))
@@ -83,7 +83,8 @@ def test_the_shipped_variants_fit_is_what_the_committed_recording_gives():
     shipped = yaml.safe_load((ROOT / "hardware" / "h100-calibrated.yaml").read_text())["calibration"]["hopper"]
     for name, estimate in shipped["score_clocks"].items():
         assert r.variants.value(name) == pytest.approx(estimate["value"], rel=1e-3)
-    assert r.variants.params.bias_efficiency == pytest.approx(shipped["bias_efficiency"]["value"], rel=1e-3)
+    for name in cal.BIAS_TERMS:
+        assert getattr(r.variants.params, name) == pytest.approx(shipped[name]["value"], rel=1e-3)
     # and the profile's model uses them: a datasheet profile of the GPU ranks with its calibrated sibling's
     params = HopperParams.of(hardware.load("h100"))
     assert dict(params.score_clocks) == pytest.approx({k: e["value"] for k, e in shipped["score_clocks"].items()})
