@@ -257,8 +257,8 @@ def grid(run: Run) -> None:
             continue
         row = row_of(run, TOKENS // seq, HIDDEN // d, seq, seq, d, causal, dt)
         run.doc["grid"].append(row)
-        log(f"grid d={d} L={seq} causal={causal} {dt}: napkin {row.get('napkin_tflops', 0):.0f}, cuDNN "
-            f"{row.get('cudnn_tflops', 0):.0f}, FA4 {row.get('fa4_tflops', 0):.0f} TFLOP/s {row['config']}")
+        log(f"grid d={d} L={seq} causal={causal} {dt}: napkin {_tf(row.get('napkin_tflops'))}, cuDNN "
+            f"{_tf(row.get('cudnn_tflops'))}, FA4 {_tf(row.get('fa4_tflops'))} TFLOP/s {row['config']}")
         run.save()
 
 
@@ -269,8 +269,8 @@ def shapes(run: Run) -> None:
             continue
         row = {"shape": name, **row_of(run, batch, heads, sq, sk, d, False, "fp16")}
         run.doc["shapes"].append(row)
-        log(f"{name}: napkin {row.get('napkin_s', 0) * 1e6:.1f} us, cuDNN {row.get('cudnn_s', 0) * 1e6:.1f} us, "
-            f"FA4 {row.get('fa4_s', 0) * 1e6:.1f} us")
+        log(f"{name}: " + ", ".join(f"{who} {row[key] * 1e6:.1f} us" if row.get(key) else f"{who} -"
+                                    for who, key in (("napkin", "napkin_s"), ("cuDNN", "cudnn_s"), ("FA4", "fa4_s"))))
         run.save()
 
 
