@@ -604,7 +604,8 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
 # call takes the nearest grid point (log2, analyzer.config.by_size). WARPGROUPS: consumer
 # warpgroups N; BLOCK_X: keys per chunk s_x; STAGES: SMEM buffers per streamed load; OVERLAP:
 # none, inter (ping-pong), intra (softmax under the next QK^T) or inter+intra; SCHEDULE: tiles (a
-# block a tile) or persistent (a block an SM, taking every grid-th tile).
+# block a tile), persistent (a block an SM, taking every grid-th tile) or prefetch (persistent,
+# the next tile's queries landing under this one's epilogue: config= only, the model ranks it not).
 LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 INSTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CONFIGS = {
@@ -1023,7 +1024,7 @@ def attention(q, k, v, causal=False, out=None, config=None):
     return out
 
 
-OP_NAME = 'napkin::attention_bf60e76abe3b2621'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_c5cfcaab369f3dd1'  # attention_op's name: this module's text's digest
 _OPS = []  # attention_op's op, once registered
 
 

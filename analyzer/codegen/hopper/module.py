@@ -87,7 +87,8 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
              "# call takes the nearest grid point (log2, analyzer.config.by_size). WARPGROUPS: consumer",
              "# warpgroups N; BLOCK_X: keys per chunk s_x; STAGES: SMEM buffers per streamed load; OVERLAP:",
              "# none, inter (ping-pong), intra (softmax under the next QK^T) or inter+intra; SCHEDULE: tiles (a",
-             "# block a tile) or persistent (a block an SM, taking every grid-th tile).",
+             "# block a tile), persistent (a block an SM, taking every grid-th tile) or prefetch (persistent,",
+             "# the next tile's queries landing under this one's epilogue: config= only, the model ranks it not).",
              f"LENGTHS = {first.lengths!r}", f"INSTANCES = {first.instances!r}", "CONFIGS = {",
              f"    {py_str(g.kernels[0].plan.name)}: {{"]
     for d, t in tables.items():
