@@ -10,7 +10,9 @@ ops between the contractions that load a vector) (analyzer.config.chain). This s
   transposed weight, a misaligned base: the launcher's copies);
 - times each beside torch's unfused sequence of the same order (mlp2: matmul, relu, matmul; linear
   attention: (Q K^T) V as two matmuls), and linear attention's keys-first order, Q (K^T V), in torch and
-  in napkin's module for linear_attention (the portable kernel: the chain kernel refuses that order);
+  in napkin's modules for linear_attention (fused: every group of queries builds the state) and
+  linear_attention_split (the state built once in pieces, three kernels; both the portable module: the
+  chain kernel refuses that order);
 - times every legal configuration of the chain kernel at each diagram's defaults: whether the model's
   choice is within 5 % of the fastest, and the model's error on each.
 
@@ -73,7 +75,8 @@ kernels:
 EDGES = {"mlp2": {"n": 1000, "i": 200, "f": 1000, "o": 120},
          "mlp_bias": {"n": 1000, "i": 200, "f": 1000, "o": 120},
          "linear_attention_queries": {"q": 1000, "x": 1100, "d": 96, "e": 80},
-         "linear_attention": {"q": 1000, "x": 1100, "d": 96, "e": 80}}
+         "linear_attention": {"q": 1000, "x": 1100, "d": 96, "e": 80},
+         "linear_attention_split": {"q": 1000, "c": 11, "xc": 100, "d": 96, "e": 80}}
 def _transposed(torch, xs):
     """W1 as a transposed view of a (f, i) tensor: its last stride is not 1, so the launcher copies it."""
     return [xs[0], xs[1].T.contiguous().T, *xs[2:]]
@@ -97,7 +100,8 @@ ODD_INPUTS = (("mlp2", "one row, f shorter than a chunk", {"n": 1, "i": 200, "f"
               ("mlp2", "W1 a transposed view", EDGES["mlp2"], _transposed),
               ("mlp2", "X at a misaligned base", EDGES["mlp2"], _offset))
 MODULES = (("mlp2", "fp16"), ("mlp2", "bf16"), ("mlp_bias", "fp16"), ("mlp_bias", "bf16"),
-           ("linear_attention_queries", "fp16"), ("linear_attention_queries", "bf16"), ("linear_attention", "fp16"))
+           ("linear_attention_queries", "fp16"), ("linear_attention_queries", "bf16"), ("linear_attention", "fp16"),
+           ("linear_attention_split", "fp16"))
 
 
 def inputs(torch, diagram: str, s: dict, dtype, seed: int = 0) -> list:
@@ -111,6 +115,10 @@ def inputs(torch, diagram: str, s: dict, dtype, seed: int = 0) -> list:
     if diagram == "mlp_bias":
         return [r(s["n"], s["i"]), r(s["i"], s["f"], scale=s["i"] ** -0.5), r(s["f"]),
                 r(s["f"], s["o"], scale=s["f"] ** -0.5)]
+    if diagram == "linear_attention_split":     # the keys as c pieces of xc: views of (x, d) and (x, e)
+        x = s["c"] * s["xc"]
+        return [r(s["q"], s["d"], scale=s["d"] ** -0.5), r(x, s["d"]).view(s["c"], s["xc"], s["d"]),
+                r(x, s["e"], scale=x ** -0.5).view(s["c"], s["xc"], s["e"])]
     return [r(s["q"], s["d"], scale=s["d"] ** -0.5), r(s["x"], s["d"]), r(s["x"], s["e"], scale=s["x"] ** -0.5)]
 
 
@@ -120,7 +128,8 @@ def reference(torch, diagram: str, xs: list):
         return torch.relu(d[0] @ d[1]) @ d[2]
     if diagram == "mlp_bias":
         return torch.nn.functional.gelu(d[0] @ d[1] + d[2], approximate="tanh") @ d[3]
-    return d[0] @ (d[1].T @ d[2])
+    k, v = (x.reshape(-1, x.shape[-1]) for x in d[1:])     # the split form's pieces as one run of keys
+    return d[0] @ (k.T @ v)
 
 
 def peers(torch, diagram: str, xs: list) -> dict:
@@ -132,8 +141,9 @@ def peers(torch, diagram: str, xs: list) -> dict:
         return {"torch": lambda: torch.matmul(F.gelu(torch.matmul(xs[0], xs[1]) + xs[2], approximate="tanh"), xs[3]),
                 "torch addmm": lambda: torch.matmul(F.gelu(torch.addmm(xs[2], xs[0], xs[1]), approximate="tanh"),
                                                     xs[3])}
-    return {"torch queries first": lambda: torch.matmul(torch.matmul(xs[0], xs[1].T), xs[2]),
-            "torch keys first": lambda: torch.matmul(xs[0], torch.matmul(xs[1].T, xs[2]))}
+    k, v = (x.reshape(-1, x.shape[-1]) for x in xs[1:])    # a view: the split form's pieces as one run of keys
+    return {"torch queries first": lambda: torch.matmul(torch.matmul(xs[0], k.T), v),
+            "torch keys first": lambda: torch.matmul(xs[0], torch.matmul(k.T, v))}
 
 
 def flops(diagram: str, s: dict) -> float:
@@ -142,6 +152,8 @@ def flops(diagram: str, s: dict) -> float:
         return 2.0 * s["n"] * s["f"] * (s["i"] + s["o"])
     if diagram == "linear_attention":
         return 2.0 * s["x"] * s["d"] * s["e"] + 2.0 * s["q"] * s["d"] * s["e"]
+    if diagram == "linear_attention_split":
+        return 2.0 * s["c"] * s["xc"] * s["d"] * s["e"] + 2.0 * s["q"] * s["d"] * s["e"]
     return 2.0 * s["q"] * s["x"] * (s["d"] + s["e"])
 
 

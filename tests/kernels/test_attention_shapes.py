@@ -92,3 +92,36 @@ def test_linear_attention_matches_float64(seq_q, seq_k, dim, value, tmp_path):
     ref = qt.double() @ (kt.double().T @ vt.double())
     # the state is rounded to fp16 before the tensor cores take it: about 5e-4 relative
     assert _rel(m.linear_attention(qt, kt, vt), ref) < 1e-2
+
+
+def test_linear_attention_split_builds_the_state_once():
+    """Keys first, the state built once in pieces: the pieces' kernel loads K and V once (c xc (d + e))
+    and saves c partial states (c d e) whatever its tiles of d and e; the state's kernel loads those and
+    saves one (d e); the queries' kernel is a matmul. The tensor FLOPs are the keys-first order's,
+    2 c xc d e + 2 q d e, with no factor of q / g_q: nothing is built twice."""
+    diagram = load("linear_attention_split")
+    c, xc, g_c, g_d, g_e = (symbol(n) for n in ("c", "xc", "g_c1", "g_d1", "g_e1"))
+    pieces, state, apply = (level_cost(schedule(diagram, k, diagram.levels[-1])) for k in diagram.kernels)
+    loads = c * xc * d * e / g_e + c * xc * d * e / g_d      # K along each group of e, V along each of d
+    assert sympy.simplify(pieces.transfers - (loads + c * d * e)) == 0
+    assert sympy.simplify(pieces.transfers.subs({g_d: d, g_e: e}) - (c * xc * (d + e) + c * d * e)) == 0
+    assert sympy.simplify(state.transfers - (c * d * e + d * e)) == 0
+    tensor = sum((k.flops.get("tensor", 0) for k in (pieces, state, apply)), sympy.Integer(0))
+    assert sympy.simplify(tensor - (2 * c * xc * d * e + 2 * q * d * e)) == 0
+    assert g_c not in pieces.transfers.free_symbols      # a piece a block or several: the same loads
+
+
+@pytest.mark.parametrize("seq_q, pieces, each, dim, value", [(1, 1, 1, 64, 64), (70, 4, 33, 64, 32),
+                                                             (200, 3, 100, 128, 128)])
+def test_linear_attention_split_matches_float64(seq_q, pieces, each, dim, value, tmp_path):
+    """The three kernels (the pieces' partial states, their sum, the queries against it) against float64
+    on the keys laid out as pieces: a view of (x, d) as (c, xc, d)."""
+    m = _module("linear_attention_split", tmp_path)
+    gen = torch.Generator().manual_seed(seq_q + pieces * each)
+    qt = torch.randn(seq_q, dim, generator=gen).half()
+    kt = (torch.randn(pieces * each, dim, generator=gen) / (pieces * each) ** 0.5).half()
+    vt = torch.randn(pieces * each, value, generator=gen).half()
+    ref = qt.double() @ (kt.double().T @ vt.double())
+    out = m.linear_attention_split(qt, kt.view(pieces, each, dim), vt.view(pieces, each, value))
+    # the partial states and the state are rounded to fp16 between kernels: about 1e-3 relative
+    assert _rel(out, ref) < 1e-2

@@ -161,7 +161,8 @@ KERNEL = {   # the kernel configure picks: the first that streams an axis into a
     "attention": "flash", "attention_unfused": "scores", "causal_attention": "flash", "gqa": "flash",
     "matmul": "gemm", "mha": "flash", "mlp2": "mlp", "sigmoid_attention": "flash", "softcap_attention": "flash",
     "softmax_contraction": "online_softmax", "rmsnorm_matmul": "rmsnorm_mm", "mla_attention": "flash",
-    "linear_attention": "linear", "linear_attention_queries": "linear", "gemma2_local_attention": "flash", "alibi_attention": "flash",
+    "linear_attention": "linear", "linear_attention_queries": "linear", "linear_attention_split": "pieces",
+    "gemma2_local_attention": "flash", "alibi_attention": "flash",
     "bias_attention": "flash", "sink_attention": "flash", "band_attention": "flash",
     "matmul_bias_gelu": "gemm_gelu", "swiglu_mlp": "gate_up"}
 # analyze's tiles for mlp2 hold one chunk of W1 and W2 (200 KiB on H100); configure double-buffers
