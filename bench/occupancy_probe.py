@@ -52,12 +52,15 @@ CHUNKS = (64, 128)
 REP_MS = 20
 
 
-def capped(text: str, blocks: int, per_sm: int = 65536, threads: int = 128, producer: int = 24) -> str:
-    """The module's text with one consumer warpgroup's registers for `blocks` blocks an SM: each block
-    two warpgroups (the consumer and the producer's), maxnreg the register file's share of a thread,
-    the consumer setmaxnreg'd to that plus what the producer's warpgroup gives back."""
-    cap = per_sm // threads // (2 * blocks) // 8 * 8
-    consumer = min(2 * cap - producer, 255) // 8 * 8
+def capped(text: str, blocks: int, profile) -> str:
+    """The module's text with one consumer warpgroup's registers for `blocks` blocks an SM: each block two
+    warpgroups (the consumer and the producer's), maxnreg the register file's share of a thread, the
+    consumer setmaxnreg'd to that plus what the producer's warpgroup gives back. analyzer.config.hopper's
+    register_cap and registers_per_consumer with the register file shared by `blocks` blocks."""
+    from analyzer.config.hopper import PRODUCER_REGISTERS
+    per_thread = profile.registers.per_sm // profile.divisors.mma_threads // blocks
+    cap = min(per_thread // 2, profile.registers.per_thread_max + 1) // 8 * 8
+    consumer = min(2 * cap - PRODUCER_REGISTERS, profile.registers.per_thread_max) // 8 * 8
     text = re.sub(r"^REGISTER_CAP = \{1: \d+", f"REGISTER_CAP = {{1: {cap}", text, count=1, flags=re.M)
     return re.sub(r"^CONSUMER_REGISTERS = \{1: \d+", f"CONSUMER_REGISTERS = {{1: {consumer}", text, count=1,
                   flags=re.M)
@@ -79,10 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     import triton
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    from analyzer import hardware
     from analyzer.codegen import generate
     if not torch.cuda.is_available():
         print("error: no CUDA device", file=sys.stderr)
         return 1
+    profile = hardware.load(args.gpu)
     tmp = Path(tempfile.mkdtemp(prefix="napkin_occupancy_"))
     modules, paths = {}, {}
     for diagram in ("mha", "causal_attention"):
@@ -91,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         text = path.read_text()
         for b in sorted({1, *blocks}):
             p = tmp / f"occ_{diagram}_{b}.py"
-            p.write_text(capped(text, b) if b > 1 else text)
+            p.write_text(capped(text, b, profile) if b > 1 else text)
             paths[diagram, b] = p
             modules[diagram, b] = import_file(p, p.stem)
     configs = [{"WARPGROUPS": 1, "BLOCK_X": x, "STAGES": 2, "OVERLAP": "intra", "SCHEDULE": "tiles"} for x in CHUNKS]
@@ -103,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"meta": {"command": command("occupancy_probe.py", argv), "date": datetime.date.today().isoformat(),
                     "profile": args.gpu, "timer": f"triton.testing.do_bench_cudagraph(fn, rep={REP_MS}), median",
                     **environment()},
-           "caps": {b: capped("REGISTER_CAP = {1: 0}\nCONSUMER_REGISTERS = {1: 0}", b) for b in blocks},
+           "caps": {b: capped("REGISTER_CAP = {1: 0}\nCONSUMER_REGISTERS = {1: 0}", b, profile) for b in blocks},
            "rows": []}
     began = time.monotonic()
     for d in head_dims:
