@@ -13,8 +13,12 @@ grid point nearest its call (in log2, ties to the smaller) and launches that poi
   problem alike in what the kernel sees (`grid_point`): as many key positions (each tile's chunks) and
   as many query rows (instances x queries / keys), so that 4096 queries against 77 keys read as 64
   keys with 53 times the instances, not as a lone problem of 561.
-- Any other diagram (matmul): lengths LENGTHS for every size of the diagram at once (a square problem;
-  a call's length is the geometric mean of its sizes), one column.
+- Any other diagram (matmul, an MLP, linear attention): the diagram's default sizes scaled alike by
+  powers of two (`shaped_grid`: the shape its file states, larger and smaller, over LENGTHS' span of
+  geometric means, and the defaults themselves), one column; a call's length is the geometric mean of
+  its sizes. A call at the defaults takes the point ranked at exactly its sizes, so the module launches
+  what the model ranks first there (a grid of square problems gave softmax_contraction's defaults
+  the choice of a 256^4 problem, 1.9x slower by the model's own count).
 
 Where candidates tie (within the ranking's TIE), a point takes one the table already holds: one kernel
 fewer to compile. A key whose grid points all rank the same configuration first gets that one
@@ -92,11 +96,34 @@ def instance_axes(roles: Attention | Plain) -> tuple[str, ...]:
     return ("batch", roles.heads or "heads", *((roles.group,) if roles.group else ()))
 
 
-def call_sizes(woven: Diagram, roles: Attention | Plain, length: int, instances: int,
+def shaped_grid(woven: Diagram, roles: Plain) -> tuple[tuple[int, ...], tuple[dict[str, int], ...]]:
+    """A diagram that is not attention: the grid's lengths and, at each, the sizes of its length axes,
+    the diagram's defaults scaled by one power of two (rounded, at least 1), from LENGTHS[0] to
+    LENGTHS[-1] in geometric mean, with the defaults themselves (scale 1) always among them. A point's
+    length is its scale times the defaults' geometric mean, the length the wrapper measures a call by."""
+    names = list(dict.fromkeys(woven.size(a).name for a in length_axes(woven, roles)))
+    base = {s.name: int(v) for s, v in woven.defaults.items() if s.name in names}
+    mean = math.prod(base.values()) ** (1 / len(base)) if base else 1.0
+    # the scales within LENGTHS' span (a hair of slack: 8192^3's mean is 8192 only to rounding)
+    low = math.ceil(math.log2(LENGTHS[0] / mean) - 1e-9)
+    high = math.floor(math.log2(LENGTHS[-1] / mean) + 1e-9)
+    lengths: list[int] = []
+    points: list[dict[str, int]] = []
+    for k in sorted({0, *range(low, high + 1)}):
+        length = max(1, round(mean * 2.0 ** k))
+        if lengths and length <= lengths[-1]:
+            continue             # rounding merged two scales of a tiny problem: keep the first
+        lengths.append(length)
+        points.append({n: max(1, round(v * 2.0 ** k)) for n, v in base.items()})
+    return tuple(lengths), tuple(points)
+
+
+def call_sizes(woven: Diagram, roles: Attention | Plain, length: int | dict[str, int], instances: int,
                sets: dict[str, int]) -> dict[str, int]:
-    """Sizes of the weaved diagram at one grid point: every length axis `length`; for attention, the
-    head axis takes the instances (over the query group's default size, for grouped-query), batch one.
-    Sizes in `sets` (pinned by --set, such as the head dim) keep their values."""
+    """Sizes of the weaved diagram at one grid point: attention's length axes `length`, the head axis
+    the instances (over the query group's default size, for grouped-query), batch one; any other
+    diagram's the point's sizes (`shaped_grid`). Sizes in `sets` (pinned by --set, such as the head
+    dim) keep their values."""
     names = {s.name for s in woven.size_symbols}
     sizes = {s.name: int(v) for s, v in woven.defaults.items() if s.name in names}
 
@@ -105,12 +132,14 @@ def call_sizes(woven: Diagram, roles: Attention | Plain, length: int, instances:
         if size.is_Symbol and size.name in names:
             sizes[size.name] = value
 
-    for axis in length_axes(woven, roles):
-        put(axis, length)
     if isinstance(roles, Attention):
+        for axis in length_axes(woven, roles):
+            put(axis, length)
         group = int(woven.size(roles.group).subs(woven.defaults)) if roles.group else 1
         put("batch", 1)
         put(roles.heads or "heads", max(1, instances // group))
+    else:
+        sizes.update(length)
     sizes.update({k: v for k, v in sets.items() if k in names})
     return sizes
 
@@ -122,14 +151,16 @@ def size_table(woven: Diagram, roles: Attention | Plain, profile: Profile, kerne
     configuration is first at all of them. A point where every candidate breaks a divisor rule takes
     `default` (the choice at the diagram's default sizes)."""
     model = TermModel(woven, profile, kernel)
-    columns = INSTANCES if isinstance(roles, Attention) else (1,)
+    attention = isinstance(roles, Attention)
+    columns = INSTANCES if attention else (1,)
+    lengths, points = (LENGTHS, LENGTHS) if attention else shaped_grid(woven, roles)
     configs: list[Choice] = []
     cells = []
-    for length in LENGTHS:
+    for point in points:
         row = []
         for n in columns:
             try:
-                ranked, _ = rank_at(model, profile, call_sizes(woven, roles, length, n, sets), choices, ones)
+                ranked, _ = rank_at(model, profile, call_sizes(woven, roles, point, n, sets), choices, ones)
             except NapkinError:      # no candidate obeys the divisor rules at this size
                 ranked = [(default, 1.0, 0.0)]
             fastest = ranked[0][1]
@@ -144,8 +175,8 @@ def size_table(woven: Diagram, roles: Attention | Plain, profile: Profile, kerne
         cells.append(tuple(row))
     if len(configs) == 1:
         return None
-    return SizeTable(LENGTHS, columns, tuple(configs), tuple(cells))
+    return SizeTable(lengths, columns, tuple(configs), tuple(cells))
 
 
 __all__ = ["LENGTHS", "INSTANCES", "SizeTable", "nearest", "length_axes", "instance_axes", "grid_point", "call_sizes",
-           "size_table"]
+           "shaped_grid", "size_table"]

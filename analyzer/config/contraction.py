@@ -441,8 +441,8 @@ def ranked(profile: Profile, model: TermModel, p: KernelPlan, st: Structure, dty
 
 @dataclass(frozen=True)
 class Table:
-    """One kernel's configurations by problem size: by_size's grid, every size of the diagram alike (a
-    call takes the nearest length, the geometric mean of its sizes), or one configuration where --set
+    """One kernel's configurations by problem size: by_size's grid, the diagram's defaults scaled alike
+    (a call takes the nearest length, the geometric mean of its sizes), or one configuration where --set
     pins the sizes."""
 
     kernel: str
@@ -468,8 +468,10 @@ class Tables:
 
 
 def size_table(profile: Profile, model: TermModel, p: KernelPlan, st: Structure, dtype: str,
-               size_symbols: tuple[str, ...], pinned: dict[str, int], params: ContractionParams) -> Table:
-    """The model's first choice at each grid length, or at the pinned sizes alone."""
+               grid: tuple[tuple[int, ...], tuple[dict[str, int], ...]], pinned: dict[str, int],
+               params: ContractionParams) -> Table:
+    """The model's first choice at each point of `grid` (its lengths, and the sizes at each: the
+    diagram's shape scaled, analyzer.config.by_size.shaped_grid), or at the pinned sizes alone."""
     if pinned:
         first = ranked(profile, model, p, st, dtype, pinned, params)
         if not first:
@@ -477,8 +479,9 @@ def size_table(profile: Profile, model: TermModel, p: KernelPlan, st: Structure,
         return Table(p.name, st, (LENGTHS[0],), (first[0].config,), (0,))
     configs: list[ContractionConfig] = []
     cells = []
-    for length in LENGTHS:
-        rows = ranked(profile, model, p, st, dtype, dict.fromkeys(size_symbols, length), params)
+    lengths, points = grid
+    for sizes in points:
+        rows = ranked(profile, model, p, st, dtype, sizes, params)
         if not rows:
             raise ValueError("no legal configuration")
         best = rows[0].time_s
@@ -487,7 +490,7 @@ def size_table(profile: Profile, model: TermModel, p: KernelPlan, st: Structure,
         if held not in configs:
             configs.append(held)
         cells.append(configs.index(held))
-    return Table(p.name, st, LENGTHS, tuple(configs), tuple(cells))
+    return Table(p.name, st, lengths, tuple(configs), tuple(cells))
 
 
 __all__ = ["chained", "parse_label", "LENGTHS", "Ranked", "Table", "Tables", "counted", "ranked", "size_table", "tile_names", "BLOCKS_K", "BLOCKS_N", "ELEMENTWISE", "STAGES", "WARPGROUPS", "ContractionConfig", "ContractionParams",

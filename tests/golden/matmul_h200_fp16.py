@@ -110,8 +110,9 @@ def _matmul_gemm(
 
 # The configuration of each kernel (napkin sweep's first), keyed by head dim where it has one
 # An entry with 'by_size' is the model's first choice per problem size: a row per length in
-# LENGTHS (every size alike), a column per instance count in INSTANCES (one), each an index into
-# its 'configs'; a call takes the nearest grid point (log2, analyzer.config.by_size).
+# LENGTHS (the default sizes scaled alike, by their geometric mean), a column per instance
+# count in INSTANCES (one), each an index into its 'configs'; a call takes the nearest grid
+# point (log2, analyzer.config.by_size).
 LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 INSTANCES = (1,)
 CONFIGS = {

@@ -8,14 +8,13 @@
 # Kernel 'rmsnorm_mm': grid over n (tiles of g_n), o (tiles of g_o); streams i in chunks of s_i
 #   by problem size (the call's nearest size, each axis alike):
 #       size  config
-#        256       A
-#        512       A
-#       1024       B
-#       2048       C
-#       4096       C
-#       8192       C
-#      16384       C
-#      32768       C
+#        406       A
+#        813       B
+#       1625       C
+#       3251       C
+#       6502       C
+#      13004       C
+#      26008       C
 #     A: g_n=64, g_o=64, s_i=128, 4 warps, 3 stages
 #     B: g_n=64, g_o=128, s_i=64, 4 warps, 3 stages
 #     C: g_n=128, g_o=256, s_i=64, 8 warps, 3 stages
@@ -130,9 +129,10 @@ def _rmsnorm_matmul_rmsnorm_mm(
 
 # The configuration of each kernel (napkin sweep's first), keyed by head dim where it has one
 # An entry with 'by_size' is the model's first choice per problem size: a row per length in
-# LENGTHS (every size alike), a column per instance count in INSTANCES (one), each an index into
-# its 'configs'; a call takes the nearest grid point (log2, analyzer.config.by_size).
-LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+# LENGTHS (the default sizes scaled alike, by their geometric mean), a column per instance
+# count in INSTANCES (one), each an index into its 'configs'; a call takes the nearest grid
+# point (log2, analyzer.config.by_size).
+LENGTHS = (406, 813, 1625, 3251, 6502, 13004, 26008)
 INSTANCES = (1,)
 CONFIGS = {
     'rmsnorm_mm': {
@@ -143,14 +143,13 @@ CONFIGS = {
                 {'TILE_N': 128, 'TILE_O': 256, 'BLOCK_I': 64, 'num_warps': 8, 'num_stages': 3},  # C
             ),
             'by_size': (
-                (0,),  # length 256
-                (0,),  # length 512
-                (1,),  # length 1024
-                (2,),  # length 2048
-                (2,),  # length 4096
-                (2,),  # length 8192
-                (2,),  # length 16384
-                (2,),  # length 32768
+                (0,),  # length 406
+                (1,),  # length 813
+                (2,),  # length 1625
+                (2,),  # length 3251
+                (2,),  # length 6502
+                (2,),  # length 13004
+                (2,),  # length 26008
             ),
         },
     },

@@ -189,8 +189,9 @@ def _entry(c) -> str:
 
 
 def _configs(g, tables: tuple[Table, ...]) -> list[str]:
-    lines = ["# The configuration of each kernel by problem size: a row per length in LENGTHS (every size of the",
-             "# diagram alike; a call takes the nearest, the geometric mean of its sizes, in log2), each an index",
+    lines = ["# The configuration of each kernel by problem size: a row per length in LENGTHS (the diagram's default",
+             "# sizes scaled alike, the geometric mean of each point's; a call takes the nearest to the geometric",
+             "# mean of its sizes, in log2), each an index",
              "# into 'configs'. BLOCK_M x BLOCK_N: a tile of the output; BLOCK_K: a chunk of the contracted axis;",
              "# STAGES: the ring's SMEM buffers; WARPGROUPS: consumer warpgroups, BLOCK_M / WARPGROUPS rows each;",
              "# a chain kernel's BLOCK_F: a chunk of the axis its two contractions stream.",

@@ -15,7 +15,7 @@ import time
 from analyzer.common.errors import NapkinError
 from analyzer.config import chain as chains
 from analyzer.config import contraction as contractions
-from analyzer.config.by_size import LENGTHS, length_axes
+from analyzer.config.by_size import LENGTHS, length_axes, shaped_grid
 from analyzer.config.chain import Chain, realise_chain
 from analyzer.config.contraction import (
     WARPGROUPS,
@@ -77,7 +77,8 @@ class HopperContraction(Family):
         params = ContractionParams.of(profile)
         names = {s.name for s in c.diagram.size_symbols}
         pins = {k: int(v) for k, v in sets.items() if k in names}
-        every = tuple(sorted(names))
+        lengths, points = shaped_grid(c.diagram, c.roles)       # the module's grid of problem sizes
+        grid = (lengths, tuple({**_sizes(c, {}), **point} for point in points))
         for k, st in zip(c.kernels, structures, strict=True):
             if isinstance(st, Chain):       # its whole axes fix what fits: at these sizes, or nothing does
                 widths = chains.widths_of(k.plan, st, _sizes(c, pins))
@@ -89,14 +90,14 @@ class HopperContraction(Family):
         for k, st in zip(c.kernels, structures, strict=True):
             model = _model(c.diagram, profile, k.plan.name)
             if tables and isinstance(st, Chain):
-                found = _chain_table(profile, model, k.plan, st, c.dtype, _sizes(c, pins), pinned=bool(pins),
-                                     params=params)
+                found = _chain_table(profile, model, k.plan, st, c.dtype, _sizes(c, pins),
+                                     lengths=(LENGTHS[0],) if pins else lengths, params=params)
                 if found is None:
                     return f"no configuration of the Hopper chain kernel fits kernel {k.plan.name!r}"
                 out.append(found)
             elif tables:
                 try:
-                    out.append(size_table(profile, model, k.plan, st, c.dtype, every, _sizes(c, pins) if pins else {},
+                    out.append(size_table(profile, model, k.plan, st, c.dtype, grid, _sizes(c, pins) if pins else {},
                                           params))
                 except ValueError:
                     return f"no configuration of the Hopper contraction kernel fits kernel {k.plan.name!r}"
@@ -211,14 +212,13 @@ def counts_at(diagram: str | Diagram, profile: Profile, dtype: str, sizes: dict[
 
 
 def _chain_table(profile: Profile, model: TermModel, p, ch: Chain, dtype: str, sizes: dict[str, int], *,
-                 pinned: bool, params: ContractionParams) -> Table | None:
+                 lengths: tuple[int, ...], params: ContractionParams) -> Table | None:
     """A chain kernel's table: the model's first choice at the diagram's sizes (its defaults and --set),
-    in every cell. Its whole axes (k and n) fix what fits an SM, so the grid's sizes, every axis alike,
+    in every cell. Its whole axes (k and n) fix what fits an SM, so the grid's sizes, every axis scaled,
     do not apply; the call's wrapper refuses wider whole axes than the configuration was made for."""
     first = chains.ranked(profile, model, p, ch, dtype, sizes, params)
     if not first:
         return None
-    lengths = (LENGTHS[0],) if pinned else LENGTHS
     return Table(p.name, ch, lengths, (first[0].config,), (0,) * len(lengths))
 
 
