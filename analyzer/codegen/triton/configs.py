@@ -54,7 +54,8 @@ def configs(g, ids: dict[str, tr.KernelIds]) -> str:
     if sized:
         first = next(t for k in g.kernels for t in k.tables.values())
         lines += ["# An entry with 'by_size' is the model's first choice per problem size: a row per length in",
-                  *(["# LENGTHS (the sequence length), a column per batch x query heads in INSTANCES, each an index into",
+                  *(["# LENGTHS (the sequence length), a column per batch x query heads in INSTANCES, each an "
+                     "index into",
                      "# its 'configs'; a call takes the nearest grid point (log2, analyzer.config.by_size)."]
                     if isinstance(g.roles, Attention) else
                     ["# LENGTHS (the default sizes scaled alike, by their geometric mean), a column per instance",
