@@ -6,7 +6,7 @@ Part `grid`: for each shipped diagram whose portable module (on this GPU's profi
 defaults another configuration than the square grid's point nearest them did (analyzer.config.by_size:
 every length axis set to that point's length, until 2026-11-28; the configuration and its prediction as
 the committed results/defaults_<gpu>.json of that day recorded them), both configurations of one module
-(the old one given per call, config=), checked against float64 (bench/defaults.py's evaluation and
+(the old one given per call, config=), checked against float64 (analyzer.measure.reference's evaluation and
 tolerance) and timed.
 
 Part `layouts`: linear_attention_split (O = Q (K^T V), the state built once: partial states a piece of
@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import command, environment, import_file, log, rel_err, save_results, timed  # noqa: E402
-from bench.defaults import inputs, reduction, reference, tolerance  # noqa: E402
+from analyzer.measure.reference import inputs, reduction, reference, tolerance  # noqa: E402
 
 PIECES = (8, 16, 32, 64, 128, 256)   # c: pieces of the keys (x = c xc)
 KEYS, QUERIES, HEAD = 16384, 16384, 128

@@ -4,12 +4,13 @@
     analysis     analyze, expand, configure, sweep
     outputs      kernel, draw, plot, report
     calibration  calibrate
+    measurement  measure
     catalogue    schema, hardware, diagrams
 
 Each command imports its pipeline when it runs, so that `napkin --help` starts fast.
 """
 
-from analyzer.cli import analysis, calibration, catalogue, outputs  # noqa: F401 - they register the commands
+from analyzer.cli import analysis, calibration, catalogue, measurement, outputs  # noqa: F401 - they register the commands
 from analyzer.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -21,9 +21,11 @@ JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 @app.command(cls=OneValue)
-def schema(kind: Annotated[Literal["diagram", "profile", "report", "comparison", "configuration", "sweep"],
+def schema(kind: Annotated[Literal["diagram", "profile", "report", "comparison", "configuration", "sweep",
+                                   "measurement"],
                            typer.Argument(metavar="KIND", help="Which file or output.")]) -> None:
-    """Print the JSON Schema of diagram files, profile files, or the JSON of analyze, configure or sweep."""
+    """Print the JSON Schema of diagram files, profile files, or the JSON of analyze, configure, sweep or
+    measure."""
     if kind == "diagram":
         from analyzer.diagram.schema import DiagramSpec as model
     elif kind == "profile":
@@ -34,8 +36,10 @@ def schema(kind: Annotated[Literal["diagram", "profile", "report", "comparison",
         from analyzer.model.result import Comparison as model
     elif kind == "configuration":
         from analyzer.config.result import ConfigurationReport as model
-    else:
+    elif kind == "sweep":
         from analyzer.config.sweep_result import SweepReport as model
+    else:
+        from analyzer.measure.result import Measurement as model
     # pydantic writes JSON Schema draft 2020-12; saying so lets editors and validators pick the dialect
     typer.echo(json.dumps({"$schema": JSON_SCHEMA_DIALECT, **model.model_json_schema()}, indent=2))
 

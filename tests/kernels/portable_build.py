@@ -58,8 +58,8 @@ def allocated(jobs: list[dict]) -> list[list[dict]]:
 
 def call(g, config: dict | None = None, *, ptxas: bool = False) -> dict:
     """The job that calls generated module `g`'s wrapper at its diagram's default sizes, as a bench or a
-    user calls it: bench.defaults.inputs' shapes."""
-    from bench.defaults import inputs
+    user calls it: analyzer.measure.reference.inputs' shapes."""
+    from analyzer.measure.reference import inputs
     shapes, kwargs = inputs(g)
     return {"inputs": shapes, "dtype": g.dtype, "kwargs": kwargs, "config": config, "ptxas": ptxas}
 

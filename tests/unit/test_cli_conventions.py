@@ -44,7 +44,7 @@ def invoke(*args: str) -> str:
                      "<fragment|staged>", "<inter|intra>"]),
     (["kernel"], ["<hopper|hopper-contraction|triton|cuda>", "<fp16|bf16>"]),
     (["sweep"], ["<hopper|triton>"]),
-    (["schema"], ["<diagram|profile|report|comparison|configuration|sweep>"]),
+    (["schema"], ["<diagram|profile|report|comparison|configuration|sweep|measurement>"]),
     (["analyze"], ["--gpu GPU", "--set NAME=VALUE", "q=1024..32768"]),
 ])
 def test_help_names_the_allowed_values(command, shown):

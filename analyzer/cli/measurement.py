@@ -1,0 +1,69 @@
+"""napkin measure: the generated kernel on the GPU at hand, beside the model's prediction."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from analyzer.cli.app import (
+    CHECK_FAILED,
+    Backend,
+    DiagramArg,
+    KernelDtype,
+    OneValue,
+    SetOpt,
+    app,
+    console,
+    parse_sets,
+    progress_bar,
+    shipped_gpus,
+    wrote,
+)
+from analyzer.common.atomic import check_target
+
+
+@app.command(cls=OneValue)
+def measure(
+    diagram: DiagramArg,
+    gpu: Annotated[Optional[str], typer.Option(
+        "--gpu", "-g", metavar="GPU", autocompletion=shipped_gpus,
+        help="The profile to generate and predict for (a name, alias or .yaml file); default: the shipped "
+             "profile whose compute capability, SM count and memory are the local GPU's.")] = None,
+    set_: SetOpt = None,
+    dtype: Annotated[Optional[KernelDtype], typer.Option(help="The element type (default: the diagram's).")] = None,
+    backend: Annotated[Optional[Backend], typer.Option(
+        help="The kernel family (default: napkin kernel's choice for the GPU).")] = None,
+    config: Annotated[Optional[str], typer.Option(
+        "--config", "-c", metavar="NAME", help="A configuration named in the diagram file.")] = None,
+    rep_ms: Annotated[float, typer.Option("--rep-ms", min=1.0, max=10000.0,
+                                          help="Milliseconds each timing repetition runs.")] = 100.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON (napkin schema "
+                                                         "measurement).")] = False,
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", metavar="FILE", help="Also write the measurement's JSON here.")] = None,
+) -> None:
+    """Run the generated kernel on this machine's GPU: check it against float64, time it, and set the
+    time beside the model's prediction. Exits 3 where the check fails (the kernel is then not timed)."""
+    from analyzer.common.atomic import write_text
+    from analyzer.measure import measure as run
+    from analyzer.report.measurement import measurement_table
+    if output is not None:
+        check_target(output, "--output")
+    sets = parse_sets(set_ or [])
+    with progress_bar("measure") as progress:
+        m = run(diagram, gpu, sets=sets, dtype=dtype, backend=backend, config=config, rep_ms=rep_ms,
+                progress=progress)
+    text = m.model_dump_json(indent=2)
+    if output is not None:
+        write_text(output, text + "\n", "--output")
+    if as_json:
+        typer.echo(text)
+    else:
+        console().print(measurement_table(m))
+    if output is not None and not as_json:      # with --json, stdout is the JSON alone
+        wrote(output)
+    if not m.check.passed:
+        typer.echo(f"error: {m.diagram}'s kernel is wrong on this GPU: largest error {m.check.max_error:.3g} of the "
+                   f"largest value, above {m.check.tolerance:.3g}", err=True)
+        raise typer.Exit(CHECK_FAILED)

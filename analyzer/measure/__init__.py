@@ -1,0 +1,16 @@
+"""napkin measure: the generated kernel run on the GPU at hand, checked against float64 and timed beside
+the model's prediction (docs/measure.md).
+
+    device      the local CUDA device, and the shipped profile that describes it
+    reference   the float64 evaluation of a diagram a kernel is checked against, and the tolerance
+    timing      CUDA graph replays (or events), the median and percentiles
+    result      the measurement's JSON (napkin schema measurement)
+    run         the pipeline: generate, check, time, predict
+
+torch and triton are needed only here, and imported only when a measurement runs.
+"""
+
+from analyzer.measure.result import Measurement
+from analyzer.measure.run import measure
+
+__all__ = ["Measurement", "measure"]

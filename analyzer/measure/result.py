@@ -1,0 +1,55 @@
+"""What `napkin measure` prints as JSON (`napkin schema measurement`): the device, the kernel it ran,
+its check against float64, the timing and its method, and the model's prediction of the same launch."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from analyzer.common.version import __version__
+from analyzer.model.result import ExpectedOut, Out
+
+SCHEMA_VERSION = 1
+
+
+class DeviceOut(Out):
+    name: str = Field(description="The CUDA driver's name of the GPU.")
+    compute_capability: str
+    sm_count: int
+    memory_bytes: int
+    profile: str = Field(description="The napkin profile the kernel was generated and predicted for.")
+    profile_found: str = Field(description="How the profile was chosen: given with --gpu, or found from the "
+                                           "device's compute capability, SM count and memory.")
+
+
+class CheckOut(Out):
+    max_error: float = Field(description="Largest absolute error over the largest float64 reference value.")
+    tolerance: float = Field(description="sqrt(L) u: L the diagram's longest reduction, u the element type's "
+                                         "unit roundoff.")
+    passed: bool
+
+
+class TimingOut(Out):
+    method: str = Field(description="How the kernel was timed: CUDA graph replays or CUDA events.")
+    repetitions_ms: float = Field(description="The time each repetition of the timer ran for.")
+    time_s: float = Field(description="The median.")
+    time_s_p20: float
+    time_s_p80: float
+
+
+class Measurement(Out):
+    """One generated kernel run on the GPU at hand, beside the model's prediction of the same launch."""
+
+    schema_version: int = SCHEMA_VERSION
+    napkin_version: str = __version__
+    diagram: str
+    dtype: str
+    sizes: dict[str, int] = Field(description="The weaved diagram's sizes the kernel ran at.")
+    device: DeviceOut
+    check: CheckOut
+    timing: TimingOut | None = Field(description="None where the check failed: a wrong kernel is not timed.")
+    predicted: ExpectedOut
+    measured_over_predicted: float | None
+    throughput_flops_per_s: float | None = Field(description="The model's tensor FLOPs over the measured time.")
+
+
+__all__ = ["CheckOut", "DeviceOut", "Measurement", "SCHEMA_VERSION", "TimingOut"]
