@@ -12,7 +12,8 @@ where those backends render the diagram, each a row:
   of the diagram's longest reduction L (`tolerance`: rounding errors of the fp16 intermediates and the
   output add up over at most L terms, which grows like sqrt(L) u; Higham and Mary, "A new approach to
   probabilistic rounding error analysis", SIAM J. Sci. Comput. 41(5), 2019);
-- timed as bench.common.timed times (triton.testing.do_bench, the median), beside the prediction of
+- timed as napkin measure times a kernel (analyzer.measure.timing: CUDA events, or CUDA graph replays
+  where a call's launch costs half its time or more; the median), beside the prediction of
   the file's header (analyzer.codegen.generate's `expected`), and in TFLOP/s of the tensor-core FLOPs
   the model counts (block skipping included).
 A row that fails records its error's first line (an OutOfResources at launch, a compile error, a
@@ -40,13 +41,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analyzer.measure.reference import inputs, reduction, reference, tolerance  # noqa: E402
+from analyzer.measure.timing import timed  # noqa: E402
 from bench.common import (  # after the checkout's root is on sys.path
     command,
     environment,
     import_file,
     log,
     save_results,
-    timed,
 )
 
 GPUS = ("h100", "h200")
@@ -121,9 +122,10 @@ def run(row: dict[str, Any], tmp: Path, torch: Any, triton: Any, rep_ms: float) 
             row.update(status="wrong", error=f"largest error {row['max_error']:.3g} of the largest value, "
                                              f"above {row['tolerance']:.3g}")
             return
-        t = timed(triton, lambda: wrapper(*tensors, **row["kwargs"]), rep_ms=rep_ms)
-        row.update(status="ok", **t, tflops=row["tensor_flops"] / t["time_s"] / 1e12,
-                   over_predicted=t["time_s"] / row["predicted_s"])
+        t = timed(lambda: wrapper(*tensors, **row["kwargs"]), rep_ms)      # as napkin measure times it
+        row.update(status="ok", time_s=t.time_s, time_s_p20=t.time_s_p20, time_s_p80=t.time_s_p80,
+                   timer=t.method, tflops=row["tensor_flops"] / t.time_s / 1e12,
+                   over_predicted=t.time_s / row["predicted_s"])
     finally:
         tensors.clear()              # the inputs' memory back before the next row
         torch.cuda.empty_cache()
@@ -171,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--diagrams", default="", help="comma-separated shipped diagrams (default: every one)")
     parser.add_argument("--backends", default=",".join(BACKENDS),
                         help="comma-separated: default (napkin kernel's own choice), triton, cuda")
-    parser.add_argument("--rep-ms", type=float, default=100.0, help="do_bench's repetition time")
+    parser.add_argument("--rep-ms", type=float, default=100.0, help="the timer's repetition time")
     parser.add_argument("--budget-s", type=float, default=BUDGET_S, help="rows that do not start in it are skipped")
     parser.add_argument("--dry-run", action="store_true", help="generate every file and list the rows; no GPU")
     parser.add_argument("--out", default=os.environ.get("OUT", "out"))
@@ -194,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
             print("error: no CUDA device (use --dry-run to list the rows without one)", file=sys.stderr)
             return 1
     meta = {"command": command("defaults.py", argv), "date": time.strftime("%Y-%m-%d"), "profile": args.gpu,
-            "timer": "triton.testing.do_bench (median)" if not args.dry_run else "nothing: a dry run",
+            "timer": ("napkin measure's (analyzer.measure.timing): CUDA events, or CUDA graph replays where a "
+                      "call's launch costs half its time or more (each row says which); the median"
+                      if not args.dry_run else "nothing: a dry run"),
             **(environment() if torch else {"gpu": "dry run (no GPU)"})}
     if torch:
         meta["gpu"] = torch.cuda.get_device_name()
