@@ -4,7 +4,7 @@
     analysis     analyze, expand, configure, sweep
     outputs      kernel, draw, plot, report
     calibration  calibrate
-    measurement  measure
+    measurement  measure, hardware draft
     catalogue    schema, hardware, diagrams
 
 Each command imports its pipeline when it runs, so that `napkin --help` starts fast.

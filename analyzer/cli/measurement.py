@@ -1,4 +1,5 @@
-"""napkin measure: the generated kernel on the GPU at hand, beside the model's prediction."""
+"""napkin measure and napkin hardware draft: the generated kernel on the GPU at hand, beside the model's
+prediction; a profile drafted from that GPU."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from analyzer.cli.app import (
     SetOpt,
     app,
     console,
+    hardware_app,
     parse_sets,
     progress_bar,
     shipped_gpus,
@@ -67,3 +69,28 @@ def measure(
         typer.echo(f"error: {m.diagram}'s kernel is wrong on this GPU: largest error {m.check.max_error:.3g} of the "
                    f"largest value, above {m.check.tolerance:.3g}", err=True)
         raise typer.Exit(CHECK_FAILED)
+
+
+@hardware_app.command("draft", cls=OneValue)
+def hardware_draft(
+    output: Annotated[str, typer.Option("--output", "-o", metavar="FILE",
+                                        help="The profile .yaml to write.")],
+    device: Annotated[int, typer.Option("--device", min=0, max=63, help="The CUDA device's index.")] = 0,
+) -> None:
+    """Draft a profile of this machine's GPU from what its driver reports and two measurements (a copy,
+    a matmul), each figure with its source, for you to review; figures taken from a shipped profile of
+    another compute capability are marked ASSUMED (docs/hardware-profiles.md, "Drafting a profile")."""
+    import datetime
+
+    from analyzer.common.atomic import write_text
+    from analyzer.measure.draft import draft, measure_rates, properties, reference
+    check_target(output, "--output")
+    props = properties(device)
+    _, ref, _ = reference(props.device)
+    dtypes = tuple(t for t in ("fp16", "bf16") if t in ref.tensor_dtypes)
+    text = draft(props, measure_rates(dtypes, device), datetime.date.today().isoformat())
+    write_text(output, text, "--output")
+    assumed = text.count("ASSUMED")
+    typer.echo(f"drafted {props.device.describe()}" +
+               (f"; {assumed} figures ASSUMED from another compute capability: check them" if assumed else ""))
+    wrote(output)

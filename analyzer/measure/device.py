@@ -50,9 +50,9 @@ def local_device(index: int = 0) -> Device:
     """The CUDA device `index` of this machine, or a one-line error where there is none."""
     torch = torch_module()
     if not torch.cuda.is_available():
-        raise NapkinError("no CUDA device: napkin measure runs the generated kernel on the GPU at hand, and torch "
-                          "sees none", hint="run it on a machine with an NVIDIA GPU (napkin analyze and napkin "
-                                            "kernel predict and generate without one)")
+        raise NapkinError("no CUDA device: napkin measure and napkin hardware draft run on the GPU at hand, and "
+                          "torch sees none", hint="run them on a machine with an NVIDIA GPU (napkin analyze and "
+                                                  "napkin kernel predict and generate without one)")
     if index >= torch.cuda.device_count():
         raise NapkinError(f"no CUDA device {index}: torch sees {torch.cuda.device_count()}",
                           hint="pick one with CUDA_VISIBLE_DEVICES")
@@ -74,8 +74,8 @@ def profile_for(device: Device) -> str:
     found = [name for name, p in shipped_profiles().items() if p.calibration is None and describes(p, device)]
     if not found:
         raise NapkinError(f"no shipped profile describes this GPU, {device.describe()}",
-                          hint="give one with --gpu (a profile .yaml file: docs/hardware-profiles.md says how to "
-                               "write one)")
+                          hint="draft one with napkin hardware draft -o my-gpu.yaml, review it, and give it "
+                               "with --gpu my-gpu.yaml")
     return found[0]
 
 

@@ -104,3 +104,10 @@ def test_the_json_follows_napkin_schema_measurement(tmp_path):
     m = measure_pkg.measure("mlp2", sets=SMALL["mlp2"], backend="triton", device=H100, tensors_on="cpu",
                             timer=clock(1e-3, []))
     jsonschema.Draft202012Validator(schema).validate(json.loads(m.model_dump_json()))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_a_draft_without_a_cuda_device_says_so_and_writes_nothing(tmp_path):
+    r = in_process(tmp_path, "hardware", "draft", "-o", "gpu.yaml")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "no CUDA device" in r.stderr
+    assert not (tmp_path / "gpu.yaml").exists()
