@@ -137,16 +137,22 @@ def report(diagram: DiagramArg,
                                                help="The HTML file to write (report.html).")],
            gpu: GpusOpt = None, set_: SetOpt = None,
            dtype: Annotated[Optional[Dtype], typer.Option(help="Element type of arrays without their own.")] = None,
+           measurement: Annotated[Optional[list[str]], typer.Option(
+               "--measurement", "-m", metavar="FILE", help="What napkin measure wrote of this diagram (-o or "
+                                                           "--json): shown beside its prediction; repeatable.")] = None,
            ) -> None:
-    """One self-contained HTML page to share: prediction, drawing, symbolic model, Section 5, plots, kernel."""
+    """One self-contained HTML page to share: prediction, measurements, drawing, symbolic model, Section 5,
+    plots, kernel."""
     check_target(output, "--output")
     if not output.lower().endswith((".html", ".htm")):
         raise UsageError(f"{output!r}: napkin report writes one HTML page", field="--output",
                          hint="name it report.html")
     from analyzer.common.atomic import write_text
+    from analyzer.measure.result import load_measurement
     from analyzer.report.page import page
     gpus = compared_gpus(gpu)
+    measured = [load_measurement(f) for f in measurement or []]
     with progress_bar("report") as progress:
         progress("analyse and draw", 0, 1)
-        html = page(diagram, gpus, sets=parse_sets(set_ or []), dtype=dtype, path=output)
+        html = page(diagram, gpus, sets=parse_sets(set_ or []), dtype=dtype, path=output, measurements=measured)
     wrote(write_text(output, html, "--output"))

@@ -3,8 +3,12 @@ its check against float64, the timing and its method, and the model's prediction
 
 from __future__ import annotations
 
-from pydantic import Field
+from pathlib import Path
 
+from pydantic import Field, ValidationError
+
+from analyzer.common.errors import NapkinError
+from analyzer.common.validation import from_validation_error
 from analyzer.common.version import __version__
 from analyzer.model.result import ExpectedOut, Out
 
@@ -52,4 +56,27 @@ class Measurement(Out):
     throughput_flops_per_s: float | None = Field(description="The model's tensor FLOPs over the measured time.")
 
 
-__all__ = ["CheckOut", "DeviceOut", "Measurement", "SCHEMA_VERSION", "TimingOut"]
+MAX_BYTES = 1 << 20       # a measurement is a few kB
+WRITTEN_BY = "pass a file that napkin measure --json or -o wrote"
+
+
+def load_measurement(path: str | Path, field: str = "--measurement") -> Measurement:
+    """A measurement napkin measure wrote, or a one-line error naming the file."""
+    path = Path(path)
+    try:
+        if not path.is_file():
+            raise NapkinError(f"no such measurement: {path}", field=field, hint=WRITTEN_BY)
+        if path.stat().st_size > MAX_BYTES:
+            raise NapkinError(f"larger than {MAX_BYTES} bytes: not a measurement", file=str(path), hint=WRITTEN_BY)
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NapkinError(f"cannot read {path}: {exc}", field=field, hint=WRITTEN_BY) from None
+    try:
+        return Measurement.model_validate_json(text)
+    except ValidationError as exc:
+        if any(e["type"] == "json_invalid" for e in exc.errors()):
+            raise NapkinError(f"{path} is not JSON", field=field, hint=WRITTEN_BY) from None
+        raise from_validation_error(exc, file=str(path), hint=WRITTEN_BY) from None
+
+
+__all__ = ["CheckOut", "DeviceOut", "Measurement", "SCHEMA_VERSION", "TimingOut", "load_measurement"]

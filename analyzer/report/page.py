@@ -39,6 +39,7 @@ from analyzer.config.launch import with_expected
 from analyzer.config.screen import configure_screen
 from analyzer.diagram.compiled import Diagram
 from analyzer.hardware import Profile
+from analyzer.measure.result import Measurement
 from analyzer.model.analysis import (
     LevelModel,
     analyze,
@@ -65,7 +66,7 @@ from analyzer.report.html import (
     tag,
 )
 
-SECTIONS = (("prediction", "Predicted time"), ("diagram", "The diagram"),
+SECTIONS = (("prediction", "Predicted time"), ("measured", "Measured on a GPU"), ("diagram", "The diagram"),
             ("symbolic", "Symbolic model per level"), ("tiles", "Optimum and chosen tiles"),
             ("configuration", "Configuration (Section 5) and overlap schedule"),
             ("transfers", "Transfers against memory"), ("roofline", "Roofline"),
@@ -88,11 +89,13 @@ class Gpu:
 
 
 def page(diagram: str, gpus: list[str], *, sets: dict[str, int] | None = None,
-         dtype: str | None = None, path: str | Path | None = None) -> str:
+         dtype: str | None = None, path: str | Path | None = None,
+         measurements: list[Measurement] | None = None) -> str:
     """The HTML page of `diagram` on `gpus` (names, aliases or profile files; default h100), with the
     sizes and tile pins of `sets` (as napkin analyze takes them) and the element type `dtype`. `path`:
     where the page will be written, which its links to napkin's documents are relative to (None: they
-    are absolute, file:// links)."""
+    are absolute, file:// links). `measurements`: what napkin measure wrote of this diagram's kernel,
+    shown beside their predictions."""
     sets, gpus = dict(sets or {}), list(gpus or ["h100"])
     docs = doc_links(path)
     file = load(diagram)        # read once: every section is of this one (`diagram` names it in commands)
@@ -102,9 +105,12 @@ def page(diagram: str, gpus: list[str], *, sets: dict[str, int] | None = None,
     if all(g.error is not None for g in found):
         raise found[0].error                        # nothing to report
     analysed = [g for g in found if g.analysis is not None]
+    measured = _measured_of(d, measurements or [])
     command = _command(diagram, gpus, sets, dtype)
-    parts = [_header(d, found, sizes, sets, dtype, command),
+    shown = [key for key, _ in SECTIONS if key != "measured" or measured]
+    parts = [_header(d, found, sizes, sets, dtype, command, shown),
              _section("prediction", _prediction(found, docs)),
+             _section("measured", measured) if measured else "",
              _section("diagram", _drawing(file, d)),
              _section("symbolic", _symbolic(d, analysed)),
              _section("tiles", _tiles(analysed, sizes)),
@@ -161,7 +167,8 @@ def _absent(why: str) -> Markup:
 
 # -- the header -------------------------------------------------------------------------------------
 
-def _header(d: Diagram, found: list[Gpu], sizes: dict, sets: dict, dtype: str | None, command: str) -> Markup:
+def _header(d: Diagram, found: list[Gpu], sizes: dict, sets: dict, dtype: str | None, command: str,
+            shown: list[str]) -> Markup:
     axes = ", ".join(f"{a.name}={at(a.size, sizes)}" + ("" if str(a.size) == a.name else f" (= {a.size})")
                      for a in d.axes.values())
     gpus = join((tag("span", f"{g.profile.name} ({g.profile.description}; {g.profile.source})")
@@ -171,7 +178,8 @@ def _header(d: Diagram, found: list[Gpu], sizes: dict, sets: dict, dtype: str | 
             ("sizes", axes), ("set", ", ".join(f"{k}={v}" for k, v in sets.items()) or "-"),
             ("napkin", __version__), ("command", tag("code", command))]
     meta = tag("dl", join(join([tag("dt", k), tag("dd", v)]) for k, v in rows), class_="meta")
-    nav = tag("nav", tag("ol", join(tag("li", tag("a", title, href=f"#{key}")) for key, title in SECTIONS)))
+    nav = tag("nav", tag("ol", join(tag("li", tag("a", title, href=f"#{key}")) for key, title in SECTIONS
+                                    if key in shown)))
     subtitle = tag("p", d.title + (f" [{d.paper}]" if d.paper else ""), class_="subtitle") if d.title else ""
     return tag("header", join([tag("h1", f"napkin report: {d.name}"), subtitle, meta, nav]))
 
@@ -215,6 +223,34 @@ def _prediction(found: list[Gpu], docs: dict[str, str]) -> Markup:
                           "analyze's time at its own tiles, the paper's idealised bound on a datasheet "
                           "profile (datasheet rates, transfers and pipelines perfectly overlapped).",
                      class_="note"), summary, *lines])
+
+
+# -- what napkin measure measured of the kernel, beside its prediction ------------------------------
+
+def _measured_of(d: Diagram, measurements: list[Measurement]) -> Markup | None:
+    """The measurements' table (None: none given); a measurement of another diagram is an error."""
+    if not measurements:
+        return None
+    rows = []
+    for m in measurements:
+        if m.diagram != d.name:
+            raise NapkinError(f"a measurement of {m.diagram!r} given to the report of {d.name!r}",
+                              field="--measurement", hint=f"measure {d.name} (napkin measure {d.name} -o FILE)")
+        t, p = m.timing, m.predicted
+        measured = f"{seconds(t.time_s)} ({seconds(t.time_s_p20)} to {seconds(t.time_s_p80)})" if t else "not timed"
+        rows.append([f"{m.device.name} ({m.device.profile})", f"{p.kernel or p.backend}: {p.configuration}",
+                     ", ".join(f"{k}={v}" for k, v in sorted(m.sizes.items())),
+                     "passed" if m.check.passed else f"FAILED ({m.check.max_error:.2g} > {m.check.tolerance:.2g})",
+                     measured, seconds(p.time_s),
+                     f"{m.measured_over_predicted:.3f}" if m.measured_over_predicted else "-"])
+    methods = sorted({m.timing.method for m in measurements if m.timing})
+    note = ("What napkin measure ran of this diagram's kernel (docs/measure.md): checked against float64, then "
+            f"timed ({'; '.join(methods) or 'not timed'}; the median, and the 20th to 80th percentile), beside "
+            "the model's time for the same launch. Its sizes are the measurement's, which may differ from "
+            "the page's.")
+    return join([tag("p", note, class_="note"),
+                 table(["GPU (profile)", "kernel", "sizes", "check", "measured", "predicted",
+                        "measured / predicted"], rows, numeric=[6])])
 
 
 def _tiles_text(a: Analysis) -> str:
