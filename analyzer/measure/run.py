@@ -22,6 +22,7 @@ from typing import Any
 
 from analyzer import hardware
 from analyzer.codegen import generate
+from analyzer.codegen.files import SUFFIX
 from analyzer.codegen.generator import Generated
 from analyzer.common.progress import Progress, silent
 from analyzer.config.launch import expected_out
@@ -83,7 +84,7 @@ def measure(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None
 def _wrapper(g: Generated, folder: Path) -> Callable[..., Any]:
     """The generated module's entry point, its files written to `folder` and imported."""
     name = f"napkin_measure_{hashlib.sha256(g.source.encode()).hexdigest()[:16]}"
-    paths = g.write(folder / (f"{name}.cu" if g.backend == "cuda" else f"{name}.py"))
+    paths = g.write(folder / f"{name}{SUFFIX[g.backend]}")       # CUDA: the .cu source and its .py loader
     module_path = next(p for p in paths if p.suffix == ".py")
     spec = importlib.util.spec_from_file_location(name, module_path)
     module = importlib.util.module_from_spec(spec)
