@@ -369,9 +369,10 @@ def hopper_fit(r: Result, command: str) -> HopperFit:
                 f"{f.training} training configurations, least squares with Huber loss ({command})"),
         **values,
         fit={"training_records": f.training, "rms_log_error": float(f"{f.rms_log_error:.3g}"),
-             "held_out_median_error": float(f"{held['held-out size'].median:.3g}"),
-             "beyond_median_error": float(f"{held['beyond'].median:.3g}"), **({"at_bounds": at} if at else {}),
-             **variants},
+             # a recording of the grid alone (napkin measure --sweep) has no shapes beyond it
+             **{key: float(f"{held[split].median:.3g}") for key, split in
+                (("held_out_median_error", "held-out size"), ("beyond_median_error", "beyond")) if split in held},
+             **({"at_bounds": at} if at else {}), **variants},
         **ops)
 
 

@@ -14,6 +14,7 @@ from analyzer.cli.app import (
     KernelDtype,
     OneValue,
     SetOpt,
+    UsageError,
     app,
     console,
     hardware_app,
@@ -44,12 +45,23 @@ def measure(
                                                          "measurement).")] = False,
     output: Annotated[Optional[str], typer.Option(
         "--output", "-o", metavar="FILE", help="Also write the measurement's JSON here.")] = None,
+    sweep: Annotated[Optional[str], typer.Option(
+        "--sweep", metavar="RECORDING",
+        help="Instead: time every legal configuration of the Hopper attention kernel at FlashAttention-3's grid "
+             "and add the records to RECORDING (created if absent), which napkin calibrate --kernel hopper "
+             "fits.")] = None,
 ) -> None:
     """Run the generated kernel on this machine's GPU: check it against float64, time it, and set the
     time beside the model's prediction. Exits 3 where the check fails (the kernel is then not timed)."""
     from analyzer.common.atomic import write_text
     from analyzer.measure import measure as run
     from analyzer.report.measurement import measurement_table
+    if sweep is not None:
+        if output is not None or as_json:
+            raise UsageError("--sweep writes its recording; -o and --json are a single measurement's",
+                             field="--sweep", hint="pass --sweep alone")
+        _sweep(diagram, gpu, parse_sets(set_ or []), rep_ms, sweep)
+        return
     if output is not None:
         check_target(output, "--output")
     sets = parse_sets(set_ or [])
@@ -94,3 +106,35 @@ def hardware_draft(
     typer.echo(f"drafted {props.device.describe()}" +
                (f"; {assumed} figures ASSUMED from another compute capability: check them" if assumed else ""))
     wrote(output)
+
+
+def _sweep(diagram: str, gpu: str | None, sets: dict[str, int], rep_ms: float, path: str) -> None:
+    """napkin measure --sweep: the records added to the recording at `path` (one GPU's)."""
+    import json
+    import shlex
+    import sys
+    from pathlib import Path
+
+    from analyzer.calibrate.hopper import HopperRecording
+    from analyzer.calibrate.record import check_gpu, read_json
+    from analyzer.common.atomic import write_text
+    from analyzer.hardware import load
+    from analyzer.measure.sweep import sweep
+    check_target(path, "--sweep")
+    before = None
+    if Path(path).exists():
+        before = read_json(Path(path), HopperRecording, missing=f"no such recording: {path}", field="--sweep",
+                           hint="name a new file, or one napkin measure --sweep wrote")
+    command = "napkin " + " ".join(shlex.quote(w) for w in sys.argv[1:])
+    with progress_bar("sweep") as progress:
+        doc = sweep(diagram, gpu, sets=sets, rep_ms=rep_ms, command=command, progress=progress)
+    if before is not None:
+        check_gpu(before.meta, path, load(doc["meta"]["profile"]), option="--sweep")
+        old = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = {"meta": {**doc["meta"], "added_to": [*old["meta"].get("added_to", []), old["meta"]]},
+               "records": [*old["records"], *doc["records"]]}
+    write_text(path, json.dumps(doc, indent=1) + "\n", "--sweep")
+    ok = sum(r["status"] == "ok" for r in doc["records"])
+    typer.echo(f"{ok} of {len(doc['records'])} records measured in {path}; fit them with napkin calibrate {path} "
+               f"--gpu {doc['meta']['profile']} --kernel hopper")
+    wrote(path)

@@ -55,7 +55,7 @@ def measure(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None
         k: v for k, v in (sets or {}).items() if k in {s.name for s in g.diagram.size_symbols}}
     progress("measure", 1, 3)
     with tempfile.TemporaryDirectory(prefix="napkin-measure-") as tmp:
-        wrapper = _wrapper(g, Path(tmp))
+        wrapper = wrapper_of(g, Path(tmp))
         shapes, kwargs = inputs(g, sizes)
         generator = torch.Generator(device=tensors_on).manual_seed(SEED)
         element = getattr(torch, DTYPES[g.dtype])
@@ -81,7 +81,7 @@ def measure(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None
         throughput_flops_per_s=g.expected.tensor_flops / timing.time_s if timing else None)
 
 
-def _wrapper(g: Generated, folder: Path) -> Callable[..., Any]:
+def wrapper_of(g: Generated, folder: Path) -> Callable[..., Any]:
     """The generated module's entry point, its files written to `folder` and imported."""
     name = f"napkin_measure_{hashlib.sha256(g.source.encode()).hexdigest()[:16]}"
     paths = g.write(folder / f"{name}{SUFFIX[g.backend]}")       # CUDA: the .cu source and its .py loader
@@ -96,4 +96,4 @@ def _wrapper(g: Generated, folder: Path) -> Callable[..., Any]:
     return getattr(module, named)
 
 
-__all__ = ["measure"]
+__all__ = ["DTYPES", "SEED", "measure", "wrapper_of"]

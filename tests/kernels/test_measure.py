@@ -111,3 +111,90 @@ def test_a_draft_without_a_cuda_device_says_so_and_writes_nothing(tmp_path):
     r = in_process(tmp_path, "hardware", "draft", "-o", "gpu.yaml")
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "no CUDA device" in r.stderr
     assert not (tmp_path / "gpu.yaml").exists()
+
+
+# -- napkin measure --sweep ---------------------------------------------------------------------------
+
+SMALL_GRID = dict(tokens=2048, hidden=256, lengths=(256, 512, 1024, 2048), head_dims=(64, 128))
+
+
+def _model_gpu(profile_name: str):
+    """A launch that computes attention in float64 at the checks' small shape (and nothing at the grid's),
+    and a timer that answers what the calibrated model says of the configuration last launched."""
+    from analyzer import hardware
+    from analyzer.config import hopper
+    profile, last = hardware.load(profile_name), {}
+
+    def launch(fn, xs, kwargs, entry):
+        last.update(entry=entry, shape=tuple(xs[0].shape), causal=kwargs["causal"])
+        if xs[0].shape[2] > 300:
+            return None
+        q, k, v = (x.double() for x in xs[:3])
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=kwargs["causal"]).half()
+
+    def timer(fn, rep_ms):
+        fn()
+        (b, h, s, d), e = last["shape"], last["entry"]
+        c = hopper.configuration(profile, d, "fp16", warpgroups=e["WARPGROUPS"], chunk=e["BLOCK_X"],
+                                 stages=e["STAGES"], overlap=e["OVERLAP"], schedule=e["SCHEDULE"],
+                                 causal=last["causal"])
+        t = hopper.predicted_time(profile, c, d, "fp16", seq_q=s, seq_k=s, instances=b * h, causal=last["causal"])
+        return TimingOut(method="the model", repetitions_ms=rep_ms, time_s=t, time_s_p20=t, time_s_p80=t)
+    return launch, timer
+
+
+@pytest.mark.slow(seconds=30)
+def test_a_sweep_writes_what_calibrate_fits_and_the_fit_predicts_it(tmp_path):
+    """A sweep of attention and causal attention whose times are the calibrated H100 model's own: every
+    configuration the model ranks legal is recorded, and napkin calibrate, fitting the two sweeps written
+    into one recording, predicts them and finds the tensor cores' efficiency the times were made with."""
+    from analyzer import hardware
+    from analyzer.calibrate.hopper import calibrate, predict
+    from analyzer.calibrate.hopper import load as load_recording
+    from analyzer.config.hopper_params import HopperParams
+    from analyzer.measure.sweep import Grid, sweep
+    launch, timer = _model_gpu("h100")
+    path = tmp_path / "sweep.json"
+    records = []
+    for diagram in ("attention", "causal_attention"):
+        doc = sweep(diagram, device=H100, tensors_on="cpu", grid=Grid(**SMALL_GRID), timer=timer, launch=launch)
+        assert all(r["status"] == "ok" for r in doc["records"]) and doc["meta"]["profile"] == "h100-sxm5"
+        records += doc["records"]
+    path.write_text(json.dumps({"meta": doc["meta"], "records": records}))
+    rec, measured = load_recording(str(path))
+    assert {(r.head_dim, r.causal, r.seq_q) for r in measured} == \
+        {(d, c, n) for d in (64, 128) for c in (False, True) for n in SMALL_GRID["lengths"]}
+    result = calibrate(str(path), "h100", held_out=1024)
+    fitted = predict(result.base, measured, result.fitted.params)
+    times = [r.time_s for r in measured]
+    errors = sorted(abs(p / t - 1) for p, t in zip(fitted, times, strict=True))
+    # the times are the model's own, so a fit exists that predicts them exactly; the least squares from
+    # its start lands within a percent on most (2026-11-28: median 0.2 %, 90th percentile 0.5 %)
+    assert errors[len(errors) // 2] < 0.01 and errors[int(0.9 * len(errors))] < 0.02
+    truth = HopperParams.of(hardware.load("h100"))
+    assert result.fitted.params.tensor_efficiency == pytest.approx(truth.tensor_efficiency, rel=0.03)
+
+
+def test_a_sweep_of_a_kernel_it_does_not_time_is_refused():
+    from analyzer.common.errors import NapkinError
+    from analyzer.measure.sweep import sweep
+    with pytest.raises(NapkinError, match="--sweep times the Hopper attention kernel"):
+        sweep("matmul", device=H100, tensors_on="cpu")
+
+
+def test_the_sweep_command_adds_to_its_recording(tmp_path, monkeypatch):
+    """Two sweeps into one file: the second's records after the first's, the first's meta kept."""
+    from analyzer.measure import sweep as sweep_module
+    launch, timer = _model_gpu("h100")
+    grid = sweep_module.Grid(tokens=1024, hidden=128, lengths=(512, 1024), head_dims=(64,))
+    real = sweep_module.sweep
+    monkeypatch.setattr(sweep_module, "sweep", lambda diagram, gpu, **k: real(
+        diagram, gpu, sets=k["sets"], command=k["command"], grid=grid, device=H100, tensors_on="cpu", timer=timer,
+        launch=launch))
+    first = in_process(tmp_path, "measure", "attention", "--sweep", "rec.json")
+    second = in_process(tmp_path, "measure", "causal_attention", "--sweep", "rec.json")
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    doc = json.loads((tmp_path / "rec.json").read_text())
+    assert {r["diagram"] for r in doc["records"]} == {"attention", "causal_attention"}
+    assert doc["meta"]["added_to"][0]["command"] == "napkin measure attention --sweep rec.json"
+    assert "fit them with napkin calibrate rec.json --gpu h100-sxm5 --kernel hopper" in second.stdout

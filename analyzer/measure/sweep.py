@@ -1,0 +1,211 @@
+"""napkin measure --sweep: every legal configuration of the Hopper attention kernel a diagram generates,
+checked and timed on the GPU at hand at the FlashAttention-3 grid's sizes, written as the recording
+`napkin calibrate --kernel hopper` fits (the format bench/hopper_sweep.py writes), so that a user fits
+the model to their own GPU in one pair of commands.
+
+    the diagram's Hopper module (analyzer.codegen.generate, backend hopper), its head dim and mask
+    -> the grid (Grid): 16384 tokens (batch x sequence) and a hidden size of 2048 (heads x head dim) at
+       lengths 1k to 16k and head dims 64, 128 and 256, FlashAttention-3's grid (its Figure 5; the model's
+       held-out length among them)
+    -> every legal configuration the model ranks there (analyzer.config.hopper.ranked), each checked
+       once against float64 at a small odd shape (CHECK_AT), then timed at every length it is legal at
+       (analyzer.measure.timing), the model's prediction beside it
+    -> the recording: meta (date, command, device, profile, timer) and a record per configuration and
+       length (kind "grid"), a configuration that fails its check or its launch recorded as an error
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analyzer import hardware
+from analyzer.codegen import generate
+from analyzer.common.errors import NapkinError
+from analyzer.common.progress import Progress, silent
+from analyzer.config import hopper
+from analyzer.diagram.interface import Attention
+from analyzer.measure.device import Device, local_device, profile_for, torch_module
+from analyzer.measure.reference import inputs, reduction, reference, tolerance
+from analyzer.measure.result import TimingOut
+from analyzer.measure.run import DTYPES, SEED, wrapper_of
+from analyzer.measure.timing import REP_MS, timed
+
+HEAD_DIMS = (64, 128, 256)    # where V's head dim is the query's: FlashAttention-3's grid's; else the diagram's
+CHECK_AT = {"batch": 1, "heads": 2, "length": 273}    # no multiple of any tile: every edge of the walk
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The sizes swept: `tokens` (batch x sequence) at each length, a hidden size of `hidden` (heads x
+    head dim), each head dim; FlashAttention-3's grid by default (its Figure 5), the model's held-out
+    length (analyzer.calibrate.hopper.HELD_OUT_SEQLEN) among the lengths."""
+
+    tokens: int = 16384
+    hidden: int = 2048
+    lengths: tuple[int, ...] = (1024, 2048, 4096, 8192, 16384)
+    head_dims: tuple[int, ...] = HEAD_DIMS
+
+
+def grid_sizes(g, grid: Grid, length: int, head_dim: int) -> dict[str, int]:
+    """The weaved diagram's sizes at one grid point: `head_dim`, tokens / length batch entries, hidden /
+    head dim query heads (grouped-query: the key/value heads, its group as the file's)."""
+    r: Attention = g.roles
+    sizes = _sized(g, length, max(1, grid.tokens // length), head_dim)
+    heads = max(1, grid.hidden // head_dim)
+    if r.heads:
+        sizes[g.diagram.size(r.heads).name] = max(1, heads // (g.axis_sizes({})(r.group) if r.group else 1))
+    else:
+        sizes["heads"] = heads
+    return sizes
+
+
+def _sized(g, length: int, batch: int, head_dim: int) -> dict[str, int]:
+    r: Attention = g.roles
+    sizes = {s.name: int(v) for s, v in g.diagram.defaults.items()}
+    for axis in (r.seq_q, r.seq_k):
+        sizes[g.diagram.size(axis).name] = length
+    sizes["batch"] = batch
+    name = g.diagram.size(r.head_dim)
+    if name.is_Symbol:
+        sizes[name.name] = head_dim
+    return sizes
+
+
+def _small(g, head_dim: int) -> dict[str, int]:
+    r: Attention = g.roles
+    sizes = _sized(g, CHECK_AT["length"], CHECK_AT["batch"], head_dim)
+    sizes[g.diagram.size(r.heads).name if r.heads else "heads"] = CHECK_AT["heads"]
+    return sizes
+
+
+def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None = None, grid: Grid = Grid(),
+          rep_ms: float = REP_MS, device: Device | None = None, tensors_on: str = "cuda",
+          timer: Callable[[Callable[[], Any], float], TimingOut] = timed,
+          launch: Callable[..., Any] | None = None, command: str = "",
+          progress: Progress = silent) -> dict:
+    """The recording of every legal Hopper configuration of `diagram` on the local GPU at `grid`'s sizes.
+    `device`, `tensors_on`, `timer` and `launch` (the call of one configuration: launch(module's wrapper,
+    tensors, keywords, entry)) are for running the pipeline elsewhere than on a Hopper GPU (the tests)."""
+    torch = torch_module()
+    device = device or local_device()
+    profile = hardware.load(gpu or profile_for(device))
+    g = generate(diagram, profile, sets=sets)
+    if g.hopper is None:
+        raise NapkinError(f"napkin measure --sweep times the Hopper attention kernel's configurations; "
+                          f"{g.diagram.name} on {profile.name} generates {g.family.title}", field="--sweep",
+                          hint="measure it without --sweep (the sweep of the other kernels is not built)")
+    launch = launch or (lambda fn, xs, kwargs, entry: fn(*xs, **kwargs, config=entry))
+    with tempfile.TemporaryDirectory(prefix="napkin-sweep-") as tmp:
+        run = _Run(g, profile, wrapper_of(g, Path(tmp)), hopper.scores(g.as_launch.configured), torch,
+                   getattr(torch, DTYPES[g.dtype]), tensors_on, timer, launch, rep_ms, progress)
+        at = g.axis_sizes({})
+        own = at(g.roles.head_dim)
+        head_dims = grid.head_dims if at(g.roles.value_dim) == own else (own,)
+        points = [run.point(grid, length, d) for d in head_dims for length in grid.lengths]
+        run.total = sum(len(p[-1]) for p in points) + len({(p[0], json_key(c.entry())) for p in points
+                                                           for _, c in p[-1]})
+        records = [rec for p in points for rec in run.timed(p)]
+    meta = {"date": datetime.date.today().isoformat(), "command": command, "gpu": device.name,
+            "profile": profile.name, "sm_count": device.sm_count, "timer": "; ".join(sorted(run.methods)),
+            "torch": torch.__version__, "grid": f"{grid.tokens} tokens, hidden {grid.hidden}, lengths "
+                                                f"{list(grid.lengths)}, head dims {list(head_dims)}",
+            "checked_at": CHECK_AT}
+    return {"meta": meta, "records": records}
+
+
+@dataclass
+class _Run:
+    """One sweep's module, its checks (once a head dim and configuration) and its timings."""
+
+    g: Any
+    profile: Any
+    wrapper: Callable[..., Any]
+    chain: Any
+    torch: Any
+    element: Any
+    tensors_on: str
+    timer: Callable
+    launch: Callable
+    rep_ms: float
+    progress: Progress
+    total: int = 0
+    done: int = 0
+    methods: set = field(default_factory=set)
+    failed: dict = field(default_factory=dict)       # (head dim, configuration) -> why it is wrong
+    checked: set = field(default_factory=set)
+
+    def tensors(self, sizes: dict[str, int], seed: int) -> tuple[list, dict]:
+        shapes, kwargs = inputs(self.g, sizes)
+        generator = self.torch.Generator(device=self.tensors_on).manual_seed(seed)
+        return [self.torch.randn(*s, generator=generator, device=self.tensors_on, dtype=self.element)
+                for s in shapes], kwargs
+
+    def point(self, grid: Grid, length: int, head_dim: int) -> tuple:
+        r: Attention = self.g.roles
+        sizes = grid_sizes(self.g, grid, length, head_dim)
+        shapes, _ = inputs(self.g, sizes)
+        batch, heads_q, heads_kv = shapes[0][0], shapes[0][1], shapes[1][1]
+        value_dim = shapes[2][3] if shapes[2][3] != head_dim else None
+        ranked = hopper.ranked(self.profile, head_dim, self.g.dtype, seq_q=length, seq_k=length,
+                               instances=batch * heads_q, causal=r.causal, scores=self.chain, value_dim=value_dim)
+        return head_dim, length, sizes, batch, heads_q, heads_kv, value_dim, ranked
+
+    def check(self, head_dim: int, configs: list) -> None:
+        """Each configuration not yet checked at this head dim, against float64 at CHECK_AT."""
+        todo = [c for c in configs if (head_dim, json_key(c.entry())) not in self.checked]
+        if not todo:
+            return
+        small = _small(self.g, head_dim)
+        xs, kwargs = self.tensors(small, SEED)
+        want = reference(self.torch, self.g, xs, small)
+        allowed = tolerance(self.g.dtype, reduction(self.g, small))
+        for c in todo:
+            self.progress("sweep: check", self.done, self.total)
+            self.done += 1
+            key = (head_dim, json_key(c.entry()))
+            self.checked.add(key)
+            try:
+                out = self.launch(self.wrapper, xs, kwargs, c.entry())
+                error = float((out.double() - want).abs().max() / want.abs().max())
+                if not (math.isfinite(error) and error <= allowed):
+                    self.failed[key] = f"largest error {error:.3g} of the largest value, above {allowed:.3g}"
+            except Exception as exc:  # noqa: BLE001 - a configuration that fails is a record of its failure
+                self.failed[key] = f"{type(exc).__name__}: {str(exc)[:300]}"
+
+    def timed(self, point: tuple) -> list[dict]:
+        head_dim, length, sizes, batch, heads_q, heads_kv, value_dim, ranked = point
+        self.check(head_dim, [c for _, c in ranked])
+        xs, kwargs = self.tensors(sizes, SEED + length)
+        records = []
+        for rank, (predicted, c) in enumerate(ranked, 1):
+            self.progress("sweep: time", self.done, self.total)
+            self.done += 1
+            rec = {"kind": "grid", "diagram": self.g.diagram.name, "dtype": self.g.dtype, "head_dim": head_dim,
+                   "causal": self.g.roles.causal, "batch": batch, "heads_q": heads_q, "heads_kv": heads_kv,
+                   "seq_q": length, "seq_k": length, "value_dim": value_dim, "config": c.entry(),
+                   "model_rank": rank, "predicted_s": predicted}
+            error = self.failed.get((head_dim, json_key(c.entry())))
+            if error is None:
+                try:
+                    t = self.timer(lambda c=c: self.launch(self.wrapper, xs, kwargs, c.entry()), self.rep_ms)
+                    self.methods.add(t.method)
+                    rec.update(status="ok", time_s=t.time_s, time_s_p20=t.time_s_p20, time_s_p80=t.time_s_p80)
+                except Exception as exc:  # noqa: BLE001 - as above
+                    error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            if error is not None:
+                rec.update(status="error", error=error)
+            records.append(rec)
+        return records
+
+
+def json_key(entry: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(entry.items()))
+
+
+__all__ = ["CHECK_AT", "HEAD_DIMS", "Grid", "grid_sizes", "sweep"]
