@@ -173,6 +173,10 @@ def test_a_sweep_writes_what_calibrate_fits_and_the_fit_predicts_it(tmp_path):
     assert errors[len(errors) // 2] < 0.01 and errors[int(0.9 * len(errors))] < 0.02
     truth = HopperParams.of(hardware.load("h100"))
     assert result.fitted.params.tensor_efficiency == pytest.approx(truth.tensor_efficiency, rel=0.03)
+    # the command writes the profile of a recording with no shapes beyond the grid (a traceback before)
+    r = in_process(tmp_path, "calibrate", "sweep.json", "--gpu", "h100", "--kernel", "hopper", "-o", "fit.yaml")
+    assert r.returncode == 0, r.stderr
+    assert hardware.load(str(tmp_path / "fit.yaml")).calibration.hopper is not None
 
 
 def test_a_sweep_of_a_kernel_it_does_not_time_is_refused():
