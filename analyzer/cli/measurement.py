@@ -47,9 +47,9 @@ def measure(
         "--output", "-o", metavar="FILE", help="Also write the measurement's JSON here.")] = None,
     sweep: Annotated[Optional[str], typer.Option(
         "--sweep", metavar="RECORDING",
-        help="Instead: time every legal configuration of the Hopper attention kernel at FlashAttention-3's grid "
-             "and add the records to RECORDING (created if absent), which napkin calibrate --kernel hopper "
-             "fits.")] = None,
+        help="Instead: time every legal configuration of the kernel (the Hopper attention kernel at "
+             "FlashAttention-3's grid, or the portable module's attention or matmul) and add the records to "
+             "RECORDING (created if absent), which napkin calibrate fits.")] = None,
 ) -> None:
     """Run the generated kernel on this machine's GPU: check it against float64, time it, and set the
     time beside the model's prediction. Exits 3 where the check fails (the kernel is then not timed)."""
@@ -115,26 +115,32 @@ def _sweep(diagram: str, gpu: str | None, sets: dict[str, int], rep_ms: float, p
     import sys
     from pathlib import Path
 
-    from analyzer.calibrate.hopper import HopperRecording
     from analyzer.calibrate.record import check_gpu, read_json
     from analyzer.common.atomic import write_text
+    from analyzer.common.errors import NapkinError
     from analyzer.hardware import load
-    from analyzer.measure.sweep import sweep
+    from analyzer.measure.sweep import Recorded, sweep
     check_target(path, "--sweep")
     before = None
     if Path(path).exists():
-        before = read_json(Path(path), HopperRecording, missing=f"no such recording: {path}", field="--sweep",
+        before = read_json(Path(path), Recorded, missing=f"no such recording: {path}", field="--sweep",
                            hint="name a new file, or one napkin measure --sweep wrote")
     command = "napkin " + " ".join(shlex.quote(w) for w in sys.argv[1:])
     with progress_bar("sweep") as progress:
         doc = sweep(diagram, gpu, sets=sets, rep_ms=rep_ms, command=command, progress=progress)
     if before is not None:
         check_gpu(before.meta, path, load(doc["meta"]["profile"]), option="--sweep")
+        if before.records and ("family" in before.records[0]) != ("family" in doc["records"][0]):
+            raise NapkinError(f"{path} holds another kernel's records than this sweep's (the Hopper attention "
+                              "kernel's and the portable module's are fitted apart)", field="--sweep",
+                              hint="sweep into another file")
         old = json.loads(Path(path).read_text(encoding="utf-8"))
         doc = {"meta": {**doc["meta"], "added_to": [*old["meta"].get("added_to", []), old["meta"]]},
                "records": [*old["records"], *doc["records"]]}
     write_text(path, json.dumps(doc, indent=1) + "\n", "--sweep")
     ok = sum(r["status"] == "ok" for r in doc["records"])
+    kernel = " --kernel hopper" if "config" in doc["records"][0] and "WARPGROUPS" in doc["records"][0]["config"] \
+        else ""
     typer.echo(f"{ok} of {len(doc['records'])} records measured in {path}; fit them with napkin calibrate {path} "
-               f"--gpu {doc['meta']['profile']} --kernel hopper")
+               f"--gpu {doc['meta']['profile']}{kernel}")
     wrote(path)

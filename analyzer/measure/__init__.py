@@ -6,7 +6,8 @@ the model's prediction (docs/measure.md).
     timing      CUDA graph replays (or events), the median and percentiles
     result      the measurement's JSON (napkin schema measurement)
     run         the pipeline: generate, check, time, predict
-    sweep       every legal Hopper attention configuration timed: a recording napkin calibrate fits
+    sweep       every legal configuration timed: a recording napkin calibrate fits (the Hopper attention
+                kernel's; sweep_portable the portable module's)
     draft       a profile drafted from the device for a GPU napkin does not ship (napkin hardware draft)
 
 torch and triton are needed only here, and imported only when a measurement runs.

@@ -1,7 +1,9 @@
 """napkin measure --sweep: every legal configuration of the Hopper attention kernel a diagram generates,
 checked and timed on the GPU at hand at the FlashAttention-3 grid's sizes, written as the recording
 `napkin calibrate --kernel hopper` fits (the format bench/hopper_sweep.py writes), so that a user fits
-the model to their own GPU in one pair of commands.
+the model to their own GPU in one pair of commands. Where the GPU's kernel for the diagram is the
+portable module (every GPU before Hopper), analyzer.measure.sweep_portable sweeps it for the portable
+kernels' fit.
 
     the diagram's Hopper module (analyzer.codegen.generate, backend hopper), its head dim and mask
     -> the grid (Grid): 16384 tokens (batch x sequence) and a hidden size of 2048 (heads x head dim) at
@@ -24,16 +26,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from analyzer import hardware
 from analyzer.codegen import generate
 from analyzer.common.errors import NapkinError
 from analyzer.common.progress import Progress, silent
 from analyzer.config import hopper
+from analyzer.config.by_size import length_axes
 from analyzer.diagram.interface import Attention
 from analyzer.measure.device import Device, local_device, profile_for, torch_module
 from analyzer.measure.reference import inputs, reduction, reference, tolerance
 from analyzer.measure.result import TimingOut
 from analyzer.measure.run import DTYPES, SEED, wrapper_of
+from analyzer.measure.sweep_portable import CHECK_SIDE, PortableGrid, PortableRun
 from analyzer.measure.timing import REP_MS, timed
 
 HEAD_DIMS = (64, 128, 256)    # where V's head dim is the query's: FlashAttention-3's grid's; else the diagram's
@@ -85,22 +91,35 @@ def _small(g, head_dim: int) -> dict[str, int]:
 
 
 def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None = None, grid: Grid = Grid(),
-          rep_ms: float = REP_MS, device: Device | None = None, tensors_on: str = "cuda",
+          portable: PortableGrid = PortableGrid(), rep_ms: float = REP_MS, device: Device | None = None,
+          tensors_on: str = "cuda",
           timer: Callable[[Callable[[], Any], float], TimingOut] = timed,
           launch: Callable[..., Any] | None = None, command: str = "",
           progress: Progress = silent) -> dict:
-    """The recording of every legal Hopper configuration of `diagram` on the local GPU at `grid`'s sizes.
+    """The recording of every legal configuration of `diagram`'s kernel on the local GPU: the Hopper
+    attention kernel's at `grid`'s sizes, or the portable module's at `portable`'s (analyzer.measure
+    .sweep_portable).
     `device`, `tensors_on`, `timer` and `launch` (the call of one configuration: launch(module's wrapper,
     tensors, keywords, entry)) are for running the pipeline elsewhere than on a Hopper GPU (the tests)."""
     torch = torch_module()
     device = device or local_device()
     profile = hardware.load(gpu or profile_for(device))
     g = generate(diagram, profile, sets=sets)
-    if g.hopper is None:
-        raise NapkinError(f"napkin measure --sweep times the Hopper attention kernel's configurations; "
-                          f"{g.diagram.name} on {profile.name} generates {g.family.title}", field="--sweep",
-                          hint="measure it without --sweep (the sweep of the other kernels is not built)")
+    if g.contraction is not None:
+        raise NapkinError(f"napkin measure --sweep times the Hopper attention kernel's and the portable module's "
+                          f"configurations; {g.diagram.name} on {profile.name} generates {g.family.title}",
+                          field="--sweep", hint="measure it without --sweep (its sweep is bench/hopper_contraction.py)")
     launch = launch or (lambda fn, xs, kwargs, entry: fn(*xs, **kwargs, config=entry))
+    if g.hopper is None:         # the portable module: its two families' recording (napkin calibrate)
+        with tempfile.TemporaryDirectory(prefix="napkin-sweep-") as tmp:
+            run = PortableRun(diagram, g, profile, wrapper_of(g, Path(tmp)), torch, getattr(torch, DTYPES[g.dtype]),
+                              tensors_on, timer, launch, rep_ms, progress)
+            records = run.records(portable, lambda d: _small(g, d) if d is not None else _square(g, CHECK_SIDE),
+                                  grid_sizes)
+        return {"meta": _meta(device, profile, torch, command, run.methods,
+                              f"attention: {portable.tokens} tokens, hidden {portable.hidden}, lengths "
+                              f"{list(portable.lengths)}, head dims {list(portable.head_dims)}; matmul: sides "
+                              f"{list(portable.sides)}"), "records": records}
     with tempfile.TemporaryDirectory(prefix="napkin-sweep-") as tmp:
         run = _Run(g, profile, wrapper_of(g, Path(tmp)), hopper.scores(g.as_launch.configured), torch,
                    getattr(torch, DTYPES[g.dtype]), tensors_on, timer, launch, rep_ms, progress)
@@ -111,12 +130,21 @@ def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None =
         run.total = sum(len(p[-1]) for p in points) + len({(p[0], json_key(c.entry())) for p in points
                                                            for _, c in p[-1]})
         records = [rec for p in points for rec in run.timed(p)]
-    meta = {"date": datetime.date.today().isoformat(), "command": command, "gpu": device.name,
-            "profile": profile.name, "sm_count": device.sm_count, "timer": "; ".join(sorted(run.methods)),
-            "torch": torch.__version__, "grid": f"{grid.tokens} tokens, hidden {grid.hidden}, lengths "
-                                                f"{list(grid.lengths)}, head dims {list(head_dims)}",
-            "checked_at": CHECK_AT}
-    return {"meta": meta, "records": records}
+    return {"meta": _meta(device, profile, torch, command, run.methods,
+                          f"{grid.tokens} tokens, hidden {grid.hidden}, lengths {list(grid.lengths)}, head dims "
+                          f"{list(head_dims)}"), "records": records}
+
+
+def _meta(device: Device, profile, torch, command: str, methods: set, grid: str) -> dict:
+    return {"date": datetime.date.today().isoformat(), "command": command, "gpu": device.name,
+            "profile": profile.name, "sm_count": device.sm_count, "timer": "; ".join(sorted(methods)),
+            "torch": torch.__version__, "grid": grid, "checked_at": CHECK_AT}
+
+
+def _square(g, side: int) -> dict[str, int]:
+    """A diagram that is not attention at a square problem: every length axis `side`."""
+    names = {g.diagram.size(a).name for a in length_axes(g.diagram, g.roles)}
+    return {s.name: int(v) for s, v in g.diagram.defaults.items()} | dict.fromkeys(names, side)
 
 
 @dataclass
@@ -204,8 +232,18 @@ class _Run:
         return records
 
 
+class Recorded(BaseModel):
+    """What a sweep added to must be: a recording of either kind, its meta and its records (each kind's
+    loader, napkin calibrate's, checks the records themselves)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    meta: dict
+    records: list[dict]
+
+
 def json_key(entry: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(entry.items()))
 
 
-__all__ = ["CHECK_AT", "HEAD_DIMS", "Grid", "grid_sizes", "sweep"]
+__all__ = ["CHECK_AT", "HEAD_DIMS", "Grid", "Recorded", "grid_sizes", "sweep"]

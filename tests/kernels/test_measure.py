@@ -202,3 +202,48 @@ def test_the_sweep_command_adds_to_its_recording(tmp_path, monkeypatch):
     assert {r["diagram"] for r in doc["records"]} == {"attention", "causal_attention"}
     assert doc["meta"]["added_to"][0]["command"] == "napkin measure attention --sweep rec.json"
     assert "fit them with napkin calibrate rec.json --gpu h100-sxm5 --kernel hopper" in second.stdout
+
+
+A100 = Device(0, "NVIDIA A100-SXM4-80GB", "8.0", 108, 85_097_971_712)
+
+
+def _computed(fn, xs, kwargs, entry):
+    """A launch that computes the diagram in float64 at the checks' small shapes, nothing at the grid's."""
+    if max(x.shape[-2] for x in xs) > 300:
+        return None
+    if "causal" in kwargs:
+        q, k, v = (x.double() for x in xs[:3])
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=kwargs["causal"]).half()
+    a, b = (x.double() for x in xs)
+    return (a @ b).half()
+
+
+@pytest.mark.slow(seconds=40)
+def test_a_portable_sweep_writes_what_the_portable_fit_reads(tmp_path):
+    """On a GPU before Hopper the sweep is the portable module's: attention's and matmul's legal
+    configurations at their grids, each record as bench/sweep_h200.py writes it; napkin calibrate fits
+    them, and with times that are the datasheet model's own, its fit predicts them."""
+    from analyzer.calibrate.calibrate import calibrate
+    from analyzer.calibrate.record import load_recording
+    from analyzer.measure.sweep import sweep
+    from analyzer.measure.sweep_portable import PortableGrid
+    grid = PortableGrid(tokens=8192, hidden=256, lengths=(1024, 2048, 8192), head_dims=(64,),
+                        sides=(512, 1024, 6144))
+
+    def clock(fn, rep_ms):      # the times are filled in below
+        return TimingOut(method="none", repetitions_ms=rep_ms, time_s=1.0, time_s_p20=1.0, time_s_p80=1.0)
+    records = []
+    for diagram in ("attention", "matmul"):
+        doc = sweep(diagram, device=A100, tensors_on="cpu", portable=grid, timer=clock, launch=_computed)
+        assert doc["meta"]["profile"] == "a100" and all(r["status"] == "ok" for r in doc["records"])
+        records += [{**r, "time_s": r["predicted_s"]} for r in doc["records"]]     # the model's own times
+    assert {r["family"] for r in records} == {"attention", "matmul"}
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps({"meta": doc["meta"], "records": records}))
+    assert len(load_recording(path).records) == len(records)
+    result = calibrate(str(path), "a100", samples=2)
+    errors = sorted(abs(p / r.time_s - 1) for p, r in zip(result.predictions["calibrated"], result.records,
+                                                           strict=True))
+    # the times are the model's own: the fit finds a model that predicts them (2026-11-28: 408 records,
+    # the largest error 0.06 %)
+    assert len(records) > 100 and errors[len(errors) // 2] < 0.01 and errors[int(0.9 * len(errors))] < 0.02
