@@ -19,10 +19,9 @@ kernels' fit.
 from __future__ import annotations
 
 import datetime
-import math
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from analyzer.measure.result import TimingOut
 from analyzer.measure.run import DTYPES, SEED, wrapper_of
 from analyzer.measure.sweep_portable import CHECK_SIDE, PortableGrid, PortableRun
 from analyzer.measure.timing import REP_MS, timed
+from analyzer.measure.trial import Trials, finish, wrong
 
 HEAD_DIMS = (64, 128, 256)    # where V's head dim is the query's: FlashAttention-3's grid's; else the diagram's
 CHECK_AT = {"batch": 1, "heads": 2, "length": 273}    # no multiple of any tile: every edge of the walk
@@ -112,8 +112,8 @@ def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None =
     launch = launch or (lambda fn, xs, kwargs, entry: fn(*xs, **kwargs, config=entry))
     if g.hopper is None:         # the portable module: its two families' recording (napkin calibrate)
         with tempfile.TemporaryDirectory(prefix="napkin-sweep-") as tmp:
-            run = PortableRun(diagram, g, profile, wrapper_of(g, Path(tmp)), torch, getattr(torch, DTYPES[g.dtype]),
-                              tensors_on, timer, launch, rep_ms, progress)
+            run = PortableRun(g, profile, wrapper_of(g, Path(tmp)), torch, getattr(torch, DTYPES[g.dtype]),
+                              tensors_on, timer, launch, rep_ms, progress, diagram=diagram)
             records = run.records(portable, lambda d: _small(g, d) if d is not None else _square(g, CHECK_SIDE),
                                   grid_sizes)
         return {"meta": _meta(device, profile, torch, command, run.methods,
@@ -121,8 +121,8 @@ def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None =
                               f"{list(portable.lengths)}, head dims {list(portable.head_dims)}; matmul: sides "
                               f"{list(portable.sides)}"), "records": records}
     with tempfile.TemporaryDirectory(prefix="napkin-sweep-") as tmp:
-        run = _Run(g, profile, wrapper_of(g, Path(tmp)), hopper.scores(g.as_launch.configured), torch,
-                   getattr(torch, DTYPES[g.dtype]), tensors_on, timer, launch, rep_ms, progress)
+        run = _Run(g, profile, wrapper_of(g, Path(tmp)), torch, getattr(torch, DTYPES[g.dtype]), tensors_on, timer,
+                   launch, rep_ms, progress, chain=hopper.scores(g.as_launch.configured))
         at = g.axis_sizes({})
         own = at(g.roles.head_dim)
         head_dims = grid.head_dims if at(g.roles.value_dim) == own else (own,)
@@ -148,31 +148,11 @@ def _square(g, side: int) -> dict[str, int]:
 
 
 @dataclass
-class _Run:
-    """One sweep's module, its checks (once a head dim and configuration) and its timings."""
+class _Run(Trials):
+    """One sweep of the Hopper attention kernel: its chain of scores, and how many trials in all."""
 
-    g: Any
-    profile: Any
-    wrapper: Callable[..., Any]
-    chain: Any
-    torch: Any
-    element: Any
-    tensors_on: str
-    timer: Callable
-    launch: Callable
-    rep_ms: float
-    progress: Progress
+    chain: Any = None
     total: int = 0
-    done: int = 0
-    methods: set = field(default_factory=set)
-    failed: dict = field(default_factory=dict)       # (head dim, configuration) -> why it is wrong
-    checked: set = field(default_factory=set)
-
-    def tensors(self, sizes: dict[str, int], seed: int) -> tuple[list, dict]:
-        shapes, kwargs = inputs(self.g, sizes)
-        generator = self.torch.Generator(device=self.tensors_on).manual_seed(seed)
-        return [self.torch.randn(*s, generator=generator, device=self.tensors_on, dtype=self.element)
-                for s in shapes], kwargs
 
     def point(self, grid: Grid, length: int, head_dim: int) -> tuple:
         r: Attention = self.g.roles
@@ -198,13 +178,9 @@ class _Run:
             self.done += 1
             key = (head_dim, json_key(c.entry()))
             self.checked.add(key)
-            try:
-                out = self.launch(self.wrapper, xs, kwargs, c.entry())
-                error = float((out.double() - want).abs().max() / want.abs().max())
-                if not (math.isfinite(error) and error <= allowed):
-                    self.failed[key] = f"largest error {error:.3g} of the largest value, above {allowed:.3g}"
-            except Exception as exc:  # noqa: BLE001 - a configuration that fails is a record of its failure
-                self.failed[key] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            why = wrong(lambda c=c: self.launch(self.wrapper, xs, kwargs, c.entry()), want, allowed)
+            if why is not None:
+                self.failed[key] = why
 
     def timed(self, point: tuple) -> list[dict]:
         head_dim, length, sizes, batch, heads_q, heads_kv, value_dim, ranked = point
@@ -218,17 +194,9 @@ class _Run:
                    "causal": self.g.roles.causal, "batch": batch, "heads_q": heads_q, "heads_kv": heads_kv,
                    "seq_q": length, "seq_k": length, "value_dim": value_dim, "config": c.entry(),
                    "model_rank": rank, "predicted_s": predicted}
-            error = self.failed.get((head_dim, json_key(c.entry())))
-            if error is None:
-                try:
-                    t = self.timer(lambda c=c: self.launch(self.wrapper, xs, kwargs, c.entry()), self.rep_ms)
-                    self.methods.add(t.method)
-                    rec.update(status="ok", time_s=t.time_s, time_s_p20=t.time_s_p20, time_s_p80=t.time_s_p80)
-                except Exception as exc:  # noqa: BLE001 - as above
-                    error = f"{type(exc).__name__}: {str(exc)[:300]}"
-            if error is not None:
-                rec.update(status="error", error=error)
-            records.append(rec)
+            records.append(finish(rec, self.failed.get((head_dim, json_key(c.entry()))), self.timer,
+                                  lambda c=c: self.launch(self.wrapper, xs, kwargs, c.entry()), self.rep_ms,
+                                  self.methods))
         return records
 
 
