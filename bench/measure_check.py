@@ -1,0 +1,158 @@
+"""Issue 37's targets on the GPU at hand, in one run: a profile drafted from the device against the
+shipped datasheet profile's predictions, and `napkin measure --sweep` followed by `napkin calibrate`
+against the shipped fit.
+
+Parts (--parts, comma-separated):
+- `draft`: `napkin hardware draft` (analyzer.measure.draft: the driver's properties, a copy, matmuls);
+  the drafted profile's and the shipped datasheet profile's predictions (napkin analyze's, the idealised
+  model both) of each diagram at its defaults, and their ratio (the target: within 15 %).
+- `sweep`: the Hopper attention kernel's sweep of attention and causal_attention at the head dims
+  --head-dims names (every legal configuration, at FlashAttention-3's lengths; analyzer.measure.sweep),
+  added to sweep_<gpu>.json in --out; a run per head dim fits in a command's time, and each adds to the
+  file.
+- `fit`: `napkin calibrate` of that recording (analyzer.calibrate.hopper), each fitted parameter beside
+  the shipped fit's with both standard errors, and whether they agree within them (the target).
+
+    python bench/measure_check.py --parts draft                        # a minute
+    python bench/measure_check.py --parts sweep --head-dims 128        # about 10 minutes a head dim
+    python bench/measure_check.py --parts fit                          # seconds, no GPU needed
+
+It writes measure_check_<gpu>.json and .md into --out ($OUT if set, else bench/results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import command, log, save_results  # noqa: E402
+
+DIAGRAMS = ("attention", "causal_attention", "matmul", "mlp2")      # what the draft predicts
+
+
+def draft_part(gpu_name: str) -> dict:
+    import datetime
+
+    from analyzer import hardware
+    from analyzer.measure.device import profile_for
+    from analyzer.measure.draft import draft, measure_rates, properties, reference
+    from analyzer.model.analysis import analyze
+    props = properties(0)
+    _, ref, _ = reference(props.device)
+    measured = measure_rates(tuple(t for t in ("fp16", "bf16") if t in ref.tensor_dtypes))
+    text = draft(props, measured, datetime.date.today().isoformat())
+    path = Path(tempfile.mkdtemp()) / "drafted.yaml"
+    path.write_text(text)
+    drafted, shipped = hardware.load(str(path)), hardware.load(profile_for(props.device))
+    rows = []
+    for diagram in DIAGRAMS:
+        ours, theirs = (analyze(diagram, p).totals.predicted_time_s for p in (drafted, shipped))
+        rows.append({"diagram": diagram, "drafted_s": ours, "shipped_s": theirs, "ratio": ours / theirs})
+        log(rows[-1])
+    return {"profile": text, "shipped": shipped.name, "copy_bytes_per_s": measured.copy_bytes_per_s,
+            "matmul_flops_per_s": measured.matmul_flops_per_s, "rows": rows}
+
+
+def sweep_part(out: Path, gpu_name: str, head_dims: tuple[int, ...], rep_ms: float) -> dict:
+    from analyzer.measure.sweep import Grid, sweep
+    path = out / f"sweep_{gpu_name}.json"
+    doc = json.loads(path.read_text()) if path.exists() else {"meta": {}, "records": []}
+    for diagram in ("attention", "causal_attention"):
+        new = sweep(diagram, grid=Grid(head_dims=head_dims), rep_ms=rep_ms,
+                    command=f"python bench/measure_check.py --parts sweep --head-dims "
+                            f"{','.join(map(str, head_dims))}",
+                    progress=lambda what, done, total: log(f"{diagram} {what} {done}/{total}") if done % 20 == 0
+                    else None)
+        doc = {"meta": new["meta"], "records": [*doc["records"], *new["records"]]}
+        path.write_text(json.dumps(doc, indent=1))
+        ok = sum(r["status"] == "ok" for r in new["records"])
+        log(f"{diagram}: {ok} of {len(new['records'])} records measured")
+    return {"recording": str(path), "records": len(doc["records"])}
+
+
+def fit_part(out: Path, gpu_name: str, profile: str) -> dict:
+    from analyzer import hardware
+    from analyzer.calibrate.hopper import calibrate
+    from analyzer.hardware import hopper_fit
+    result = calibrate(str(out / f"sweep_{gpu_name}.json"), profile)
+    shipped, _ = hopper_fit(hardware.load(profile))
+    rows = []
+    for name, err in result.fitted.uncertainty.items():
+        ours = getattr(result.fitted.params, name)
+        theirs = getattr(shipped, name, None)
+        if theirs is None or theirs.value is None:
+            continue
+        # agreement within the two standard errors combined; a parameter no record of this recording moves
+        # (an infinite error: the causal mask's cost on a sweep of one diagram) is not determined by it
+        spread = math.hypot(err, theirs.uncertainty or 0.0)
+        rows.append({"parameter": name, "fitted": ours, "fitted_error": err if math.isfinite(err) else None,
+                     "shipped": theirs.value, "shipped_error": theirs.uncertainty,
+                     "agree": abs(ours - theirs.value) <= spread if math.isfinite(err) else None})
+    return {"rows": rows}
+
+
+def markdown(doc: dict) -> str:
+    md = [f"# Issue 37's targets on {doc['gpu']}", "", f"`{doc['command']}`, {doc['date']}.", ""]
+    if "draft" in doc:
+        d = doc["draft"]
+        md += ["## A profile drafted from the device, against the shipped datasheet profile", "",
+               f"Shipped profile: `{d['shipped']}`. Measured: copy {d['copy_bytes_per_s'] / 1e9:,.0f} GB/s; "
+               + ", ".join(f"{t} matmul {r / 1e12:,.0f} TFLOP/s" for t, r in d["matmul_flops_per_s"].items()),
+               "", "| diagram | drafted | shipped | drafted / shipped |", "|---|---|---|---|"]
+        md += [f"| {r['diagram']} | {r['drafted_s'] * 1e6:.1f} us | {r['shipped_s'] * 1e6:.1f} us | {r['ratio']:.3f} |"
+               for r in d["rows"]]
+        md += ["", "```yaml", d["profile"].rstrip(), "```", ""]
+    if "sweep" in doc:
+        md += ["## The sweep", "", f"{doc['sweep']['records']} records in `{doc['sweep']['recording']}`.", ""]
+    if "fit" in doc:
+        md += ["## Its fit against the shipped fit", "", "| parameter | fitted | +- | shipped | +- | agree |",
+               "|---|---|---|---|---|---|"]
+        md += [f"| {r['parameter']} | {r['fitted']:.4g} | "
+               + (f"{r['fitted_error']:.2g}" if r["fitted_error"] is not None else "undetermined")
+               + f" | {r['shipped']:.4g} | {r['shipped_error'] or 0:.2g} | "
+               + {True: "yes", False: "no", None: "-"}[r["agree"]] + " |" for r in doc["fit"]["rows"]]
+        agree = [r["agree"] for r in doc["fit"]["rows"] if r["agree"] is not None]
+        md += ["", f"{sum(agree)} of {len(agree)} determined parameters agree with the shipped fit within their "
+               "combined standard errors."]
+    return "\n".join(md) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--parts", default="draft", help="comma-separated: draft, sweep, fit")
+    ap.add_argument("--gpu", default=None, help="the profile the fit is held against (default: the device's)")
+    ap.add_argument("--head-dims", default="128", help="the sweep's head dims, comma-separated")
+    ap.add_argument("--rep-ms", type=float, default=50.0)
+    ap.add_argument("--out", type=Path,
+                    default=Path(os.environ.get("OUT", Path(__file__).resolve().parent / "results")))
+    args = ap.parse_args(argv)
+    import datetime
+    parts = set(args.parts.split(","))
+    args.out.mkdir(parents=True, exist_ok=True)
+    gpu, profile = "gpu", args.gpu
+    if parts & {"draft", "sweep"}:
+        from analyzer.measure.device import local_device, profile_for
+        device = local_device()
+        gpu, profile = device.name, args.gpu or profile_for(device)
+    name = "h200" if "H200" in gpu or (profile or "").startswith("h200") else "h100"
+    doc = {"command": command("measure_check.py", argv), "date": datetime.date.today().isoformat(), "gpu": gpu}
+    if "draft" in parts:
+        doc["draft"] = draft_part(name)
+    if "sweep" in parts:
+        doc["sweep"] = sweep_part(args.out, name, tuple(int(d) for d in args.head_dims.split(",")), args.rep_ms)
+    if "fit" in parts:
+        doc["fit"] = fit_part(args.out, name, profile or name)
+    save_results(args.out, f"measure_check_{name}", doc, markdown(doc))
+    print(markdown(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
