@@ -12,7 +12,6 @@ they are used, so that `--help` and the scripts' one-line refusals need none of 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import statistics
@@ -26,6 +25,10 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from analyzer.codegen.files import (
+    import_file,  # the bench scripts' loader of a generated module
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU = "h200"                                      # the profile the timed kernels are generated with
@@ -74,15 +77,6 @@ def save_results(out: Path, name: str, doc: Any, markdown: str) -> None:
 
 # -------------------------------------------------------------------------- generated kernels
 
-def import_file(path: Path, name: str) -> Any:
-    """The Python file at `path`, imported as module `name` (and registered under it)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @dataclass(frozen=True)

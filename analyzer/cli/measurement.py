@@ -130,17 +130,14 @@ def _sweep(diagram: str, gpu: str | None, sets: dict[str, int], rep_ms: float, p
         doc = sweep(diagram, gpu, sets=sets, rep_ms=rep_ms, command=command, progress=progress)
     if before is not None:
         check_gpu(before.meta, path, load(doc["meta"]["profile"]), option="--sweep")
-        if before.records and ("family" in before.records[0]) != ("family" in doc["records"][0]):
+        if before.meta.get("calibrate") != doc["meta"]["calibrate"]:
             raise NapkinError(f"{path} holds another kernel's records than this sweep's (the Hopper attention "
                               "kernel's and the portable module's are fitted apart)", field="--sweep",
                               hint="sweep into another file")
-        old = json.loads(Path(path).read_text(encoding="utf-8"))
-        doc = {"meta": {**doc["meta"], "added_to": [*old["meta"].get("added_to", []), old["meta"]]},
-               "records": [*old["records"], *doc["records"]]}
+        doc = {"meta": {**doc["meta"], "added_to": [*before.meta.get("added_to", []), before.meta]},
+               "records": [*before.records, *doc["records"]]}
     write_text(path, json.dumps(doc, indent=1) + "\n", "--sweep")
     ok = sum(r["status"] == "ok" for r in doc["records"])
-    kernel = " --kernel hopper" if "config" in doc["records"][0] and "WARPGROUPS" in doc["records"][0]["config"] \
-        else ""
     typer.echo(f"{ok} of {len(doc['records'])} records measured in {path}; fit them with napkin calibrate {path} "
-               f"--gpu {doc['meta']['profile']}{kernel}")
+               f"--gpu {doc['meta']['profile']}{doc['meta']['calibrate']}")
     wrote(path)

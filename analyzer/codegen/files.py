@@ -7,7 +7,10 @@ would leave a loader that cannot find what it compiles).
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 from analyzer.common.atomic import check_target, named_file, write_files
 from analyzer.common.errors import NapkinError
@@ -52,3 +55,16 @@ def write_kernel(output: str | Path, backend: str, source: str, extra: dict[str,
     for suffix, text in extra.items():
         files[paths[0].with_suffix(suffix)] = text
     return write_files(files, OPTION)
+
+
+def import_file(path: str | Path, name: str) -> ModuleType:
+    """A written module (a generated kernel's, or its CUDA loader) imported as `name` and registered under
+    it: Triton's JIT reads a kernel's source through its module."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+

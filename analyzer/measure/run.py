@@ -12,9 +12,7 @@ timed, and set beside the model's prediction of the same launch.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +20,7 @@ from typing import Any
 
 from analyzer import hardware
 from analyzer.codegen import generate
-from analyzer.codegen.files import SUFFIX
+from analyzer.codegen.files import SUFFIX, import_file
 from analyzer.codegen.generator import Generated
 from analyzer.common.progress import Progress, silent
 from analyzer.config.launch import expected_out
@@ -85,11 +83,7 @@ def wrapper_of(g: Generated, folder: Path) -> Callable[..., Any]:
     """The generated module's entry point, its files written to `folder` and imported."""
     name = f"napkin_measure_{hashlib.sha256(g.source.encode()).hexdigest()[:16]}"
     paths = g.write(folder / f"{name}{SUFFIX[g.backend]}")       # CUDA: the .cu source and its .py loader
-    module_path = next(p for p in paths if p.suffix == ".py")
-    spec = importlib.util.spec_from_file_location(name, module_path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module          # Triton's JIT reads the kernels' source through their module
-    spec.loader.exec_module(module)
+    module = import_file(next(p for p in paths if p.suffix == ".py"), name)
     exported = getattr(module, "__all__", None)       # the CUDA loader has none: its wrapper is named as
     # the Python modules' (attention's `attention`, any other diagram's its own name)
     named = exported[0] if exported else "attention" if isinstance(g.roles, Attention) else g.diagram.name

@@ -32,18 +32,16 @@ from analyzer.codegen import generate
 from analyzer.common.errors import NapkinError
 from analyzer.common.progress import Progress, silent
 from analyzer.config import hopper
-from analyzer.config.by_size import length_axes
 from analyzer.diagram.interface import Attention
 from analyzer.measure.device import Device, local_device, profile_for, torch_module
-from analyzer.measure.reference import inputs, reduction, reference, tolerance
+from analyzer.measure.reference import inputs
 from analyzer.measure.result import TimingOut
 from analyzer.measure.run import DTYPES, SEED, wrapper_of
-from analyzer.measure.sweep_portable import CHECK_SIDE, PortableGrid, PortableRun
+from analyzer.measure.sweep_portable import PortableGrid, PortableRun
 from analyzer.measure.timing import REP_MS, timed
-from analyzer.measure.trial import Trials, finish, wrong
+from analyzer.measure.trial import CHECK_AT, Trials, attention_sizes, finish
 
 HEAD_DIMS = (64, 128, 256)    # where V's head dim is the query's: FlashAttention-3's grid's; else the diagram's
-CHECK_AT = {"batch": 1, "heads": 2, "length": 273}    # no multiple of any tile: every edge of the walk
 
 
 @dataclass(frozen=True)
@@ -56,38 +54,6 @@ class Grid:
     hidden: int = 2048
     lengths: tuple[int, ...] = (1024, 2048, 4096, 8192, 16384)
     head_dims: tuple[int, ...] = HEAD_DIMS
-
-
-def grid_sizes(g, grid: Grid, length: int, head_dim: int) -> dict[str, int]:
-    """The weaved diagram's sizes at one grid point: `head_dim`, tokens / length batch entries, hidden /
-    head dim query heads (grouped-query: the key/value heads, its group as the file's)."""
-    r: Attention = g.roles
-    sizes = _sized(g, length, max(1, grid.tokens // length), head_dim)
-    heads = max(1, grid.hidden // head_dim)
-    if r.heads:
-        sizes[g.diagram.size(r.heads).name] = max(1, heads // (g.axis_sizes({})(r.group) if r.group else 1))
-    else:
-        sizes["heads"] = heads
-    return sizes
-
-
-def _sized(g, length: int, batch: int, head_dim: int) -> dict[str, int]:
-    r: Attention = g.roles
-    sizes = {s.name: int(v) for s, v in g.diagram.defaults.items()}
-    for axis in (r.seq_q, r.seq_k):
-        sizes[g.diagram.size(axis).name] = length
-    sizes["batch"] = batch
-    name = g.diagram.size(r.head_dim)
-    if name.is_Symbol:
-        sizes[name.name] = head_dim
-    return sizes
-
-
-def _small(g, head_dim: int) -> dict[str, int]:
-    r: Attention = g.roles
-    sizes = _sized(g, CHECK_AT["length"], CHECK_AT["batch"], head_dim)
-    sizes[g.diagram.size(r.heads).name if r.heads else "heads"] = CHECK_AT["heads"]
-    return sizes
 
 
 def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None = None, grid: Grid = Grid(),
@@ -114,12 +80,11 @@ def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None =
         with tempfile.TemporaryDirectory(prefix="napkin-sweep-") as tmp:
             run = PortableRun(g, profile, wrapper_of(g, Path(tmp)), torch, getattr(torch, DTYPES[g.dtype]),
                               tensors_on, timer, launch, rep_ms, progress, diagram=diagram)
-            records = run.records(portable, lambda d: _small(g, d) if d is not None else _square(g, CHECK_SIDE),
-                                  grid_sizes)
+            records = run.records(portable)
         return {"meta": _meta(device, profile, torch, command, run.methods,
                               f"attention: {portable.tokens} tokens, hidden {portable.hidden}, lengths "
                               f"{list(portable.lengths)}, head dims {list(portable.head_dims)}; matmul: sides "
-                              f"{list(portable.sides)}"), "records": records}
+                              f"{list(portable.sides)}", ""), "records": records}
     with tempfile.TemporaryDirectory(prefix="napkin-sweep-") as tmp:
         run = _Run(g, profile, wrapper_of(g, Path(tmp)), torch, getattr(torch, DTYPES[g.dtype]), tensors_on, timer,
                    launch, rep_ms, progress, chain=hopper.scores(g.as_launch.configured))
@@ -132,19 +97,14 @@ def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None =
         records = [rec for p in points for rec in run.timed(p)]
     return {"meta": _meta(device, profile, torch, command, run.methods,
                           f"{grid.tokens} tokens, hidden {grid.hidden}, lengths {list(grid.lengths)}, head dims "
-                          f"{list(head_dims)}"), "records": records}
+                          f"{list(head_dims)}", " --kernel hopper"), "records": records}
 
 
-def _meta(device: Device, profile, torch, command: str, methods: set, grid: str) -> dict:
+def _meta(device: Device, profile, torch, command: str, methods: set, grid: str, calibrate: str) -> dict:
+    """The recording's meta; `calibrate`: the option napkin calibrate fits its records with."""
     return {"date": datetime.date.today().isoformat(), "command": command, "gpu": device.name,
             "profile": profile.name, "sm_count": device.sm_count, "timer": "; ".join(sorted(methods)),
-            "torch": torch.__version__, "grid": grid, "checked_at": CHECK_AT}
-
-
-def _square(g, side: int) -> dict[str, int]:
-    """A diagram that is not attention at a square problem: every length axis `side`."""
-    names = {g.diagram.size(a).name for a in length_axes(g.diagram, g.roles)}
-    return {s.name: int(v) for s, v in g.diagram.defaults.items()} | dict.fromkeys(names, side)
+            "torch": torch.__version__, "grid": grid, "checked_at": CHECK_AT, "calibrate": calibrate}
 
 
 @dataclass
@@ -152,11 +112,10 @@ class _Run(Trials):
     """One sweep of the Hopper attention kernel: its chain of scores, and how many trials in all."""
 
     chain: Any = None
-    total: int = 0
 
     def point(self, grid: Grid, length: int, head_dim: int) -> tuple:
         r: Attention = self.g.roles
-        sizes = grid_sizes(self.g, grid, length, head_dim)
+        sizes = attention_sizes(self.g, grid.tokens, grid.hidden, length, head_dim)
         shapes, _ = inputs(self.g, sizes)
         batch, heads_q, heads_kv = shapes[0][0], shapes[0][1], shapes[1][1]
         value_dim = shapes[2][3] if shapes[2][3] != head_dim else None
@@ -164,27 +123,9 @@ class _Run(Trials):
                                instances=batch * heads_q, causal=r.causal, scores=self.chain, value_dim=value_dim)
         return head_dim, length, sizes, batch, heads_q, heads_kv, value_dim, ranked
 
-    def check(self, head_dim: int, configs: list) -> None:
-        """Each configuration not yet checked at this head dim, against float64 at CHECK_AT."""
-        todo = [c for c in configs if (head_dim, json_key(c.entry())) not in self.checked]
-        if not todo:
-            return
-        small = _small(self.g, head_dim)
-        xs, kwargs = self.tensors(small, SEED)
-        want = reference(self.torch, self.g, xs, small)
-        allowed = tolerance(self.g.dtype, reduction(self.g, small))
-        for c in todo:
-            self.progress("sweep: check", self.done, self.total)
-            self.done += 1
-            key = (head_dim, json_key(c.entry()))
-            self.checked.add(key)
-            why = wrong(lambda c=c: self.launch(self.wrapper, xs, kwargs, c.entry()), want, allowed)
-            if why is not None:
-                self.failed[key] = why
-
     def timed(self, point: tuple) -> list[dict]:
         head_dim, length, sizes, batch, heads_q, heads_kv, value_dim, ranked = point
-        self.check(head_dim, [c for _, c in ranked])
+        self.check(head_dim, [(json_key(c.entry()), c.entry()) for _, c in ranked])
         xs, kwargs = self.tensors(sizes, SEED + length)
         records = []
         for rank, (predicted, c) in enumerate(ranked, 1):
@@ -214,4 +155,4 @@ def json_key(entry: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(entry.items()))
 
 
-__all__ = ["CHECK_AT", "HEAD_DIMS", "Grid", "Recorded", "grid_sizes", "sweep"]
+__all__ = ["HEAD_DIMS", "Grid", "Recorded", "sweep"]

@@ -7,21 +7,17 @@ one-kernel diagram: square problems, every length alike); a diagram of several k
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from analyzer.codegen.triton.module import config_names
 from analyzer.common.errors import NapkinError
-from analyzer.config.by_size import length_axes
 from analyzer.config.sweep import sweep as ranked_sweep
 from analyzer.diagram.interface import Attention
-from analyzer.measure.reference import reduction, reference, tolerance
 from analyzer.measure.run import SEED
-from analyzer.measure.trial import Trials, finish, wrong
+from analyzer.measure.trial import Trials, attention_sizes, finish, square
 
 ATTENTION_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)   # bench/sweep_h200.py's; 8192 held out by default
 MATMUL_SIDES = (1024, 2048, 4096, 6144, 8192)               # ... and 6144
-CHECK_SIDE = 97                                              # a square problem no tile divides
 
 
 @dataclass(frozen=True)
@@ -40,7 +36,7 @@ class PortableRun(Trials):
 
     diagram: str = ""
 
-    def records(self, grid: PortableGrid, small_of: Callable[[int | None], dict], sized: Callable) -> list[dict]:
+    def records(self, grid: PortableGrid) -> list[dict]:
         if len(self.g.kernels) != 1:
             raise NapkinError(f"napkin measure --sweep of the portable module takes a diagram of one kernel; "
                               f"{self.g.diagram.name} has {len(self.g.kernels)}", field="--sweep",
@@ -49,16 +45,14 @@ class PortableRun(Trials):
         if attention:
             keys = sorted(k for k in self.g.kernels[0].choices if k in grid.head_dims) or \
                 [self.g.axis_sizes({})(self.g.roles.head_dim)]
-            points = [(d, n, sized(self.g, grid, n, d)) for d in keys for n in grid.lengths]
+            points = [(d, n, attention_sizes(self.g, grid.tokens, grid.hidden, n, d))
+                      for d in keys for n in grid.lengths]
         else:
-            axes = length_axes(self.g.diagram, self.g.roles)
-            names = {self.g.diagram.size(a).name for a in axes}
-            points = [(None, n, {s.name: int(v) for s, v in self.g.diagram.defaults.items()}
-                       | dict.fromkeys(names, n)) for n in grid.sides]
+            points = [(None, n, square(self.g, n)) for n in grid.sides]
         out = []
         for i, (head_dim, length, sizes) in enumerate(points):
             self.progress("sweep", i, len(points))
-            out += self._point("attention" if attention else "matmul", head_dim, length, sizes, small_of)
+            out += self._point("attention" if attention else "matmul", head_dim, length, sizes)
         self.progress("sweep", len(points), len(points))
         return out
 
@@ -67,24 +61,10 @@ class PortableRun(Trials):
         return {k.plan.name: {**{name: row.tiles.get(symbol, 1) for symbol, name in config_names(self.g, k).items()},
                               "num_warps": row.num_warps, "num_stages": row.num_stages}}
 
-    def _check(self, head_dim: int | None, rows: list, small_of: Callable[[int | None], dict]) -> None:
-        todo = [r for r in rows if (head_dim, r.label) not in self.checked]
-        if not todo:
-            return
-        small = small_of(head_dim)
-        xs, kwargs = self.tensors(small, SEED)
-        want = reference(self.torch, self.g, xs, small)
-        allowed = tolerance(self.g.dtype, reduction(self.g, small))
-        for row in todo:
-            self.checked.add((head_dim, row.label))
-            why = wrong(lambda row=row: self.launch(self.wrapper, xs, kwargs, self._entry(row)), want, allowed)
-            if why is not None:
-                self.failed[(head_dim, row.label)] = why
-
-    def _point(self, family: str, head_dim: int | None, length: int, sizes: dict, small_of) -> list[dict]:
+    def _point(self, family: str, head_dim: int | None, length: int, sizes: dict) -> list[dict]:
         (s,) = ranked_sweep(self.diagram, self.profile, dtype=self.g.dtype, sets=sizes, backend="triton",
                             sibling_fit=False)
-        self._check(head_dim, s.rows, small_of)
+        self.check(head_dim, [(row.label, self._entry(row)) for row in s.rows])
         xs, kwargs = self.tensors(sizes, SEED + length)
         records = []
         for rank, row in enumerate(s.rows, 1):
@@ -100,4 +80,4 @@ class PortableRun(Trials):
         return records
 
 
-__all__ = ["ATTENTION_LENGTHS", "CHECK_SIDE", "MATMUL_SIDES", "PortableGrid", "PortableRun"]
+__all__ = ["ATTENTION_LENGTHS", "MATMUL_SIDES", "PortableGrid", "PortableRun"]

@@ -1,5 +1,5 @@
-"""One configuration's trial in a sweep (analyzer.measure.sweep, sweep_portable): its check against
-float64 and its timing, each failure kept as the record's error, not raised."""
+"""One configuration's trial in a sweep (analyzer.measure.sweep, sweep_portable): the shapes it runs at,
+its check against float64 and its timing, each failure kept as the record's error, not raised."""
 
 from __future__ import annotations
 
@@ -9,8 +9,56 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analyzer.common.progress import Progress
-from analyzer.measure.reference import inputs
+from analyzer.config.by_size import length_axes
+from analyzer.diagram.interface import Attention
+from analyzer.measure.reference import inputs, reduction, reference, tolerance
 from analyzer.measure.result import TimingOut
+from analyzer.measure.run import SEED
+
+CHECK_AT = {"batch": 1, "heads": 2, "length": 273}    # attention: no multiple of any tile, every edge of the walk
+CHECK_SIDE = 97                                        # any other diagram: a square problem no tile divides
+
+
+def attention_sizes(g, tokens: int, hidden: int, length: int, head_dim: int) -> dict[str, int]:
+    """The weaved attention diagram's sizes at one grid point: `head_dim`, tokens / length batch entries,
+    hidden / head dim query heads (grouped-query: the key/value heads, its group as the file's)."""
+    r: Attention = g.roles
+    sizes = _sized(g, length, max(1, tokens // length), head_dim)
+    heads = max(1, hidden // head_dim)
+    if r.heads:
+        sizes[g.diagram.size(r.heads).name] = max(1, heads // (g.axis_sizes({})(r.group) if r.group else 1))
+    else:
+        sizes["heads"] = heads
+    return sizes
+
+
+def small(g, head_dim: int | None) -> dict[str, int]:
+    """Where each configuration is checked against float64: attention at CHECK_AT (`head_dim`), any other
+    diagram (None) a square problem of CHECK_SIDE."""
+    if head_dim is None:
+        return square(g, CHECK_SIDE)
+    r: Attention = g.roles
+    sizes = _sized(g, CHECK_AT["length"], CHECK_AT["batch"], head_dim)
+    sizes[g.diagram.size(r.heads).name if r.heads else "heads"] = CHECK_AT["heads"]
+    return sizes
+
+
+def square(g, side: int) -> dict[str, int]:
+    """A diagram that is not attention at a square problem: every length axis `side`."""
+    names = {g.diagram.size(a).name for a in length_axes(g.diagram, g.roles)}
+    return {s.name: int(v) for s, v in g.diagram.defaults.items()} | dict.fromkeys(names, side)
+
+
+def _sized(g, length: int, batch: int, head_dim: int) -> dict[str, int]:
+    r: Attention = g.roles
+    sizes = {s.name: int(v) for s, v in g.diagram.defaults.items()}
+    for axis in (r.seq_q, r.seq_k):
+        sizes[g.diagram.size(axis).name] = length
+    sizes["batch"] = batch
+    name = g.diagram.size(r.head_dim)
+    if name.is_Symbol:
+        sizes[name.name] = head_dim
+    return sizes
 
 
 @dataclass
@@ -28,10 +76,29 @@ class Trials:
     launch: Callable[..., Any]                # launch(wrapper, tensors, keywords, configuration)
     rep_ms: float
     progress: Progress
+    total: int = 0                            # the trials in all, for the progress bar (0: not counted)
     done: int = 0
     methods: set = field(default_factory=set)
     failed: dict = field(default_factory=dict)      # (head dim, configuration) -> why it is wrong
     checked: set = field(default_factory=set)
+
+    def check(self, head_dim: int | None, configs: list[tuple[str, Any]]) -> None:
+        """Each configuration (its label and the entry it is launched with) not yet checked at this head dim
+        (None: not attention), against float64 where `small` says; one that is wrong is kept in `failed`."""
+        todo = [(label, entry) for label, entry in configs if (head_dim, label) not in self.checked]
+        if not todo:
+            return
+        at = small(self.g, head_dim)
+        xs, kwargs = self.tensors(at, SEED)
+        want = reference(self.torch, self.g, xs, at)
+        allowed = tolerance(self.g.dtype, reduction(self.g, at))
+        for label, entry in todo:
+            self.progress("sweep: check", self.done, self.total)
+            self.done += 1
+            self.checked.add((head_dim, label))
+            why = wrong(lambda entry=entry: self.launch(self.wrapper, xs, kwargs, entry), want, allowed)
+            if why is not None:
+                self.failed[(head_dim, label)] = why
 
     def tensors(self, sizes: dict[str, int], seed: int) -> tuple[list, dict]:
         """The wrapper's inputs at `sizes`, N(0, 1), seeded, and its keywords."""
@@ -70,4 +137,4 @@ def finish(rec: dict, error: str | None, timer: Callable[[Callable[[], Any], flo
     return {**rec, "status": "error", "error": error}
 
 
-__all__ = ["Trials", "failure", "finish", "wrong"]
+__all__ = ["CHECK_AT", "CHECK_SIDE", "Trials", "attention_sizes", "failure", "finish", "small", "square", "wrong"]
