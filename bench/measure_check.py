@@ -8,13 +8,13 @@ Parts (--parts, comma-separated):
   model both) of each diagram at its defaults, and their ratio (the target: within 15 %).
 - `sweep`: the Hopper attention kernel's sweep of attention and causal_attention at the head dims
   --head-dims names (every legal configuration, at FlashAttention-3's lengths; analyzer.measure.sweep),
-  added to sweep_<gpu>.json in --out; a run per head dim fits in a command's time, and each adds to the
-  file.
+  added to sweep_<gpu>.json in --out (each run adds to the file); its configurations compiled ahead by
+  --workers processes.
 - `fit`: `napkin calibrate` of that recording (analyzer.calibrate.hopper), each fitted parameter beside
   the shipped fit's with both standard errors, and whether they agree within them (the target).
 
     python bench/measure_check.py --parts draft                        # a minute
-    python bench/measure_check.py --parts sweep --head-dims 128        # about 10 minutes a head dim
+    python bench/measure_check.py --parts sweep --head-dims 128,256    # a few minutes with 15 workers
     python bench/measure_check.py --parts fit                          # seconds, no GPU needed
 
 It writes measure_check_<gpu>.json and .md into --out ($OUT if set, else bench/results).
@@ -60,14 +60,14 @@ def draft_part(gpu_name: str) -> dict:
             "matmul_flops_per_s": measured.matmul_flops_per_s, "rows": rows}
 
 
-def sweep_part(out: Path, gpu_name: str, head_dims: tuple[int, ...], rep_ms: float) -> dict:
+def sweep_part(out: Path, gpu_name: str, head_dims: tuple[int, ...], rep_ms: float, workers: int | None) -> dict:
     from analyzer.measure.sweep import Grid, sweep
     path = out / f"sweep_{gpu_name}.json"
     doc = json.loads(path.read_text()) if path.exists() else {"meta": {}, "records": []}
     for diagram in ("attention", "causal_attention"):
-        new = sweep(diagram, grid=Grid(head_dims=head_dims), rep_ms=rep_ms,
+        new = sweep(diagram, grid=Grid(head_dims=head_dims), rep_ms=rep_ms, workers=workers,
                     command=f"python bench/measure_check.py --parts sweep --head-dims "
-                            f"{','.join(map(str, head_dims))}",
+                            f"{','.join(map(str, head_dims))} --rep-ms {rep_ms:g}",
                     progress=lambda what, done, total: log(f"{diagram} {what} {done}/{total}") if done % 20 == 0
                     else None)
         doc = {"meta": new["meta"], "records": [*doc["records"], *new["records"]]}
@@ -129,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", default="draft", help="comma-separated: draft, sweep, fit")
     ap.add_argument("--gpu", default=None, help="the profile the fit is held against (default: the device's)")
     ap.add_argument("--head-dims", default="128", help="the sweep's head dims, comma-separated")
-    ap.add_argument("--rep-ms", type=float, default=50.0)
+    ap.add_argument("--rep-ms", type=float, default=20.0)
+    ap.add_argument("--workers", type=int, default=None, help="processes compiling ahead (default: a core "
+                                                                "each but one)")
     ap.add_argument("--out", type=Path,
                     default=Path(os.environ.get("OUT", Path(__file__).resolve().parent / "results")))
     args = ap.parse_args(argv)
@@ -146,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     if "draft" in parts:
         doc["draft"] = draft_part(name)
     if "sweep" in parts:
-        doc["sweep"] = sweep_part(args.out, name, tuple(int(d) for d in args.head_dims.split(",")), args.rep_ms)
+        doc["sweep"] = sweep_part(args.out, name, tuple(int(d) for d in args.head_dims.split(",")), args.rep_ms,
+                                   args.workers)
     if "fit" in parts:
         doc["fit"] = fit_part(args.out, name, profile or name)
     save_results(args.out, f"measure_check_{name}", doc, markdown(doc))

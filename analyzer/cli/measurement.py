@@ -50,6 +50,10 @@ def measure(
         help="Instead: time every legal configuration of the kernel (the Hopper attention kernel at "
              "FlashAttention-3's grid, or the portable module's attention or matmul) and add the records to "
              "RECORDING (created if absent), which napkin calibrate fits.")] = None,
+    workers: Annotated[Optional[int], typer.Option(
+        "--workers", min=1, max=128,
+        help="With --sweep: processes compiling the configurations ahead of their timing (default: a core "
+             "each but one, at most 16; 1: each compiles on its first launch).")] = None,
 ) -> None:
     """Run the generated kernel on this machine's GPU: check it against float64, time it, and set the
     time beside the model's prediction. Exits 3 where the check fails (the kernel is then not timed)."""
@@ -60,8 +64,10 @@ def measure(
         if output is not None or as_json:
             raise UsageError("--sweep writes its recording; -o and --json are a single measurement's",
                              field="--sweep", hint="pass --sweep alone")
-        _sweep(diagram, gpu, parse_sets(set_ or []), rep_ms, sweep)
+        _sweep(diagram, gpu, parse_sets(set_ or []), rep_ms, sweep, workers)
         return
+    if workers is not None:
+        raise UsageError("--workers compiles a sweep's configurations", field="--workers", hint="pass it with --sweep")
     if output is not None:
         check_target(output, "--output")
     sets = parse_sets(set_ or [])
@@ -108,7 +114,8 @@ def hardware_draft(
     wrote(output)
 
 
-def _sweep(diagram: str, gpu: str | None, sets: dict[str, int], rep_ms: float, path: str) -> None:
+def _sweep(diagram: str, gpu: str | None, sets: dict[str, int], rep_ms: float, path: str,
+           workers: int | None) -> None:
     """napkin measure --sweep: the records added to the recording at `path` (one GPU's)."""
     import json
     import shlex
@@ -127,7 +134,7 @@ def _sweep(diagram: str, gpu: str | None, sets: dict[str, int], rep_ms: float, p
                            hint="name a new file, or one napkin measure --sweep wrote")
     command = "napkin " + " ".join(shlex.quote(w) for w in sys.argv[1:])
     with progress_bar("sweep") as progress:
-        doc = sweep(diagram, gpu, sets=sets, rep_ms=rep_ms, command=command, progress=progress)
+        doc = sweep(diagram, gpu, sets=sets, rep_ms=rep_ms, command=command, workers=workers, progress=progress)
     if before is not None:
         check_gpu(before.meta, path, load(doc["meta"]["profile"]), option="--sweep")
         if before.meta.get("calibrate") != doc["meta"]["calibrate"]:

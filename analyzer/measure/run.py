@@ -81,13 +81,20 @@ def measure(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None
 
 def wrapper_of(g: Generated, folder: Path) -> Callable[..., Any]:
     """The generated module's entry point, its files written to `folder` and imported."""
+    return written(g, folder)[2]
+
+
+def written(g: Generated, folder: Path) -> tuple[Path, str, Callable[..., Any]]:
+    """The generated module's files written to `folder`: the Python file that is imported, its entry
+    point's name, and the entry point."""
     name = f"napkin_measure_{hashlib.sha256(g.source.encode()).hexdigest()[:16]}"
     paths = g.write(folder / f"{name}{SUFFIX[g.backend]}")       # CUDA: the .cu source and its .py loader
-    module = import_file(next(p for p in paths if p.suffix == ".py"), name)
+    path = next(p for p in paths if p.suffix == ".py")
+    module = import_file(path, name)
     exported = getattr(module, "__all__", None)       # the CUDA loader has none: its wrapper is named as
     # the Python modules' (attention's `attention`, any other diagram's its own name)
-    named = exported[0] if exported else "attention" if isinstance(g.roles, Attention) else g.diagram.name
-    return getattr(module, named)
+    entry = exported[0] if exported else "attention" if isinstance(g.roles, Attention) else g.diagram.name
+    return path, entry, getattr(module, entry)
 
 
-__all__ = ["DTYPES", "SEED", "measure", "wrapper_of"]
+__all__ = ["DTYPES", "SEED", "measure", "wrapper_of", "written"]

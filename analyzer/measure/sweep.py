@@ -33,13 +33,14 @@ from analyzer.common.errors import NapkinError
 from analyzer.common.progress import Progress, silent
 from analyzer.config import hopper
 from analyzer.diagram.interface import Attention
+from analyzer.measure.ahead import default_workers
 from analyzer.measure.device import Device, local_device, profile_for, torch_module
 from analyzer.measure.reference import inputs
 from analyzer.measure.result import TimingOut
-from analyzer.measure.run import DTYPES, SEED, wrapper_of
+from analyzer.measure.run import DTYPES, SEED, written
 from analyzer.measure.sweep_portable import PortableGrid, PortableRun
 from analyzer.measure.timing import REP_MS, timed
-from analyzer.measure.trial import CHECK_AT, Trials, attention_sizes, finish
+from analyzer.measure.trial import CHECK_AT, Trials, attention_sizes, finish, small
 
 HEAD_DIMS = (64, 128, 256)    # where V's head dim is the query's: FlashAttention-3's grid's; else the diagram's
 
@@ -60,13 +61,15 @@ def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None =
           portable: PortableGrid = PortableGrid(), rep_ms: float = REP_MS, device: Device | None = None,
           tensors_on: str = "cuda",
           timer: Callable[[Callable[[], Any], float], TimingOut] = timed,
-          launch: Callable[..., Any] | None = None, command: str = "",
+          launch: Callable[..., Any] | None = None, command: str = "", workers: int | None = None,
           progress: Progress = silent) -> dict:
     """The recording of every legal configuration of `diagram`'s kernel on the local GPU: the Hopper
     attention kernel's at `grid`'s sizes, or the portable module's at `portable`'s (analyzer.measure
-    .sweep_portable).
+    .sweep_portable), its configurations compiled first by `workers` processes (analyzer.measure.ahead;
+    default: a core each but one).
     `device`, `tensors_on`, `timer` and `launch` (the call of one configuration: launch(module's wrapper,
-    tensors, keywords, entry)) are for running the pipeline elsewhere than on a Hopper GPU (the tests)."""
+    tensors, keywords, entry)) are for running the pipeline elsewhere than on a Hopper GPU (the tests;
+    a launch of their own compiles nothing ahead)."""
     torch = torch_module()
     device = device or local_device()
     profile = hardware.load(gpu or profile_for(device))
@@ -75,25 +78,33 @@ def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None =
         raise NapkinError(f"napkin measure --sweep times the Hopper attention kernel's and the portable module's "
                           f"configurations; {g.diagram.name} on {profile.name} generates {g.family.title}",
                           field="--sweep", hint="measure it without --sweep (its sweep is bench/hopper_contraction.py)")
+    if workers is None:
+        workers = default_workers() if launch is None else 1
     launch = launch or (lambda fn, xs, kwargs, entry: fn(*xs, **kwargs, config=entry))
     if g.hopper is None:         # the portable module: its two families' recording (napkin calibrate)
         with tempfile.TemporaryDirectory(prefix="napkin-sweep-") as tmp:
-            run = PortableRun(g, profile, wrapper_of(g, Path(tmp)), torch, getattr(torch, DTYPES[g.dtype]),
-                              tensors_on, timer, launch, rep_ms, progress, diagram=diagram)
+            module, entry, wrapper = written(g, Path(tmp))
+            run = PortableRun(g, profile, wrapper, torch, getattr(torch, DTYPES[g.dtype]), tensors_on, timer,
+                              launch, rep_ms, progress, module=module, entry=entry, workers=workers,
+                              diagram=diagram)
             records = run.records(portable)
         return {"meta": _meta(device, profile, torch, command, run.methods,
                               f"attention: {portable.tokens} tokens, hidden {portable.hidden}, lengths "
                               f"{list(portable.lengths)}, head dims {list(portable.head_dims)}; matmul: sides "
                               f"{list(portable.sides)}", ""), "records": records}
     with tempfile.TemporaryDirectory(prefix="napkin-sweep-") as tmp:
-        run = _Run(g, profile, wrapper_of(g, Path(tmp)), torch, getattr(torch, DTYPES[g.dtype]), tensors_on, timer,
-                   launch, rep_ms, progress, chain=hopper.scores(g.as_launch.configured))
+        module, entry, wrapper = written(g, Path(tmp))
+        run = _Run(g, profile, wrapper, torch, getattr(torch, DTYPES[g.dtype]), tensors_on, timer, launch, rep_ms,
+                   progress, module=module, entry=entry, workers=workers,
+                   chain=hopper.scores(g.as_launch.configured))
         at = g.axis_sizes({})
         own = at(g.roles.head_dim)
         head_dims = grid.head_dims if at(g.roles.value_dim) == own else (own,)
         points = [run.point(grid, length, d) for d in head_dims for length in grid.lengths]
         run.total = sum(len(p[-1]) for p in points) + len({(p[0], json_key(c.entry())) for p in points
                                                            for _, c in p[-1]})
+        run.ahead([(at, c.entry()) for d, _, sizes, *_, ranked in points
+                   for _, c in ranked for at in (small(g, d), sizes)])     # where it is checked, and timed
         records = [rec for p in points for rec in run.timed(p)]
     return {"meta": _meta(device, profile, torch, command, run.methods,
                           f"{grid.tokens} tokens, hidden {grid.hidden}, lengths {list(grid.lengths)}, head dims "

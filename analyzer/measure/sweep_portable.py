@@ -14,7 +14,7 @@ from analyzer.common.errors import NapkinError
 from analyzer.config.sweep import sweep as ranked_sweep
 from analyzer.diagram.interface import Attention
 from analyzer.measure.run import SEED
-from analyzer.measure.trial import Trials, attention_sizes, finish, square
+from analyzer.measure.trial import Trials, attention_sizes, finish, small, square
 
 ATTENTION_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)   # bench/sweep_h200.py's; 8192 held out by default
 MATMUL_SIDES = (1024, 2048, 4096, 6144, 8192)               # ... and 6144
@@ -49,25 +49,32 @@ class PortableRun(Trials):
                       for d in keys for n in grid.lengths]
         else:
             points = [(None, n, square(self.g, n)) for n in grid.sides]
+        ranked = [self._ranked(sizes) for _, _, sizes in points]
+        self.ahead([(at, self._entry(row)) for (head_dim, _, sizes), rows in zip(points, ranked)
+                    for row in rows for at in (small(self.g, head_dim), sizes)])   # where it is checked, and timed
         out = []
-        for i, (head_dim, length, sizes) in enumerate(points):
+        for i, ((head_dim, length, sizes), rows) in enumerate(zip(points, ranked)):
             self.progress("sweep", i, len(points))
-            out += self._point("attention" if attention else "matmul", head_dim, length, sizes)
+            out += self._point("attention" if attention else "matmul", head_dim, length, sizes, rows)
         self.progress("sweep", len(points), len(points))
         return out
+
+    def _ranked(self, sizes: dict) -> list:
+        """napkin sweep's rows at `sizes`: every legal configuration, the model's ranking."""
+        (s,) = ranked_sweep(self.diagram, self.profile, dtype=self.g.dtype, sets=sizes, backend="triton",
+                            sibling_fit=False)
+        return s.rows
 
     def _entry(self, row) -> dict:
         k = self.g.kernels[0]
         return {k.plan.name: {**{name: row.tiles.get(symbol, 1) for symbol, name in config_names(self.g, k).items()},
                               "num_warps": row.num_warps, "num_stages": row.num_stages}}
 
-    def _point(self, family: str, head_dim: int | None, length: int, sizes: dict) -> list[dict]:
-        (s,) = ranked_sweep(self.diagram, self.profile, dtype=self.g.dtype, sets=sizes, backend="triton",
-                            sibling_fit=False)
-        self.check(head_dim, [(row.label, self._entry(row)) for row in s.rows])
+    def _point(self, family: str, head_dim: int | None, length: int, sizes: dict, rows: list) -> list[dict]:
+        self.check(head_dim, [(row.label, self._entry(row)) for row in rows])
         xs, kwargs = self.tensors(sizes, SEED + length)
         records = []
-        for rank, row in enumerate(s.rows, 1):
+        for rank, row in enumerate(rows, 1):
             entry = self._entry(row)
             rec = {"family": family, "diagram": self.g.diagram.name, "dtype": self.g.dtype, "head_dim": head_dim,
                    "causal": bool(getattr(self.g.roles, "causal", False)), "seqlen": length, "sizes": sizes,

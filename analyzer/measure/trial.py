@@ -6,14 +6,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from analyzer.common.progress import Progress
 from analyzer.config.by_size import length_axes
 from analyzer.diagram.interface import Attention
+from analyzer.measure.ahead import compile_ahead
 from analyzer.measure.reference import inputs, reduction, reference, tolerance
 from analyzer.measure.result import TimingOut
-from analyzer.measure.run import SEED
+from analyzer.measure.run import DTYPES, SEED
 
 CHECK_AT = {"batch": 1, "heads": 2, "length": 273}    # attention: no multiple of any tile, every edge of the walk
 CHECK_SIDE = 97                                        # any other diagram: a square problem no tile divides
@@ -81,6 +83,18 @@ class Trials:
     methods: set = field(default_factory=set)
     failed: dict = field(default_factory=dict)      # (head dim, configuration) -> why it is wrong
     checked: set = field(default_factory=set)
+    module: Path | None = None                # the module's file and its entry point, for compiling ahead
+    entry: str = ""
+    workers: int = 1                          # processes compiling ahead (1: each compiles on first launch)
+
+    def ahead(self, launches: list[tuple[dict[str, int], dict]]) -> None:
+        """Compile the configurations of `launches` (sizes, configuration entry) in worker processes,
+        where there are workers and a module file (analyzer.measure.ahead)."""
+        if self.module is None or self.workers <= 1:
+            return
+        calls = [(*inputs(self.g, sizes), entry) for sizes, entry in launches]
+        compile_ahead(self.module, self.entry, DTYPES[self.g.dtype], calls, self.workers, self.tensors_on,
+                      self.progress)
 
     def check(self, head_dim: int | None, configs: list[tuple[str, Any]]) -> None:
         """Each configuration (its label and the entry it is launched with) not yet checked at this head dim

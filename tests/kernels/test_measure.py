@@ -193,7 +193,8 @@ def test_the_sweep_command_adds_to_its_recording(tmp_path, monkeypatch):
     grid = sweep_module.Grid(tokens=1024, hidden=128, lengths=(512, 1024), head_dims=(64,))
     real = sweep_module.sweep
     monkeypatch.setattr(sweep_module, "sweep", lambda diagram, gpu, **k: real(
-        diagram, gpu, sets=k["sets"], command=k["command"], grid=grid, device=H100, tensors_on="cpu", timer=timer,
+        diagram, gpu, sets=k["sets"], command=k["command"], workers=k["workers"], grid=grid, device=H100,
+        tensors_on="cpu", timer=timer,
         launch=launch))
     first = in_process(tmp_path, "measure", "attention", "--sweep", "rec.json")
     second = in_process(tmp_path, "measure", "causal_attention", "--sweep", "rec.json")
@@ -247,3 +248,65 @@ def test_a_portable_sweep_writes_what_the_portable_fit_reads(tmp_path):
     # the times are the model's own: the fit finds a model that predicts them (2026-11-28: 408 records,
     # the largest error 0.06 %)
     assert len(records) > 100 and errors[len(errors) // 2] < 0.01 and errors[int(0.9 * len(errors))] < 0.02
+
+
+# -- compiling a sweep's configurations ahead (analyzer.measure.ahead) ------------------------------------
+
+def test_configurations_are_compiled_once_per_specialisation():
+    """Triton tells an integer apart by its being 1 and dividing by 16: shapes alike in that share a
+    compilation, so a configuration is launched ahead once per such class, the first call of it kept."""
+    from analyzer.measure.ahead import jobs
+    a, b = {"BLOCK": 64}, {"BLOCK": 128}
+    calls = [([[16, 32, 1024, 64]], {"causal": False}, a), ([[32, 32, 512, 64]], {"causal": False}, a),
+             ([[1, 32, 16384, 64]], {"causal": False}, a), ([[1, 2, 273, 64]], {"causal": False}, a),
+             ([[16, 32, 1024, 64]], {"causal": False}, dict(b))]
+    out = jobs(calls)
+    assert [c[0] for c in out['{"BLOCK": 64}']] == [[[16, 32, 1024, 64]], [[1, 32, 16384, 64]], [[1, 2, 273, 64]]]
+    assert len(out['{"BLOCK": 128}']) == 1
+
+
+@pytest.mark.slow(seconds=20)
+def test_worker_processes_launch_each_configuration_ahead(tmp_path):
+    """The workers import the written module and launch it: each configuration once per specialisation,
+    with inputs of the calls' shapes (a module that logs its launches stands in for a kernel)."""
+    from analyzer.measure.ahead import compile_ahead
+    module = tmp_path / "logged.py"
+    module.write_text("import json, pathlib\n"
+                      "def entry(*xs, causal, config):\n"
+                      "    with open(pathlib.Path(__file__).with_suffix('.log'), 'a') as f:\n"
+                      "        f.write(json.dumps([[list(x.shape) for x in xs], causal, config]) + '\\n')\n")
+    calls = [([[2, 3, 16], [2, 3, 16]], {"causal": c}, {"B": b}) for b in (16, 32, 64) for c in (True, False)]
+    calls += [([[1, 3, 17], [1, 3, 17]], {"causal": True}, {"B": 16})]
+    seen = []
+    assert compile_ahead(module, "entry", "float32", calls, workers=2, device="cpu",
+                         progress=lambda what, done, total: seen.append((done, total))) == 3
+    logged = sorted((tmp_path / "logged.log").read_text().splitlines())
+    first = [[[2, 3, 16], [2, 3, 16]], True]          # the first call of each specialisation (a flag is none)
+    assert logged == sorted(json.dumps(call) for call in [*([*first, {"B": b}] for b in (16, 32, 64)),
+                                                          [[[1, 3, 17], [1, 3, 17]], True, {"B": 16}]])
+    assert seen[-1] == (3, 3)
+
+
+def test_a_sweep_compiles_ahead_where_it_checks_and_where_it_times(monkeypatch):
+    """Every configuration a sweep records is launched ahead at the shape it is checked at and at each
+    shape it is timed at (one per specialisation)."""
+    from analyzer.measure import trial
+    from analyzer.measure.ahead import specialisation
+    from analyzer.measure.reference import inputs
+    from analyzer.measure.sweep import Grid, sweep
+    asked = []
+    monkeypatch.setattr(trial, "compile_ahead", lambda module, entry, element, calls, workers, *a: asked.extend(
+        calls) or assert_module(module, entry, element, workers))
+
+    def assert_module(module, entry, element, workers):
+        assert module.exists() and entry == "attention" and element == "float16" and workers == 3
+    launch, timer = _model_gpu("h100")
+    grid = Grid(tokens=1024, hidden=128, lengths=(512, 1024), head_dims=(64,))
+    doc = sweep("attention", device=H100, tensors_on="cpu", grid=grid, timer=timer, launch=launch, workers=3)
+    g = generate("attention", "h100-sxm5")
+    warmed = {(json.dumps(config, sort_keys=True), specialisation(shapes, kwargs)) for shapes, kwargs, config in asked}
+    check = inputs(g, trial.small(g, 64))
+    for r in doc["records"]:
+        key = json.dumps(r["config"], sort_keys=True)
+        timed = inputs(g, {"batch": r["batch"], "heads": r["heads_q"], "q": r["seq_q"], "x": r["seq_k"], "d": 64})
+        assert (key, specialisation(*check)) in warmed and (key, specialisation(*timed)) in warmed
