@@ -78,8 +78,11 @@ def sweep_part(out: Path, gpu_name: str, head_dims: tuple[int, ...], rep_ms: flo
 
 
 def fit_part(out: Path, gpu_name: str, profile: str) -> dict:
+    import numpy as np
+
     from analyzer import hardware
-    from analyzer.calibrate.hopper import calibrate
+    from analyzer.calibrate.hopper import Errors, calibrate, predict
+    from analyzer.config.hopper_params import HopperParams
     from analyzer.hardware import hopper_fit
     result = calibrate(str(out / f"sweep_{gpu_name}.json"), profile)
     shipped, _ = hopper_fit(hardware.load(profile))
@@ -95,7 +98,40 @@ def fit_part(out: Path, gpu_name: str, profile: str) -> dict:
         rows.append({"parameter": name, "fitted": ours, "fitted_error": err if math.isfinite(err) else None,
                      "shipped": theirs.value, "shipped_error": theirs.uncertainty,
                      "agree": abs(ours - theirs.value) <= spread if math.isfinite(err) else None})
-    return {"rows": rows}
+    # what the fits say, beside what their parameters are: both fits' predictions of this sweep's records
+    measured = np.array([r.time_s for r in result.records])
+    ours = predict(result.base, result.records, result.fitted.params)
+    theirs = predict(result.base, result.records, HopperParams.of(hardware.load(profile)))
+    held = np.array([s != "train" for s in result.split])
+    predictions = {"fits_apart": _errors(Errors.of(ours, theirs)),
+                   "this_fit_held_out": _errors(Errors.of(ours[held], measured[held])),
+                   "shipped_fit": _errors(Errors.of(theirs, measured))}
+    return {"rows": rows, "predictions": predictions, "same_configurations": _shift(result.records, gpu_name)}
+
+
+def _errors(e) -> dict:
+    return {"count": e.count, "median": e.median, "p90": e.p90, "worst": e.worst}
+
+
+def _shift(records: list, gpu_name: str) -> dict | None:
+    """This sweep's time of each configuration and shape the shipped fit's recording also timed, over that
+    recording's: how much two recordings of one GPU model differ before any fit."""
+    shipped = Path(__file__).resolve().parent / "results" / f"hopper_sweep_{gpu_name}.json"
+    if not shipped.exists():
+        return None
+
+    def key(head_dim, causal, seq_q, heads_q, config) -> str:
+        return json.dumps([head_dim, causal, seq_q, heads_q, config], sort_keys=True)
+    theirs = {key(r["head_dim"], r["causal"], r["seq_q"], r["heads_q"], r["config"]): r["time_s"]
+              for r in json.loads(shipped.read_text())["records"]
+              if r.get("kind") == "grid" and r.get("status", "ok") == "ok"}
+    ratios = sorted(r.time_s / t for r in records if (t := theirs.get(key(
+        r.head_dim, r.causal, r.seq_q, r.heads_q, r.config.model_dump()))))
+    if not ratios:
+        return None
+    at = lambda q: ratios[min(len(ratios) - 1, int(q * len(ratios)))]       # noqa: E731 - a percentile
+    return {"recording": str(shipped.relative_to(shipped.parent.parent.parent)), "count": len(ratios),
+            "median": at(0.5), "p10": at(0.1), "p90": at(0.9)}
 
 
 def markdown(doc: dict) -> str:
@@ -120,7 +156,17 @@ def markdown(doc: dict) -> str:
                + {True: "yes", False: "no", None: "-"}[r["agree"]] + " |" for r in doc["fit"]["rows"]]
         agree = [r["agree"] for r in doc["fit"]["rows"] if r["agree"] is not None]
         md += ["", f"{sum(agree)} of {len(agree)} determined parameters agree with the shipped fit within their "
-               "combined standard errors."]
+               "combined standard errors.", "", "| predictions | records | median | 90th percentile | largest |",
+               "|---|---|---|---|---|"]
+        what = {"fits_apart": "this fit against the shipped fit, every record",
+                "this_fit_held_out": "this fit against the measured, held out of it",
+                "shipped_fit": "the shipped fit against the measured, every record"}
+        md += [f"| {what[k]} | {e['count']} | {e['median']:.1%} | {e['p90']:.1%} | {e['worst']:.1%} |"
+               for k, e in doc["fit"]["predictions"].items()]
+        if (shift := doc["fit"]["same_configurations"]) is not None:
+            md += ["", f"The same configuration at the same shape, this sweep's time over `{shift['recording']}`'s "
+                   f"({shift['count']} pairs): median {shift['median']:.3f}, 10th percentile {shift['p10']:.3f}, "
+                   f"90th {shift['p90']:.3f}."]
     return "\n".join(md) + "\n"
 
 

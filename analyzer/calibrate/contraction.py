@@ -77,6 +77,8 @@ class SweptRecord(BaseModel):
     p20: float | None = None
     p80: float | None = None
     error: str | None = None
+    predicted_s: float | None = None         # napkin measure --sweep's: the model's time and rank there
+    model_rank: int | None = None
 
 
 class Target(BaseModel):

@@ -48,8 +48,9 @@ def measure(
     sweep: Annotated[Optional[str], typer.Option(
         "--sweep", metavar="RECORDING",
         help="Instead: time every legal configuration of the kernel (the Hopper attention kernel at "
-             "FlashAttention-3's grid, or the portable module's attention or matmul) and add the records to "
-             "RECORDING (created if absent), which napkin calibrate fits.")] = None,
+             "FlashAttention-3's grid, the Hopper contraction kernel at square problems, or the portable "
+             "module's attention or matmul) and add the records to RECORDING (created if absent), which "
+             "napkin calibrate fits.")] = None,
     workers: Annotated[Optional[int], typer.Option(
         "--workers", min=1, max=128,
         help="With --sweep: processes compiling the configurations ahead of their timing (default: a core "
@@ -138,10 +139,10 @@ def _sweep(diagram: str, gpu: str | None, sets: dict[str, int], rep_ms: float, p
     if before is not None:
         check_gpu(before.meta, path, load(doc["meta"]["profile"]), option="--sweep")
         if before.meta.get("calibrate") != doc["meta"]["calibrate"]:
-            raise NapkinError(f"{path} holds another kernel's records than this sweep's (the Hopper attention "
-                              "kernel's and the portable module's are fitted apart)", field="--sweep",
+            raise NapkinError(f"{path} holds another kernel's records than this sweep's (each kernel's records "
+                              "are fitted apart)", field="--sweep",
                               hint="sweep into another file")
-        doc = {"meta": {**doc["meta"], "added_to": [*before.meta.get("added_to", []), before.meta]},
+        doc = {**doc, "meta": {**doc["meta"], "added_to": [*before.meta.get("added_to", []), before.meta]},
                "records": [*before.records, *doc["records"]]}
     write_text(path, json.dumps(doc, indent=1) + "\n", "--sweep")
     ok = sum(r["status"] == "ok" for r in doc["records"])

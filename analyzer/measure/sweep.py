@@ -3,7 +3,8 @@ checked and timed on the GPU at hand at the FlashAttention-3 grid's sizes, writt
 `napkin calibrate --kernel hopper` fits (the format bench/hopper_sweep.py writes), so that a user fits
 the model to their own GPU in one pair of commands. Where the GPU's kernel for the diagram is the
 portable module (every GPU before Hopper), analyzer.measure.sweep_portable sweeps it for the portable
-kernels' fit.
+kernels' fit; where it is the Hopper contraction kernel, analyzer.measure.sweep_contraction for that
+kernel's fit.
 
     the diagram's Hopper module (analyzer.codegen.generate, backend hopper), its head dim and mask
     -> the grid (Grid): 16384 tokens (batch x sequence) and a hidden size of 2048 (heads x head dim) at
@@ -29,7 +30,6 @@ from pydantic import BaseModel, ConfigDict
 
 from analyzer import hardware
 from analyzer.codegen import generate
-from analyzer.common.errors import NapkinError
 from analyzer.common.progress import Progress, silent
 from analyzer.config import hopper
 from analyzer.diagram.interface import Attention
@@ -38,6 +38,7 @@ from analyzer.measure.device import Device, local_device, profile_for, torch_mod
 from analyzer.measure.reference import inputs
 from analyzer.measure.result import TimingOut
 from analyzer.measure.run import DTYPES, SEED, written
+from analyzer.measure.sweep_contraction import ContractionGrid, ContractionRun
 from analyzer.measure.sweep_portable import PortableGrid, PortableRun
 from analyzer.measure.timing import REP_MS, timed
 from analyzer.measure.trial import CHECK_AT, Trials, attention_sizes, finish, small
@@ -58,13 +59,14 @@ class Grid:
 
 
 def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None = None, grid: Grid = Grid(),
-          portable: PortableGrid = PortableGrid(), rep_ms: float = REP_MS, device: Device | None = None,
-          tensors_on: str = "cuda",
+          portable: PortableGrid = PortableGrid(), contraction: ContractionGrid = ContractionGrid(),
+          rep_ms: float = REP_MS, device: Device | None = None, tensors_on: str = "cuda",
           timer: Callable[[Callable[[], Any], float], TimingOut] = timed,
           launch: Callable[..., Any] | None = None, command: str = "", workers: int | None = None,
           progress: Progress = silent) -> dict:
     """The recording of every legal configuration of `diagram`'s kernel on the local GPU: the Hopper
-    attention kernel's at `grid`'s sizes, or the portable module's at `portable`'s (analyzer.measure
+    attention kernel's at `grid`'s sizes, the Hopper contraction kernel's at `contraction`'s
+    (analyzer.measure.sweep_contraction), or the portable module's at `portable`'s (analyzer.measure
     .sweep_portable), its configurations compiled first by `workers` processes (analyzer.measure.ahead;
     default: a core each but one).
     `device`, `tensors_on`, `timer` and `launch` (the call of one configuration: launch(module's wrapper,
@@ -74,13 +76,18 @@ def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None =
     device = device or local_device()
     profile = hardware.load(gpu or profile_for(device))
     g = generate(diagram, profile, sets=sets)
-    if g.contraction is not None:
-        raise NapkinError(f"napkin measure --sweep times the Hopper attention kernel's and the portable module's "
-                          f"configurations; {g.diagram.name} on {profile.name} generates {g.family.title}",
-                          field="--sweep", hint="measure it without --sweep (its sweep is bench/hopper_contraction.py)")
-    if workers is None:
-        workers = default_workers() if launch is None else 1
-    launch = launch or (lambda fn, xs, kwargs, entry: fn(*xs, **kwargs, config=entry))
+    if g.contraction is not None:     # the Hopper contraction kernel: its fit's recording
+        with tempfile.TemporaryDirectory(prefix="napkin-sweep-") as tmp:
+            module, entry, wrapper = written(g, Path(tmp))
+            run = ContractionRun(g, profile, wrapper, torch, getattr(torch, DTYPES[g.dtype]), tensors_on, timer,
+                                 launch or _launch, rep_ms, progress, module=module, entry=entry,
+                                 workers=_workers(workers, launch), diagram=diagram)
+            records = run.records(contraction)
+        return {"meta": _meta(device, profile, torch, command, run.methods, f"squares of sides "
+                              f"{list(contraction.sides)}", " --kernel contraction"),
+                "env": {"gpu": device.name}, "gpu_profile": profile.name, "records": records}
+    workers = _workers(workers, launch)
+    launch = launch or _launch
     if g.hopper is None:         # the portable module: its two families' recording (napkin calibrate)
         with tempfile.TemporaryDirectory(prefix="napkin-sweep-") as tmp:
             module, entry, wrapper = written(g, Path(tmp))
@@ -109,6 +116,18 @@ def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None =
     return {"meta": _meta(device, profile, torch, command, run.methods,
                           f"{grid.tokens} tokens, hidden {grid.hidden}, lengths {list(grid.lengths)}, head dims "
                           f"{list(head_dims)}", " --kernel hopper"), "records": records}
+
+
+def _launch(fn, xs, kwargs, entry):
+    """One configuration's call: the module's wrapper with `entry` as its configuration."""
+    return fn(*xs, **kwargs, config=entry)
+
+
+def _workers(workers: int | None, launch) -> int:
+    """The processes compiling ahead: `workers`, else a core each but one, none for a launch of the tests'."""
+    if workers is not None:
+        return workers
+    return default_workers() if launch is None else 1
 
 
 def _meta(device: Device, profile, torch, command: str, methods: set, grid: str, calibrate: str) -> dict:

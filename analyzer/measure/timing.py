@@ -6,8 +6,10 @@ kernels alone. The median and the 20th and 80th percentiles of the repetitions.
 
 On an H100 (2026-11-28) the two methods differ by 4-5 % on a 210 us attention kernel (events 211.4 us,
 graph replays 220-222 us: a graph replays the kernel back to back for the whole repetition, with no
-pause for the flush, and the SMs run at a lower clock); the calibration recordings' attention timings
-are events', so events are the default wherever they time the kernel.
+pause for the flush, and the SMs run at a lower clock). Events are the default wherever they time the
+kernel, so that `napkin measure` and a fit of `napkin measure --sweep`'s recording time alike. The
+shipped fits' recordings (bench/hopper_sweep.py, bench/sweep_h200.py) were timed by graph replays: a
+user's fit and the shipped one differ by this method as well as by their GPUs (docs/measure.md).
 """
 
 from __future__ import annotations

@@ -180,10 +180,44 @@ def test_a_sweep_writes_what_calibrate_fits_and_the_fit_predicts_it(tmp_path):
 
 
 def test_a_sweep_of_a_kernel_it_does_not_time_is_refused():
+    """The contraction kernel's fit models one contraction a kernel: a chain of two (mlp2) is refused."""
     from analyzer.common.errors import NapkinError
     from analyzer.measure.sweep import sweep
-    with pytest.raises(NapkinError, match="--sweep times the Hopper attention kernel"):
-        sweep("matmul", device=H100, tensors_on="cpu")
+    with pytest.raises(NapkinError, match="takes a diagram of one contraction"):
+        sweep("mlp2", device=H100, tensors_on="cpu", launch=_computed)
+
+
+@pytest.mark.slow(seconds=3)
+def test_a_contraction_sweep_writes_what_the_contraction_fit_reads(tmp_path):
+    """On a Hopper profile, matmul's sweep is the Hopper contraction kernel's: every legal configuration
+    at each square side, checked against float64 and timed, each record with the model's time and rank;
+    napkin calibrate --kernel contraction fits it, and with times that are the shipped H100 fit's own,
+    finds that fit's tensor efficiency and predicts the 4096 side it held out."""
+    from analyzer import hardware
+    from analyzer.calibrate.contraction import calibrate
+    from analyzer.config.contraction import ContractionParams
+    from analyzer.measure.sweep import sweep
+    from analyzer.measure.sweep_contraction import ContractionGrid
+
+    def clock(fn, rep_ms):       # the times are filled in below
+        fn()
+        return TimingOut(method="none", repetitions_ms=rep_ms, time_s=1.0, time_s_p20=1.0, time_s_p80=1.0)
+    doc = sweep("matmul", device=H100, tensors_on="cpu", contraction=ContractionGrid(sides=(1024, 2048, 4096)),
+                timer=clock, launch=_computed)
+    assert doc["meta"]["calibrate"] == " --kernel contraction" and doc["gpu_profile"] == "h100-sxm5"
+    records = doc["records"]
+    assert all("seconds" in r for r in records) and {r["sizes"]["a"] for r in records} == {1024, 2048, 4096}
+    by_side = [[r for r in records if r["sizes"]["a"] == n] for n in (1024, 2048, 4096)]
+    assert all(sorted(r["model_rank"] for r in rs) == list(range(1, len(rs) + 1)) for rs in by_side)
+    for r in records:
+        r["seconds"] = r["p20"] = r["p80"] = r["predicted_s"]         # the shipped fit's own times
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(doc))
+    result = calibrate(str(path), "h100")
+    truth = ContractionParams.of(hardware.load("h100"))
+    assert result.params.tensor_efficiency == pytest.approx(truth.tensor_efficiency, rel=0.02)
+    # the times are the model's own: the fit predicts the side it never saw (2026-11-28: 0.0 %)
+    assert result.errors["calibrated"]["held out"] < 0.01 and result.errors["calibrated"]["train"] < 0.01
 
 
 def test_the_sweep_command_adds_to_its_recording(tmp_path, monkeypatch):
@@ -265,7 +299,7 @@ def test_configurations_are_compiled_once_per_specialisation():
     assert len(out['{"BLOCK": 128}']) == 1
 
 
-@pytest.mark.slow(seconds=20)
+@pytest.mark.slow(seconds=5)
 def test_worker_processes_launch_each_configuration_ahead(tmp_path):
     """The workers import the written module and launch it: each configuration once per specialisation,
     with inputs of the calls' shapes (a module that logs its launches stands in for a kernel)."""
@@ -287,6 +321,7 @@ def test_worker_processes_launch_each_configuration_ahead(tmp_path):
     assert seen[-1] == (3, 3)
 
 
+@pytest.mark.slow(seconds=2)
 def test_a_sweep_compiles_ahead_where_it_checks_and_where_it_times(monkeypatch):
     """Every configuration a sweep records is launched ahead at the shape it is checked at and at each
     shape it is timed at (one per specialisation)."""
