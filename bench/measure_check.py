@@ -12,12 +12,19 @@ Parts (--parts, comma-separated):
   --workers processes.
 - `fit`: `napkin calibrate` of that recording (analyzer.calibrate.hopper), each fitted parameter beside
   the shipped fit's with both standard errors, and whether they agree within them (the target).
+- `contraction-sweep`: `napkin measure --sweep` of matmul and matmul_bias_gelu, the Hopper contraction
+  kernel's (analyzer.measure.sweep_contraction), into contraction_<gpu>.json in --out.
+- `contraction-fit`: `napkin calibrate --kernel contraction` of that recording against the shipped fit, as
+  `fit` does.
 
     python bench/measure_check.py --parts draft                        # a minute
     python bench/measure_check.py --parts sweep --head-dims 128,256    # a few minutes with 15 workers
     python bench/measure_check.py --parts fit                          # seconds, no GPU needed
+    python bench/measure_check.py --parts contraction-sweep            # a minute and a half
+    python bench/measure_check.py --parts contraction-fit              # seconds, no GPU needed
 
-It writes measure_check_<gpu>.json and .md into --out ($OUT if set, else bench/results).
+It writes measure_check_<gpu>.json and .md into --out ($OUT if set, else bench/results), or
+measure_check_contraction_<gpu> for the contraction parts alone.
 """
 
 from __future__ import annotations
@@ -109,6 +116,35 @@ def fit_part(out: Path, gpu_name: str, profile: str) -> dict:
     return {"rows": rows, "predictions": predictions, "same_configurations": _shift(result.records, gpu_name)}
 
 
+def contraction_sweep_part(out: Path, gpu_name: str, rep_ms: float, workers: int | None) -> dict:
+    from analyzer.measure.sweep import sweep
+    path = out / f"contraction_{gpu_name}.json"
+    doc = json.loads(path.read_text()) if path.exists() else {"records": []}
+    for diagram in ("matmul", "matmul_bias_gelu"):
+        new = sweep(diagram, rep_ms=rep_ms, workers=workers,
+                    command=f"python bench/measure_check.py --parts contraction-sweep --rep-ms {rep_ms:g}")
+        doc = {**new, "records": [*doc["records"], *new["records"]]}
+        path.write_text(json.dumps(doc, indent=1))
+        log(f"{diagram}: {sum('error' not in r for r in new['records'])} of {len(new['records'])} records measured")
+    return {"recording": str(path), "records": len(doc["records"])}
+
+
+def contraction_fit_part(out: Path, gpu_name: str, profile: str) -> dict:
+    from analyzer import hardware
+    from analyzer.calibrate.contraction import PARAMETERS, calibrate
+    from analyzer.hardware import contraction_fit
+    result = calibrate(str(out / f"contraction_{gpu_name}.json"), profile)
+    shipped, _ = contraction_fit(hardware.load(profile))
+    rows = []
+    for name in PARAMETERS:
+        ours, err, theirs = getattr(result.params, name), result.uncertainty[name], getattr(shipped, name)
+        spread = math.hypot(err, theirs.uncertainty or 0.0)
+        rows.append({"parameter": name, "fitted": ours, "fitted_error": err if math.isfinite(err) else None,
+                     "shipped": theirs.value, "shipped_error": theirs.uncertainty,
+                     "agree": abs(ours - theirs.value) <= spread if math.isfinite(err) else None})
+    return {"rows": rows, "errors": result.errors["calibrated"], "shipped_fit": dict(shipped.fit)}
+
+
 def _errors(e) -> dict:
     return {"count": e.count, "median": e.median, "p90": e.p90, "worst": e.worst}
 
@@ -167,6 +203,21 @@ def markdown(doc: dict) -> str:
             md += ["", f"The same configuration at the same shape, this sweep's time over `{shift['recording']}`'s "
                    f"({shift['count']} pairs): median {shift['median']:.3f}, 10th percentile {shift['p10']:.3f}, "
                    f"90th {shift['p90']:.3f}."]
+    if "contraction" in doc:
+        c = doc["contraction"]
+        md += ["## The Hopper contraction kernel: its sweep's fit against the shipped fit", "",
+               f"Median error of this fit: {c['errors']['train']:.1%} on the records it was fitted to, "
+               f"{c['errors']['held out']:.1%} on the 4096 side it held out (the shipped fit: "
+               f"{c['shipped_fit'].get('train_median_error', float('nan')):.1%} and "
+               f"{c['shipped_fit'].get('held_out_median_error', float('nan')):.1%}).", "",
+               "| parameter | fitted | +- | shipped | +- | agree |", "|---|---|---|---|---|---|"]
+        md += [f"| {r['parameter']} | {r['fitted']:.4g} | "
+               + (f"{r['fitted_error']:.2g}" if r["fitted_error"] is not None else "undetermined")
+               + f" | {r['shipped']:.4g} | {r['shipped_error'] or 0:.2g} | "
+               + {True: "yes", False: "no", None: "-"}[r["agree"]] + " |" for r in c["rows"]]
+        agree = [r["agree"] for r in c["rows"] if r["agree"] is not None]
+        md += ["", f"{sum(agree)} of {len(agree)} determined parameters agree with the shipped fit within their "
+               "combined standard errors.", ""]
     return "\n".join(md) + "\n"
 
 
@@ -185,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     parts = set(args.parts.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
     gpu, profile = "gpu", args.gpu
-    if parts & {"draft", "sweep"}:
+    if parts & {"draft", "sweep", "contraction-sweep"}:
         from analyzer.measure.device import local_device, profile_for
         device = local_device()
         gpu, profile = device.name, args.gpu or profile_for(device)
@@ -198,7 +249,12 @@ def main(argv: list[str] | None = None) -> int:
                                    args.workers)
     if "fit" in parts:
         doc["fit"] = fit_part(args.out, name, profile or name)
-    save_results(args.out, f"measure_check_{name}", doc, markdown(doc))
+    if "contraction-sweep" in parts:
+        doc["contraction_sweep"] = contraction_sweep_part(args.out, name, args.rep_ms, args.workers)
+    if "contraction-fit" in parts:
+        doc["contraction"] = contraction_fit_part(args.out, name, profile or name)
+    stem = "measure_check_contraction" if parts <= {"contraction-sweep", "contraction-fit"} else "measure_check"
+    save_results(args.out, f"{stem}_{name}", doc, markdown(doc))
     print(markdown(doc))
     return 0
 

@@ -145,7 +145,7 @@ def _sweep(diagram: str, gpu: str | None, sets: dict[str, int], rep_ms: float, p
         doc = {**doc, "meta": {**doc["meta"], "added_to": [*before.meta.get("added_to", []), before.meta]},
                "records": [*before.records, *doc["records"]]}
     write_text(path, json.dumps(doc, indent=1) + "\n", "--sweep")
-    ok = sum(r["status"] == "ok" for r in doc["records"])
+    ok = sum("error" not in r for r in doc["records"])     # either format keeps a failure's error
     typer.echo(f"{ok} of {len(doc['records'])} records measured in {path}; fit them with napkin calibrate {path} "
                f"--gpu {doc['meta']['profile']}{doc['meta']['calibrate']}")
     wrote(path)
