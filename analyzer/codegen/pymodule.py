@@ -24,11 +24,12 @@ from dataclasses import dataclass
 import sympy
 from sympy.printing.pycode import pycode
 
-from analyzer.codegen.call import OP_DIGEST, custom_op, signature_cache
+from analyzer.codegen.attention_wrapper import attention_wrapper, extra_shape
+from analyzer.codegen.call import OP_DIGEST, custom_op
 from analyzer.codegen.escape import py_comment, py_doc, py_str
-from analyzer.codegen.helpers_text import OVERLAP_HELPER
 from analyzer.codegen.names import PYTHON_RESERVED, Scope
 from analyzer.codegen.render import scaled_ops
+from analyzer.codegen.wrapper_text import common_checks, config_check, config_doc, str_list, str_tuple
 from analyzer.common.errors import NapkinError
 from analyzer.common.version import __version__
 from analyzer.config.by_size import instance_axes, length_axes
@@ -171,32 +172,6 @@ def checked_python(source: str, origin: str) -> str:
     return source
 
 
-def str_tuple(items) -> str:
-    """A tuple of string literals, as repr would write it."""
-    return "(" + ", ".join(py_str(n) for n in items) + ("," if len(items) == 1 else "") + ")"
-
-
-def _str_list(names) -> str:
-    return "[" + ", ".join(py_str(n) for n in names) + "]"
-
-
-def config_doc(g, param: str, keys: str) -> str:
-    """The wrapper's docstring on its `config` parameter (spelled `param`), as indented lines; `keys`:
-    what a kernel's configuration holds, as the docstring names it."""
-    alone = (", or (one kernel here) that kernel's dict alone" if len(g.kernels) == 1 else
-             "; a kernel it leaves out keeps CONFIGS' choice")
-    text = (f"`{param}`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of "
-            f"kernel names to dicts with the keys CONFIG_KEYS lists ({keys}){alone}.")
-    return "\n".join(INDENT + line for line in textwrap.wrap(text, 100))
-
-
-def config_check(param: str) -> str:
-    """The wrapper's line that checks its `config` (spelled `param`) into {kernel: configuration or None}."""
-    name = "" if param == "config" else f", {py_str(param)}"
-    return (f"{INDENT}{param} = _per_kernel({param}{name})  # kernel -> its configuration, "
-            "or None for CONFIGS' choice")
-
-
 def sized_helpers(g) -> list[str]:
     """The module's by-size lookup (_nearest, _sized: analyzer.config.by_size), for launchers whose
     CONFIGS entries carry a 'by_size' table."""
@@ -275,7 +250,7 @@ def wrapper(g, ids: ModuleIds, *, config: str | None = None, device: str | None 
     head_dims = sorted(set.intersection(*(set(k.choices) for k in keyed))) if keyed else None
     if isinstance(r, Attention):
         param = scope("config") if config else None
-        lines = _attention_wrapper(g, r, head_dims, param, config, device, strides, scope)
+        lines = attention_wrapper(g, r, head_dims, param, config, device, strides, scope)
     else:
         lines = _plain_wrapper(g, r, ids.wrapper, scope, config, strides)
         param = scope("config") if config else None      # the claim _plain_wrapper made after the inputs
@@ -311,7 +286,7 @@ def wrapper(g, ids: ModuleIds, *, config: str | None = None, device: str | None 
             lines.append(f"{INDENT}t[{py_str(name)}] = torch.empty(({shape},), dtype={dtype}, device=device)"
                          f"  # {py_comment(name)} passes through GMEM")
             if strides:
-                lines.append(f"{INDENT}stride[{py_str(name)}] = dict(zip({_str_list(arr.axes)}, "
+                lines.append(f"{INDENT}stride[{py_str(name)}] = dict(zip({str_list(arr.axes)}, "
                              f"t[{py_str(name)}].stride()))")
     for k in g.kernels:
         chosen = f", {param}[{py_str(k.plan.name)}]" if param else ""
@@ -320,222 +295,6 @@ def wrapper(g, ids: ModuleIds, *, config: str | None = None, device: str | None 
     lines.append(f"{INDENT}return {ret}")
     if isinstance(r, Attention):
         lines += custom_op(r, [scope("{}", n, case="lower") for n in r.extras])
-    return lines
-
-
-def _common_checks(tensors: list[str], device: str | None = None) -> list[str]:
-    """Checks every wrapper makes before launch: tensors, element types, one device. `tensors`: the
-    wrapper's parameter names (identifiers), which its messages name too; `device`: see `wrapper`."""
-    first = tensors[0]
-    if device:
-        where = ('if device.type != "cuda":\n'
-                 f'    raise ValueError(f"the tensors are on {{device}}; this kernel runs on {device}")')
-    else:
-        where = ('if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":\n'
-                 '    raise ValueError(f"the tensors are on {device}; this kernel runs on a CUDA GPU "\n'
-                 '                     "(or on the CPU under TRITON_INTERPRET=1)")')
-    where = textwrap.indent(where, "    ")
-    return textwrap.dedent(f"""\
-    for name, tensor in zip({str_tuple(tensors)}, ({', '.join(tensors)},)):
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{{name}} must be a torch.Tensor, not {{type(tensor).__name__}}")
-        if tensor.dtype not in DTYPES:
-            raise TypeError(f"{{name}} has dtype {{tensor.dtype}}; this kernel takes torch.float16 or "
-                            "torch.bfloat16")
-        if tensor.is_meta or tensor.layout != torch.strided:
-            raise ValueError(f"{{name}} must be a dense tensor with data (not meta or sparse)")
-        if tensor.device != {first}.device:
-            raise ValueError(f"{{name}} is on {{tensor.device}} but {first} is on {{{first}.device}}")
-        if tensor.dtype != {first}.dtype:
-            raise TypeError(f"{{name}} has dtype {{tensor.dtype}} but {first} has {{{first}.dtype}}")
-    device = {first}.device
-{where}
-    dtype = {first}.dtype
-    """).splitlines()
-
-
-def _head_dim_checks(g, r: Attention) -> str:
-    """The wrapper's checks of the head dims, indented as the wrapper's body (dedented with it): one
-    head-dim axis for q, k and v, or (multi-head latent attention) a value axis of its own, at most as
-    wide as the value dim the file is configured for."""
-    if r.value_dim == r.head_dim:
-        return textwrap.indent(textwrap.dedent(f"""\
-        if k.shape[3] != head_dim or v.shape[3] != head_dim:
-            raise ValueError(f"head dims differ: q {{head_dim}}, k {{k.shape[3]}}, v {{v.shape[3]}} "
-                             {py_str(f"(the diagram has one head-dim axis {r.head_dim})")})"""), "    ")
-    widest = g.value_dim
-    lines = """\
-    if k.shape[3] != head_dim:
-        raise ValueError(f"q and k head dims differ: {head_dim} and {k.shape[3]}")
-    value_dim = v.shape[3]"""
-    if widest is not None:
-        lines += f"""
-    if value_dim > {int(widest)}:
-        raise ValueError(f"v's head dim {{value_dim}} is wider than the {int(widest)} this file is configured "
-                         {py_str(f"for (regenerate with --set {r.value_dim}=N)")})"""
-    return textwrap.indent(textwrap.dedent(lines), "    ")
-
-
-def extra_shape(r: Attention, axes: tuple[str, ...], *, shown: bool = False) -> list[str]:
-    """The call's shape of an extra input of the scores with diagram axes `axes` (the wrapper's size names,
-    or with `shown` as messages and docs name them): (batch, heads), then its own sequence axes in the
-    diagram's order."""
-    seqs = {r.seq_q: "seq_q", r.seq_k: "seq_k"}
-    return ["batch", "heads" if shown else "heads_q", *(seqs[a] for a in axes if a in seqs)]
-
-
-def _band_doc(r: Attention) -> str:
-    """The end of the wrapper's first sentence: which keys a query sees under a sliding window or a band."""
-    if r.window:
-        return f", with a sliding window:\n{INDENT}query i sees keys i - {r.window - 1} .. i only."
-    if r.band is None or r.causal:
-        return "."
-    first = "0" if r.band.before is None else f"i - {r.band.before}"
-    last = "the last" if r.band.after is None else f"i + {r.band.after}"
-    return f", with a band:\n{INDENT}query i sees keys {first} .. {last} only."
-
-
-def _attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str | None, keys: str | None,
-                       device: str | None, strides: bool, scope: Scope) -> list[str]:
-    d = g.diagram
-    extras = [scope("{}", n, case="lower") for n in r.extras]   # after `config`: an extra named so gets another
-    params = ", ".join(["q", "k", "v", *extras])
-    q_axes, k_axes, v_axes, o_axes = (d.arrays[n].axes for n in (r.query, r.key, r.value, r.output))
-    dims = repr(tuple(head_dims)) if head_dims is not None else "None  # any: no kernel keeps d whole"
-    other = ("non-causal" if r.causal else "causal")
-    realises = py_str(f"this kernel realises {g.source_file}, which is "
-                      f"{'causal' if r.causal else 'not causal'}; generate the {other} diagram for "
-                      f"causal={not r.causal}")
-    lines = ["DTYPES = (torch.float16, torch.bfloat16)", f"HEAD_DIMS = {dims}",
-             "_CHECKED = {}  # a call signature whose checks passed -> what they found (the wrapper's sizes)",
-             "CHECKED_KEPT = 4096  # signatures kept", "", "",
-             *OVERLAP_HELPER.splitlines(), "", "",
-             f"def attention({params}, causal={r.causal}, out=None" + (f", {param}=None):" if param else "):"),
-             f'{INDENT}"""{py_doc(d.title)}: (batch, heads, seqlen, head_dim) tensors, laid out and called as',
-             f"{INDENT}torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal={r.causal}"
-             + (", enable_gqa=True" if r.group else "") + ")"
-             + _band_doc(r),
-             f"{INDENT}k and v may have fewer heads than q when the diagram has a query group axis"
-             f" ({r.group or 'this one has none'}). `out`, if given, receives the result."
-             + (f"\n{INDENT}v's last dimension is the value head dim ({py_doc(r.value_dim)}), which may differ "
-                "from q's and k's; so does the output's." if r.value_dim != r.head_dim else "")
-             + "".join(f"\n{INDENT}{a}: the diagram's {py_doc(n)}, of shape "
-                       f"({', '.join(extra_shape(r, d.arrays[n].axes, shown=True))}) or any shape that broadcasts to it."
-                       for n, a in zip(r.extras, extras, strict=True))
-             + (f"\n{config_doc(g, param, keys)}" if param else "") + '"""',
-             f"{INDENT}if not isinstance(causal, bool):",
-             f"{INDENT}    raise TypeError(f\"causal must be True or False, not {{causal!r}}\")",
-             f"{INDENT}if {'not ' if r.causal else ''}causal:",
-             f"{INDENT}    raise ValueError({realises})"]
-    if param:
-        lines.append(config_check(param))
-    start = len(lines)        # the checks, which a call signature passes once (_signature_cache)
-    lines += [INDENT + x for x in _common_checks(["q", "k", "v", *extras], device)]
-    lines += [INDENT + x for x in textwrap.dedent(f"""\
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError("q, k and v must be 4-D (batch, heads, seqlen, head_dim); got "
-                         f"{{tuple(q.shape)}}, {{tuple(k.shape)}}, {{tuple(v.shape)}}")
-    batch, heads_q, seq_q, head_dim = q.shape
-    _, heads_kv, seq_k, _ = k.shape
-    if k.shape[0] != batch or v.shape[0] != batch:
-        raise ValueError(f"batch sizes differ: q {{batch}}, k {{k.shape[0]}}, v {{v.shape[0]}}")
-{_head_dim_checks(g, r)}
-    if v.shape[1] != heads_kv or v.shape[2] != seq_k:
-        raise ValueError(f"k and v differ in heads or seqlen: {{tuple(k.shape)}} vs {{tuple(v.shape)}}")
-    if HEAD_DIMS is not None and head_dim not in HEAD_DIMS:
-        raise ValueError(f"head_dim {{head_dim}} is not supported: this file is configured for "
-                         f"head dims {{HEAD_DIMS}} " {py_str(f"(regenerate with --set {r.head_dim}=N)")})
-    if seq_q == 0 or seq_k == 0 or batch == 0 or heads_q == 0:
-        raise ValueError("empty sequences, batches or heads: nothing to attend over")
-    """).splitlines()]
-    if r.group:
-        lines += [INDENT + x for x in textwrap.dedent("""\
-        if heads_q % heads_kv:
-            raise ValueError(f"q has {heads_q} heads, not a multiple of k's {heads_kv} (grouped-query)")
-        group = heads_q // heads_kv
-        """).splitlines()]
-    else:
-        lines += [INDENT + x for x in textwrap.dedent("""\
-        if heads_kv != heads_q:
-            raise ValueError(f"q has {heads_q} heads but k and v have {heads_kv}; generate the "
-                             "grouped-query diagram (gqa) for fewer key/value heads")
-        """).splitlines()]
-    sizes = {"batch": "batch", r.seq_q: "seq_q", r.seq_k: "seq_k", r.head_dim: "head_dim"}
-    if r.value_dim != r.head_dim:
-        sizes[r.value_dim] = "value_dim"
-    if r.heads:
-        sizes[r.heads] = "heads_kv"
-    else:
-        sizes["heads"] = "heads_q"
-    if r.group:
-        sizes[r.group] = "group"
-    lines.append(f"{INDENT}size = {{{', '.join(f'{py_str(a)}: {v}' for a, v in sizes.items())}}}")
-    lines.append(f"{INDENT}shape = (batch, heads_q, seq_q, v.shape[3])")
-    # every local the checks leave that the rest of the wrapper reads
-    found = ["batch", "heads_q", "seq_q", "head_dim", "heads_kv", "seq_k", "size", "shape",
-             *(["group"] if r.group else []), *(["value_dim"] if r.value_dim != r.head_dim else [])]
-    lines[start:] = signature_cache(["q", "k", "v", *extras], lines[start:], found)
-    lines += [INDENT + x for x in textwrap.dedent("""\
-    if out is None:
-        out = torch.empty(shape, dtype=dtype, device=device)
-    elif not isinstance(out, torch.Tensor) or tuple(out.shape) != shape or out.dtype != dtype \\
-            or out.device != device or out.is_meta or out.layout != torch.strided:
-        raise ValueError(f"out must be a {dtype} tensor of shape {shape} on {device}")
-    elif _overlapping(out, (q, k, v)):
-        raise ValueError("out shares memory with itself (a zero or overlapping stride) or with q, k or v; "
-                         "pass a tensor of its own")
-    """).splitlines()]
-    for name, a in zip(r.extras, extras, strict=True):    # broadcast to the call's shape: a view, no copy
-        shape = ", ".join(extra_shape(r, d.arrays[name].axes))
-        shown = ", ".join(extra_shape(r, d.arrays[name].axes, shown=True))
-        lines += [INDENT + x for x in textwrap.dedent(f"""\
-        try:
-            {a} = {a}.broadcast_to(({shape},))
-        except RuntimeError:
-            raise ValueError({py_str(a + " must broadcast to (" + shown + ") = ")} + str(({shape},))
-                             + "; got shape "
-                             + str(tuple({a}.shape))) from None
-        if _overlapping(out, ({a},)):
-            raise ValueError({py_str("out shares memory with " + a + "; pass a tensor of its own")})
-        """).splitlines()]
-
-    def dims_of(axes, tensor, seq):
-        parts = []
-        for a in axes:
-            if a == "batch":
-                parts.append(f"{py_str(a)}: {tensor}.stride(0)")
-            elif a == "heads":
-                parts.append(f"{py_str(a)}: {tensor}.stride(1)")
-            elif a == r.heads:
-                mult = " * group" if (r.group and tensor in ("q", "out", *extras)) else ""
-                parts.append(f"{py_str(a)}: {tensor}.stride(1){mult}")
-            elif a == r.group:
-                parts.append(f"{py_str(a)}: {tensor}.stride(1)")
-            elif a == seq:
-                parts.append(f"{py_str(a)}: {tensor}.stride(2)")
-            else:
-                parts.append(f"{py_str(a)}: {tensor}.stride(3)")
-        return "{" + ", ".join(parts) + "}"
-
-    def extra_dims(axes, tensor):
-        """An extra's strides: (batch, heads) as q's, then its sequence axes from dimension 2 on."""
-        own = [a for a in axes if a in (r.seq_q, r.seq_k)]
-        parts = [f"{py_str(a)}: {tensor}.stride({2 + own.index(a)})" for a in own]
-        head = dims_of([a for a in axes if a not in own], tensor, None)[1:-1]
-        return "{" + ", ".join([p for p in (head,) if p] + parts) + "}"
-
-    lines.append(f"{INDENT}t = {{{py_str(r.query)}: q, {py_str(r.key)}: k, {py_str(r.value)}: v, "
-                 + "".join(f"{py_str(n)}: {a}, " for n, a in zip(r.extras, extras, strict=True))
-                 + f"{py_str(r.output)}: out}}")
-    if not strides:
-        return lines
-    lines.append(f"{INDENT}stride = {{")
-    for name, tensor, axes, seq in ((r.query, "q", q_axes, r.seq_q), (r.key, "k", k_axes, r.seq_k),
-                                    (r.value, "v", v_axes, r.seq_k), (r.output, "out", o_axes, r.seq_q)):
-        lines.append(f"{INDENT * 2}{py_str(name)}: {dims_of(axes, tensor, seq)},")
-    for name, a in zip(r.extras, extras, strict=True):
-        lines.append(f"{INDENT * 2}{py_str(name)}: {extra_dims(d.arrays[name].axes, a)},")
-    lines.append(f"{INDENT}}}")
     return lines
 
 
@@ -556,7 +315,7 @@ def _plain_wrapper(g, r: Plain, name: str, scope: Scope, config: str | None, str
              + (f"\n{config_doc(g, param, config)}" if param else "") + '"""']
     if param:
         lines.append(config_check(param))
-    lines += [INDENT + x for x in _common_checks(args)]
+    lines += [INDENT + x for x in common_checks(args)]
     lines.append(f"{INDENT}size = {{}}")
     for n, a in zip(r.inputs, args, strict=True):
         axes = d.arrays[n].axes
@@ -564,7 +323,7 @@ def _plain_wrapper(g, r: Plain, name: str, scope: Scope, config: str | None, str
         lines += [INDENT + x for x in textwrap.dedent(f"""\
         if {a}.dim() != {len(axes)}:
             raise ValueError({want} + str(tuple({a}.shape)))
-        for axis, n in zip({_str_list(axes)}, {a}.shape):
+        for axis, n in zip({str_list(axes)}, {a}.shape):
             if size.setdefault(axis, n) != n:
                 raise ValueError(f"{a}: axis {{axis}} has size {{n}}, but an earlier input has "
                                  f"{{size[axis]}}")
@@ -574,7 +333,7 @@ def _plain_wrapper(g, r: Plain, name: str, scope: Scope, config: str | None, str
     pairs = list(zip(r.inputs, args, strict=True))
     lines.append(f"{INDENT}t = {{{', '.join(f'{py_str(n)}: {a}' for n, a in pairs)}}}")
     if strides:
-        by_array = ", ".join(f"{py_str(n)}: dict(zip({_str_list(d.arrays[n].axes)}, {a}.stride()))"
+        by_array = ", ".join(f"{py_str(n)}: dict(zip({str_list(d.arrays[n].axes)}, {a}.stride()))"
                              for n, a in pairs)
         lines.append(f"{INDENT}stride = {{{by_array}}}")
     for o in r.outputs:
@@ -582,5 +341,5 @@ def _plain_wrapper(g, r: Plain, name: str, scope: Scope, config: str | None, str
         shape = ", ".join(f"size[{py_str(x)}]" for x in axes)
         lines.append(f"{INDENT}t[{py_str(o)}] = torch.empty(({shape},), dtype=dtype, device=device)")
         if strides:
-            lines.append(f"{INDENT}stride[{py_str(o)}] = dict(zip({_str_list(axes)}, t[{py_str(o)}].stride()))")
+            lines.append(f"{INDENT}stride[{py_str(o)}] = dict(zip({str_list(axes)}, t[{py_str(o)}].stride()))")
     return lines

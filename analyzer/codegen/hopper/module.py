@@ -19,9 +19,9 @@ from analyzer.codegen.pymodule import (
     header,
     module_ids,
     sized_helpers,
-    str_tuple,
     wrapper,
 )
+from analyzer.codegen.wrapper_text import str_tuple
 from analyzer.config.hopper import OVERLAPS, SCHEDULES, HopperConfig, HopperTable
 
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
