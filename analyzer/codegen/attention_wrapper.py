@@ -14,6 +14,10 @@ from analyzer.codegen.names import Scope
 from analyzer.codegen.wrapper_text import INDENT, common_checks, config_check, config_doc
 from analyzer.diagram.interface import Attention
 
+# The docstring's lines on return_lse (the parameter's name may differ where a score input takes it)
+LSE_DOC = """{indent}With {flag}=True it returns (out, lse): lse is each query row's log-sum-exp of its scores (natural
+{indent}log, float32, (batch, heads, seqlen); -inf for a row that sees no key), what merges the outputs of
+{indent}attention over parts of the keys (context parallelism)."""
 
 def _head_dim_checks(g, r: Attention) -> str:
     """The wrapper's checks of the head dims, indented as the wrapper's body (dedented with it): one
@@ -57,7 +61,10 @@ def _band_doc(r: Attention) -> str:
 
 
 def attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str | None, keys: str | None,
-                       device: str | None, strides: bool, scope: Scope) -> list[str]:
+                       device: str | None, strides: bool, scope: Scope,
+                       returned: tuple[str, str] | None = None) -> list[str]:
+    """The wrapper's lines up to its launches; `returned`: the names of its `return_lse` parameter and of
+    the tensor that takes the rows' log-sum-exp, where the kernels write it (else None)."""
     d = g.diagram
     extras = [scope("{}", n, case="lower") for n in r.extras]   # after `config`: an extra named so gets another
     params = ", ".join(["q", "k", "v", *extras])
@@ -71,7 +78,8 @@ def attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str |
              "_CHECKED = {}  # a call signature whose checks passed -> what they found (the wrapper's sizes)",
              "CHECKED_KEPT = 4096  # signatures kept", "", "",
              *OVERLAP_HELPER.splitlines(), "", "",
-             f"def attention({params}, causal={r.causal}, out=None" + (f", {param}=None):" if param else "):"),
+             f"def attention({params}, causal={r.causal}, out=None" + (f", {param}=None" if param else "")
+             + (f", {returned[0]}=False" if returned else "") + "):",
              f'{INDENT}"""{py_doc(d.title)}: (batch, heads, seqlen, head_dim) tensors, laid out and called as',
              f"{INDENT}torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal={r.causal}"
              + (", enable_gqa=True" if r.group else "") + ")"
@@ -83,7 +91,8 @@ def attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str |
              + "".join(f"\n{INDENT}{a}: the diagram's {py_doc(n)}, of shape "
                        f"({', '.join(extra_shape(r, d.arrays[n].axes, shown=True))}) or any shape that broadcasts to it."
                        for n, a in zip(r.extras, extras, strict=True))
-             + (f"\n{config_doc(g, param, keys)}" if param else "") + '"""',
+             + (f"\n{config_doc(g, param, keys)}" if param else "")
+             + (f"\n{LSE_DOC.format(indent=INDENT, flag=returned[0])}" if returned else "") + '"""',
              f"{INDENT}if not isinstance(causal, bool):",
              f"{INDENT}    raise TypeError(f\"causal must be True or False, not {{causal!r}}\")",
              f"{INDENT}if {'not ' if r.causal else ''}causal:",
@@ -146,6 +155,12 @@ def attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str |
         raise ValueError("out shares memory with itself (a zero or overlapping stride) or with q, k or v; "
                          "pass a tensor of its own")
     """).splitlines()]
+    if returned:
+        flag, lse = returned
+        lines += [f"{INDENT}if not isinstance({flag}, bool):",
+                  f"{INDENT * 2}raise TypeError(f\"{flag} must be True or False, not {{{flag}!r}}\")",
+                  f"{INDENT}{lse} = torch.empty((batch, heads_q, seq_q), dtype=torch.float32, device=device) "
+                  f"if {flag} else None"]
     for name, a in zip(r.extras, extras, strict=True):    # broadcast to the call's shape: a view, no copy
         shape = ", ".join(extra_shape(r, d.arrays[name].axes))
         shown = ", ".join(extra_shape(r, d.arrays[name].axes, shown=True))
@@ -200,4 +215,18 @@ def attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str |
     return lines
 
 
-__all__ = ["attention_wrapper", "extra_shape"]
+def lse_stride(r: Attention, axis: str, tensor: str = "lse") -> str:
+    """The stride along the diagram's `axis` of the call's (batch, heads, seqlen) log-sum-exp `tensor`, as
+    a launcher reads it: a grouped-query diagram's key/value heads step over the group's query heads."""
+    if axis == "batch":
+        return f"{tensor}.stride(0)"
+    if axis == r.heads and r.group:
+        return f"{tensor}.stride(1) * size[{py_str(r.group)}]"
+    if axis in ("heads", r.heads, r.group):
+        return f"{tensor}.stride(1)"
+    if axis == r.seq_q:
+        return f"{tensor}.stride(2)"
+    raise ValueError(f"{axis!r} is no axis of the rows of the log-sum-exp")
+
+
+__all__ = ["attention_wrapper", "extra_shape", "lse_stride"]

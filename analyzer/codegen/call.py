@@ -13,38 +13,58 @@ INDENT = "    "
 OP_DIGEST = "@@digest@@"     # checked_python writes the digest of the module's text in its place
 
 CUSTOM_OP = '''\
-def attention_op():
+def attention_op({param}):
     """This module's attention as a torch custom op (torch.library.custom_op), registered on first
     use: called as attention is, ({args}, causal), it stays one node of a torch.compile graph (its
     output's shape and element type come from the fake implementation below) and a CUDA graph capture
-    records its launch; out= and a configuration of its own are the plain function's alone."""
-    if _OPS:
-        return _OPS[0]
-
-    def run({typed}, causal: bool = {causal}) -> torch.Tensor:
-        return attention({args}, causal=causal)
+    records its launch; out= and a configuration of its own are the plain function's alone.{doc}"""
+    if {key} in _OPS:
+        return _OPS[{key}]
+    name = OP_NAME{suffix}
+{run}
     try:
-        op = torch.library.custom_op(OP_NAME, run, mutates_args=())
+        op = torch.library.custom_op(name, run, mutates_args=())
     except RuntimeError:  # registered by another import of this same text: the same op
-        namespace, name = OP_NAME.split("::")
+        namespace, name = name.split("::")
         op = getattr(getattr(torch.ops, namespace), name)
     else:
         @op.register_fake
         def _fake({args}, causal={causal}):
-            return q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
-    _OPS.append(op)
+            out = q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
+            return {fake}
+    _OPS[{key}] = op
     return op'''
 
+RUN = '''\
+    def run({typed}, causal: bool = {causal}) -> torch.Tensor:
+        return attention({args}, causal=causal)'''
 
-def custom_op(r: Attention, extras: list[str]) -> list[str]:
+RUN_LSE = '''\
+    if lse:
+        def run({typed}, causal: bool = {causal}) -> tuple[torch.Tensor, torch.Tensor]:
+            return attention({args}, causal=causal, {flag}=True)
+    else:
+        def run({typed}, causal: bool = {causal}) -> torch.Tensor:
+            return attention({args}, causal=causal)'''
+
+
+def custom_op(r: Attention, extras: list[str], flag: str | None = None) -> list[str]:
     """`attention_op()`: the wrapper as a torch custom op, registered on first use, for torch.compile
     graphs; named by the digest of the module's text (OP_DIGEST), so that two modules' ops never meet.
-    `extras`: the wrapper's names of the scores' other inputs."""
+    `extras`: the wrapper's names of the scores' other inputs; `flag`: the wrapper's return_lse, where
+    it has one (`attention_op(lse=True)` is then the op that returns the output and the log-sum-exp)."""
     tensors = ["q", "k", "v", *extras]
-    text = CUSTOM_OP.format(args=", ".join(tensors), typed=", ".join(f"{t}: torch.Tensor" for t in tensors),
-                            causal=r.causal)
+    args, typed = ", ".join(tensors), ", ".join(f"{t}: torch.Tensor" for t in tensors)
+    run = (RUN_LSE if flag else RUN).format(args=args, typed=typed, causal=r.causal, flag=flag)
+    text = CUSTOM_OP.format(
+        args=args, causal=r.causal, run=run, param="lse=False" if flag else "", key="lse" if flag else "False",
+        suffix=' + ("_lse" if lse else "")' if flag else "",
+        fake="(out, q.new_empty(q.shape[:3], dtype=torch.float32)) if lse else out" if flag else "out",
+        doc=(f"\n    With lse=True the op returns (out, lse), as attention(..., {flag}=True) does (the op's name "
+             "ends\n    with _lse).") if flag else "")
     return ["", "", f"OP_NAME = 'napkin::attention_{OP_DIGEST}'  # attention_op's name: this module's text's digest",
-            "_OPS = []  # attention_op's op, once registered", "", "", *text.splitlines()]
+            "_OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp", "", "",
+            *text.splitlines()]
 
 
 def signature_cache(tensors: list[str], checks: list[str], known: list[str]) -> list[str]:

@@ -235,22 +235,26 @@ def size_checks(d: Diagram) -> list[tuple[str, sympy.Expr, str]]:
 
 
 def wrapper(g, ids: ModuleIds, *, config: str | None = None, device: str | None = None,
-            strides: bool = True) -> list[str]:
+            strides: bool = True, lse: bool = False) -> list[str]:
     """The wrapper's lines. `config`: what a configuration of the backend's holds, as the docstring names
     it (the Triton module's "tiles, num_warps, num_stages"), where the wrapper takes one per call
     (`config=None`, checked by the module's _per_kernel, each kernel's passed to its launcher as `cfg`);
     None for a backend whose launchers take none (the CUDA loader). `device`: the GPU the kernels need,
     where Triton's interpreter cannot run them (the Hopper module's "a Hopper GPU (sm_90)"). `strides`:
     whether the launchers take the arrays' strides (`stride`: array -> axis -> stride); the Hopper
-    launcher's TMA descriptors read them off the tensors."""
+    launcher's TMA descriptors read them off the tensors. `lse`: whether the attention wrapper takes
+    `return_lse` (the kernel that writes the output takes a tensor for the rows' log-sum-exp, `lse=`)."""
     d = g.diagram
     r = g.roles
     scope = Scope(WRAPPER_LOCALS, parent=ids.scope)
+    returned = None
     keyed = [k for k in g.kernels if k.key_axis]
     head_dims = sorted(set.intersection(*(set(k.choices) for k in keyed))) if keyed else None
     if isinstance(r, Attention):
         param = scope("config") if config else None
-        lines = attention_wrapper(g, r, head_dims, param, config, device, strides, scope)
+        # return_lse, then the tensor it asks for, claimed before the scores' inputs: one named so gets another
+        returned = (scope("return_lse"), scope("lse")) if lse else None
+        lines = attention_wrapper(g, r, head_dims, param, config, device, strides, scope, returned)
     else:
         lines = _plain_wrapper(g, r, ids.wrapper, scope, config, strides)
         param = scope("config") if config else None      # the claim _plain_wrapper made after the inputs
@@ -288,13 +292,17 @@ def wrapper(g, ids: ModuleIds, *, config: str | None = None, device: str | None 
             if strides:
                 lines.append(f"{INDENT}stride[{py_str(name)}] = dict(zip({str_list(arr.axes)}, "
                              f"t[{py_str(name)}].stride()))")
+    lse = returned is not None
     for k in g.kernels:
         chosen = f", {param}[{py_str(k.plan.name)}]" if param else ""
-        lines.append(f"{INDENT}{ids.launch[k.plan.name]}(t, size, {'stride, ' if strides else ''}scale{chosen})")
+        rows = f", lse={returned[1]}" if lse and r.output in k.plan.schedule.saves else ""   # the output's kernel
+        lines.append(f"{INDENT}{ids.launch[k.plan.name]}(t, size, {'stride, ' if strides else ''}scale{chosen}{rows})")
     ret = ", ".join(f"t[{py_str(o)}]" for o in d.outputs) if isinstance(r, Plain) else "out"
+    if lse:
+        ret = f"(out, {returned[1]}) if {returned[0]} else out"
     lines.append(f"{INDENT}return {ret}")
     if isinstance(r, Attention):
-        lines += custom_op(r, [scope("{}", n, case="lower") for n in r.extras])
+        lines += custom_op(r, [scope("{}", n, case="lower") for n in r.extras], returned[0] if lse else None)
     return lines
 
 

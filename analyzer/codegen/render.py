@@ -126,6 +126,17 @@ def is_online(r: Reducer) -> bool:
     return r.softmax is not None or r.op.primitive.name == "softmax_dot"
 
 
+def lse_of(p: KernelPlan) -> tuple[str, tuple[str, ...]] | None:
+    """The output whose rows' log-sum-exp the kernel can write, and the rows' axes (the output's axes that
+    its softmax's scores have too: all but the value head dim): an output saved from an online softmax
+    (softmax_dot, or a softmax paired with its dot); None where the kernel saves none."""
+    for r in p.schedule.reducers:
+        if is_online(r) and r.op.name in p.schedule.saves:
+            scores = p.axes_of((r.softmax or r.op).inputs[0])
+            return r.op.name, tuple(a for a in p.axes_of(r.op.name) if a in scores)
+    return None
+
+
 def sink_of(r: Reducer) -> str | None:
     """The sink logits of an online softmax (softmax_dot's, or the paired softmax's), or None: what the
     finished sum takes once a row, exp(sink - m), before it divides the accumulator."""

@@ -141,11 +141,45 @@ def reference(torch: Any, g, tensors: list[Any], sizes: dict[str, int] | None = 
     """The float64 output of the call `tensors` makes of generated file `g` (at `sizes`, default the
     diagram's), in the call's layout."""
     d, r = g.diagram, g.roles
-    size = g.axis_sizes(sizes or {})
     if not isinstance(r, Attention):
         values = evaluate(torch, d, dict(zip(r.inputs, tensors, strict=True)), sizes)
         (name,) = r.outputs
         return values[name]
+    o = evaluate(torch, d, _arrays(g, tensors, sizes), sizes)[r.output]
+    return _to_call(o, d.arrays[r.output].axes, r, r.seq_q, r.value_dim)
+
+
+def reference_lse(torch: Any, g, tensors: list[Any], sizes: dict[str, int] | None = None) -> Any:
+    """The float64 log-sum-exp (natural log) of each query row's scores, the softmax's sink among them,
+    in the call's (batch, heads, seqlen) layout: what attention(..., return_lse=True) returns beside
+    the output. The scores are what the output's softmax normalises, its scale applied."""
+    d, r = g.diagram, g.roles
+    values = evaluate(torch, d, _arrays(g, tensors, sizes), sizes)
+    axes_of = d.axes_of()
+    op = next(o for o in reversed(d.ops) if o.primitive.name in ("softmax_dot", "softmax"))
+    scores, a = op.inputs[0], op.applied
+    symbols = {s: int((sizes or {}).get(s.name, v)) for s, v in d.defaults.items()}
+    scale = float(at(a.scale, symbols)) if a.scale is not None else 1.0
+    own = axes_of[scores]
+    x = values[scores] * scale
+    if op.sink:     # one more logit a row, as the softmax's (_softmax): the sink laid along the scores' axes
+        theirs = axes_of[op.sink]
+        sink = values[op.sink].permute(*[theirs.index(o) for o in own if o in theirs])
+        sink = sink.reshape([x.shape[own.index(o)] if o in theirs else 1 for o in own])
+        shape = list(x.shape)
+        shape[own.index(a.over)] = 1
+        x = torch.cat([x, sink.expand(shape)], dim=own.index(a.over))
+    lse = torch.logsumexp(x, dim=own.index(a.over))
+    kept = [o for o in own if o != a.over]
+    want = ["batch", *[h for h in _heads(r) if h in kept], r.seq_q]
+    lse = lse.permute(*[kept.index(o) for o in want])
+    return lse.reshape(lse.shape[0], -1, lse.shape[-1])
+
+
+def _arrays(g, tensors: list[Any], sizes: dict[str, int] | None) -> dict[str, Any]:
+    """The diagram's input arrays of an attention call `tensors`, each laid along its axes."""
+    d, r = g.diagram, g.roles
+    size = g.axis_sizes(sizes or {})
     arrays = {}
     for name, t, seq, dim in ((r.query, tensors[0], r.seq_q, r.head_dim), (r.key, tensors[1], r.seq_k, r.head_dim),
                               (r.value, tensors[2], r.seq_k, r.value_dim)):
@@ -160,8 +194,7 @@ def reference(torch: Any, g, tensors: list[Any], sizes: dict[str, int] | None = 
         t = t.broadcast_to(shape).reshape(shape[0], *[size(h) for h in heads], *shape[2:])
         have = ["batch", *heads, *seqs]
         arrays[name] = t.permute(*[have.index(a) for a in axes])
-    o = evaluate(torch, d, arrays, sizes)[r.output]
-    return _to_call(o, d.arrays[r.output].axes, r, r.seq_q, r.value_dim)
+    return arrays
 
 
 def _heads(r) -> list[str]:
@@ -184,4 +217,4 @@ def _to_call(o: Any, axes: tuple[str, ...], r, seq: str, dim: str) -> Any:
     return o.reshape(o.shape[0], -1, o.shape[-2], o.shape[-1])
 
 
-__all__ = ["ROUNDOFF", "evaluate", "inputs", "reduction", "reference", "tolerance"]
+__all__ = ["ROUNDOFF", "evaluate", "inputs", "reduction", "reference", "reference_lse", "tolerance"]

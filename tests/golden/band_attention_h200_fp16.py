@@ -101,6 +101,11 @@ def _band_attention_flash(
     BLOCK_Q: tl.constexpr,
     BLOCK_D: tl.constexpr,
     BLOCK_X: tl.constexpr,
+    lse_ptr,  # the rows' log-sum-exp of O: [batch, heads, q], float32
+    stride_lse_batch,
+    stride_lse_heads,
+    stride_lse_q,
+    STORE_LSE: tl.constexpr,  # whether the call asks for the log-sum-exp
 ):
     ELEM = Q_ptr.dtype.element_ty  # storage type of the inputs
     # which block: one index of each grid axis, one tile of each grouped axis
@@ -193,6 +198,11 @@ def _band_attention_flash(
         m_O = m_new
         acc_O = tl.dot(p.to(v_tile.dtype), v_tile, acc_O * alpha[:, None])
     # tail of O: the accumulator is complete
+    # the rows' log-sum-exp, where the call asks for it: ln 2 (m + log2 l), m and l in exp2's
+    # units; -inf for a row that saw no key
+    if STORE_LSE:
+        lse_O = tl.where(l_O == 0.0, float('-inf'), (m_O + tl.math.log2(l_O)) * 0.6931471805599453)
+        tl.store(lse_ptr + idx_batch * stride_lse_batch + idx_heads * stride_lse_heads + offs_q * stride_lse_q, lse_O, mask=mask_q)
     # a row that saw no key (a band past the keys' end) holds 0, as FlashAttention's, not 0 / 0
     o_val = acc_O / tl.where(l_O == 0.0, 1.0, l_O)[:, None]
     # registers -> GMEM: the block's outputs
@@ -326,9 +336,10 @@ def _per_kernel(config, name="config"):
     return chosen
 
 
-def _launch_flash(t, size, stride, scale, cfg=None):
+def _launch_flash(t, size, stride, scale, cfg=None, lse=None):
     """Kernel 'flash': t, size, stride, scale map names to tensors and numbers; cfg is the
-    configuration to launch (checked by _per_kernel), None for CONFIGS' choice."""
+    configuration to launch (checked by _per_kernel), None for CONFIGS' choice; lse, a float32
+    (batch, heads, seqlen) tensor that takes each query row's log-sum-exp, or None."""
     if cfg is None:
         cfg = _sized(CONFIGS['flash'][size['d']], size)
     grid = (triton.cdiv(size['q'], cfg['TILE_Q']), size['batch'] * size['heads'])
@@ -363,6 +374,11 @@ def _launch_flash(t, size, stride, scale, cfg=None):
         BLOCK_Q=triton.next_power_of_2(cfg['TILE_Q']),
         BLOCK_D=triton.next_power_of_2(size['d']),
         BLOCK_X=cfg['BLOCK_X'],
+        lse_ptr=t['O'] if lse is None else lse,
+        stride_lse_batch=0 if lse is None else lse.stride(0),
+        stride_lse_heads=0 if lse is None else lse.stride(1),
+        stride_lse_q=0 if lse is None else lse.stride(2),
+        STORE_LSE=lse is not None,
         num_warps=cfg['num_warps'],
         num_stages=cfg['num_stages'],
     )
@@ -393,14 +409,17 @@ def _overlapping(tensor, others):
     return False
 
 
-def attention(q, k, v, causal=False, out=None, config=None):
+def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     """Local attention in a band of 256 keys on either side, not causal, fused and streamed with block skipping: (batch, heads, seqlen, head_dim) tensors, laid out and called as
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=False), with a band:
     query i sees keys i - 256 .. i + 256 only.
     k and v may have fewer heads than q when the diagram has a query group axis (this one has none). `out`, if given, receives the result.
     `config`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of kernel
     names to dicts with the keys CONFIG_KEYS lists (tiles, num_warps, num_stages), or (one kernel here)
-    that kernel's dict alone."""
+    that kernel's dict alone.
+    With return_lse=True it returns (out, lse): lse is each query row's log-sum-exp of its scores (natural
+    log, float32, (batch, heads, seqlen); -inf for a row that sees no key), what merges the outputs of
+    attention over parts of the keys (context parallelism)."""
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, not {causal!r}")
     if causal:
@@ -465,6 +484,9 @@ def attention(q, k, v, causal=False, out=None, config=None):
     elif _overlapping(out, (q, k, v)):
         raise ValueError("out shares memory with itself (a zero or overlapping stride) or with q, k or v; "
                          "pass a tensor of its own")
+    if not isinstance(return_lse, bool):
+        raise TypeError(f"return_lse must be True or False, not {return_lse!r}")
+    lse = torch.empty((batch, heads_q, seq_q), dtype=torch.float32, device=device) if return_lse else None
     t = {'Q': q, 'K': k, 'V': v, 'O': out}
     stride = {
         'Q': {'batch': q.stride(0), 'heads': q.stride(1), 'q': q.stride(2), 'd': q.stride(3)},
@@ -478,32 +500,39 @@ def attention(q, k, v, causal=False, out=None, config=None):
     if size_x != size_q:
         raise ValueError('axis x must be q (diagram diagrams/band_attention.yaml, axes.x): got x = ' + str(size_x))
     scale = {'O': 1/math.sqrt(size_d)}
-    _launch_flash(t, size, stride, scale, config['flash'])
-    return out
+    _launch_flash(t, size, stride, scale, config['flash'], lse=lse)
+    return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_c443f7f128c95332'  # attention_op's name: this module's text's digest
-_OPS = []  # attention_op's op, once registered
+OP_NAME = 'napkin::attention_965b0a0f48079dda'  # attention_op's name: this module's text's digest
+_OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 
-def attention_op():
+def attention_op(lse=False):
     """This module's attention as a torch custom op (torch.library.custom_op), registered on first
     use: called as attention is, (q, k, v, causal), it stays one node of a torch.compile graph (its
     output's shape and element type come from the fake implementation below) and a CUDA graph capture
-    records its launch; out= and a configuration of its own are the plain function's alone."""
-    if _OPS:
-        return _OPS[0]
-
-    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
-        return attention(q, k, v, causal=causal)
+    records its launch; out= and a configuration of its own are the plain function's alone.
+    With lse=True the op returns (out, lse), as attention(..., return_lse=True) does (the op's name ends
+    with _lse)."""
+    if lse in _OPS:
+        return _OPS[lse]
+    name = OP_NAME + ("_lse" if lse else "")
+    if lse:
+        def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+            return attention(q, k, v, causal=causal, return_lse=True)
+    else:
+        def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+            return attention(q, k, v, causal=causal)
     try:
-        op = torch.library.custom_op(OP_NAME, run, mutates_args=())
+        op = torch.library.custom_op(name, run, mutates_args=())
     except RuntimeError:  # registered by another import of this same text: the same op
-        namespace, name = OP_NAME.split("::")
+        namespace, name = name.split("::")
         op = getattr(getattr(torch.ops, namespace), name)
     else:
         @op.register_fake
         def _fake(q, k, v, causal=False):
-            return q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
-    _OPS.append(op)
+            out = q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
+            return (out, q.new_empty(q.shape[:3], dtype=torch.float32)) if lse else out
+    _OPS[lse] = op
     return op

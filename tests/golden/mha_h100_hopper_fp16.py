@@ -321,11 +321,11 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
 
 
 @gluon.jit
-def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
-                   STAGES: gl.constexpr, GROUPS: gl.constexpr, GROUP: gl.constexpr, RIGHT: gl.constexpr,
-                   LEFT: gl.constexpr, ROTATE: gl.constexpr, PREFETCH: gl.constexpr, ALIBI: gl.constexpr,
-                   BIAS: gl.constexpr, SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
-                   SOFTMAX: gl.constexpr, SPLIT: gl.constexpr):
+def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS: gl.constexpr,
+                   BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr, GROUP: gl.constexpr,
+                   RIGHT: gl.constexpr, LEFT: gl.constexpr, ROTATE: gl.constexpr, PREFETCH: gl.constexpr,
+                   ALIBI: gl.constexpr, BIAS: gl.constexpr, SINK: gl.constexpr, INTRA: gl.constexpr,
+                   INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, LSE: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
     output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring. The
     output (HEAD_E columns, V's head dim) leaves through o_smem: the query tile's (first column block's)
@@ -343,6 +343,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS:
     qk_scale, score_scale = scales
     slope_ptr, slope_stride_b, slope_stride_h, slope_scale = slopes
     sink_ptr, sink_stride_b, sink_stride_h = sinks
+    lse_ptr, lse_stride_b, lse_stride_h, size_q, lse_shift = lses
     HEAD_D: gl.constexpr = q_desc.block_type.shape[3]       # the head dim's (first) column block
     if SPLIT:
         HEAD_DH: gl.constexpr = qh_desc.block_type.shape[3]     # its second
@@ -447,6 +448,11 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS:
             if SINK:    # the head's sink joins the sum: exp(sink - m), log2 e times the sink in exp2's units
                 sink = gl.load(sink_ptr + idx_b * sink_stride_b + idx_h * sink_stride_h).to(gl.float32)
                 l_i = l_i + gl.exp2(sink * 1.4426950408889634 - m_i)
+            if LSE:     # the log-sum-exp of each row's scores, natural log: ln 2 (m + log2 l) in exp2's units;
+                # a shifted ALiBi's row part (m (i - r), which the softmax ignores) put back; -inf where no key
+                lse2 = m_i + gl.log2(l_i) - lse_shift * qk_scale * slope * (rows - first_row).to(gl.float32)
+                lse = gl.where(l_i == 0.0, float("-inf"), lse2 * 0.6931471805599453)
+                gl.store(lse_ptr + idx_b * lse_stride_b + idx_h * lse_stride_h + rows, lse, mask=rows < size_q)
             l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
             o_val = acc / gl.where(l_o == 0.0, 1.0, l_o)[:, None]   # a row that saw no key: 0, not 0 / 0
         else:
@@ -467,10 +473,11 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS:
 @gluon.jit
 def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x, batch_heads, heads, kv_group, qk_scale,
         score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale, b_desc, bias_b_rows, bias_h_rows,
-        sink_ptr, sink_stride_b, sink_stride_h, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, STAGES: gl.constexpr,
-        GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr, ALIBI: gl.constexpr, BIAS: gl.constexpr,
-        SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr,
-        CONSUMER_REGS: gl.constexpr, ROTATE: gl.constexpr, PREFETCH: gl.constexpr):
+        sink_ptr, sink_stride_b, sink_stride_h, lse_ptr, lse_stride_b, lse_stride_h, lse_shift, ROWS: gl.constexpr,
+        BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
+        ALIBI: gl.constexpr, BIAS: gl.constexpr, SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
+        SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, CONSUMER_REGS: gl.constexpr, ROTATE: gl.constexpr,
+        PREFETCH: gl.constexpr, LSE: gl.constexpr):
     """A persistent block: it takes tiles of GROUPS x ROWS query rows of one (batch, head) in turn (every
     grid-th tile) and streams each against the keys its rows see: up to RIGHT keys past the diagonal when RIGHT >= 0
     (0: causal), from LEFT keys before it when LEFT >= 0 (a sliding window), all of them otherwise. The descriptors
@@ -483,7 +490,10 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     additive bias as rows of keys, (batch, head, query) after one another, a batch entry bias_b_rows rows
     and a head bias_h_rows (0 where the call broadcasts it); otherwise it is None. With SINK,
     sink_ptr and its strides give each (batch, head) its sink, a logit of the softmax that weighs no value
-    (attention sinks); otherwise unused. ROTATE (a persistent block under a mask) takes its place in each
+    (attention sinks); otherwise unused. With LSE, each query row's log-sum-exp of its scores (natural log,
+    float32) goes to lse_ptr, a (batch, head) lse_stride_b and lse_stride_h apart and its rows contiguous;
+    lse_shift is 1 where the chain's ALiBi is shifted (the row's part left to the softmax, put back in the
+    log-sum-exp), else 0. ROTATE (a persistent block under a mask) takes its place in each
     round of tiles one further than in the round before (_attn_turn), so that no block takes only the
     longest or only the shortest of the heads' unequal tiles. PREFETCH (a persistent block) gives the queries
     two buffers and the output one of its own, so that the next tile's queries land under this one's
@@ -542,56 +552,57 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     slopes = (slope_ptr, slope_stride_b, slope_stride_h, slope_scale)     # ALiBi's slopes: where, and a factor
     bias_rows = (bias_b_rows, bias_h_rows)                                # the bias's rows a batch entry, a head
     sinks = (sink_ptr, sink_stride_b, sink_stride_h)                      # the sinks: where
+    lses = (lse_ptr, lse_stride_b, lse_stride_h, size_q, lse_shift)       # the log-sum-exp: where, and ALiBi's
 
     # warp specialisation: consumer 0 runs in the kernel's own 4 warps, consumers 1.. and the producer in
     # worker partitions; setmaxnreg gives the consumers CONSUMER_REGS registers and the producer 24
     if GROUPS == 1:
         gl.warp_specialize([
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
+                              GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              SOFTMAX, SPLIT, LSE)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
                               ROTATE, PREFETCH, SPLIT, BIAS)),
         ], [1], [24])
     elif GROUPS == 2:
         gl.warp_specialize([
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
+                              GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              SOFTMAX, SPLIT, LSE)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
+                              GROUPS, 1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              SOFTMAX, SPLIT, LSE)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
                               ROTATE, PREFETCH, SPLIT, BIAS)),
         ], [4, 1], [CONSUMER_REGS, 24])
     elif GROUPS == 3:
         gl.warp_specialize([
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              2, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
+                              GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              SOFTMAX, SPLIT, LSE)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
+                              GROUPS, 1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              SOFTMAX, SPLIT, LSE)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
+                              GROUPS, 2, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              SOFTMAX, SPLIT, LSE)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
                               ROTATE, PREFETCH, SPLIT, BIAS)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
     elif GROUPS == 4:
         gl.warp_specialize([
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              2, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
-            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-                              3, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
-                              SPLIT)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
+                              GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              SOFTMAX, SPLIT, LSE)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
+                              GROUPS, 1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              SOFTMAX, SPLIT, LSE)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
+                              GROUPS, 2, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              SOFTMAX, SPLIT, LSE)),
+            (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
+                              GROUPS, 3, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              SOFTMAX, SPLIT, LSE)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
                               ROTATE, PREFETCH, SPLIT, BIAS)),
         ], [4, 4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, 24])
@@ -682,6 +693,7 @@ ALIBI = False  # whether the scores take ALiBi's bias, a slope a head (an input 
 BIAS = False  # whether the scores take an additive bias, a tile of it a chunk (an input of the call)
 SINK = False  # whether the softmax's sum takes a sink, a logit a head that weighs no value (an input of the call)
 SOFTMAX = True  # the online softmax normalises the scores (else a plain sum: softmax)
+LSE_SHIFT = 0.0  # 1 where ALiBi is applied shifted (m (j - r)): the row's part the log-sum-exp puts back
 VALUE_DIM = None  # v's largest head dim, where it has an axis of its own (the configurations fit it); None: q's
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 LOG2E = 1.4426950408889634  # exp(t) = exp2(t log2 e)
@@ -846,12 +858,14 @@ def _bias_descriptor(bias, block):
     return _descriptor(_tma_ready(rows), block), size[1] * size[2] if size[0] > 1 else 0,         size[2] if size[1] > 1 else 0
 
 
-def _launch_flash(t, size, scale, cfg=None):
+def _launch_flash(t, size, scale, cfg=None, lse=None):
     """Kernel 'flash': t, size, scale map names to tensors and numbers (the TMA descriptors
     read the strides off the tensors); cfg is the configuration to launch (checked by _per_kernel), None
-    for CONFIGS' choice. What a call's shapes, strides, element type, device and configuration decide is
-    planned once (_plan) and kept in _PLANS; a call then makes its four descriptors and launches the
-    compiled kernel, not Triton's binder (the host's cost of a small call: bench/host_cost.py)."""
+    for CONFIGS' choice; lse, a float32 (batch, heads, seqlen) tensor (rows contiguous) that takes each
+    query row's log-sum-exp, or None. What a call's shapes, strides, element type, device and
+    configuration decide is planned once (_plan) and kept in _PLANS; a call then makes its four
+    descriptors and launches the compiled kernel, not Triton's binder (the host's cost of a small call:
+    bench/host_cost.py)."""
     q, k, v, out = t['Q'], t['K'], t['V'], t['O']
     slopes = q
     sinks = q
@@ -860,12 +874,12 @@ def _launch_flash(t, size, scale, cfg=None):
     # the scales follow from the sizes)
     odd = (q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15
     key = (None if cfg is None else tuple(cfg.items()), q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(),
-           out.stride(), q.dtype, q.device, not odd)
+           out.stride(), q.dtype, q.device, not odd, lse is None)
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) >= PLANS_KEPT:      # a long run of new signatures: start again
             _PLANS.clear()
-        plan = _PLANS[key] = _plan(q, k, v, out, CONFIGS['flash'][size['d']], size, cfg)
+        plan = _PLANS[key] = _plan(q, k, v, out, CONFIGS['flash'][size['d']], size, cfg, lse is not None)
     if odd:   # a base the TMA engine cannot address: copies of their own, and descriptors made for them
         q, k, v, o = _tma_ready(q), _tma_ready(k), _tma_ready(v), _tma_ready(out)
     else:     # a copy where the strides are not TMA's (16-byte multiples, the last 1)
@@ -876,15 +890,17 @@ def _launch_flash(t, size, scale, cfg=None):
         b_desc, bias_b_rows, bias_h_rows = None, 0, 0
     q_lo, k_lo, v_d, o_d, q_hi, k_hi = plan.descriptors((q, k, v, o, q, k), fresh=bool(odd))
     args = (q_lo, k_lo, v_d, o_d, q_hi, k_hi, *plan.sizes, scale['O'] * LOG2E, 1.0, slopes, 0, 0,
-            1.0, b_desc, bias_b_rows, bias_h_rows, sinks, 0, 0)
+            1.0, b_desc, bias_b_rows, bias_h_rows, sinks, 0, 0, q if lse is None else lse,
+            *((0, 0) if lse is None else lse.stride()[:2]), LSE_SHIFT)
     plan.launch(args, q.device)
     if o is not out:
         out.copy_(o)
 
 
-def _plan(q, k, v, out, entry, size, cfg):
+def _plan(q, k, v, out, entry, size, cfg, lse=False):
     """The launch plan of a call signature: the configuration (CONFIGS' choice at the call's sizes where cfg
-    is None), checked against the kernel's register file, and what follows from it."""
+    is None), checked against the kernel's register file, and what follows from it; `lse`: whether the
+    kernel writes the rows' log-sum-exp."""
     if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] != 9:
         raise ValueError(f"this kernel runs on a Hopper GPU (sm_90), not on {q.device}; generate it "
                          "with --backend triton for other GPUs or the interpreter")
@@ -917,7 +933,8 @@ def _plan(q, k, v, out, entry, size, cfg):
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
                       ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
-                      PREFETCH=cfg['SCHEDULE'] == 'prefetch')  # two query buffers, the output its own
+                      PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
+                      LSE=lse)
     copied = tuple(not _tma_able(x) for x in (q, k, v, out))
     return _Plan(_mha_flash, cfg, grid, boxes, constexprs, copied, sizes)
 
@@ -947,13 +964,16 @@ def _overlapping(tensor, others):
     return False
 
 
-def attention(q, k, v, causal=False, out=None, config=None):
+def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     """Multi-head attention, fused and streamed: (batch, heads, seqlen, head_dim) tensors, laid out and called as
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=False).
     k and v may have fewer heads than q when the diagram has a query group axis (this one has none). `out`, if given, receives the result.
     `config`, if given, is the configuration to launch instead of CONFIGS' choice: a dict of kernel
     names to dicts with the keys CONFIG_KEYS lists (WARPGROUPS, BLOCK_X, STAGES, OVERLAP, SCHEDULE), or
-    (one kernel here) that kernel's dict alone."""
+    (one kernel here) that kernel's dict alone.
+    With return_lse=True it returns (out, lse): lse is each query row's log-sum-exp of its scores (natural
+    log, float32, (batch, heads, seqlen); -inf for a row that sees no key), what merges the outputs of
+    attention over parts of the keys (context parallelism)."""
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, not {causal!r}")
     if causal:
@@ -1017,35 +1037,45 @@ def attention(q, k, v, causal=False, out=None, config=None):
     elif _overlapping(out, (q, k, v)):
         raise ValueError("out shares memory with itself (a zero or overlapping stride) or with q, k or v; "
                          "pass a tensor of its own")
+    if not isinstance(return_lse, bool):
+        raise TypeError(f"return_lse must be True or False, not {return_lse!r}")
+    lse = torch.empty((batch, heads_q, seq_q), dtype=torch.float32, device=device) if return_lse else None
     t = {'Q': q, 'K': k, 'V': v, 'O': out}
     size_d = size['d']
     scale = {'O': 1/math.sqrt(size_d)}
-    _launch_flash(t, size, scale, config['flash'])
-    return out
+    _launch_flash(t, size, scale, config['flash'], lse=lse)
+    return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_c5cfcaab369f3dd1'  # attention_op's name: this module's text's digest
-_OPS = []  # attention_op's op, once registered
+OP_NAME = 'napkin::attention_2e4543a29257dcea'  # attention_op's name: this module's text's digest
+_OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 
-def attention_op():
+def attention_op(lse=False):
     """This module's attention as a torch custom op (torch.library.custom_op), registered on first
     use: called as attention is, (q, k, v, causal), it stays one node of a torch.compile graph (its
     output's shape and element type come from the fake implementation below) and a CUDA graph capture
-    records its launch; out= and a configuration of its own are the plain function's alone."""
-    if _OPS:
-        return _OPS[0]
-
-    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
-        return attention(q, k, v, causal=causal)
+    records its launch; out= and a configuration of its own are the plain function's alone.
+    With lse=True the op returns (out, lse), as attention(..., return_lse=True) does (the op's name ends
+    with _lse)."""
+    if lse in _OPS:
+        return _OPS[lse]
+    name = OP_NAME + ("_lse" if lse else "")
+    if lse:
+        def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+            return attention(q, k, v, causal=causal, return_lse=True)
+    else:
+        def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+            return attention(q, k, v, causal=causal)
     try:
-        op = torch.library.custom_op(OP_NAME, run, mutates_args=())
+        op = torch.library.custom_op(name, run, mutates_args=())
     except RuntimeError:  # registered by another import of this same text: the same op
-        namespace, name = OP_NAME.split("::")
+        namespace, name = name.split("::")
         op = getattr(getattr(torch.ops, namespace), name)
     else:
         @op.register_fake
         def _fake(q, k, v, causal=False):
-            return q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
-    _OPS.append(op)
+            out = q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
+            return (out, q.new_empty(q.shape[:3], dtype=torch.float32)) if lse else out
+    _OPS[lse] = op
     return op

@@ -40,9 +40,9 @@ ${indent}                      ROTATE, PREFETCH, SPLIT, BIAS)),
 ${indent}], [${warps}], [${regs}])''')
 
 CONSUMER = Template('''\
-${indent}    (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, ROWS, BLOCK_X, STAGES, GROUPS,
-${indent}                      ${group}, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER, SOFTMAX,
-${indent}                      SPLIT)),''')
+${indent}    (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
+${indent}                      GROUPS, ${group}, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+${indent}                      SOFTMAX, SPLIT, LSE)),''')
 
 
 # The Gluon of each elementwise op on the scores (analyzer.config.scores.SFU_PER_SCORE counts its cost)

@@ -26,7 +26,7 @@ from analyzer.config.hopper import OVERLAPS, SCHEDULES, HopperConfig, HopperTabl
 
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
-           "CONSUMER_REGISTERS", "RIGHT", "LEFT", "ALIBI", "BIAS", "SINK", "SOFTMAX", "VALUE_DIM", "_tma_ready", "_tma_able", "_descriptor", "_sm_count",
+           "CONSUMER_REGISTERS", "RIGHT", "LEFT", "ALIBI", "BIAS", "SINK", "SOFTMAX", "LSE_SHIFT", "VALUE_DIM", "_tma_ready", "_tma_able", "_descriptor", "_sm_count",
            "_bias_descriptor", "knobs", "driver", "_Plan", "_PLANS", "PLANS_KEPT", "_plan",
            "_unbound", "_bound")
 
@@ -57,7 +57,7 @@ def hopper_module(g) -> str:
     out += _configs(g, tables)
     out += _launcher(g, ids, name)
     keys = ", ".join(next(iter(tables.values())).configs[0].entry())     # WARPGROUPS, BLOCK_X, ...
-    out += wrapper(g, ids, config=keys, device="a Hopper GPU (sm_90)", strides=False)
+    out += wrapper(g, ids, config=keys, device="a Hopper GPU (sm_90)", strides=False, lse=g.hopper.scores.softmax)
     return checked_python("\n".join(out).rstrip() + "\n", g.source_file)
 
 
@@ -120,6 +120,8 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               "no value (an input of the call)",
               f"SOFTMAX = {g.hopper.scores.softmax}  # the online softmax normalises the scores (else a plain sum: "
               f"{g.hopper.scores.label()})",
+              f"LSE_SHIFT = {float(any(o.shifted for o in g.hopper.scores.ops))}  # 1 where ALiBi is applied shifted "
+              "(m (j - r)): the row's part the log-sum-exp puts back",
               f"VALUE_DIM = {g.hopper.value_dim!r}  # v's largest head dim, where it has an axis of its own (the "
               "configurations fit it); None: q's",
               "GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}",
@@ -279,12 +281,14 @@ def _launcher(g, ids, name: str) -> list[str]:
     # the slopes' factor: 1 / the chain's scale where the kernel folds that into exp2's factor
     slope_scale = f"1.0 / {score_scale}" if scores.folded else "1.0"
     body = f'''\
-def {ids.launch[p.name]}(t, size, scale, cfg=None):
+def {ids.launch[p.name]}(t, size, scale, cfg=None, lse=None):
     """Kernel {py_doc(repr(p.name))}: t, size, scale map names to tensors and numbers (the TMA descriptors
     read the strides off the tensors); cfg is the configuration to launch (checked by _per_kernel), None
-    for CONFIGS' choice. What a call's shapes, strides, element type, device and configuration decide is
-    planned once (_plan) and kept in _PLANS; a call then makes its four descriptors and launches the
-    compiled kernel, not Triton's binder (the host's cost of a small call: bench/host_cost.py)."""
+    for CONFIGS' choice; lse, a float32 (batch, heads, seqlen) tensor (rows contiguous) that takes each
+    query row's log-sum-exp, or None. What a call's shapes, strides, element type, device and
+    configuration decide is planned once (_plan) and kept in _PLANS; a call then makes its four
+    descriptors and launches the compiled kernel, not Triton's binder (the host's cost of a small call:
+    bench/host_cost.py)."""
     q, k, v, out = {t["q"]}, {t["k"]}, {t["v"]}, {t["o"]}
     slopes = {slopes}
     sinks = {sinks}
@@ -293,12 +297,12 @@ def {ids.launch[p.name]}(t, size, scale, cfg=None):
     # the scales follow from the sizes)
     odd = (q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15
     key = (None if cfg is None else tuple(cfg.items()), q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(),
-           out.stride(), q.dtype, q.device, not odd{extra_key})
+           out.stride(), q.dtype, q.device, not odd, lse is None{extra_key})
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) >= PLANS_KEPT:      # a long run of new signatures: start again
             _PLANS.clear()
-        plan = _PLANS[key] = _plan(q, k, v, out, {entry}, size, cfg)
+        plan = _PLANS[key] = _plan(q, k, v, out, {entry}, size, cfg, lse is not None)
     if odd:   # a base the TMA engine cannot address: copies of their own, and descriptors made for them
         q, k, v, o = _tma_ready(q), _tma_ready(k), _tma_ready(v), _tma_ready(out)
     else:     # a copy where the strides are not TMA's (16-byte multiples, the last 1)
@@ -309,15 +313,17 @@ def {ids.launch[p.name]}(t, size, scale, cfg=None):
         b_desc, bias_b_rows, bias_h_rows = None, 0, 0
     q_lo, k_lo, v_d, o_d, q_hi, k_hi = plan.descriptors((q, k, v, o, q, k), fresh=bool(odd))
     args = (q_lo, k_lo, v_d, o_d, q_hi, k_hi, *plan.sizes, {qk_scale}, {score_scale}, slopes, {slope_strides},
-            {slope_scale}, b_desc, bias_b_rows, bias_h_rows, sinks, {sink_strides})
+            {slope_scale}, b_desc, bias_b_rows, bias_h_rows, sinks, {sink_strides}, q if lse is None else lse,
+            *((0, 0) if lse is None else lse.stride()[:2]), LSE_SHIFT)
     plan.launch(args, q.device)
     if o is not out:
         out.copy_(o)
 
 
-def _plan(q, k, v, out, entry, size, cfg):
+def _plan(q, k, v, out, entry, size, cfg, lse=False):
     """The launch plan of a call signature: the configuration (CONFIGS' choice at the call's sizes where cfg
-    is None), checked against the kernel's register file, and what follows from it."""
+    is None), checked against the kernel's register file, and what follows from it; `lse`: whether the
+    kernel writes the rows' log-sum-exp."""
     if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] != 9:
         raise ValueError(f"this kernel runs on a Hopper GPU (sm_90), not on {{q.device}}; generate it "
                          "with --backend triton for other GPUs or the interpreter")
@@ -350,7 +356,8 @@ def _plan(q, k, v, out, entry, size, cfg):
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
                       ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
-                      PREFETCH=cfg['SCHEDULE'] == 'prefetch')  # two query buffers, the output its own
+                      PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
+                      LSE=lse)
     copied = tuple(not _tma_able(x) for x in (q, k, v, out))
     return _Plan({name}, cfg, grid, boxes, constexprs, copied, sizes)
 '''

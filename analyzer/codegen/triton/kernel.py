@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from analyzer.codegen.escape import py_comment
-from analyzer.codegen.names import PlanIds, Scope
 from analyzer.codegen.render import (
     MASKS,
     POINTWISE,
@@ -43,6 +42,7 @@ from analyzer.codegen.render import (
     skips_mask,
     streamed_operands,
 )
+from analyzer.codegen.triton.ids import KERNEL_LOCALS, KernelIds
 from analyzer.common.errors import NapkinError
 from analyzer.config.plan import GROUP, STREAM, WHOLE, Dim, KernelPlan
 from analyzer.diagram.compiled import Op
@@ -75,57 +75,6 @@ class Val:
 
 def check_renderable(p: KernelPlan) -> None:
     check_plan(p, "Triton", RENDERED)
-
-
-# What a kernel writes as it is: its own locals, and the module's names it uses (analyzer.codegen.names)
-KERNEL_LOCALS = ("ELEM", "pid", "band", "first", "rows", "rest", "lo", "whole", "hi", "mid", "start", "t", "p", "alpha",
-                 "m_new", "m_use", "tl", "triton")
-
-
-class KernelIds(PlanIds):
-    """The identifiers of one Triton kernel, by what they name: its parameters are claimed first, in
-    order, so that the launcher and the CONFIGS table (analyzer.codegen.triton.configs) name them alike."""
-
-    def __init__(self, p: KernelPlan, module: Scope) -> None:
-        super().__init__(Scope(KERNEL_LOCALS, parent=module))
-        self.p = p
-        self.params = self._signature()
-
-    def whole(self, axis: str) -> str:
-        """The constexpr holding a whole axis's size."""
-        return self.scope("SIZE_{}", axis, case="upper")
-
-    def band(self) -> str:
-        """The constexpr holding a banded block order's rows per band (plan.band_rows)."""
-        return self.scope("BAND_{}", self.p.banded[0], case="upper")
-
-    def even(self) -> str | None:
-        """The constexpr that says the stream's size is a multiple of its chunk, so that the kernel has no
-        edge chunks: None where the kernel has no stream, or skips blocks (its edge pass holds the
-        diagonal, whatever the size)."""
-        st = self.p.stream
-        if st is None or self.p.schedule.skip is not None:
-            return None
-        return self.scope("EVEN_{}", st.name, case="upper")
-
-    def _signature(self) -> list[tuple[str, str]]:
-        """The kernel's parameters, (name, comment), in order."""
-        p = self.p
-        params = [(self.ptr(a), f"{a}: [{', '.join(p.axes_of(a))}]") for a in pointers(p)]
-        params += [(self.size(a), "") for a in runtime_axes(p)]
-        params += [(self.stride(a, x), "") for a in pointers(p) for x in p.axes_of(a)]
-        params += [(self.scale(o.name), f"{o.name}: {o.applied.scale}") for o in scaled_ops(p)]
-        params += [(f"{self.whole(d.axes[0])}: tl.constexpr", "") for d in p.wholes]
-        params += [(f"{t}: tl.constexpr", "") for t in self.tiles()]
-        if p.banded:
-            params.append((f"{self.band()}: tl.constexpr", "row tiles per band of the block order"))
-        params += [(f"{self.block(d.name)}: tl.constexpr", "") for d in p.dims]
-        if self.even():
-            params.append((f"{self.even()}: tl.constexpr", "the stream's size a multiple of its chunk: no edge chunks"))
-        return params
-
-    def tiles(self) -> tuple[str, ...]:
-        return tuple(self.tile(a) for d in self.p.groups for a in d.axes)
 
 
 class _Writer(PlanWalk):
@@ -420,11 +369,34 @@ class _Writer(PlanWalk):
                              "log2 e times the scores)")
                 self.line(f"{l} = {l} + tl.math.exp2({s} * {SPELLING.log2e} - tl.where({m} == float('-inf'), "
                           f"0.0, {m}))")
+            if self.n.lse is not None and self.n.lse[0] == name:
+                self.lse_store(name, dims[0])
             self.comment("a row that saw no key (a band past the keys' end) holds 0, as FlashAttention's, not 0 / 0")
             self.line(f"{self.val(name)} = {acc} / tl.where({l} == 0.0, 1.0, {l})[:, None]")
         else:
             self.line(f"{self.val(name)} = {acc}")
         self.vals[name] = Val(self.val(name), dims)
+
+    def lse_store(self, name: str, row: str) -> None:
+        """The rows' log-sum-exp of online softmax `name` stored where the call asks for it (its rows: dim
+        `row`, the grid's axes of the output beside it)."""
+        n = self.n
+        m, total = n("m_{}", name), n("l_{}", name)
+        _, axes = n.lse
+        tiled = [a for a in axes if a not in self.p.grid]
+        if any(self.p.dim_of[a] != row for a in tiled):
+            raise NapkinError(f"the log-sum-exp of {name}: its rows span more than one dim of the kernel",
+                              hint="please report this with the diagram file")
+        terms = [n.lse_ptr(), *(f"{n('idx_{}', a)} * {n.lse_stride(a)}" for a in axes if a in self.p.grid),
+                 *(f"{self.expand(self.offs(a), row, (row,))} * {n.lse_stride(a)}" for a in tiled)]
+        mask = self.mask((row,), chunk_masked=True)
+        lse = n("lse_{}", name)
+        self.comment("the rows' log-sum-exp, where the call asks for it: ln 2 (m + log2 l), m and l in exp2's")
+        self.comment("units; -inf for a row that saw no key")
+        self.line(f"if {n.store_lse()}:")
+        self.line(f"    {lse} = tl.where({total} == 0.0, float('-inf'), ({m} + tl.math.log2({total})) * "
+                  "0.6931471805599453)")
+        self.line(f"    tl.store({' + '.join(terms)}, {lse}{'' if mask is None else f', mask={mask}'})")
 
     # -- primitives (which of them, in what order: analyzer.codegen.render.PlanWalk) ---------------------
     def primitive(self, op: Op, *, masked: bool) -> None:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from analyzer.codegen.attention_wrapper import lse_stride
 from analyzer.codegen.escape import py_comment, py_doc, py_str
 from analyzer.codegen.pymodule import (
     INDENT,
@@ -18,6 +19,7 @@ from analyzer.codegen.pymodule import (
 from analyzer.codegen.triton import configs as cf
 from analyzer.codegen.triton import kernel as tr
 from analyzer.config.plan import GROUP, STREAM
+from analyzer.diagram.interface import Attention
 
 
 def triton_ids(g) -> ModuleIds:
@@ -41,7 +43,9 @@ def triton_module(g) -> str:
     out.append(cf.configs(g, ids.kernels))
     out += _band_helper(g)
     out += _launchers(g, ids)
-    out += wrapper(g, ids, config="tiles, num_warps, num_stages")
+    r = g.roles       # the wrapper takes return_lse where the kernel that writes the output can write it
+    lse = isinstance(r, Attention) and any(k.lse is not None and k.lse[0] == r.output for k in ids.kernels.values())
+    out += wrapper(g, ids, config="tiles, num_warps, num_stages", lse=lse)
     return checked_python("\n".join(out).rstrip() + "\n", g.source_file)
 
 
@@ -76,10 +80,14 @@ def _launchers(g, ids: ModuleIds) -> list[str]:
         kid = ids.kernels[p.name]
         key = f"size[{py_str(k.key_axis)}]" if k.key_axis else "None"
         entry = f"CONFIGS[{py_str(p.name)}][{key}]"
-        lines = [f"def {ids.launch[p.name]}(t, size, stride, scale, cfg=None):",
+        rows = kid.lse is not None and isinstance(g.roles, Attention)     # it writes the log-sum-exp if asked
+        lines = [f"def {ids.launch[p.name]}(t, size, stride, scale, cfg=None{', lse=None' if rows else ''}):",
                  f'{INDENT}"""Kernel {py_doc(repr(p.name))}: t, size, stride, scale map names to tensors and '
                  "numbers; cfg is the",
-                 f'{INDENT}configuration to launch (checked by _per_kernel), None for CONFIGS\' choice."""',
+                 f'{INDENT}configuration to launch (checked by _per_kernel), None for CONFIGS\' choice'
+                 + ("; lse, a float32\n"
+                    f"{INDENT}(batch, heads, seqlen) tensor that takes each query row's log-sum-exp, or None"
+                    if rows else "") + '."""',
                  f"{INDENT}if cfg is None:",
                  f"{INDENT * 2}cfg = " + (f"_sized({entry}, size)" if sized else entry)]
         blocks = []
@@ -109,6 +117,10 @@ def _launchers(g, ids: ModuleIds) -> list[str]:
         if kid.even():    # no edge chunks where the stream's size is a multiple of its chunk
             st = p.stream
             args.append(f"{kid.even()}=size[{py_str(st.axes[0])}] % cfg[{py_str(kid.block(st.name))}] == 0")
+        if rows:          # the log-sum-exp's pointer and strides, unused (0) where the call asks for none
+            args.append(f"{kid.lse_ptr()}={py_str(kid.lse[0]).join(('t[', ']'))} if lse is None else lse")
+            args += [f"{kid.lse_stride(a)}=0 if lse is None else {lse_stride(g.roles, a)}" for a in kid.lse[1]]
+            args.append(f"{kid.store_lse()}=lse is not None")
         args += ["num_warps=cfg['num_warps']", "num_stages=cfg['num_stages']"]
         lines.append(f"{INDENT}{ids.jit[p.name]}[grid](")
         lines += [f"{INDENT * 2}{a}," for a in args]
