@@ -21,6 +21,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from analyzer.codegen.files import import_file
 from analyzer.common.progress import Progress, silent
 
 Call = tuple[list[tuple[int, ...]], dict[str, Any], dict[str, Any]]    # input shapes, keywords, configuration
@@ -64,8 +65,6 @@ def warm(module: str, entry: str, element: str, device: str, calls: list[Call]) 
     """In a worker: launch `calls` of the module's wrapper on inputs of their shapes; False where one
     failed (its error is the timing process's to record)."""
     import torch
-
-    from analyzer.codegen.files import import_file
     fn: Callable[..., Any] = getattr(import_file(module, Path(module).stem), entry)
     ok = True
     for shapes, kwargs, config in calls:

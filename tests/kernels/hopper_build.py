@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCALARS = {"size_q": "i32", "size_x": "i32", "batch_heads": "i32", "heads": "i32", "kv_group": "i32",
            "qk_scale": "fp32", "score_scale": "fp32", "slope_stride_b": "i32", "slope_stride_h": "i32",
            "slope_scale": "fp32", "bias_b_rows": "i32", "bias_h_rows": "i32", "sink_stride_b": "i32",
-           "sink_stride_h": "i32"}
+           "sink_stride_h": "i32", "lse_stride_b": "i32", "lse_stride_h": "i32", "lse_shift": "fp32"}
+LSE = False       # compiled as a call without return_lse: the resources of the launch napkin times
 INSTRUCTIONS = ("wgmma.mma_async", "setmaxnreg", "cp.async.bulk.tensor", "mbarrier.try_wait")
 
 
@@ -97,10 +98,11 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
                   "SINK": module.SINK, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
                   "SOFTMAX": module.SOFTMAX, "SPLIT": hi > 0, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups],
                   "ROTATE": entry["SCHEDULE"] != "tiles" and (module.RIGHT >= 0 or module.LEFT >= 0),
-                  "PREFETCH": entry["SCHEDULE"] == "prefetch"}
+                  "PREFETCH": entry["SCHEDULE"] == "prefetch",
+                  "LSE": LSE}      # the rows' log-sum-exp written (return_lse=True)
     signature = {"q_desc": descs["q"], "k_desc": descs["k"], "v_desc": descs["v"], "o_desc": descs["o"],
                  "qh_desc": descs["qh"], "kh_desc": descs["kh"], **SCALARS, "slope_ptr": f"*{dtype}",
-                 "b_desc": descs["b"], "sink_ptr": f"*{dtype}",
+                 "b_desc": descs["b"], "sink_ptr": f"*{dtype}", "lse_ptr": "*fp32",
                  **dict.fromkeys(constexprs, "constexpr")}
     signature = {name: signature[name] for name in fn.arg_names}     # the kernel's order
     return (GluonASTSource(fn, signature=signature, constexprs=constexprs), GPUTarget("cuda", 90, 32),

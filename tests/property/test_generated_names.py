@@ -234,13 +234,15 @@ def test_generated_kernel_runs_only_what_it_asks_for_and_matches_float64(tmp_pat
 
 def given(module, wrapper, seed: int) -> dict:
     """For odd seeds, the keyword that gives the call a configuration of the file's own (its smallest),
-    by the spelling the wrapper's last parameter got; for even ones none (CONFIGS' choice)."""
+    by the spelling the configuration's parameter got (the attention wrapper's after `out`, before
+    `return_lse`; any other wrapper's last); for even ones none (CONFIGS' choice)."""
     if seed % 2 == 0:
         return {}
     (kernel,) = module.CONFIGS
     slot = next(iter(module.CONFIGS[kernel].values()))
     config = slot["configs"][0] if "by_size" in slot else slot
-    *_, parameter = inspect.signature(wrapper).parameters
+    names = list(inspect.signature(wrapper).parameters)
+    parameter = names[names.index("out") + 1] if "causal" in names else names[-1]
     return {parameter: {kernel: config}}
 
 
