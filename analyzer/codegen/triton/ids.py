@@ -16,10 +16,11 @@ class KernelIds(PlanIds):
     """The identifiers of one Triton kernel, by what they name: its parameters are claimed first, in
     order, so that the launcher and the CONFIGS table (analyzer.codegen.triton.configs) name them alike."""
 
-    def __init__(self, p: KernelPlan, module: Scope) -> None:
+    def __init__(self, p: KernelPlan, module: Scope, lse: bool = True) -> None:
         super().__init__(Scope(KERNEL_LOCALS, parent=module))
         self.p = p
-        self.lse = lse_of(p)      # the output whose rows' log-sum-exp it can write, and their axes
+        # the output whose rows' log-sum-exp it can write, and their axes (`lse`: where the wrapper asks)
+        self.lse = lse_of(p) if lse else None
         self.params = self._signature()
 
     def whole(self, axis: str) -> str:

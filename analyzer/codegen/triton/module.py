@@ -25,7 +25,8 @@ from analyzer.diagram.interface import Attention
 def triton_ids(g) -> ModuleIds:
     """The module's identifiers, each kernel's parameters included (the CONFIGS table and the
     launchers name them as the kernels do)."""
-    return module_ids(g, MODULE_GLOBALS, tr.KernelIds)
+    attention = isinstance(g.roles, Attention)     # only attention's wrapper returns a log-sum-exp
+    return module_ids(g, MODULE_GLOBALS, lambda p, scope: tr.KernelIds(p, scope, lse=attention))
 
 
 def triton_module(g) -> str:
@@ -80,7 +81,7 @@ def _launchers(g, ids: ModuleIds) -> list[str]:
         kid = ids.kernels[p.name]
         key = f"size[{py_str(k.key_axis)}]" if k.key_axis else "None"
         entry = f"CONFIGS[{py_str(p.name)}][{key}]"
-        rows = kid.lse is not None and isinstance(g.roles, Attention)     # it writes the log-sum-exp if asked
+        rows = kid.lse is not None      # it writes the rows' log-sum-exp where the call asks
         lines = [f"def {ids.launch[p.name]}(t, size, stride, scale, cfg=None{', lse=None' if rows else ''}):",
                  f'{INDENT}"""Kernel {py_doc(repr(p.name))}: t, size, stride, scale map names to tensors and '
                  "numbers; cfg is the",
