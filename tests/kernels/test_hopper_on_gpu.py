@@ -73,3 +73,23 @@ def test_grouped_heads_and_strided_inputs(tmp_path):
     assert m.attention(q, k, v, out=out) is out
     assert _rel(out, _reference(q, k, v, False)) < TOLERANCE[torch.bfloat16]
 
+
+
+@pytest.mark.parametrize("schedule", ("tiles", "persistent", "prefetch"))
+@pytest.mark.parametrize("diagram", ("mha", "causal_attention", "alibi_attention", "sink_attention"))
+def test_the_log_sum_exp_under_every_schedule(diagram, schedule, tmp_path):
+    """return_lse=True under each schedule (the log-sum-exp is written in the consumers' epilogue, which
+    every schedule runs): the rows' log-sum-exp against float64, and the output the same as without it."""
+    from analyzer.measure.reference import inputs, reference_lse
+    g = generate(diagram, "h100")
+    m = written(g, tmp_path)
+    sizes = {g.diagram.size(g.roles.seq_k).name: 1000, g.diagram.size(g.roles.seq_q).name: 1000, "batch": 2}
+    shapes, kwargs = inputs(g, sizes)
+    xs = [torch.randn(*s, device="cuda").half() for s in shapes]
+    config = {"WARPGROUPS": 2, "BLOCK_X": 128, "STAGES": 2, "OVERLAP": "inter+intra", "SCHEDULE": schedule}
+    out, lse = m.attention(*xs, **kwargs, config=config, return_lse=True)
+    assert torch.equal(out, m.attention(*xs, **kwargs, config=config))
+    want = reference_lse(torch, g, xs, sizes)
+    seen = torch.isfinite(want)
+    assert torch.equal(torch.isfinite(lse), seen)
+    assert float((lse.double() - want)[seen].abs().max()) < 1e-3 * max(1.0, float(want[seen].abs().max()))
