@@ -252,7 +252,8 @@ def wrapper(g, ids: ModuleIds, *, config: str | None = None, device: str | None 
     head_dims = sorted(set.intersection(*(set(k.choices) for k in keyed))) if keyed else None
     if isinstance(r, Attention):
         param = scope("config") if config else None
-        # return_lse, then the tensor it asks for, claimed before the scores' inputs: one named so gets another
+        for n in r.extras:      # the scores' inputs keep their names: return_lse and its tensor come after
+            scope("{}", n, case="lower")
         returned = (scope("return_lse"), scope("lse")) if lse else None
         lines = attention_wrapper(g, r, head_dims, param, config, device, strides, scope, returned)
     else:
