@@ -97,14 +97,8 @@ def fit_part(out: Path, gpu_name: str, profile: str) -> dict:
     for name, err in result.fitted.uncertainty.items():
         ours = getattr(result.fitted.params, name)
         theirs = getattr(shipped, name, None)
-        if theirs is None or theirs.value is None:
-            continue
-        # agreement within the two standard errors combined; a parameter no record of this recording moves
-        # (an infinite error: the causal mask's cost on a sweep of one diagram) is not determined by it
-        spread = math.hypot(err, theirs.uncertainty or 0.0)
-        rows.append({"parameter": name, "fitted": ours, "fitted_error": err if math.isfinite(err) else None,
-                     "shipped": theirs.value, "shipped_error": theirs.uncertainty,
-                     "agree": abs(ours - theirs.value) <= spread if math.isfinite(err) else None})
+        if theirs is not None and theirs.value is not None:
+            rows.append(_agreement(name, ours, err, theirs))
     # what the fits say, beside what their parameters are: both fits' predictions of this sweep's records
     measured = np.array([r.time_s for r in result.records])
     ours = predict(result.base, result.records, result.fitted.params)
@@ -136,13 +130,31 @@ def contraction_fit_part(out: Path, gpu_name: str, profile: str) -> dict:
     result = calibrate(str(out / f"contraction_{gpu_name}.json"), profile)
     shipped, _ = contraction_fit(hardware.load(profile))
     rows = []
-    for name in PARAMETERS:
-        ours, err, theirs = getattr(result.params, name), result.uncertainty[name], getattr(shipped, name)
-        spread = math.hypot(err, theirs.uncertainty or 0.0)
-        rows.append({"parameter": name, "fitted": ours, "fitted_error": err if math.isfinite(err) else None,
-                     "shipped": theirs.value, "shipped_error": theirs.uncertainty,
-                     "agree": abs(ours - theirs.value) <= spread if math.isfinite(err) else None})
+    rows = [_agreement(name, getattr(result.params, name), result.uncertainty[name], getattr(shipped, name))
+            for name in PARAMETERS]
     return {"rows": rows, "errors": result.errors["calibrated"], "shipped_fit": dict(shipped.fit)}
+
+
+def _agreement(name: str, ours: float, err: float, theirs) -> dict:
+    """A fitted parameter beside the shipped fit's estimate of it, and whether they agree within their two
+    standard errors combined; a parameter no record of the recording moves (an infinite error: the causal
+    mask's cost on a sweep of one diagram) is not determined by it (agree: None)."""
+    spread = math.hypot(err, theirs.uncertainty or 0.0)
+    return {"parameter": name, "fitted": ours, "fitted_error": err if math.isfinite(err) else None,
+            "shipped": theirs.value, "shipped_error": theirs.uncertainty,
+            "agree": abs(ours - theirs.value) <= spread if math.isfinite(err) else None}
+
+
+def _agreement_table(rows: list[dict]) -> list[str]:
+    """The markdown of _agreement's rows, and how many of them agree."""
+    md = ["| parameter | fitted | +- | shipped | +- | agree |", "|---|---|---|---|---|---|"]
+    md += [f"| {r['parameter']} | {r['fitted']:.4g} | "
+           + (f"{r['fitted_error']:.2g}" if r["fitted_error"] is not None else "undetermined")
+           + f" | {r['shipped']:.4g} | {r['shipped_error'] or 0:.2g} | "
+           + {True: "yes", False: "no", None: "-"}[r["agree"]] + " |" for r in rows]
+    agree = [r["agree"] for r in rows if r["agree"] is not None]
+    return md + ["", f"{sum(agree)} of {len(agree)} determined parameters agree with the shipped fit within their "
+                 "combined standard errors."]
 
 
 def _errors(e) -> dict:
@@ -161,13 +173,14 @@ def _shift(records: list, gpu_name: str) -> dict | None:
     theirs = {key(r["head_dim"], r["causal"], r["seq_q"], r["heads_q"], r["config"]): r["time_s"]
               for r in json.loads(shipped.read_text())["records"]
               if r.get("kind") == "grid" and r.get("status", "ok") == "ok"}
-    ratios = sorted(r.time_s / t for r in records if (t := theirs.get(key(
-        r.head_dim, r.causal, r.seq_q, r.heads_q, r.config.model_dump()))))
+    ratios = [r.time_s / t for r in records if (t := theirs.get(key(
+        r.head_dim, r.causal, r.seq_q, r.heads_q, r.config.model_dump())))]
     if not ratios:
         return None
-    at = lambda q: ratios[min(len(ratios) - 1, int(q * len(ratios)))]       # noqa: E731 - a percentile
+    import numpy as np
+    p10, median, p90 = (float(x) for x in np.percentile(ratios, [10, 50, 90]))
     return {"recording": str(shipped.relative_to(shipped.parent.parent.parent)), "count": len(ratios),
-            "median": at(0.5), "p10": at(0.1), "p90": at(0.9)}
+            "median": median, "p10": p10, "p90": p90}
 
 
 def markdown(doc: dict) -> str:
@@ -184,16 +197,8 @@ def markdown(doc: dict) -> str:
     if "sweep" in doc:
         md += ["## The sweep", "", f"{doc['sweep']['records']} records in `{doc['sweep']['recording']}`.", ""]
     if "fit" in doc:
-        md += ["## Its fit against the shipped fit", "", "| parameter | fitted | +- | shipped | +- | agree |",
-               "|---|---|---|---|---|---|"]
-        md += [f"| {r['parameter']} | {r['fitted']:.4g} | "
-               + (f"{r['fitted_error']:.2g}" if r["fitted_error"] is not None else "undetermined")
-               + f" | {r['shipped']:.4g} | {r['shipped_error'] or 0:.2g} | "
-               + {True: "yes", False: "no", None: "-"}[r["agree"]] + " |" for r in doc["fit"]["rows"]]
-        agree = [r["agree"] for r in doc["fit"]["rows"] if r["agree"] is not None]
-        md += ["", f"{sum(agree)} of {len(agree)} determined parameters agree with the shipped fit within their "
-               "combined standard errors.", "", "| predictions | records | median | 90th percentile | largest |",
-               "|---|---|---|---|---|"]
+        md += ["## Its fit against the shipped fit", "", *_agreement_table(doc["fit"]["rows"]), "",
+               "| predictions | records | median | 90th percentile | largest |", "|---|---|---|---|---|"]
         what = {"fits_apart": "this fit against the shipped fit, every record",
                 "this_fit_held_out": "this fit against the measured, held out of it",
                 "shipped_fit": "the shipped fit against the measured, every record"}
@@ -210,14 +215,7 @@ def markdown(doc: dict) -> str:
                f"{c['errors']['held out']:.1%} on the 4096 side it held out (the shipped fit: "
                f"{c['shipped_fit'].get('train_median_error', float('nan')):.1%} and "
                f"{c['shipped_fit'].get('held_out_median_error', float('nan')):.1%}).", "",
-               "| parameter | fitted | +- | shipped | +- | agree |", "|---|---|---|---|---|---|"]
-        md += [f"| {r['parameter']} | {r['fitted']:.4g} | "
-               + (f"{r['fitted_error']:.2g}" if r["fitted_error"] is not None else "undetermined")
-               + f" | {r['shipped']:.4g} | {r['shipped_error'] or 0:.2g} | "
-               + {True: "yes", False: "no", None: "-"}[r["agree"]] + " |" for r in c["rows"]]
-        agree = [r["agree"] for r in c["rows"] if r["agree"] is not None]
-        md += ["", f"{sum(agree)} of {len(agree)} determined parameters agree with the shipped fit within their "
-               "combined standard errors.", ""]
+               *_agreement_table(c["rows"]), ""]
     return "\n".join(md) + "\n"
 
 

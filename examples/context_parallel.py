@@ -33,15 +33,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def napkin_blocks(gpu: str | None, backend: str | None, folder: Path):
-    """napkin's attention for a block of the ring: (plain, causal) wrappers of the generated modules of
-    diagrams/attention.yaml and diagrams/causal_attention.yaml for `gpu` (the local device's profile
-    where None)."""
+def napkin_blocks(gpu: str | None, backend: str | None, folder: Path) -> tuple:
+    """napkin's attention for a block of the ring: the generated files of diagrams/attention.yaml and
+    diagrams/causal_attention.yaml for `gpu` (the local device's profile where None), and their wrappers."""
     from analyzer.codegen import generate
     from analyzer.measure.device import local_device, profile_for
     from analyzer.measure.run import wrapper_of
     gpu = gpu or profile_for(local_device())
-    return tuple(wrapper_of(generate(d, gpu, backend=backend), folder) for d in ("attention", "causal_attention"))
+    generated = tuple(generate(d, gpu, backend=backend) for d in ("attention", "causal_attention"))
+    return generated, tuple(wrapper_of(g, folder) for g in generated)
 
 
 def block_op(plain, causal):
@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
                            dtype=element) for _ in range(3))
     local = [shard(x, rank, world, args.causal) for x in (q, k, v)]
     with tempfile.TemporaryDirectory(prefix=f"napkin-cp-{rank}-") as tmp:
-        ops = {"napkin": block_op(*napkin_blocks(args.gpu, args.backend, Path(tmp)))}
+        generated, wrappers = napkin_blocks(args.gpu, args.backend, Path(tmp))
+        ops = {"napkin": block_op(*wrappers)}
         if args.peer and cuda:
             ops["cudnn"] = sdpa_op
         result: dict = {"world": world, "seqlen": args.seqlen, "padded": padded, "batch": args.batch,
@@ -152,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                 dist.all_gather(outs, out.contiguous())
                 dist.all_gather(lses, lse.contiguous())
                 if rank == 0:
-                    result.update(_check(unshard(outs, args.causal), unshard(lses, args.causal), q, k, v,
-                                         args.causal, args.seqlen))
+                    result.update(_check(generated[args.causal], unshard(outs, args.causal),
+                                         unshard(lses, args.causal), q, k, v, args.seqlen))
     if rank == 0:
         print(json.dumps(result))
         if args.json:
@@ -162,21 +163,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result.get("ok", True) else 1
 
 
-def _check(out, lse, q, k, v, causal: bool, length: int) -> dict:
-    """The gathered output and log-sum-exp against float64 at the unpadded length (every query of it)."""
-    import math
-
+def _check(g, out, lse, q, k, v, length: int) -> dict:
+    """The gathered output and log-sum-exp against float64 at the unpadded length (every query of it):
+    analyzer.measure.reference's evaluation of the diagram `g` realises, and the tolerance napkin measure
+    holds a kernel to (sqrt(L) u of the element type; the log-sum-exp's, that times its largest size)."""
     import torch
-    q, k, v = (x[:, :, :length].double() for x in (q, k, v))
-    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    if causal:
-        s = s.masked_fill(torch.ones(length, length, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
-    want_lse = torch.logsumexp(s, -1)
-    want = torch.softmax(s, -1) @ v
+
+    from analyzer.measure.reference import reference, reference_lse, tolerance
+    r = g.roles
+    xs = [x[:, :, :length] for x in (q, k, v)]
+    sizes = {g.diagram.size(r.seq_k).name: length, g.diagram.size(r.seq_q).name: length, "batch": q.shape[0],
+             "heads": q.shape[1], g.diagram.size(r.head_dim).name: q.shape[3]}
+    want, want_lse = reference(torch, g, xs, sizes), reference_lse(torch, g, xs, sizes)
     out, lse = out[:, :, :length].double(), lse[:, :, :length].double()
     out_error = float((out - want).abs().max() / want.abs().max())
     lse_error = float((lse - want_lse).abs().max())
-    allowed = math.sqrt(length) * 2.0 ** -8           # sqrt(L) u of bf16, the coarser element type
+    allowed = tolerance("bf16" if q.dtype == torch.bfloat16 else "fp16", length)
     return {"out_error": out_error, "lse_error": lse_error, "allowed": allowed,
             "ok": out_error <= allowed and lse_error <= allowed * max(1.0, float(want_lse.abs().max()))}
 

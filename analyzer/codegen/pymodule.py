@@ -293,17 +293,16 @@ def wrapper(g, ids: ModuleIds, *, config: str | None = None, device: str | None 
             if strides:
                 lines.append(f"{INDENT}stride[{py_str(name)}] = dict(zip({str_list(arr.axes)}, "
                              f"t[{py_str(name)}].stride()))")
-    lse = returned is not None
     for k in g.kernels:
         chosen = f", {param}[{py_str(k.plan.name)}]" if param else ""
-        rows = f", lse={returned[1]}" if lse and r.output in k.plan.schedule.saves else ""   # the output's kernel
+        rows = f", lse={returned[1]}" if returned and r.output in k.plan.schedule.saves else ""   # the output's kernel
         lines.append(f"{INDENT}{ids.launch[k.plan.name]}(t, size, {'stride, ' if strides else ''}scale{chosen}{rows})")
     ret = ", ".join(f"t[{py_str(o)}]" for o in d.outputs) if isinstance(r, Plain) else "out"
-    if lse:
+    if returned:
         ret = f"(out, {returned[1]}) if {returned[0]} else out"
     lines.append(f"{INDENT}return {ret}")
     if isinstance(r, Attention):
-        lines += custom_op(r, [scope("{}", n, case="lower") for n in r.extras], returned[0] if lse else None)
+        lines += custom_op(r, [scope("{}", n, case="lower") for n in r.extras], returned[0] if returned else None)
     return lines
 
 

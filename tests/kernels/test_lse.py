@@ -102,3 +102,28 @@ def test_the_hopper_module_takes_the_same_call():
     assert "return_lse=False):" in src and "def attention_op(lse=False):" in src
     assert "LSE: gl.constexpr" in src and "LSE_SHIFT = 1.0" in src       # ALiBi shifted: its row part put back
     assert "LSE_SHIFT = 0.0" in generated("attention", backend="hopper").source
+
+
+@pytest.mark.slow(seconds=3)
+def test_a_score_input_named_lse_keeps_its_name(tmp_path):
+    """The diagram's names come first: an ALiBi whose slope input is named `lse` keeps that parameter,
+    and the log-sum-exp the call asks for is still the rows' (the wrapper's own tensor gets another name)."""
+    import re
+    from pathlib import Path
+
+    from analyzer.codegen import generate
+    from analyzer.measure.run import wrapper_of
+    text = (Path(__file__).resolve().parents[2] / "diagrams" / "alibi_attention.yaml").read_text()
+    renamed = re.sub(r"^(\s*)m: \[\]", r"\1lse: []", text, flags=re.M).replace("inputs: [Ss, m]", "inputs: [Ss, lse]")
+    assert renamed != text
+    (tmp_path / "alibi_lse.yaml").write_text(renamed)
+    g = generate(str(tmp_path / "alibi_lse.yaml"), "h200", backend="triton")
+    assert "def attention(q, k, v, lse, causal=True" in g.source
+    fn = wrapper_of(g, tmp_path)
+    sizes = {g.diagram.size(g.roles.seq_q).name: 33, "batch": 2}
+    shapes, kwargs = inputs(g, sizes)
+    gen = torch.Generator().manual_seed(1)
+    xs = [torch.randn(*s, generator=gen).half() for s in shapes]
+    _, lse = fn(*xs, **kwargs, return_lse=True)
+    want = reference_lse(torch, g, xs, sizes)
+    assert float((lse.double() - want).abs().max()) <= tolerance(g.dtype, 33) * float(want.abs().max())
