@@ -92,6 +92,18 @@ class LevelProfile(Exact):
         return self.capacity_bytes_per_block or self.capacity_bytes
 
 
+class Interconnect(Exact):
+    """The link between the GPUs of one host: the multi-GPU cross-transfer level x of Appendix A.2.3
+    (its children are GPUs, as a thread block cluster's are SMs)."""
+
+    name: str = Field(description="The link's name (nvlink, pcie).")
+    devices_max: Count(1024, least=2) = Field(description="The most GPUs of one host it joins.")
+    bandwidth_bytes_per_s: BytesPerSecond = Field(
+        description="What one GPU sends to the others per second, one direction (it receives as much at "
+                    "once): NVLink 4's 900 GB/s is 450e9 each way.")
+    doc: str = ""
+
+
 class Clocks(Exact):
     boost_hz: Hertz
     tensor_hz: Hertz = Field(description="The clock behind the datasheet tensor peaks (f_K).")
@@ -394,6 +406,8 @@ class Profile(Exact):
     threads: Threads
     levels: list[LevelProfile] = Field(min_length=2)
     divisors: Divisors
+    interconnect: Interconnect | None = Field(
+        None, description="The link between GPUs of one host (napkin analyze --devices); absent: one GPU.")
     calibration: Calibration | None = Field(
         None, description="Fitted efficiencies and overheads (napkin calibrate); absent: datasheet "
                           "model.")
