@@ -30,6 +30,8 @@ from analyzer.cli.app import (
 from analyzer.cli.cached import answer
 from analyzer.common.atomic import check_target
 
+Rotation = Literal["allgather", "alltoall"]     # analyzer.config.context_parallel.ROTATIONS
+
 
 @app.command(cls=OneValue)
 def analyze(
@@ -45,6 +47,14 @@ def analyze(
     dtype: Annotated[Optional[Dtype], typer.Option(help="Element type of arrays without their own.")] = None,
     cluster: Annotated[Optional[int], typer.Option(help="Model thread block clusters of this size "
                                                         "(a cross-transfer level, Theorem 3).")] = None,
+    devices: Annotated[Optional[int], typer.Option(
+        min=1, help="Also predict the attention split over 1 .. N GPUs of one host by context parallelism "
+                    "(torch's ring with napkin's kernel for each block; the profile's interconnect).")] = None,
+    rotation: Annotated[Rotation, typer.Option(
+        help="With --devices: how the keys and values move, one all-gather (torch's default) or a "
+             "permutation per step.")] = "allgather",
+    heads: Annotated[int, typer.Option(min=1, help="With --devices: attention heads (the weave's).")] = 1,
+    batch: Annotated[int, typer.Option(min=1, help="With --devices: batch entries (the weave's).")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print the analysis as JSON (napkin schema report; "
                                                          "a comparison: napkin schema comparison).")] = False,
     as_latex: Annotated[bool, typer.Option("--latex", help="Print the symbolic model as LaTeX.")] = False,
@@ -57,9 +67,14 @@ def analyze(
                           field="--latex")
     if cluster is not None and cluster < 2:
         raise UsageError(f"--cluster {cluster}: a cluster has at least 2 members")
+    if devices is None and (heads, batch, rotation) != (1, 1, "allgather"):
+        raise UsageError("--heads, --batch and --rotation shape the context-parallel prediction",
+                         field="--heads" if heads != 1 else "--batch" if batch != 1 else "--rotation",
+                         hint="add --devices N")
     gpus = compared_gpus(gpu)
     sets, ranged = parse_size_ranges(set_ or [])
-    options = {"dtype": dtype, "cluster": cluster}
+    options = {"dtype": dtype, "cluster": cluster,
+               "devices": None if devices is None else (devices, rotation, heads, batch)}
     if len(gpus) == 1 and not ranged:
         if plot is not None:
             raise UsageError("--plot draws a size range", field="--plot", hint="add --set NAME=A..B")
@@ -68,8 +83,10 @@ def analyze(
     _compare(diagram, gpus, sets, ranged, options, as_json=as_json, as_latex=as_latex, plot=plot)
 
 
-def _analysis(diagram: str, gpu: str, sets: dict[str, int], *, dtype: str | None, cluster: int | None):
-    """napkin analyze's answer: from the result cache where it holds one, else computed (and stored)."""
+def _analysis(diagram: str, gpu: str, sets: dict[str, int], *, dtype: str | None, cluster: int | None,
+              devices: tuple[int, str, int, int] | None = None):
+    """napkin analyze's answer: from the result cache where it holds one, else computed (and stored).
+    `devices`: the GPUs, rotation, heads and batch of the context-parallel prediction (--devices)."""
     from analyzer.model.result import Analysis
 
     def compute() -> Analysis:
@@ -79,9 +96,16 @@ def _analysis(diagram: str, gpu: str, sets: dict[str, int], *, dtype: str | None
         from analyzer.model.analysis import load
         profile = hardware.load(gpu)
         d = load(diagram)       # read once: the analysis and the kernel's expected time share it
-        result = run(d, profile, sets=sets, dtype=dtype, cluster=cluster)
-        return with_expected(result, d, profile, dtype=dtype, sets=sets)
-    return answer("analyze", diagram, gpu, {"sets": sets, "dtype": dtype, "cluster": cluster}, Analysis, compute)
+        result = with_expected(run(d, profile, sets=sets, dtype=dtype, cluster=cluster), d, profile, dtype=dtype,
+                               sets=sets)
+        if devices is None:
+            return result
+        from analyzer.config.context_parallel import with_context_parallel
+        n, rotation, heads, batch = devices
+        weave = {k: v for k, v in (("heads", heads), ("batch", batch)) if v != 1}
+        return with_context_parallel(result, d, profile, n, rotation=rotation, dtype=dtype, sets={**sets, **weave})
+    key = {"sets": sets, "dtype": dtype, "cluster": cluster, **({"devices": list(devices)} if devices else {})}
+    return answer("analyze", diagram, gpu, key, Analysis, compute)
 
 
 def _show(result, as_json: bool, as_latex: bool) -> None:
@@ -202,18 +226,34 @@ def sweep(
     backend: Annotated[Optional[Literal["hopper", "triton"]], typer.Option(
         help="Whose configurations to rank; default: as napkin kernel chooses.")] = None,
     top: Annotated[int, typer.Option(help="Show the fastest N (0: all).", min=0)] = 0,
+    devices: Annotated[Optional[int], typer.Option(
+        min=1, help="Also predict the launched kernel's attention split over 1 .. N GPUs of one host "
+                    "(context parallelism, as napkin analyze --devices).")] = None,
+    rotation: Annotated[Rotation, typer.Option(help="With --devices: allgather or alltoall.")] = "allgather",
     as_json: Annotated[bool, typer.Option("--json", help="Print the ranking as JSON.")] = False,
 ) -> None:
     """Every legal configuration (tiles, warps, stages) with its predicted time, fastest first."""
     from analyzer.config.sweep import report
     from analyzer.config.sweep import sweep as run
     from analyzer.report.sweep import sweep_text
+    if devices is None and rotation != "allgather":
+        raise UsageError("--rotation shapes the context-parallel prediction", field="--rotation",
+                         hint="add --devices N")
+    sets = parse_sets(set_ or [])
     with progress_bar("sweep") as progress:
-        result = run(diagram, gpu, dtype=dtype, sets=parse_sets(set_ or []), kernel=kernel, backend=backend,
-                     progress=progress)
+        result = run(diagram, gpu, dtype=dtype, sets=sets, kernel=kernel, backend=backend, progress=progress)
+    split = None
+    if devices is not None:
+        from analyzer.config.context_parallel import context_parallel, context_parallel_out
+        split = context_parallel_out(context_parallel(diagram, gpu, devices, rotation=rotation, dtype=dtype,
+                                                      sets=sets))
     if as_json:
-        typer.echo(report(result).model_dump_json(indent=2))
+        typer.echo(report(result).model_copy(update={"context_parallel": split}).model_dump_json(indent=2))
         return
     console().print(sweep_text(result, top))
+    if split is not None:
+        from analyzer.report.devices import context_parallel_parts
+        for part in context_parallel_parts(split):
+            console().print(part)
 
 

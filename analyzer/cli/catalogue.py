@@ -51,7 +51,7 @@ def hardware_list() -> None:
 
     from analyzer.common.units import binary, si
     from analyzer.hardware import shipped_profiles
-    from analyzer.report.analysis import row
+    from analyzer.report.tables import row
     table = Table(show_edge=False, header_style="bold")
     for col in ("name", "aliases", "GPU", "SMs", "tensor fp16", "HBM", "smem / block"):
         table.add_column(col)
@@ -81,7 +81,7 @@ def diagrams_list() -> None:
 
     from analyzer.common import resources
     from analyzer.diagram.graph import load_diagram
-    from analyzer.report.analysis import row
+    from analyzer.report.tables import row
     table = Table(show_edge=False, header_style="bold")
     for col in ("name", "title", "paper", "kernels"):
         table.add_column(col)

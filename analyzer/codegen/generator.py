@@ -39,6 +39,7 @@ from analyzer.config.family import FAMILIES, Family, family
 from analyzer.config.hopper import HopperTables
 from analyzer.config.kernels import Configured, KernelConfigs
 from analyzer.config.launch import Expected, Launch, expected, launch, sizes_of
+from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention
 from analyzer.hardware import Profile
 
@@ -112,7 +113,7 @@ GENERATORS: dict[str, Generator] = {
 BACKENDS = tuple(f.name for f in FAMILIES)
 
 
-def generate(diagram: str, gpu: str | Profile, *, backend: str | None = None, dtype: str | None = None,
+def generate(diagram: str | Diagram, gpu: str | Profile, *, backend: str | None = None, dtype: str | None = None,
              config: str | None = None, sets: dict[str, int] | None = None,
              progress: Progress = silent) -> Generated:
     """The kernel file of `diagram` for `gpu`; `backend`: hopper, triton or cuda, default hopper where
@@ -172,13 +173,19 @@ def _gpu_word(gpu: str | Profile, profile: Profile) -> str:
     return gpu if isinstance(gpu, str) and gpu.endswith((".yaml", ".yml")) else profile.name
 
 
-def _command(diagram, gpu, backend, dtype, config, sets) -> str:
-    words = ["napkin", "kernel", diagram, "--gpu", gpu, "--backend", backend, "--dtype", dtype]
+def _command(diagram: str | Diagram, gpu, backend, dtype, config, sets) -> str:
+    """The command that generates the file; for a diagram compiled in code (a file's unmasked form,
+    analyzer.diagram.unmasked), the file's command and the diagram's name."""
+    word = diagram.source if isinstance(diagram, Diagram) else diagram
+    words = ["napkin", "kernel", word, "--gpu", gpu, "--backend", backend, "--dtype", dtype]
     if config:
         words += ["--config", config]
     for k, v in sets.items():
         words += ["--set", f"{k}={v}"]
-    return " ".join(shlex.quote(w) for w in words)
+    command = " ".join(shlex.quote(w) for w in words)
+    if isinstance(diagram, Diagram) and diagram.name != Path(diagram.source).stem:
+        command += f" (for the file's diagram; this is {diagram.name}, derived from it in code)"
+    return command
 
 
 __all__ = ["BACKENDS", "DTYPES", "Generated", "KernelConfigs", "KernelFile", "generate"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from analyzer.model.result import ExpectedOut, Out
+from analyzer.model.result import ContextParallelOut, ExpectedOut, Out
 
 SCHEMA_VERSION = 1
 
@@ -53,3 +53,5 @@ class SweepReport(Out):
     schema_version: int = SCHEMA_VERSION
     napkin_version: str
     sweeps: list[SweepOut]
+    context_parallel: ContextParallelOut | None = Field(
+        None, description="napkin sweep --devices: the launched kernel's time on 1 .. N GPUs of one host.")

@@ -203,6 +203,34 @@ class ExpectedOut(Out):
     sizes: dict[str, int] = Field(description="The weaved diagram's sizes (one batch entry and head unless set).")
 
 
+class DeviceCountOut(Out):
+    """Context parallelism on one number of GPUs (analyzer.config.context_parallel): the slowest rank."""
+
+    devices: int
+    time_s: float
+    efficiency: float = Field(description="Strong scaling against one GPU: T_1 / (N T_N).")
+    kernel_s: float = Field(description="The slowest rank's blocks, each its kernel's expected time.")
+    engine_s: float = Field(description="Its copies of the keys and values and torch's merges, at HBM bandwidth.")
+    link_s: float = Field(description="What one GPU receives over the link, at the link's bandwidth.")
+    waits_s: float = Field(description="The part of link_s that no step hides (communication exposed).")
+    cross_bytes: float = Field(description="Bytes one GPU receives over the link.")
+    bound: str = Field(description="communication where a step waits for the link, else compute.")
+
+
+class ContextParallelOut(Out):
+    """napkin analyze --devices: the attention split over GPUs by torch's ring, with napkin's kernel for
+    each block (docs/scale.md)."""
+
+    engine: str = Field(description="The engine whose schedule is modelled.")
+    rotation: str = Field(description="allgather (torch's default) or alltoall.")
+    link: str
+    link_bytes_per_s: float = Field(description="One GPU's bandwidth to the others, one direction.")
+    cross_bytes_per_device: str = Field(description="Bytes one GPU receives over the link, in the weaved "
+                                                    "diagram's sizes and N_c (Appendix A.2.3, the groups aligned).")
+    sizes: dict[str, int] = Field(description="The weaved diagram's sizes of the whole problem.")
+    counts: list[DeviceCountOut]
+
+
 class Analysis(Out):
     """Everything `napkin analyze` derives for one diagram on one GPU."""
 
@@ -221,6 +249,8 @@ class Analysis(Out):
         None, description="The generated kernel's expected time (napkin analyze leads with it); totals is "
                           "the paper's idealised bound beside it.")
     expected_absent: str | None = Field(None, description="Why there is no expected time, where there is none.")
+    context_parallel: ContextParallelOut | None = Field(
+        None, description="napkin analyze --devices: the time on 1 .. N GPUs of one host.")
 
     def size(self, axis: str) -> int | None:
         """The size of `axis` (None: the diagram has no such axis)."""

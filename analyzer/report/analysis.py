@@ -5,23 +5,12 @@ from __future__ import annotations
 import math
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from analyzer.common.units import binary, seconds, si
 from analyzer.model.result import Analysis, ClassicRuleOut, KernelOut, LevelOut
-
-
-def titled_table(title: str, *columns: str) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold",
-                  show_edge=False, pad_edge=False)
-    for c in columns:
-        table.add_column(c, overflow="fold")
-    return table
-
-
-def row(table: Table, *cells: str) -> None:
-    table.add_row(*(Text(c) for c in cells))   # plain text: "[q, x]" is not markup
+from analyzer.report.devices import context_parallel_parts
+from analyzer.report.tables import row, titled_table
 
 
 def render(a: Analysis) -> Group:
@@ -50,6 +39,8 @@ def render(a: Analysis) -> Group:
         row(total, seconds(t.compute_time_s), seconds(t.transfer_time_s), seconds(t.predicted_time_s),
                       si(t.throughput_flops_per_s, "FLOP/s"), t.bound)
         parts.append(total)
+    if a.context_parallel is not None:
+        parts += [Text(""), *context_parallel_parts(a.context_parallel)]
     return Group(*parts)
 
 

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from analyzer.common.units import seconds, si
 from analyzer.config.result import ConfigurationReport
-from analyzer.report.analysis import row
+from analyzer.report.tables import row
 
 
 def _table(title: str, *columns: str) -> Table:

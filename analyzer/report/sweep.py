@@ -11,7 +11,7 @@ from rich.text import Text
 
 from analyzer.common.units import seconds, si
 from analyzer.config.ranking import ContractionRow, HopperRow
-from analyzer.report.analysis import row, titled_table
+from analyzer.report.tables import row, titled_table
 
 
 def _hopper_sweep_text(s, top: int) -> list:
