@@ -1,7 +1,8 @@
 """examples/context_parallel.py on the CPU: PyTorch's ring attention (gloo, several processes) with
 napkin's portable module as its block attention, run by Triton's interpreter, against float64: the
 output and the log-sum-exp gathered from every rank, causal (torch's round-robin load balance) and not,
-and a causal length the ranks do not divide."""
+lengths the ranks do not divide with a mask and without, grouped-query heads, and several GPU counts
+in one launch."""
 
 from __future__ import annotations
 
@@ -28,21 +29,34 @@ def _ring(tmp_path, ranks: int, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow(seconds=12)
-@pytest.mark.parametrize(("ranks", "length", "causal"), [(2, 64, False), (3, 50, True)])
-def test_the_ring_of_napkin_blocks_is_attention_over_the_whole_sequence(tmp_path, ranks, length, causal):
+@pytest.mark.parametrize(("ranks", "length", "diagram", "padded"), [
+    (2, 64, "attention", 64), (3, 50, "causal_attention", 54), (2, 63, "attention", 64),
+    (3, 45, "causal_gqa", 48)])
+def test_the_ring_of_napkin_blocks_is_attention_over_the_whole_sequence(tmp_path, ranks, length, diagram, padded):
     """Each rank's queries against every rank's keys, merged by the log-sum-exps the blocks return, is
     attention over the whole sequence: the output within sqrt(L) u of float64, the log-sum-exp within a
-    score's rounding; 50 tokens on 3 ranks under a causal mask are padded to 54 (6 chunks of 9)."""
-    r = _ring(tmp_path, ranks, "--seqlen", str(length), *(["--causal"] if causal else []))
+    score's rounding. 50 tokens on 3 ranks under a causal mask are padded to 54 (6 chunks of 9); 63 on 2
+    without one to 64, the last rank's block of keys cut to its 31 real ones (a padded key would be seen
+    by every query); causal_gqa's 4 query heads share 2 key/value heads."""
+    heads = ["--heads", "4", "--kv-heads", "2"] if diagram == "causal_gqa" else []
+    r = _ring(tmp_path, ranks, "--seqlen", str(length), "--diagram", diagram, *heads)
     assert r.returncode == 0, r.stderr[-2000:]
     result = json.loads((tmp_path / "out.json").read_text())
-    assert result["ok"] and result["world"] == ranks and result["causal"] == causal
+    assert result["ok"] and result["world"] == ranks and result["causal"] == (diagram != "attention")
     assert result["out_error"] < 2e-3 and result["lse_error"] < 1e-4       # 2026-11-28: 4e-4 and 6e-7
-    assert result["padded"] == (54 if causal else 64)
+    assert result["padded"] == padded
+
+
+@pytest.mark.slow(seconds=10)
+def test_several_gpu_counts_run_in_one_launch(tmp_path):
+    r = _ring(tmp_path, 3, "--seqlen", "47", "--sizes", "1,3")
+    assert r.returncode == 0, r.stderr[-2000:]
+    runs = json.loads((tmp_path / "out.json").read_text())["runs"]
+    assert [(x["world"], x["padded"], x["ok"]) for x in runs] == [(1, 47, True), (3, 48, True)]
 
 
 @pytest.mark.slow(seconds=5)
-def test_a_length_the_ranks_do_not_divide_is_refused_without_a_mask(tmp_path):
-    r = _ring(tmp_path, 2, "--seqlen", "63")
-    assert r.returncode != 0 and "without a causal mask the ranks must divide the length" in r.stderr
+def test_what_the_ring_cannot_run_is_refused(tmp_path):
+    r = _ring(tmp_path, 2, "--seqlen", "64", "--kv-heads", "1")
+    assert r.returncode != 0 and "attention has no query group axis" in r.stderr
     assert not (tmp_path / "out.json").exists()
