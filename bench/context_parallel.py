@@ -37,7 +37,9 @@ CHECKS = (["--diagram", "causal_attention", "--seqlen", "8192"],
           ["--diagram", "attention", "--seqlen", "8191"],
           ["--diagram", "causal_gqa", "--seqlen", "4096", "--heads", "16", "--kv-heads", "4"],
           ["--diagram", "gqa", "--seqlen", "4099", "--heads", "16", "--kv-heads", "4"])
-TIMED = (("causal_attention", 8, 8), ("causal_gqa", 64, 8))     # diagram, query heads, key/value heads
+# diagram, query heads, key/value heads, rotation
+TIMED = (("causal_attention", 8, 8, "allgather"), ("causal_gqa", 64, 8, "allgather"),
+         ("causal_attention", 8, 8, "alltoall"))
 
 
 def example():
@@ -71,13 +73,14 @@ def link_seconds(torch, dist, n: int, nbytes: int) -> float:
     return out
 
 
-def predicted(gpu: str, diagram: str, heads: int, kv_heads: int, seqlen: int, most: int) -> dict[int, dict]:
+def predicted(gpu: str, diagram: str, heads: int, kv_heads: int, seqlen: int, most: int,
+              rotation: str = "allgather") -> dict[int, dict]:
     """napkin analyze --devices's prediction per GPU count (the weave's heads: the query heads for a
     diagram without head axes; a grouped-query diagram's h and g)."""
     from analyzer.config.context_parallel import context_parallel
     sets = {"q": seqlen, "batch": 1}
     sets.update({"h": kv_heads, "g": heads // kv_heads} if "gqa" in diagram else {"heads": heads})
-    found = context_parallel(diagram, gpu, most, sets=sets)
+    found = context_parallel(diagram, gpu, most, sets=sets, rotation=rotation)
     return {c.devices: {"time_s": c.time_s, "kernel_s": c.kernel_s, "engine_s": c.engine_s, "link_s": c.link_s,
                         "waits_s": c.waits_s, "bound": c.bound, "efficiency": found.efficiency(c)}
             for c in found.counts}
@@ -120,16 +123,16 @@ def main(argv: list[str] | None = None) -> int:
             save_results(args.out, f"context_parallel_{args.gpu}", doc, markdown(doc))
         dist.destroy_process_group()
         return 1
-    for diagram, heads, kv_heads in TIMED[:1] if args.quick else TIMED:
+    for diagram, heads, kv_heads, rotation in TIMED[:1] if args.quick else TIMED:
         runs = ex.rings(ex.parser().parse_args([
             "--diagram", diagram, "--seqlen", str(args.seqlen), "--heads", str(heads), "--kv-heads", str(kv_heads),
-            "--gpu", args.gpu, "--peer", "--sizes", ",".join(map(str, sizes))]))
+            "--gpu", args.gpu, "--peer", "--rotation", rotation, "--sizes", ",".join(map(str, sizes))]))
         if rank == 0:
-            model = predicted(args.gpu, diagram, heads, kv_heads, args.seqlen, max(sizes))
+            model = predicted(args.gpu, diagram, heads, kv_heads, args.seqlen, max(sizes), rotation)
             for r in runs:
                 r["model"] = model.get(r["world"])
-                log(f"{diagram} {heads}/{kv_heads} on {r['world']}: napkin {r['napkin_s'] * 1e3:.2f} ms, cuDNN "
-                    f"{r['cudnn_s'] * 1e3:.2f} ms, model {r['model']['time_s'] * 1e3:.2f} ms")
+                log(f"{diagram} {heads}/{kv_heads} ({rotation}) on {r['world']}: napkin {r['napkin_s'] * 1e3:.2f} ms, "
+                    f"cuDNN {r['cudnn_s'] * 1e3:.2f} ms, model {r['model']['time_s'] * 1e3:.2f} ms")
                 doc["timed"].append(r)
             save_results(args.out, f"context_parallel_{args.gpu}", doc, markdown(doc))
     kv_bytes = 2 * 8 * (args.seqlen // max(sizes)) * 128 * 2      # one rank's K and V of the 8-head prefill
@@ -158,14 +161,15 @@ def markdown(doc: dict) -> str:
                      f"{r['padded']} | {r['out_error']:.2e} | {r['lse_error']:.2e} | {r['allowed']:.2e} | "
                      f"{'yes' if r['ok'] else 'NO'} |")
     lines += ["", "## The ring timed (median of 10, the slowest rank's), beside the model", "",
-              "| diagram | heads (q/kv) | GPUs | napkin | cuDNN blocks | cuDNN / napkin | napkin efficiency | "
-              "model | measured / model | model bound |", "|---|---|---|---|---|---|---|---|---|---|"]
-    one = {(r["diagram"], r["heads"]): r["napkin_s"] for r in doc["timed"] if r["world"] == 1}
+              "| diagram | heads (q/kv) | rotation | GPUs | napkin | cuDNN blocks | cuDNN / napkin | napkin "
+              "efficiency | model | measured / model | model bound |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    one = {(r["diagram"], r["heads"], r.get("rotation")): r["napkin_s"] for r in doc["timed"] if r["world"] == 1}
     for r in doc["timed"]:
-        base = one.get((r["diagram"], r["heads"]))
+        base = one.get((r["diagram"], r["heads"], r.get("rotation")))
         eff = f"{base / (r['world'] * r['napkin_s']):.0%}" if base else "-"
         m = r.get("model") or {}
-        lines.append(f"| {r['diagram']} | {r['heads']}/{r['kv_heads']} | {r['world']} | {r['napkin_s'] * 1e3:.2f} ms | "
+        lines.append(f"| {r['diagram']} | {r['heads']}/{r['kv_heads']} | {r.get('rotation', '-')} | {r['world']} | "
+                     f"{r['napkin_s'] * 1e3:.2f} ms | "
                      f"{r['cudnn_s'] * 1e3:.2f} ms{' (K, V expanded)' if r.get('cudnn_kv_expanded') else ''} | "
                      f"{r['cudnn_s'] / r['napkin_s']:.2f}x | {eff} | "
                      f"{m.get('time_s', 0) * 1e3:.2f} ms | {r['napkin_s'] / m['time_s']:.3f} | {m.get('bound')} |"

@@ -127,10 +127,13 @@ def unshard(parts: list, causal: bool):
     return torch.cat([halves[r][0] for r in range(world)] + [halves[r][1] for r in reversed(range(world))], dim=2)
 
 
-def ring(group, op, q, k, v, causal: bool):
-    """torch's ring attention of this rank's slices: (out, lse)."""
+def ring(group, op, q, k, v, causal: bool, rotation: str = "allgather"):
+    """torch's ring attention of this rank's slices: (out, lse). `rotation`: how K and V move, one
+    all-gather (torch's default) or a permutation per step (alltoall)."""
     from torch.distributed.tensor.experimental import _attention as cp
     cp._cp_options.enable_load_balance = causal       # the round-robin layout shard() makes
+    cp._cp_options.rotate_method = {"allgather": cp._RotateMethod.ALL_GATHER,
+                                    "alltoall": cp._RotateMethod.ALL_TO_ALL}[rotation]
     first = next(iter(inspect.signature(cp._templated_ring_attention).parameters))
     if first != "group":
         raise RuntimeError(f"this torch's ring takes {first!r} first, not a process group: torch 2.9 or later "
@@ -153,6 +156,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--gpu", default=None, help="the profile napkin generates for (default: the device's)")
     ap.add_argument("--backend", default=None, help="hopper or triton (default: napkin kernel's choice)")
     ap.add_argument("--sizes", default=None, help="GPU counts to run on, e.g. 1,2,4 (default: every rank)")
+    ap.add_argument("--rotation", default="allgather", choices=("allgather", "alltoall"),
+                    help="how K and V move: one all-gather (torch's default) or a permutation per step")
     ap.add_argument("--check", action="store_true", help="hold the result against float64 on rank 0")
     ap.add_argument("--peer", action="store_true", help="also time the ring with SDPA's cuDNN backend")
     ap.add_argument("--repeats", type=int, default=10)
@@ -234,16 +239,17 @@ def _run(args, group, rank: int, world: int, causal: bool, kv_heads: int, elemen
         ops["cudnn"] = SdpaOp()
     result: dict = {"diagram": diagram, "world": world, "seqlen": args.seqlen, "padded": padded, "batch": args.batch,
                     "heads": args.heads, "kv_heads": kv_heads, "head_dim": args.head_dim, "causal": causal,
-                    "dtype": args.dtype, "device": torch.cuda.get_device_name() if cuda else "cpu"}
+                    "dtype": args.dtype, "rotation": args.rotation,
+                    "device": torch.cuda.get_device_name() if cuda else "cpu"}
     for name, op in ops.items():
-        out, lse = ring(group, op.reset(), *local, causal)
+        out, lse = ring(group, op.reset(), *local, causal, args.rotation)
         if cuda:
             times = []
             for _ in range(args.repeats):
                 begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 dist.barrier(group)
                 begin.record()
-                ring(group, op.reset(), *local, causal)
+                ring(group, op.reset(), *local, causal, args.rotation)
                 end.record()
                 torch.cuda.synchronize()
                 times.append(begin.elapsed_time(end) * 1e-3)

@@ -159,6 +159,7 @@ def test_expand_bad_kernel_or_level(napkin, args, fragments):
 
 KERNEL = {   # the kernel configure picks: the first that streams an axis into a contraction
     "attention": "flash", "attention_unfused": "scores", "causal_attention": "flash", "gqa": "flash",
+    "causal_gqa": "flash",
     "matmul": "gemm", "mha": "flash", "mlp2": "mlp", "sigmoid_attention": "flash", "softcap_attention": "flash",
     "softmax_contraction": "online_softmax", "rmsnorm_matmul": "rmsnorm_mm", "mla_attention": "flash",
     "linear_attention": "linear", "linear_attention_queries": "linear", "linear_attention_split": "pieces",
