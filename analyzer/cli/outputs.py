@@ -140,6 +140,11 @@ def report(diagram: DiagramArg,
            measurement: Annotated[Optional[list[str]], typer.Option(
                "--measurement", "-m", metavar="FILE", help="What napkin measure wrote of this diagram (-o or "
                                                            "--json): shown beside its prediction; repeatable.")] = None,
+           devices: Annotated[Optional[int], typer.Option(
+               min=1, help="Add the attention's time on 1 .. N GPUs of one host (context parallelism, as napkin "
+                           "analyze --devices).")] = None,
+           heads: Annotated[int, typer.Option(min=1, help="With --devices: attention heads (the weave's).")] = 1,
+           batch: Annotated[int, typer.Option(min=1, help="With --devices: batch entries (the weave's).")] = 1,
            ) -> None:
     """One self-contained HTML page to share: prediction, measurements, drawing, symbolic model, Section 5,
     plots, kernel."""
@@ -149,10 +154,14 @@ def report(diagram: DiagramArg,
                          hint="name it report.html")
     from analyzer.common.atomic import write_text
     from analyzer.measure.result import load_measurement
-    from analyzer.report.page import page
+    from analyzer.report.page import Devices, page
+    if devices is None and (heads, batch) != (1, 1):
+        raise UsageError("--heads and --batch shape the context-parallel prediction",
+                         field="--heads" if heads != 1 else "--batch", hint="add --devices N")
     gpus = compared_gpus(gpu)
     measured = [load_measurement(f) for f in measurement or []]
     with progress_bar("report") as progress:
         progress("analyse and draw", 0, 1)
-        html = page(diagram, gpus, sets=parse_sets(set_ or []), dtype=dtype, path=output, measurements=measured)
+        html = page(diagram, gpus, sets=parse_sets(set_ or []), dtype=dtype, path=output, measurements=measured,
+                    devices=None if devices is None else Devices(devices, heads, batch))
     wrote(write_text(output, html, "--output"))

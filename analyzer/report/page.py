@@ -34,6 +34,7 @@ from analyzer.common.errors import NapkinError
 from analyzer.common.expr import MEMORY, at, symbol
 from analyzer.common.units import binary, seconds, si
 from analyzer.common.version import __version__
+from analyzer.config.context_parallel import with_context_parallel
 from analyzer.config.family import family
 from analyzer.config.launch import with_expected
 from analyzer.config.screen import configure_screen
@@ -70,6 +71,7 @@ SECTIONS = (("prediction", "Predicted time"), ("measured", "Measured on a GPU"),
             ("symbolic", "Symbolic model per level"), ("tiles", "Optimum and chosen tiles"),
             ("configuration", "Configuration (Section 5) and overlap schedule"),
             ("transfers", "Transfers against memory"), ("roofline", "Roofline"),
+            ("devices", "Several GPUs: context parallelism"),
             ("assumptions", "Assumptions"), ("analysis", "napkin analyze, as it prints"),
             ("kernel", "Generated kernel"))
 MODEL_DOCS = ("docs/model.md states each assumption and the counting rules; docs/validation-summary.md "
@@ -86,28 +88,32 @@ class Gpu:
     analysis: Analysis | None = None
     models: tuple[tuple[LevelModel, ...], ...] = ()   # per kernel, the levels highest first
     error: NapkinError | None = None                 # why there is no analysis
+    split_error: NapkinError | None = None           # why there is no context-parallel time (--devices)
 
 
 def page(diagram: str, gpus: list[str], *, sets: dict[str, int] | None = None,
          dtype: str | None = None, path: str | Path | None = None,
-         measurements: list[Measurement] | None = None) -> str:
+         measurements: list[Measurement] | None = None, devices: Devices | None = None) -> str:
     """The HTML page of `diagram` on `gpus` (names, aliases or profile files; default h100), with the
     sizes and tile pins of `sets` (as napkin analyze takes them) and the element type `dtype`. `path`:
     where the page will be written, which its links to napkin's documents are relative to (None: they
     are absolute, file:// links). `measurements`: what napkin measure wrote of this diagram's kernel,
-    shown beside their predictions."""
+    shown beside their predictions. `devices`: the GPUs, heads and batch entries of the context-parallel
+    prediction (napkin analyze --devices), or None."""
     sets, gpus = dict(sets or {}), list(gpus or ["h100"])
     docs = doc_links(path)
     file = load(diagram)        # read once: every section is of this one (`diagram` names it in commands)
     d = load(file, dtype=dtype)
     sizes, _ = resolve_sizes(d, sets)           # a bad --set is an error here, as in napkin analyze
-    found = [_gpu(d, file, p, sets, dtype) for p in style.profiles(gpus)]   # each GPU once, each read once
+    found = [_gpu(d, file, p, sets, dtype, devices) for p in style.profiles(gpus)]   # each GPU once, read once
     if all(g.error is not None for g in found):
         raise found[0].error                        # nothing to report
+    if devices is not None and all(g.split_error is not None for g in found if g.error is None):
+        raise next(g.split_error for g in found if g.error is None)      # --devices asked of nothing it splits
     analysed = [g for g in found if g.analysis is not None]
     measured = _measured_of(d, measurements or [])
-    command = _command(diagram, gpus, sets, dtype)
-    shown = [key for key, _ in SECTIONS if key != "measured" or measured]
+    command = _command(diagram, gpus, sets, dtype, devices)
+    shown = [key for key, _ in SECTIONS if (key != "measured" or measured) and (key != "devices" or devices)]
     parts = [_header(d, found, sizes, sets, dtype, command, shown),
              _section("prediction", _prediction(found, docs)),
              _section("measured", measured) if measured else "",
@@ -119,6 +125,7 @@ def page(diagram: str, gpus: list[str], *, sets: dict[str, int] | None = None,
                  file, [g.profile for g in analysed], dtypes=[dtype] if dtype else [], sets=sets))),
              _section("roofline", _figure("roofline", "roofline", lambda: roofline.figure(
                  file, [g.profile for g in analysed], dtype=dtype, sets=sets))),
+             _section("devices", _devices(found, docs)) if devices else "",
              _section("assumptions", _assumptions(analysed, docs)),
              _section("analysis", _analyses(diagram, analysed, docs)),
              _section("kernel", _kernels(diagram, analysed, sets, dtype)),
@@ -128,14 +135,32 @@ def page(diagram: str, gpus: list[str], *, sets: dict[str, int] | None = None,
     return document(title, join(parts, "\n"), generator=f"napkin {__version__}")
 
 
-def _gpu(d: Diagram, file: Diagram, profile: Profile, sets: dict, dtype: str | None) -> Gpu:
-    """The analysis with its expected time (as napkin analyze leads with it), or why there is none."""
+@dataclass(frozen=True)
+class Devices:
+    """napkin report --devices: up to how many GPUs, and the weave's heads and batch entries."""
+
+    most: int
+    heads: int = 1
+    batch: int = 1
+
+
+def _gpu(d: Diagram, file: Diagram, profile: Profile, sets: dict, dtype: str | None,
+         devices: Devices | None) -> Gpu:
+    """The analysis with its expected time (as napkin analyze leads with it) and, with `devices`, its
+    context-parallel times, or why there is none."""
     try:
         a = analyze(d, profile, sets=sets)
         models = tuple(tuple(level_models(d, k, model_levels(d, profile))) for k in d.kernels)
     except NapkinError as exc:
         return Gpu(profile, error=exc)
-    return Gpu(profile, with_expected(a, file, profile, dtype=dtype, sets=sets), models)
+    a = with_expected(a, file, profile, dtype=dtype, sets=sets)
+    if devices is not None:
+        weave = {k: v for k, v in (("heads", devices.heads), ("batch", devices.batch)) if v != 1}
+        try:
+            a = with_context_parallel(a, file, profile, devices.most, dtype=dtype, sets={**sets, **weave})
+        except NapkinError as exc:
+            return Gpu(profile, a, models, split_error=exc)
+    return Gpu(profile, a, models)
 
 
 def doc_links(path: str | Path | None) -> dict[str, str]:
@@ -184,12 +209,39 @@ def _header(d: Diagram, found: list[Gpu], sizes: dict, sets: dict, dtype: str | 
     return tag("header", join([tag("h1", f"napkin report: {d.name}"), subtitle, meta, nav]))
 
 
-def _command(diagram: str, gpus: list[str], sets: dict, dtype: str | None) -> str:
+def _command(diagram: str, gpus: list[str], sets: dict, dtype: str | None, devices: Devices | None) -> str:
     """The command that makes the page, as the user named the diagram and the GPUs."""
     words = ["napkin", "report", diagram, *(w for g in gpus for w in ("--gpu", g))]
     words += [w for k, v in sets.items() for w in ("--set", f"{k}={v}")]
     words += ["--dtype", dtype] if dtype else []
+    if devices is not None:
+        words += ["--devices", str(devices.most)]
+        words += [w for k, v in (("--heads", devices.heads), ("--batch", devices.batch)) if v != 1 for w in (k, str(v))]
     return " ".join(shlex.quote(w) for w in words)
+
+
+# -- several GPUs: the context-parallel time per GPU count --------------------------------------------
+
+def _devices(found: list[Gpu], docs: dict[str, str]) -> Markup:
+    parts = [tag("p", linked("The attention split over the GPUs of one host by PyTorch's ring with napkin's kernel "
+                             "for each block: each count's slowest rank, its blocks at their kernels' expected "
+                             "times, torch's merges and copies, and what crosses the link (scale.md).", docs),
+                 class_="note")]
+    for g in found:
+        cp = g.analysis.context_parallel if g.analysis else None
+        if cp is None:
+            if g.split_error is not None:
+                parts.append(tag("p", f"{g.profile.name}: {g.split_error.one_line()}", class_="absent"))
+            continue
+        rows = [[str(n.devices), seconds(n.time_s), f"{n.efficiency:.0%}", seconds(n.kernel_s), seconds(n.engine_s),
+                 f"{si(n.cross_bytes, 'B')} in {seconds(n.link_s)}" if n.devices > 1 else "",
+                 seconds(n.waits_s) if n.devices > 1 else "", n.bound] for n in cp.counts]
+        parts += [tag("h3", f"{g.profile.name}: {cp.link} at {si(cp.link_bytes_per_s, 'B/s')} each way, "
+                            f"{cp.rotation} rotation"),
+                  table(["GPUs", "time", "efficiency", "blocks", "merges, copies", "link", "link exposed", "bound"],
+                        rows, numeric=[1, 2, 3, 4, 6]),
+                  tag("p", f"each GPU receives {cp.cross_bytes_per_device} bytes over the link", class_="line")]
+    return join(parts)
 
 
 # -- the prediction: the generated kernel's expected time first, napkin analyze's own beside it -------

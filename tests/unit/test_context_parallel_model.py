@@ -165,3 +165,21 @@ def test_napkin_analyze_devices_prints_each_device_count(tmp_path):
     assert usage.returncode == 2 and "add --devices N" in usage.stderr
     refused = run_napkin("analyze", "matmul", "--devices", "2")
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_napkin_sweep_and_report_show_each_device_count(tmp_path):
+    def run_napkin(*args: str):
+        return in_process(tmp_path, *args, env={"NAPKIN_CACHE": "off"})
+    r = run_napkin("sweep", "causal_attention", "--gpu", "h200", "--set", "q=16384", "--set", "heads=8", "--top", "2",
+                   "--devices", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    cp = json.loads(r.stdout)["context_parallel"]
+    assert [c["devices"] for c in cp["counts"]] == [1, 2] and cp["sizes"]["heads"] == 8
+    page = tmp_path / "report.html"
+    r = run_napkin("report", "causal_attention", "--gpu", "h200", "--gpu", "t4", "--devices", "2", "--heads", "8",
+                   "-o", str(page))
+    assert r.returncode == 0, r.stderr
+    html = page.read_text()
+    assert 'id="devices"' in html and "t4 names no link between GPUs" in html and "--devices 2 --heads 8" in html
+    r = run_napkin("report", "matmul", "--devices", "2", "-o", str(tmp_path / "matmul.html"))
+    assert r.returncode == 1 and not (tmp_path / "matmul.html").exists()
