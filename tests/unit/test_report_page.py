@@ -51,7 +51,8 @@ class Elements(HTMLParser):
 def test_the_page_has_every_section(sample):
     found = Elements(sample)
     ids = {attrs.get("id") for tag, attrs in found.tags if tag == "section"}
-    shown = [(key, title) for key, title in SECTIONS if key != "measured"]     # measured: with --measurement
+    # measured: with --measurement; devices: with --devices
+    shown = [(key, title) for key, title in SECTIONS if key not in ("measured", "devices")]
     assert ids == {key for key, _ in shown} and 'href="#measured"' not in sample
     assert [h for h in found.text["h2"]] == [title for _, title in shown]
     assert found.text["title"] == ["napkin report: attention on h100-sxm5, h200"]
