@@ -81,6 +81,7 @@ class DeviceCount:
     waits_s: float               # the part of link_s no step hides
     cross_bytes: float           # what one GPU receives over the link
     steps: tuple[Step, ...]      # the slowest rank's
+    link_bound_up_to: int | None = None   # the longest query sequence at which a step waits for the link
 
     @property
     def bound(self) -> str:
@@ -160,12 +161,53 @@ def context_parallel(diagram: str | Diagram, gpu: str | Profile, devices: int, *
     gmem = profile.levels[0].bandwidth_bytes_per_s * params_of(profile).get("bandwidth_efficiency."
                                                                              + profile.levels[0].name, 1.0)
     timer = _Timer(blocks, profile, woven, roles, gmem)
+
+    def ring_of(sizes: dict[str, int], n: int) -> DeviceCount:
+        received = float(at(cross.per_device_bytes, {**_symbols(woven, sizes), DEVICES: n})) if n > 1 else 0.0
+        return _ranks(timer, sizes, n, causal, rotation, received / link_rate, received, seq_q, seq_k)
+
     counts = []
     for n in device_counts(devices):
-        received = float(at(cross.per_device_bytes, {**_symbols(woven, full), DEVICES: n})) if n > 1 else 0.0
-        counts.append(_ranks(timer, full, n, causal, rotation, received / link_rate, received, seq_q, seq_k))
+        count = ring_of(full, n)
+        if n > 1:
+            count = replace(count, link_bound_up_to=_link_bound_up_to(
+                lambda length, n=n: ring_of(_scaled(full, woven, seq_q, seq_k, length), n).waits_s > 0,
+                2 * n if causal else n))
+        counts.append(count)
     return ContextParallel(d.name, profile.name, link.name if link else "", link_rate, rotation, full,
                            cross.per_device_bytes, tuple(counts))
+
+
+LONGEST = 1 << 24       # the longest sequence the search for the link's bound looks at (16M tokens)
+
+
+def _link_bound_up_to(waits, unit: int) -> int | None:
+    """The longest query sequence, a multiple of `unit`, at which `waits(length)` (a step of the ring waits
+    for the link); None where no step waits at any length searched. Longer sequences hide the link: its
+    transfers grow as the sequence, a step's blocks as its square. (The shortest may hide it too, where a
+    block's fixed costs outlast the few bytes the model's link, which has no latency, moves.) The lengths
+    are scanned doubling, and the last crossing halved down to one chunk a rank."""
+    grid = [unit << i for i in range((LONGEST // unit).bit_length())]
+    waiting = [length for length in grid if waits(length)]
+    if not waiting:
+        return None
+    low = waiting[-1]
+    high = 2 * low
+    if high > LONGEST:
+        return low
+    while high - low > unit:
+        middle = (low + high) // 2 // unit * unit
+        low, high = (middle, high) if waits(middle) else (low, middle)
+    return low
+
+
+def _scaled(full: dict[str, int], woven: Diagram, seq_q: sympy.Expr, seq_k: sympy.Expr, length: int) -> dict[str, int]:
+    """`full` with the query sequence `length` and the key sequence in the same proportion."""
+    q, k = _size_name(seq_q), _size_name(seq_k)
+    out = {**full, q: length}
+    if k != q:
+        out[k] = max(1, round(length * full[k] / full[q]))
+    return out
 
 
 def _sizes(launched: Launch, sets: dict[str, int] | None) -> dict[str, int]:
@@ -304,7 +346,7 @@ def context_parallel_out(c: ContextParallel) -> ContextParallelOut:
         cross_bytes_per_device=str(c.cross_per_device), sizes=c.sizes,
         counts=[DeviceCountOut(devices=n.devices, time_s=n.time_s, efficiency=c.efficiency(n), kernel_s=n.kernel_s,
                                engine_s=n.engine_s, link_s=n.link_s, waits_s=n.waits_s, cross_bytes=n.cross_bytes,
-                               bound=n.bound) for n in c.counts])
+                               bound=n.bound, link_bound_up_to=n.link_bound_up_to) for n in c.counts])
 
 
 def with_context_parallel(result: Out, diagram: str | Diagram, gpu: str | Profile, devices: int, *,

@@ -215,6 +215,9 @@ class DeviceCountOut(Out):
     waits_s: float = Field(description="The part of link_s that no step hides (communication exposed).")
     cross_bytes: float = Field(description="Bytes one GPU receives over the link.")
     bound: str = Field(description="communication where a step waits for the link, else compute.")
+    link_bound_up_to: int | None = Field(
+        None, description="The longest query sequence (the key sequence in proportion) at which a step waits for "
+                          "the link: longer ones hide it. None: no length (to 16M tokens) waits, or one GPU.")
 
 
 class ContextParallelOut(Out):

@@ -183,3 +183,29 @@ def test_napkin_sweep_and_report_show_each_device_count(tmp_path):
     assert 'id="devices"' in html and "t4 names no link between GPUs" in html and "--devices 2 --heads 8" in html
     r = run_napkin("report", "matmul", "--devices", "2", "-o", str(tmp_path / "matmul.html"))
     assert r.returncode == 1 and not (tmp_path / "matmul.html").exists()
+
+
+@pytest.mark.parametrize(("first", "last", "unit"), [(100, 5000, 8), (1, 1 << 30, 4), (3000, 3001, 2)])
+def test_the_search_finds_the_longest_length_at_which_a_step_waits(first, last, unit):
+    """Steps wait from `first` to `last` tokens (the fixed costs of short blocks hide the link below first):
+    the search returns the longest multiple of the unit that waits, or the longest it looks at."""
+    from analyzer.config.context_parallel import LONGEST, _link_bound_up_to
+    waits = lambda length: first <= length <= last      # noqa: E731
+    found = _link_bound_up_to(waits, unit)
+    on_grid = any(first <= unit << i <= last for i in range((LONGEST // unit).bit_length()))
+    if not on_grid:
+        assert found is None
+    else:
+        assert found == min(last // unit * unit, LONGEST)
+
+
+def test_the_all_gather_under_one_step_bounds_long_rings_and_a_permutation_a_step_does_not():
+    """On the H100's NVLink an 8-head causal prefill over 8 GPUs waits for the all-gather under step 0 up to
+    about 128k tokens (step 0 is 1/64 of the causal work, the all-gather 7/8 of the keys and values); one
+    permutation under each step hides at every length."""
+    sets = {"q": 131072, "heads": 8}
+    gathered = context_parallel("causal_attention", "h100", 8, sets=sets).counts[-1]
+    permuted = context_parallel("causal_attention", "h100", 8, sets=sets, rotation="alltoall").counts[-1]
+    assert gathered.bound == "communication" and gathered.link_bound_up_to >= 131072
+    assert permuted.bound == "compute" and permuted.link_bound_up_to is None
+    assert permuted.time_s < gathered.time_s
