@@ -15,6 +15,7 @@ each N of --sizes:
   heads (causal_gqa), each with napkin's blocks and with cuDNN's (SDPA's cuDNN op, what torch's own
   context parallelism runs);
 - the link: NCCL's all-gather of one rank's keys and values across the N GPUs, timed alone;
+- the engine alone: the same rings with blocks that compute nothing (its rotation, copies and merges);
 - the model: napkin analyze --devices's prediction for each case and N (analyzer.config.context_parallel,
   --gpu's profile), beside the measurement.
 Rank 0 writes context_parallel_<gpu>.json and .md into --out ($OUT if set, else bench/results).
@@ -126,11 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     for diagram, heads, kv_heads, rotation in TIMED[:1] if args.quick else TIMED:
         runs = ex.rings(ex.parser().parse_args([
             "--diagram", diagram, "--seqlen", str(args.seqlen), "--heads", str(heads), "--kv-heads", str(kv_heads),
-            "--gpu", args.gpu, "--peer", "--rotation", rotation, "--sizes", ",".join(map(str, sizes))]))
+            "--gpu", args.gpu, "--peer", "--engine", "--rotation", rotation, "--sizes", ",".join(map(str, sizes))]))
         if rank == 0:
             model = predicted(args.gpu, diagram, heads, kv_heads, args.seqlen, max(sizes), rotation)
             for r in runs:
                 r["model"] = model.get(r["world"])
+                m = r["model"]
+                # the ring with blocks that take no time: the copies, the merges and the whole link
+                r["model_engine_s"] = m["engine_s"] + m["link_s"]
                 log(f"{diagram} {heads}/{kv_heads} ({rotation}) on {r['world']}: napkin {r['napkin_s'] * 1e3:.2f} ms, "
                     f"cuDNN {r['cudnn_s'] * 1e3:.2f} ms, model {r['model']['time_s'] * 1e3:.2f} ms")
                 doc["timed"].append(r)
@@ -148,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.2f} ms"
+
+
 def markdown(doc: dict) -> str:
     env = doc["environment"]
     lines = [f"# Context-parallel attention on {env['gpu']} x {max([r['world'] for r in doc['checks']] or [1])}",
@@ -162,7 +170,8 @@ def markdown(doc: dict) -> str:
                      f"{'yes' if r['ok'] else 'NO'} |")
     lines += ["", "## The ring timed (median of 10, the slowest rank's), beside the model", "",
               "| diagram | heads (q/kv) | rotation | GPUs | napkin | cuDNN blocks | cuDNN / napkin | napkin "
-              "efficiency | model | measured / model | model bound |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "efficiency | model | measured / model | model bound | engine alone | model: engine + link |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     one = {(r["diagram"], r["heads"], r.get("rotation")): r["napkin_s"] for r in doc["timed"] if r["world"] == 1}
     for r in doc["timed"]:
         base = one.get((r["diagram"], r["heads"], r.get("rotation")))
@@ -172,7 +181,8 @@ def markdown(doc: dict) -> str:
                      f"{r['napkin_s'] * 1e3:.2f} ms | "
                      f"{r['cudnn_s'] * 1e3:.2f} ms{' (K, V expanded)' if r.get('cudnn_kv_expanded') else ''} | "
                      f"{r['cudnn_s'] / r['napkin_s']:.2f}x | {eff} | "
-                     f"{m.get('time_s', 0) * 1e3:.2f} ms | {r['napkin_s'] / m['time_s']:.3f} | {m.get('bound')} |"
+                     f"{m.get('time_s', 0) * 1e3:.2f} ms | {r['napkin_s'] / m['time_s']:.3f} | {m.get('bound')} | "
+                     f"{_ms(r.get('none_s'))} | {_ms(r.get('model_engine_s'))} |"
                      if m else f"| {r['diagram']} | {r['world']} | {r['napkin_s'] * 1e3:.2f} ms | - |")
     if doc["link"]:
         lines += ["", "## The link alone (NCCL all-gather of one rank's keys and values)", "",

@@ -21,7 +21,8 @@ real keys only (torch calls the op once a step, in order, step i with the keys o
 --sizes runs the ring on the first N ranks for each N listed, in one launch (the kernels compile once).
 --check gathers the output and the log-sum-exp on rank 0 and holds them against float64 (the output's
 largest error over its largest value, the log-sum-exp's largest absolute error). --peer also times the
-same ring with SDPA's cuDNN backend as the block (torch's own context parallelism). Timings are CUDA
+same ring with SDPA's cuDNN backend as the block (torch's own context parallelism), --engine with a
+block that computes nothing (the engine's own rotation, copies and merges). Timings are CUDA
 events around the whole ring (median of --repeats), on every rank, the slowest rank's reported.
 Without CUDA it runs on the CPU with gloo and the portable module under Triton's interpreter (the
 tests: tests/kernels/test_context_parallel.py).
@@ -77,6 +78,19 @@ class BlockOp:
         if not is_causal and source == self.world - 1 and self.valid < k.shape[2]:
             k, v = k[:, :, :self.valid], v[:, :, :self.valid]
         return (self.causal if is_causal else self.plain)(q, k, v, causal=bool(is_causal), return_lse=True)
+
+
+class NullOp:
+    """A block that computes nothing (zeros of the output's and the log-sum-exp's shapes): the ring timed
+    with it is the engine's own cost, its rotation, copies and merges."""
+
+    def reset(self) -> NullOp:
+        return self
+
+    def __call__(self, q, k, v, is_causal=False, **_):
+        import torch
+        out = torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
+        return out, torch.zeros(q.shape[:-1], dtype=torch.float32, device=q.device)
 
 
 class SdpaOp:
@@ -160,6 +174,7 @@ def parser() -> argparse.ArgumentParser:
                     help="how K and V move: one all-gather (torch's default) or a permutation per step")
     ap.add_argument("--check", action="store_true", help="hold the result against float64 on rank 0")
     ap.add_argument("--peer", action="store_true", help="also time the ring with SDPA's cuDNN backend")
+    ap.add_argument("--engine", action="store_true", help="also time the ring with blocks that compute nothing")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--json", type=Path, default=None, help="write rank 0's result here")
     return ap
@@ -237,6 +252,8 @@ def _run(args, group, rank: int, world: int, causal: bool, kv_heads: int, elemen
     ops = {"napkin": BlockOp(*wrappers, rank, world, valid)}
     if args.peer and cuda:
         ops["cudnn"] = SdpaOp()
+    if args.engine and cuda:
+        ops["none"] = NullOp()
     result: dict = {"diagram": diagram, "world": world, "seqlen": args.seqlen, "padded": padded, "batch": args.batch,
                     "heads": args.heads, "kv_heads": kv_heads, "head_dim": args.head_dim, "causal": causal,
                     "dtype": args.dtype, "rotation": args.rotation,
