@@ -17,8 +17,8 @@ torch 2.9 to 2.13), as examples/context_parallel.py runs it with napkin's kernel
 
 The model: a block takes its kernel's expected time (analyzer.config.launch, the configuration its
 wrapper launches at the block's shape); the copies and the merger's passes take their bytes at HBM
-bandwidth; the link moves each rank's cross transfers at the interconnect's bandwidth, concurrently
-with the steps it runs under (assumed to take neither SMs nor HBM bandwidth from them). A rank's time is
+bandwidth; the link moves each rank's cross transfers at the interconnect's bandwidth after its latency
+(once for the all-gather, once a permutation), concurrently with the steps it runs under (assumed to take neither SMs nor HBM bandwidth from them). A rank's time is
 the sum of its steps, a step waiting for the transfer it needs; the slowest rank's is the prediction.
 """
 
@@ -158,13 +158,16 @@ def context_parallel(diagram: str | Diagram, gpu: str | Profile, devices: int, *
                           field="--devices")
     cross = cross_transfers(woven, roles)
     link_rate = link.bandwidth_bytes_per_s if link else float("inf")
+    latency = link.latency_s if link else 0.0
     gmem = profile.levels[0].bandwidth_bytes_per_s * params_of(profile).get("bandwidth_efficiency."
                                                                              + profile.levels[0].name, 1.0)
     timer = _Timer(blocks, profile, woven, roles, gmem)
 
     def ring_of(sizes: dict[str, int], n: int) -> DeviceCount:
         received = float(at(cross.per_device_bytes, {**_symbols(woven, sizes), DEVICES: n})) if n > 1 else 0.0
-        return _ranks(timer, sizes, n, causal, rotation, received / link_rate, received, seq_q, seq_k)
+        transfers = 0 if n == 1 else 1 if rotation == "allgather" else n - 1      # each pays the latency once
+        link_s = transfers * latency + received / link_rate
+        return _ranks(timer, sizes, n, causal, rotation, link_s, received, seq_q, seq_k)
 
     counts = []
     for n in device_counts(devices):

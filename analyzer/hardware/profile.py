@@ -101,6 +101,9 @@ class Interconnect(Exact):
     bandwidth_bytes_per_s: BytesPerSecond = Field(
         description="What one GPU sends to the others per second, one direction (it receives as much at "
                     "once): NVLink 4's 900 GB/s is 450e9 each way.")
+    latency_s: Amount(0.0, 1.0) = Field(
+        0.0, description="What a collective costs before its first byte arrives (NCCL's launch and handshake): "
+                         "measured, not a datasheet's; 0 where no one measured it.")
     doc: str = ""
 
 

@@ -209,3 +209,18 @@ def test_the_all_gather_under_one_step_bounds_long_rings_and_a_permutation_a_ste
     assert gathered.bound == "communication" and gathered.link_bound_up_to >= 131072
     assert permuted.bound == "compute" and permuted.link_bound_up_to is None
     assert permuted.time_s < gathered.time_s
+
+
+def test_the_link_pays_its_latency_once_a_collective():
+    """The H200's profile names the link's latency (measured): the all-gather pays it once, the permutations
+    once each, and below a few thousand tokens it is the latency that makes the ring wait."""
+    link = hardware.load("h200").interconnect
+    assert link.latency_s > 0
+    sets = {"q": 32768, "heads": 8}
+    gathered = context_parallel("causal_attention", "h200", 4, sets=sets).counts[-1]
+    permuted = context_parallel("causal_attention", "h200", 4, sets=sets, rotation="alltoall").counts[-1]
+    moved = gathered.cross_bytes / link.bandwidth_bytes_per_s
+    assert gathered.link_s == pytest.approx(link.latency_s + moved)
+    assert permuted.link_s == pytest.approx(3 * link.latency_s + moved)
+    assert context_parallel("causal_attention", "h200", 2, sets=sets).counts[-1].link_bound_up_to >= 2048
+    assert context_parallel("causal_attention", "h100", 2, sets=sets).counts[-1].link_bound_up_to is None
