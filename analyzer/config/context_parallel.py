@@ -134,6 +134,9 @@ def context_parallel(diagram: str | Diagram, gpu: str | Profile, devices: int, *
         raise NapkinError(f"{d.name}'s mask keeps a band of keys, not all before the query: torch's ring splits "
                           "attention under a causal mask or none", file=d.source, field="--devices",
                           hint="a sliding window or a band skips blocks the ring does not")
+    if not any(op.primitive.name in ("softmax", "softmax_dot") for op in d.ops):
+        raise NapkinError(f"{d.name} normalises its scores without a softmax: torch's ring merges its blocks by "
+                          "their log-sum-exps, which only a softmax's blocks have", file=d.source, field="--devices")
     if roles.extras:
         raise NapkinError(f"{d.name}'s scores also read {', '.join(roles.extras)}: torch's ring passes each "
                           "block q, k and v only", file=d.source, field="--devices")
@@ -240,7 +243,12 @@ class _Timer:
     def kernel(self, causal: bool, sizes: dict[str, int]) -> float:
         key = (causal, tuple(sorted(sizes.items())))
         if key not in self.seen:
-            self.seen[key] = expected(self.blocks[causal], self.profile, sizes).time_s
+            try:
+                self.seen[key] = expected(self.blocks[causal], self.profile, sizes).time_s
+            except NapkinError as exc:       # a block too small for the model (napkin analyze's own limit)
+                shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
+                raise NapkinError(f"a block of the ring ({shape}): {exc.message}", file=exc.file, field=exc.field,
+                                  hint="split a longer sequence, or over fewer GPUs") from None
         return self.seen[key]
 
     def outputs(self, sizes: dict[str, int], rows: int) -> tuple[float, float]:

@@ -141,6 +141,7 @@ def test_more_gpus_split_the_blocks_and_the_one_gpu_ring_is_the_kernel():
     ("matmul", "h100", 2, "not attention in one kernel"),
     ("gemma2_local_attention", "h100", 2, "torch's ring splits attention under a causal mask or none"),
     ("bias_attention", "h100", 2, "torch's ring passes each block q, k and v only"),
+    ("sigmoid_attention", "h100", 2, "merges its blocks by their log-sum-exps"),
     ("attention", "t4", 2, "t4 names no link between GPUs"),
     ("attention", "h100-pcie", 4, "joins at most 2 GPUs"),
 ])
