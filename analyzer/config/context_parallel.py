@@ -18,8 +18,9 @@ torch 2.9 to 2.13), as examples/context_parallel.py runs it with napkin's kernel
 The model: a block takes its kernel's expected time (analyzer.config.launch, the configuration its
 wrapper launches at the block's shape); the copies and the merger's passes take their bytes at HBM
 bandwidth; the link moves each rank's cross transfers at the interconnect's bandwidth after its latency
-(once for the all-gather, once a permutation), concurrently with the steps it runs under (assumed to take neither SMs nor HBM bandwidth from them). A rank's time is
-the sum of its steps, a step waiting for the transfer it needs; the slowest rank's is the prediction.
+(once for the all-gather, once a permutation), concurrently with the steps it runs under (assumed to
+take neither SMs nor HBM bandwidth from them). A rank's time is the sum of its steps, a step waiting for
+the transfer it needs; the slowest rank's is the prediction.
 """
 
 from __future__ import annotations
