@@ -20,6 +20,11 @@ pytest.importorskip("triton")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "context_parallel.py"
 
 
+def _cuda_devices() -> int:
+    import torch
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def _ring(tmp_path, ranks: int, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={ranks}",
@@ -60,3 +65,23 @@ def test_what_the_ring_cannot_run_is_refused(tmp_path):
     r = _ring(tmp_path, 2, "--seqlen", "64", "--kv-heads", "1")
     assert r.returncode != 0 and "attention has no query group axis" in r.stderr
     assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1" or not _cuda_devices() >= 2,
+                    reason="needs 2 CUDA GPUs and Triton's compiler (TRITON_INTERPRET=0)")
+@pytest.mark.parametrize(("diagram", "length", "heads"), [("causal_attention", 4096, ["--heads", "8"]),
+                                                          ("attention", 4095, ["--heads", "8"]),
+                                                          ("causal_gqa", 2048, ["--heads", "16", "--kv-heads", "4"])])
+def test_the_ring_on_two_gpus(tmp_path, diagram, length, heads):
+    """The example on 2 GPUs with NCCL and napkin's default kernel for the device (the Hopper kernel on an H100
+    or H200), bf16, 1 and 2 GPUs in one launch: the gathered output and log-sum-exp against float64."""
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
+                        str(EXAMPLE), "--diagram", diagram, "--seqlen", str(length), *heads, "--sizes", "1,2",
+                        "--check", "--repeats", "1", "--json", str(tmp_path / "out.json")],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    runs = json.loads((tmp_path / "out.json").read_text())["runs"]
+    assert [x["world"] for x in runs] == [1, 2] and all(x["ok"] for x in runs)
+    assert all(x["out_error"] < 1e-2 and x["lse_error"] < 1e-4 for x in runs)    # 2026-11-28: 4e-3 and 2e-6
