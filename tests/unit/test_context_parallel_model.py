@@ -168,6 +168,7 @@ def test_napkin_analyze_devices_prints_each_device_count(tmp_path):
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow(seconds=5)
 def test_napkin_sweep_and_report_show_each_device_count(tmp_path):
     def run_napkin(*args: str):
         return in_process(tmp_path, *args, env={"NAPKIN_CACHE": "off"})
