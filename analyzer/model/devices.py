@@ -68,7 +68,9 @@ def cross_transfers(d: Diagram, roles: Attention | None = None) -> CrossTransfer
     roles = roles or attention_roles(d)
     kernel = d.kernels[0]
     level = next(lv for lv in reversed(d.levels) if lv in kernel.partitions)
-    g, s = symbol("g_gpu"), symbol("s_gpu")
+    taken = {x.name for x in d.size_symbols} | {x.name for k in d.kernels for p in k.partitions.values()
+                                                for x in p.symbols}
+    g, s = (symbol(_fresh(name, taken)) for name in ("g_gpu", "s_gpu"))
     ring = schedule(d, kernel, level, Partition(((roles.seq_q, g),), (roles.seq_k, s)))
     cost = level_cost(dataclasses.replace(ring, skip=None))      # every chunk reaches every GPU
     at_devices = {g: d.size(roles.seq_q) / DEVICES}
@@ -79,3 +81,10 @@ def cross_transfers(d: Diagram, roles: Attention | None = None) -> CrossTransfer
     h = sympy.expand(cost.transfers.subs(at_devices))
     return CrossTransfers(roles, h, sympy.factor(sympy.expand(h - once)),
                           sympy.factor(sympy.expand(cost.transfer_bytes.subs(at_devices) - once_bytes)))
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    """`name`, or it with underscores appended until no size or tile of the diagram has it."""
+    while name in taken:
+        name += "_"
+    return name
