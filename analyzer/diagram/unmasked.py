@@ -39,9 +39,7 @@ def unmasked(d: Diagram) -> Diagram:
             (source,) = op.inputs
             reads[op.name] = reads.get(source, source)
             keys.add(op.applied.key)
-    data["ops"] = [op for op in data["ops"] if op.get("name") not in dropped]
-    for op in data["ops"]:
-        op["inputs"] = [reads.get(i, i) for i in op["inputs"]]
+    data["ops"] = _rewired(data["ops"], dropped, reads)
     data["outputs"] = [reads.get(o, o) for o in data["outputs"]]
     for kernel in data.get("kernels") or []:
         if "ops" in kernel:
@@ -61,3 +59,17 @@ def unmasked(d: Diagram) -> Diagram:
         data["axes"][key] = {**entry, "default": int(size.subs(d.defaults))}
     data["name"] = f"{d.name}_unmasked"
     return compile_data(data, source=d.source)
+
+
+def _rewired(entries: list, dropped: tuple[str, ...], reads: dict[str, str]) -> list:
+    """The document's ops without the dropped ones, each reading what a dropped op masked; a concatenation
+    (`concat: [ops]`) keeps its other ops, and goes where it keeps none."""
+    out = []
+    for entry in entries:
+        if "concat" in entry:
+            kept = _rewired(entry["concat"], dropped, reads)
+            if kept:
+                out.append({**entry, "concat": kept})
+        elif entry.get("name") not in dropped:
+            out.append({**entry, "inputs": [reads.get(i, i) for i in entry["inputs"]]})
+    return out

@@ -226,3 +226,14 @@ def test_the_link_pays_its_latency_once_a_collective():
     assert permuted.link_s == pytest.approx(3 * link.latency_s + moved)
     assert context_parallel("causal_attention", "h200", 2, sets=sets).counts[-1].link_bound_up_to >= 2048
     assert context_parallel("causal_attention", "h100", 2, sets=sets).counts[-1].link_bound_up_to is None
+
+
+def test_a_mask_inside_a_concatenation_is_dropped_too():
+    """A diagram that writes its mask as one op of a concatenation (Figure 3) unmasks like one that does not."""
+    from analyzer.diagram.graph import compile_data
+    doc = load("causal_attention").document
+    scores, mask, out = doc["ops"]
+    d = compile_data({**doc, "ops": [scores, {"concat": [mask]}, out]}, source="concat.yaml")
+    assert masks(d) == ("Sm",)
+    plain = unmasked(d)
+    assert masks(plain) == () and [op.name for op in plain.ops] == ["S", "O"] and plain.op("O").inputs[0] == "S"
