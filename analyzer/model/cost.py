@@ -17,14 +17,14 @@ ceiling(a / g_a) for tiles that do not divide their axis.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sympy
 
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.common.expr import at, symbol
 from analyzer.diagram.primitives import PIPELINES
-from analyzer.model.fusion import Schedule, skip_extent
+from analyzer.model.fusion import Schedule, ragged_causal, skip_extent
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,9 @@ class LevelCost:
     memory: sympy.Expr                             # M, values
     memory_bytes: sympy.Expr
     flops: dict[str, sympy.Expr] = field(default_factory=dict)   # pipeline -> FLOPs
+    # the counts in the paper's whole tiles where `counted` counts ragged ones exactly (ragged_causal); None:
+    # the paper's forms are `counted`'s
+    whole: dict[str, sympy.Expr] | None = None
 
     @property
     def kernel(self) -> str:
@@ -69,7 +72,7 @@ class LevelCost:
         return self.schedule.level
 
     def _paper(self, key: str) -> sympy.Expr:
-        return sympy.expand(self.counted[key].subs(self.group_counts))
+        return sympy.expand((self.whole or self.counted)[key].subs(self.group_counts))
 
     @property
     def transfers(self) -> sympy.Expr:
@@ -113,28 +116,51 @@ def level_cost(schedule: Schedule) -> LevelCost:
     cost = schedule.__dict__.get("_cost")
     if cost is None:
         cost = _level_cost(schedule)
+        if ragged_causal(schedule):     # the paper's forms count whole tiles, which the exact counts reduce to
+            paper = _level_cost(schedule, ragged=False)
+            cost = replace(cost, whole=paper.counted, flops=paper.flops)
         object.__setattr__(schedule, "_cost", cost)    # a frozen dataclass: the memo is no field
     return cost
 
 
-def _level_cost(schedule: Schedule) -> LevelCost:
+def _level_cost(schedule: Schedule, ragged: bool = True) -> LevelCost:
+    """The counts; `ragged`: a causal mask over one sequence counted exactly for a ragged last query group
+    (ragged_causal), else in whole tiles."""
     d = schedule.diagram
     part = schedule.partition
     groups = part.group_sizes
     b, s = part.stream if part.stream else (None, None)
     counts = {a: symbol(f"_n_{a}") for a in groups}
     group_counts = {counts[a]: d.size(a) / g for a, g in groups.items()}
-    streamed_length = skip_extent(schedule) if schedule.skip else (d.size(b) if b else None)
+    ragged = ragged and ragged_causal(schedule)
+    streamed_length = skip_extent(schedule, ragged=ragged) if schedule.skip else (d.size(b) if b else None)
 
     def run_extent(axis: str) -> sympy.Expr:      # over a whole run: all groups, all chunks
         return streamed_length if axis == b else d.size(axis)
+
+    # a ragged causal count: what has both the query axis and the streamed key axis (the scores, a bias)
+    # spans sum_i rows_i x keys_i over the groups, g^2 n (n - 1) / 2 + (a - (n - 1) g) a, not a x the mean
+    # keys: the query axis is weighted so that the product is that sum
+    query = schedule.skip.query if ragged else None
+    if query is not None:
+        g, n, a = groups[query], counts[query], d.size(query)
+        rows = (g * g * n * (n - 1) / 2 + (a - (n - 1) * g) * a) / streamed_length
+        # chunks: group i < n - 1 streams (i + 1) g / s of them, the last ceiling(a / s) (a partial one)
+        chunks_mean = (g * n * (n - 1) / (2 * s) + sympy.ceiling(a / s)) / n
+        rows_by_chunks = (g * g * n * (n - 1) / (2 * s) + (a - (n - 1) * g) * sympy.ceiling(a / s)) / chunks_mean
+
+    def extent_of(axes: tuple[str, ...]):
+        if query is not None and query in axes and b in axes:
+            return lambda axis: rows if axis == query else run_extent(axis)
+        return run_extent
 
     def replication(axes: tuple[str, ...]) -> sympy.Expr:   # once per group along missing axes
         return sympy.Mul(*(n for a, n in counts.items() if a not in axes))
 
     def transferred(name: str) -> sympy.Expr:
         axes = d.arrays[name].axes
-        return sympy.Mul(*(run_extent(a) for a in axes)) * replication(axes)
+        extent = extent_of(axes)
+        return sympy.Mul(*(extent(a) for a in axes)) * replication(axes)
 
     by_array = tuple([(n, "load", transferred(n)) for n in schedule.loads]
                      + [(n, "save", transferred(n)) for n in schedule.saves])
@@ -157,18 +183,23 @@ def _level_cost(schedule: Schedule) -> LevelCost:
     counted["ramp"] = counts.get(skipped, sympy.Integer(1))
     # chunks streamed, summed over the groups (their mean length under block skipping)
     counted["steps"] = counted["groups"] * (
-        1 if b is None else streamed_length / s if schedule.skip else sympy.ceiling(d.size(b) / s))
+        1 if b is None else chunks_mean if query is not None else streamed_length / s if schedule.skip
+        else sympy.ceiling(d.size(b) / s))
 
     flops = {p: sympy.Integer(0) for p in PIPELINES}
     for op in schedule.ops:
-        for pipe, n in schedule.step_flops(op, run_extent).items():
+        for pipe, n in schedule.step_flops(op, extent_of(op.applied.domain)).items():
             flops[pipe] += n * replication(op.applied.domain)
-        for pipe, n in schedule.final_flops(op, run_extent).items():
+        for pipe, n in schedule.final_flops(op, extent_of(op.applied.output)).items():
             flops[pipe] += n * replication(op.applied.output)
     if b is not None:
         chunks = streamed_length / s   # chunks per group (their mean under block skipping)
+        size = d.size
+        if query is not None:         # a ragged causal count: the rows weighted by their groups' chunks
+            chunks = chunks_mean
+            size = lambda axis: rows_by_chunks if axis == query else d.size(axis)     # noqa: E731
         for r in schedule.reducers:
-            for pipe, n in schedule.chunk_flops(r, d.size).items():
+            for pipe, n in schedule.chunk_flops(r, size).items():
                 flops[pipe] += n * replication(r.op.applied.output) * chunks
     for pipe in PIPELINES:
         counted[f"flops_{pipe}"] = flops[pipe]

@@ -19,6 +19,7 @@ import networkx as nx
 import sympy
 
 from analyzer.common.errors import NapkinError
+from analyzer.common.expr import symbol
 from analyzer.diagram.compiled import Diagram, Kernel, Op, Partition
 from analyzer.diagram.primitives import (
     REGISTRY,
@@ -295,8 +296,23 @@ def _why_not_skip(diagram: Diagram, body: tuple[Op, ...], reducers: list[Reducer
     return reasons
 
 
-def skip_extent(schedule: Schedule) -> sympy.Expr:
+def ragged_causal(schedule: Schedule) -> bool:
+    """Whether block skipping is a causal mask's over one sequence (the key axis the query axis's size, no
+    window): then the count is exact for tiles that do not divide the sequence (skip_extent), and no
+    whole-tile rule binds the tile search (analyzer.model.constraints.skip_divides)."""
+    skip = schedule.skip
+    d = schedule.diagram
+    return (skip is not None and skip.after == 0 and skip.before is None
+            and skip.query in schedule.partition.group_sizes and d.size(skip.query) == d.size(skip.key))
+
+
+def skip_extent(schedule: Schedule, *, ragged: bool = True) -> sympy.Expr:
     """Mean streamed length of the key axis per group of the query axis under block skipping.
+
+    A causal mask over one sequence (ragged_causal) is counted for n = ceiling(a / g) groups of which
+    the last may be ragged: group i streams to (i + 1) g, the last to a, so the mean is
+    (g n (n - 1) / 2 + a) / n, in terms of the group count's placeholder; with n = a / g it is (a + g)/2,
+    the whole tiles' count, which `ragged=False` gives.
 
     Group i of the query axis (rows [i g, (i+1) g)) needs keys [0, min(b, (i+1) g)); averaged over the
     a/g groups this is (a + g)/2 when a <= b. Exact when the stream size divides g and g divides a
@@ -323,6 +339,9 @@ def skip_extent(schedule: Schedule) -> sympy.Expr:
     after = None if skip.after is None else s * sympy.ceiling(skip.after / s)    # A'
     if g is None:           # one group of every query: from the first key to its last row's band
         return sympy.Min(a, b) if skip.after == 0 else b if after is None else sympy.Min(b, a + after)
+    if ragged and ragged_causal(schedule):   # group i ends at its diagonal, (i + 1) g, the last at a, however ragged
+        n = symbol(f"_n_{skip.query}")    # its group count, ceiling(a / g) where counted (analyzer.model.cost)
+        return (g * n * (n - 1) / 2 + a) / n
     n = a / g
     if skip.after == 0:     # causal: group i ends at its diagonal
         ends = sympy.Piecewise(((a + g) / 2, sympy.Le(a, b)), ((b * (b + g) / 2 + b * (a - b)) / a, True))

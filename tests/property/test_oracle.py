@@ -19,7 +19,7 @@ from analyzer.diagram.compiled import Partition
 from analyzer.diagram.primitives import Mask
 from analyzer.model.analysis import load
 from analyzer.model.cost import level_cost
-from analyzer.model.fusion import schedule
+from analyzer.model.fusion import ragged_causal, schedule
 from analyzer.model.simulate import simulate
 
 CASES = [(name, k, level) for name in resources.shipped("diagrams")
@@ -114,6 +114,34 @@ def test_ragged_tiles_count_exactly_with_ceiling_groups(name, kernel, level, dat
     if all(int(diagram.size(a).subs(sizes)) % t == 0 for a, s in sched.partition.group
            for t in [tiles[s]]):
         assert exact["memory"] == sim.peak
+
+
+RAGGED_CAUSAL = [c for c in CASES if c[0] in MASKED
+                 and ragged_causal(schedule(load(c[0]), load(c[0]).kernels[c[1]], c[2]))]
+
+
+@pytest.mark.parametrize("name,kernel,level", RAGGED_CAUSAL)
+@settings(max_examples=15, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_ragged_causal_tiles_count_exactly(name, kernel, level, data):
+    """A causal mask over one sequence with query groups that do not divide it (1000 tokens in tiles of
+    64): the last group streams to the sequence's end, and the counts with ceiling(a / g) groups are the
+    simulation's."""
+    run = _simulated(name, kernel, level, data, divisible=False)
+    if run is None:
+        return
+    _, _, cost, sizes, tiles, sim = run
+    exact = cost.evaluate({**sizes, **tiles})
+    assert exact["transfers"] == sim.transfers
+    assert exact["transfer_bytes"] == sim.transfer_bytes
+    assert exact["groups"] == sim.groups
+    assert {p: exact[f"flops_{p}"] for p in sim.flops} == pytest.approx(sim.flops)
+
+
+def test_the_ragged_causal_diagrams_are_those_over_one_sequence():
+    assert {c[0] for c in RAGGED_CAUSAL} >= {"causal_attention", "causal_gqa", "alibi_attention", "sink_attention"}
+    assert "gemma2_local_attention" not in {c[0] for c in RAGGED_CAUSAL}      # a window: whole tiles still
 
 
 def test_a_single_chunk_never_needs_more_memory_than_the_steady_state():
