@@ -100,8 +100,9 @@ class LevelCost:
     def evaluate(self, values: dict[sympy.Symbol, int]) -> dict[str, float]:
         """Numbers for concrete sizes and tile sizes, with ceiling(a / g_a) groups along each axis.
 
-        Exact also for tiles that do not divide their axis (the last tile is partial), except under
-        block skipping, which assumes whole tiles (analyzer.model.constraints.skip_divides).
+        Exact also for tiles that do not divide their axis (the last tile is partial), and for a causal
+        mask over one sequence (ragged_causal); other block skipping (a window, a band, a causal mask
+        across two sequences) assumes whole tiles (analyzer.model.constraints.skip_divides).
         """
         counts = {n: sympy.ceiling(at(expr, values)) for n, expr in self.group_counts.items()}
         out = {key: float(at(expr.subs(counts), values)) for key, expr in self.counted.items()}

@@ -4,7 +4,8 @@ whose blocks carry the same work, on the GPU's block scheduler.
 Under block skipping (a causal mask, analyzer.model.fusion.Skip) group i of the query axis streams the
 keys up to its diagonal only: with whole tiles (analyzer.model.constraints.skip_divides) the n query
 groups of one grid index carry work 1, 2, ..., n (in units of g_q / s_x chunks), their mean is what
-the model's FLOPs and steps count. Wave quantization (analyzer.model.predict.utilization) assumes
+the model's FLOPs and steps count (a ragged last group of a causal mask over one sequence, counted
+exactly there, is taken as a whole one here). Wave quantization (analyzer.model.predict.utilization) assumes
 equal blocks; unequal ones end unevenly. Stated assumptions:
 - the blocks launch in grid order, the query groups of one grid index one after another (the
   generated kernels put the grouped axes on grid axis 0, which the scheduler walks first);
