@@ -121,27 +121,8 @@ def context_parallel(diagram: str | Diagram, gpu: str | Profile, devices: int, *
     d = load(diagram, dtype=dtype)
     roles = attention_roles(d)
     link = profile.interconnect
-    if devices > 1 and link is None:
-        raise NapkinError(f"{profile.name} names no link between GPUs", file=profile.source, field="interconnect",
-                          hint="add an interconnect (docs/hardware-profiles.md) or model one GPU")
-    if link is not None and devices > link.devices_max:
-        raise NapkinError(f"--devices {devices}: {link.name} joins at most {link.devices_max} GPUs of one "
-                          f"host on {profile.name}", field="--devices")
-    if rotation not in ROTATIONS:
-        raise NapkinError(f"--rotation {rotation}: not a rotation", field="--rotation",
-                          hint=f"one of {', '.join(ROTATIONS)}")
-    band = roles.band
-    if band is not None and not (band.causal and band.before is None):
-        raise NapkinError(f"{d.name}'s mask keeps a band of keys, not all before the query: torch's ring splits "
-                          "attention under a causal mask or none", file=d.source, field="--devices",
-                          hint="a sliding window or a band skips blocks the ring does not")
-    if not any(op.primitive.name in ("softmax", "softmax_dot") for op in d.ops):
-        raise NapkinError(f"{d.name} normalises its scores without a softmax: torch's ring merges its blocks by "
-                          "their log-sum-exps, which only a softmax's blocks have", file=d.source, field="--devices")
-    if roles.extras:
-        raise NapkinError(f"{d.name}'s scores also read {', '.join(roles.extras)}: torch's ring passes each "
-                          "block q, k and v only", file=d.source, field="--devices")
-    causal = band is not None
+    _check_splittable(d, roles, profile, devices, rotation)
+    causal = roles.band is not None
     own = {s.name for s in d.size_symbols} | {s.name for k in d.kernels for p in k.partitions.values()
                                                for s in p.symbols}
     pins = {k: v for k, v in (sets or {}).items() if k in own}
@@ -185,14 +166,39 @@ def context_parallel(diagram: str | Diagram, gpu: str | Profile, devices: int, *
                            cross.per_device_bytes, tuple(counts))
 
 
+def _check_splittable(d: Diagram, roles, profile: Profile, devices: int, rotation: str) -> None:
+    """A one-line error where torch's ring cannot split `d` over `devices` GPUs of `profile`'s host."""
+    link = profile.interconnect
+    if devices > 1 and link is None:
+        raise NapkinError(f"{profile.name} names no link between GPUs", file=profile.source, field="interconnect",
+                          hint="add an interconnect (docs/hardware-profiles.md) or model one GPU")
+    if link is not None and devices > link.devices_max:
+        raise NapkinError(f"--devices {devices}: {link.name} joins at most {link.devices_max} GPUs of one "
+                          f"host on {profile.name}", field="--devices")
+    if rotation not in ROTATIONS:
+        raise NapkinError(f"--rotation {rotation}: not a rotation", field="--rotation",
+                          hint=f"one of {', '.join(ROTATIONS)}")
+    band = roles.band
+    if band is not None and not (band.causal and band.before is None):
+        raise NapkinError(f"{d.name}'s mask keeps a band of keys, not all before the query: torch's ring splits "
+                          "attention under a causal mask or none", file=d.source, field="--devices",
+                          hint="a sliding window or a band skips blocks the ring does not")
+    if not any(op.primitive.name in ("softmax", "softmax_dot") for op in d.ops):
+        raise NapkinError(f"{d.name} normalises its scores without a softmax: torch's ring merges its blocks by "
+                          "their log-sum-exps, which only a softmax's blocks have", file=d.source, field="--devices")
+    if roles.extras:
+        raise NapkinError(f"{d.name}'s scores also read {', '.join(roles.extras)}: torch's ring passes each "
+                          "block q, k and v only", file=d.source, field="--devices")
+
+
 LONGEST = 1 << 24       # the longest sequence the search for the link's bound looks at (16M tokens)
 
 
 def _link_bound_up_to(waits, unit: int) -> int | None:
     """The longest query sequence, a multiple of `unit`, at which `waits(length)` (a step of the ring waits
     for the link); None where no step waits at any length searched. Longer sequences hide the link: its
-    transfers grow as the sequence, a step's blocks as its square. (The shortest may hide it too, where a
-    block's fixed costs outlast the few bytes the model's link, which has no latency, moves.) The lengths
+    transfers grow as the sequence, a step's blocks as its square. (The shortest may hide it too, where the
+    profile names no latency and a block's fixed costs outlast the few bytes the link moves.) The lengths
     are scanned doubling, and the last crossing halved down to one chunk a rank."""
     grid = [unit << i for i in range((LONGEST // unit).bit_length())]
     waiting = [length for length in grid if waits(length)]
