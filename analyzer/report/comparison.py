@@ -23,17 +23,37 @@ def comparison_text(c: Comparison) -> Group:
     table = Table(title=f"{len(gpus)} GPU(s) x {len(c.analyses) // max(1, len(gpus))} size(s): the generated "
                         "kernel's expected time, and the idealised bound beside it",
                   title_justify="left", title_style="bold", header_style="bold", show_edge=False, pad_edge=False)
-    for column in ("GPU", *varies, "expected", "throughput", "bound", "model", "idealised", "ideal bound"):
-        table.add_column(column, overflow="fold",
-                         justify="right" if column in (*varies, "expected", "throughput", "idealised") else "left")
+    # with --devices: each GPU count's time and efficiency (napkin analyze --devices; docs/scale.md)
+    split = first.context_parallel
+    counts = [n.devices for n in split.counts] if split else []
+    split_columns = [f"{n} GPU{'s' if n > 1 else ''}" for n in counts]
+    for column in ("GPU", *varies, "expected", "throughput", "bound", "model", "idealised", "ideal bound",
+                   *split_columns):
+        table.add_column(column, overflow="fold", justify="right" if column in (
+            *varies, "expected", "throughput", "idealised", *split_columns) else "left")
     for a in c.analyses:
         e, t = a.expected, a.totals
+        by_count = {n.devices: n for n in a.context_parallel.counts} if a.context_parallel else {}
         table.add_row(*(Text(cell) for cell in (
             a.gpu.name, *(str(a.value(name)) for name in varies),
             seconds(e.time_s) if e else "-", si(e.throughput_flops_per_s, "FLOP/s") if e else "-",
             e.bound if e else "-", ("calibrated" if e.calibrated else "idealised") if e else "no kernel",
-            seconds(t.predicted_time_s), t.bound)))
+            seconds(t.predicted_time_s), t.bound,
+            *(_split(by_count.get(n)) for n in counts))))
     notes = sorted({f"{a.gpu.name}: {a.expected.model}" for a in c.analyses if a.expected}
                    | {f"{a.gpu.name}: no generated kernel ({a.expected_absent})" for a in c.analyses
                       if a.expected is None})
-    return Group(title, table, Text("models: " + "; ".join(notes)))
+    parts = [title, table, Text("models: " + "; ".join(notes))]
+    if split:
+        weave = ", ".join(f"{k}={v}" for k, v in split.sizes.items() if k in ("batch", "heads"))
+        parts.append(Text(f"N GPUs: the attention ({weave}) split by context parallelism ({split.rotation} "
+                          f"rotation over {split.link}): the time, its efficiency against one GPU, and where the "
+                          "link bounds it (docs/scale.md)"))
+    return Group(*parts)
+
+
+def _split(n) -> str:
+    """One GPU count's cell: its time and efficiency, and a mark where the link bounds it."""
+    if n is None:
+        return "-"
+    return f"{seconds(n.time_s)} ({n.efficiency:.0%}{', link' if n.bound == 'communication' else ''})"

@@ -237,3 +237,15 @@ def test_a_mask_inside_a_concatenation_is_dropped_too():
     assert masks(d) == ("Sm",)
     plain = unmasked(d)
     assert masks(plain) == () and [op.name for op in plain.ops] == ["S", "O"] and plain.op("O").inputs[0] == "S"
+
+
+def test_a_size_range_shows_each_gpu_count_beside_each_size(tmp_path):
+    """napkin analyze --devices with a size range: a column per GPU count, its time and efficiency, the link
+    marked where it bounds the ring (4 GPUs at 16k tokens on the H100: up to 16896 tokens)."""
+    r = in_process(tmp_path, "analyze", "causal_attention", "--gpu", "h100", "--devices", "4", "--heads", "8",
+                   "--set", "q=16384,131072", env={"NAPKIN_CACHE": "off", "COLUMNS": "240"})
+    assert r.returncode == 0, r.stderr
+    assert "1 GPU" in r.stdout and "4 GPUs" in r.stdout and "(heads=8" not in r.stdout
+    rows = [line for line in r.stdout.splitlines() if line.startswith("h100-sxm5")]
+    assert len(rows) == 2 and "(50%, link)" in rows[0] and "(89%)" in rows[1]
+    assert "the attention (batch=1, heads=8) split by context parallelism" in r.stdout
