@@ -24,7 +24,7 @@ import sympy
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.common.expr import at, symbol
 from analyzer.diagram.primitives import PIPELINES
-from analyzer.model.fusion import Schedule, ragged_causal, skip_extent
+from analyzer.model.fusion import Schedule, ragged_causal, ragged_sums, skip_extent
 
 
 @dataclass(frozen=True)
@@ -140,15 +140,18 @@ def _level_cost(schedule: Schedule, ragged: bool = True) -> LevelCost:
         return streamed_length if axis == b else d.size(axis)
 
     # a ragged causal count: what has both the query axis and the streamed key axis (the scores, a bias)
-    # spans sum_i rows_i x keys_i over the groups, g^2 n (n - 1) / 2 + (a - (n - 1) g) a, not a x the mean
-    # keys: the query axis is weighted so that the product is that sum
+    # spans sum_i rows_i x keys_i over the groups (g a group, the last one fewer), not a x the mean keys:
+    # the query axis is weighted so that the product is that sum
     query = schedule.skip.query if ragged else None
     if query is not None:
-        g, n, a = groups[query], counts[query], d.size(query)
-        rows = (g * g * n * (n - 1) / 2 + (a - (n - 1) * g) * a) / streamed_length
-        # chunks: group i < n - 1 streams (i + 1) g / s of them, the last ceiling(a / s) (a partial one)
-        chunks_mean = (g * n * (n - 1) / (2 * s) + sympy.ceiling(a / s)) / n
-        rows_by_chunks = (g * g * n * (n - 1) / (2 * s) + (a - (n - 1) * g) * sympy.ceiling(a / s)) / chunks_mean
+        g, a, sums = groups[query], d.size(query), ragged_sums(schedule)
+        short = g - (a - (sums.n - 1) * g)             # the rows the ragged last group lacks
+        rows = (g * sums.keys - short * (a - sums.last_start)) / streamed_length
+        # chunks: group i < n - 1 streams (end_i - start_i) / s of them, the last ceiling(a / s) - start / s
+        last_chunks = sympy.ceiling(a / s) - sums.last_start / s
+        chunks_total = (sums.keys - (a - sums.last_start)) / s + last_chunks
+        chunks_mean = chunks_total / sums.n
+        rows_by_chunks = (g * chunks_total - short * last_chunks) / chunks_mean
 
     def extent_of(axes: tuple[str, ...]):
         if query is not None and query in axes and b in axes:

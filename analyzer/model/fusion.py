@@ -297,13 +297,41 @@ def _why_not_skip(diagram: Diagram, body: tuple[Op, ...], reducers: list[Reducer
 
 
 def ragged_causal(schedule: Schedule) -> bool:
-    """Whether block skipping is a causal mask's over one sequence (the key axis the query axis's size, no
-    window): then the count is exact for tiles that do not divide the sequence (skip_extent), and no
-    whole-tile rule binds the tile search (analyzer.model.constraints.skip_divides)."""
+    """Whether block skipping is a causal mask's over one sequence (the key axis the query axis's size),
+    with or without a sliding window: then the count is exact for tiles that do not divide the sequence
+    (ragged_sums), and no whole-tile rule binds the tile search (analyzer.model.constraints.skip_divides)."""
     skip = schedule.skip
     d = schedule.diagram
-    return (skip is not None and skip.after == 0 and skip.before is None
-            and skip.query in schedule.partition.group_sizes and d.size(skip.query) == d.size(skip.key))
+    return (skip is not None and skip.after == 0 and skip.query in schedule.partition.group_sizes
+            and d.size(skip.query) == d.size(skip.key))
+
+
+@dataclass(frozen=True)
+class RaggedSums:
+    """A ragged causal count (ragged_causal) over n = ceiling(a / g) query groups, the last one ragged:
+    group i streams keys from start_i = max(0, i g - W') to end_i = (i + 1) g, the last one to a.
+    `n` is the group count's placeholder (ceiling(a / g) where counted); `keys`, sum_i (end_i - start_i);
+    `last_start`, start_{n-1}. With n = a / g these are the whole tiles' sums."""
+
+    n: sympy.Expr
+    keys: sympy.Expr
+    last_start: sympy.Expr
+
+
+def ragged_sums(schedule: Schedule) -> RaggedSums:
+    skip = schedule.skip
+    a = schedule.diagram.size(skip.query)
+    g = schedule.partition.group_sizes[skip.query]
+    s = schedule.partition.stream[1]
+    n = symbol(f"_n_{skip.query}")
+    ends = g * n * (n - 1) / 2 + a
+    if skip.before is None:
+        return RaggedSums(n, ends, sympy.Integer(0))
+    w = s * sympy.ceiling(skip.before / s)      # W': the keys before a group's first row it streams
+    k = sympy.ceiling(w / g)                    # the first group that starts past key 0
+    starts = sympy.Piecewise((g * (n * (n - 1) - k * (k - 1)) / 2 - w * (n - k), sympy.Lt(k, n)), (0, True))
+    last = sympy.Piecewise(((n - 1) * g - w, sympy.Le(k, n - 1)), (0, True))
+    return RaggedSums(n, ends - starts, last)
 
 
 def skip_extent(schedule: Schedule, *, ragged: bool = True) -> sympy.Expr:
@@ -311,8 +339,8 @@ def skip_extent(schedule: Schedule, *, ragged: bool = True) -> sympy.Expr:
 
     A causal mask over one sequence (ragged_causal) is counted for n = ceiling(a / g) groups of which
     the last may be ragged: group i streams to (i + 1) g, the last to a, so the mean is
-    (g n (n - 1) / 2 + a) / n, in terms of the group count's placeholder; with n = a / g it is (a + g)/2,
-    the whole tiles' count, which `ragged=False` gives.
+    (g n (n - 1) / 2 + a) / n, less a window's starts (ragged_sums), in terms of the group count's
+    placeholder; with n = a / g it is (a + g)/2, the whole tiles' count, which `ragged=False` gives.
 
     Group i of the query axis (rows [i g, (i+1) g)) needs keys [0, min(b, (i+1) g)); averaged over the
     a/g groups this is (a + g)/2 when a <= b. Exact when the stream size divides g and g divides a
@@ -340,8 +368,8 @@ def skip_extent(schedule: Schedule, *, ragged: bool = True) -> sympy.Expr:
     if g is None:           # one group of every query: from the first key to its last row's band
         return sympy.Min(a, b) if skip.after == 0 else b if after is None else sympy.Min(b, a + after)
     if ragged and ragged_causal(schedule):   # group i ends at its diagonal, (i + 1) g, the last at a, however ragged
-        n = symbol(f"_n_{skip.query}")    # its group count, ceiling(a / g) where counted (analyzer.model.cost)
-        return (g * n * (n - 1) / 2 + a) / n
+        sums = ragged_sums(schedule)
+        return sums.keys / sums.n
     n = a / g
     if skip.after == 0:     # causal: group i ends at its diagonal
         ends = sympy.Piecewise(((a + g) / 2, sympy.Le(a, b)), ((b * (b + g) / 2 + b * (a - b)) / a, True))

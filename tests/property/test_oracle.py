@@ -125,9 +125,9 @@ RAGGED_CAUSAL = [c for c in CASES if c[0] in MASKED
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_ragged_causal_tiles_count_exactly(name, kernel, level, data):
-    """A causal mask over one sequence with query groups that do not divide it (1000 tokens in tiles of
-    64): the last group streams to the sequence's end, and the counts with ceiling(a / g) groups are the
-    simulation's."""
+    """A causal mask over one sequence, with or without a sliding window, with query groups that do not
+    divide it (1000 tokens in tiles of 64): the last group streams to the sequence's end, and the counts
+    with ceiling(a / g) groups are the simulation's."""
     run = _simulated(name, kernel, level, data, divisible=False)
     if run is None:
         return
@@ -140,8 +140,9 @@ def test_ragged_causal_tiles_count_exactly(name, kernel, level, data):
 
 
 def test_the_ragged_causal_diagrams_are_those_over_one_sequence():
-    assert {c[0] for c in RAGGED_CAUSAL} >= {"causal_attention", "causal_gqa", "alibi_attention", "sink_attention"}
-    assert "gemma2_local_attention" not in {c[0] for c in RAGGED_CAUSAL}      # a window: whole tiles still
+    assert {c[0] for c in RAGGED_CAUSAL} >= {"causal_attention", "causal_gqa", "alibi_attention", "sink_attention",
+                                             "gemma2_local_attention"}     # a sliding window too
+    assert "band_attention" not in {c[0] for c in RAGGED_CAUSAL}      # a band past the diagonal: whole tiles
 
 
 def test_a_single_chunk_never_needs_more_memory_than_the_steady_state():
@@ -185,6 +186,29 @@ def test_a_sliding_windows_counts_equal_simulation(window, g, data):
         assert cost.memory.subs(values) == sim.peak
     else:
         assert cost.memory.subs(values) >= sim.peak
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(window=st.integers(1, 12), g=st.sampled_from([2, 3, 4, 6]), data=st.data())
+def test_a_sliding_window_over_ragged_tiles_counts_exactly(window, g, data):
+    """The same window over a sequence its query groups do not divide: with ceiling(q / g) groups, the last
+    ragged, the transfers and FLOPs are the simulation's."""
+    import yaml
+
+    from analyzer.diagram.graph import compile_data
+    text = yaml.safe_load(resources.shipped("diagrams")["gemma2_local_attention"].read_text())
+    text["ops"] = [dict(o, window=window) if o["primitive"] == "window_mask" else o for o in text["ops"]]
+    diagram = compile_data(text, source="w.yaml")
+    sched = schedule(diagram, diagram.kernels[0], "smem")
+    cost = level_cost(sched)
+    s = data.draw(st.sampled_from([t for t in (1, 2, 3, 6) if g % t == 0]))
+    q = g * data.draw(st.integers(1, 6)) + data.draw(st.integers(1, g - 1))      # a ragged last group
+    sizes = {sym: {"q": q, "d": data.draw(st.integers(1, 2))}[sym.name] for sym in diagram.size_symbols}
+    tiles = dict(zip(sched.partition.symbols, (g, s), strict=True))
+    sim = simulate(sched, sizes, tiles)
+    exact = cost.evaluate({**sizes, **tiles})
+    assert exact["transfers"] == sim.transfers
+    assert {p: exact[f"flops_{p}"] for p in sim.flops} == pytest.approx(sim.flops)
 
 
 SIDES = st.one_of(st.none(), st.integers(0, 9))
