@@ -248,10 +248,13 @@ def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: floa
     legal = np.ones(n, dtype=bool)
     for rule in (*divisible, *divides):
         obeys = full(obeyed(rule, open_, sizes))
-        if not obeys.any():   # only pinned sizes can break a rule for every candidate
-            pins = ", ".join(f"{s.name}={v}" for s, v in pinned.items())
-            raise NapkinError(f"{pins} {what}breaks a constraint: {rule.reason}",
-                              hint="pin a size that obeys it, or leave it to the search")
+        if not obeys.any():   # pinned sizes, or sizes no tile the GPU takes can divide
+            if pinned:
+                pins = ", ".join(f"{s.name}={v}" for s, v in pinned.items())
+                raise NapkinError(f"{pins} {what}breaks a constraint: {rule.reason}",
+                                  hint="pin a size that obeys it, or leave it to the search")
+            raise NapkinError(f"no tile size {what}obeys a constraint at these sizes: {rule.reason}",
+                              hint="set sizes that a tile the GPU takes can obey it at (the rule names them)")
         legal &= obeys
     ok = fits & legal
     feasible = int(ok.sum())
