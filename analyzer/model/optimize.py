@@ -254,7 +254,7 @@ def search(cost: LevelCost, sizes: dict[sympy.Symbol, int], *, limit_bytes: floa
                 raise NapkinError(f"{pins} {what}breaks a constraint: {rule.reason}",
                                   hint="pin a size that obeys it, or leave it to the search")
             raise NapkinError(f"no tile size {what}obeys a constraint at these sizes: {rule.reason}",
-                              hint="set sizes that a tile the GPU takes can obey it at (the rule names them)")
+                              hint="choose sizes that the rule allows for some tile the GPU takes")
         legal &= obeys
     ok = fits & legal
     feasible = int(ok.sum())
