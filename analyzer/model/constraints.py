@@ -16,7 +16,7 @@ import sympy
 
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.hardware import Profile
-from analyzer.model.fusion import Schedule, ragged_causal
+from analyzer.model.fusion import Schedule, ragged_exact
 from analyzer.model.optimize import Divides, Divisible
 
 
@@ -79,7 +79,7 @@ def skip_divides(schedule: Schedule) -> tuple[Divides, ...]:
     kind = "causal" if schedule.skip.after == 0 else "masked"     # a band's blocks as a causal mask's
     if g is None:
         return (Divides(s, query, f"{s.name} divides {query}: {kind} blocks align with queries"),)
-    if ragged_causal(schedule):     # counted exactly for ragged query groups: the chunks align with them
+    if ragged_exact(schedule):     # counted exactly for ragged query groups: the chunks align with them
         return (Divides(s, g, f"{s.name} divides {g.name}: {kind} blocks align with query groups"),)
     return (Divides(s, g, f"{s.name} divides {g.name}: {kind} blocks align with query groups"),
             Divides(g, query, f"{g.name} divides {query}: whole query groups"),

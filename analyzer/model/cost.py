@@ -24,7 +24,7 @@ import sympy
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.common.expr import at, symbol
 from analyzer.diagram.primitives import PIPELINES
-from analyzer.model.fusion import Schedule, ragged_causal, ragged_sums, skip_extent
+from analyzer.model.fusion import Schedule, ragged_exact, ragged_sums, skip_extent
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class LevelCost:
     memory: sympy.Expr                             # M, values
     memory_bytes: sympy.Expr
     flops: dict[str, sympy.Expr] = field(default_factory=dict)   # pipeline -> FLOPs
-    # the counts in the paper's whole tiles where `counted` counts ragged ones exactly (ragged_causal); None:
+    # the counts in the paper's whole tiles where `counted` counts ragged ones exactly (ragged_exact); None:
     # the paper's forms are `counted`'s
     whole: dict[str, sympy.Expr] | None = None
 
@@ -101,7 +101,7 @@ class LevelCost:
         """Numbers for concrete sizes and tile sizes, with ceiling(a / g_a) groups along each axis.
 
         Exact also for tiles that do not divide their axis (the last tile is partial), and for a causal
-        mask over one sequence (ragged_causal); other block skipping (a window, a band, a causal mask
+        mask over one sequence (ragged_exact); other block skipping (a window, a band, a causal mask
         across two sequences) assumes whole tiles (analyzer.model.constraints.skip_divides).
         """
         counts = {n: sympy.ceiling(at(expr, values)) for n, expr in self.group_counts.items()}
@@ -117,7 +117,7 @@ def level_cost(schedule: Schedule) -> LevelCost:
     cost = schedule.__dict__.get("_cost")
     if cost is None:
         cost = _level_cost(schedule)
-        if ragged_causal(schedule):     # the paper's forms count whole tiles, which the exact counts reduce to
+        if ragged_exact(schedule):     # the paper's forms count whole tiles, which the exact counts reduce to
             paper = _level_cost(schedule, ragged=False)
             cost = replace(cost, whole=paper.counted, flops=paper.flops)
         object.__setattr__(schedule, "_cost", cost)    # a frozen dataclass: the memo is no field
@@ -126,14 +126,14 @@ def level_cost(schedule: Schedule) -> LevelCost:
 
 def _level_cost(schedule: Schedule, ragged: bool = True) -> LevelCost:
     """The counts; `ragged`: a causal mask over one sequence counted exactly for a ragged last query group
-    (ragged_causal), else in whole tiles."""
+    (ragged_exact), else in whole tiles."""
     d = schedule.diagram
     part = schedule.partition
     groups = part.group_sizes
     b, s = part.stream if part.stream else (None, None)
     counts = {a: symbol(f"_n_{a}") for a in groups}
     group_counts = {counts[a]: d.size(a) / g for a, g in groups.items()}
-    ragged = ragged and ragged_causal(schedule)
+    ragged = ragged and ragged_exact(schedule)
     streamed_length = skip_extent(schedule, ragged=ragged) if schedule.skip else (d.size(b) if b else None)
 
     def run_extent(axis: str) -> sympy.Expr:      # over a whole run: all groups, all chunks
@@ -147,9 +147,10 @@ def _level_cost(schedule: Schedule, ragged: bool = True) -> LevelCost:
         g, a, sums = groups[query], d.size(query), ragged_sums(schedule)
         short = g - (a - (sums.n - 1) * g)             # the rows the ragged last group lacks
         rows = (g * sums.keys - short * (a - sums.last_start)) / streamed_length
-        # chunks: group i < n - 1 streams (end_i - start_i) / s of them, the last ceiling(a / s) - start / s
+        # chunks: group i streams (end_i - start_i) / s of them, but a group that ends at a ceiling(a / s) -
+        # start_i / s (a partial last chunk)
         last_chunks = sympy.ceiling(a / s) - sums.last_start / s
-        chunks_total = (sums.keys - (a - sums.last_start)) / s + last_chunks
+        chunks_total = (sums.keys - sums.at_end * a) / s + sums.at_end * sympy.ceiling(a / s)
         chunks_mean = chunks_total / sums.n
         rows_by_chunks = (g * chunks_total - short * last_chunks) / chunks_mean
 

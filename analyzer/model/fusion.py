@@ -296,26 +296,29 @@ def _why_not_skip(diagram: Diagram, body: tuple[Op, ...], reducers: list[Reducer
     return reasons
 
 
-def ragged_causal(schedule: Schedule) -> bool:
-    """Whether block skipping is a causal mask's over one sequence (the key axis the query axis's size),
-    with or without a sliding window: then the count is exact for tiles that do not divide the sequence
-    (ragged_sums), and no whole-tile rule binds the tile search (analyzer.model.constraints.skip_divides)."""
+def ragged_exact(schedule: Schedule) -> bool:
+    """Whether block skipping is over one sequence (the key axis the query axis's size) with a bound past
+    the diagonal (a causal mask, a sliding window, a band): then the count is exact for query tiles that
+    do not divide the sequence (ragged_sums), and no whole-tile rule binds the tile search
+    (analyzer.model.constraints.skip_divides)."""
     skip = schedule.skip
     d = schedule.diagram
-    return (skip is not None and skip.after == 0 and skip.query in schedule.partition.group_sizes
+    return (skip is not None and skip.after is not None and skip.query in schedule.partition.group_sizes
             and d.size(skip.query) == d.size(skip.key))
 
 
 @dataclass(frozen=True)
 class RaggedSums:
-    """A ragged causal count (ragged_causal) over n = ceiling(a / g) query groups, the last one ragged:
-    group i streams keys from start_i = max(0, i g - W') to end_i = (i + 1) g, the last one to a.
+    """A ragged count (ragged_exact) over n = ceiling(a / g) query groups, the last one ragged: group i
+    streams keys from start_i = max(0, i g - W') to end_i = min(a, (i + 1) g + A'), the last one to a.
     `n` is the group count's placeholder (ceiling(a / g) where counted); `keys`, sum_i (end_i - start_i);
-    `last_start`, start_{n-1}. With n = a / g these are the whole tiles' sums."""
+    `last_start`, start_{n-1}; `at_end`, the groups that end at a (their last chunk partial where a is no
+    multiple of the chunk). With n = a / g these are the whole tiles' sums."""
 
     n: sympy.Expr
     keys: sympy.Expr
     last_start: sympy.Expr
+    at_end: sympy.Expr
 
 
 def ragged_sums(schedule: Schedule) -> RaggedSums:
@@ -324,20 +327,25 @@ def ragged_sums(schedule: Schedule) -> RaggedSums:
     g = schedule.partition.group_sizes[skip.query]
     s = schedule.partition.stream[1]
     n = symbol(f"_n_{skip.query}")
-    ends = g * n * (n - 1) / 2 + a
+    if skip.after == 0:     # causal: group i < n - 1 ends at (i + 1) g, the last at a
+        ends, at_end = g * n * (n - 1) / 2 + a, sympy.Integer(1)
+    else:                   # a band: the m groups before the last that end before a end A' past it
+        after = s * sympy.ceiling(skip.after / s)
+        m = sympy.Min(n - 1, sympy.Max(0, sympy.floor((a - after) / g)))
+        ends, at_end = g * m * (m + 1) / 2 + after * m + a * (n - m), n - m
     if skip.before is None:
-        return RaggedSums(n, ends, sympy.Integer(0))
+        return RaggedSums(n, ends, sympy.Integer(0), at_end)
     w = s * sympy.ceiling(skip.before / s)      # W': the keys before a group's first row it streams
     k = sympy.ceiling(w / g)                    # the first group that starts past key 0
     starts = sympy.Piecewise((g * (n * (n - 1) - k * (k - 1)) / 2 - w * (n - k), sympy.Lt(k, n)), (0, True))
     last = sympy.Piecewise(((n - 1) * g - w, sympy.Le(k, n - 1)), (0, True))
-    return RaggedSums(n, ends - starts, last)
+    return RaggedSums(n, ends - starts, last, at_end)
 
 
 def skip_extent(schedule: Schedule, *, ragged: bool = True) -> sympy.Expr:
     """Mean streamed length of the key axis per group of the query axis under block skipping.
 
-    A causal mask over one sequence (ragged_causal) is counted for n = ceiling(a / g) groups of which
+    A causal mask over one sequence (ragged_exact) is counted for n = ceiling(a / g) groups of which
     the last may be ragged: group i streams to (i + 1) g, the last to a, so the mean is
     (g n (n - 1) / 2 + a) / n, less a window's starts (ragged_sums), in terms of the group count's
     placeholder; with n = a / g it is (a + g)/2, the whole tiles' count, which `ragged=False` gives.
@@ -367,7 +375,7 @@ def skip_extent(schedule: Schedule, *, ragged: bool = True) -> sympy.Expr:
     after = None if skip.after is None else s * sympy.ceiling(skip.after / s)    # A'
     if g is None:           # one group of every query: from the first key to its last row's band
         return sympy.Min(a, b) if skip.after == 0 else b if after is None else sympy.Min(b, a + after)
-    if ragged and ragged_causal(schedule):   # group i ends at its diagonal, (i + 1) g, the last at a, however ragged
+    if ragged and ragged_exact(schedule):   # group i ends at its diagonal, (i + 1) g, the last at a, however ragged
         sums = ragged_sums(schedule)
         return sums.keys / sums.n
     n = a / g

@@ -19,7 +19,7 @@ from analyzer.diagram.compiled import Partition
 from analyzer.diagram.primitives import Mask
 from analyzer.model.analysis import load
 from analyzer.model.cost import level_cost
-from analyzer.model.fusion import ragged_causal, schedule
+from analyzer.model.fusion import ragged_exact, schedule
 from analyzer.model.simulate import simulate
 
 CASES = [(name, k, level) for name in resources.shipped("diagrams")
@@ -116,15 +116,15 @@ def test_ragged_tiles_count_exactly_with_ceiling_groups(name, kernel, level, dat
         assert exact["memory"] == sim.peak
 
 
-RAGGED_CAUSAL = [c for c in CASES if c[0] in MASKED
-                 and ragged_causal(schedule(load(c[0]), load(c[0]).kernels[c[1]], c[2]))]
+RAGGED_EXACT = [c for c in CASES if c[0] in MASKED
+                 and ragged_exact(schedule(load(c[0]), load(c[0]).kernels[c[1]], c[2]))]
 
 
-@pytest.mark.parametrize("name,kernel,level", RAGGED_CAUSAL)
+@pytest.mark.parametrize("name,kernel,level", RAGGED_EXACT)
 @settings(max_examples=15, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
-def test_ragged_causal_tiles_count_exactly(name, kernel, level, data):
+def test_ragged_tiles_under_a_mask_count_exactly(name, kernel, level, data):
     """A causal mask over one sequence, with or without a sliding window, with query groups that do not
     divide it (1000 tokens in tiles of 64): the last group streams to the sequence's end, and the counts
     with ceiling(a / g) groups are the simulation's."""
@@ -139,10 +139,9 @@ def test_ragged_causal_tiles_count_exactly(name, kernel, level, data):
     assert {p: exact[f"flops_{p}"] for p in sim.flops} == pytest.approx(sim.flops)
 
 
-def test_the_ragged_causal_diagrams_are_those_over_one_sequence():
-    assert {c[0] for c in RAGGED_CAUSAL} >= {"causal_attention", "causal_gqa", "alibi_attention", "sink_attention",
-                                             "gemma2_local_attention"}     # a sliding window too
-    assert "band_attention" not in {c[0] for c in RAGGED_CAUSAL}      # a band past the diagonal: whole tiles
+def test_the_ragged_exact_diagrams_are_those_over_one_sequence():
+    assert {c[0] for c in RAGGED_EXACT} >= {"causal_attention", "causal_gqa", "alibi_attention", "sink_attention",
+                                            "gemma2_local_attention", "band_attention"}     # a window, a band too
 
 
 def test_a_single_chunk_never_needs_more_memory_than_the_steady_state():
@@ -200,6 +199,36 @@ def test_a_sliding_window_over_ragged_tiles_counts_exactly(window, g, data):
     text["ops"] = [dict(o, window=window) if o["primitive"] == "window_mask" else o for o in text["ops"]]
     diagram = compile_data(text, source="w.yaml")
     sched = schedule(diagram, diagram.kernels[0], "smem")
+    cost = level_cost(sched)
+    s = data.draw(st.sampled_from([t for t in (1, 2, 3, 6) if g % t == 0]))
+    q = g * data.draw(st.integers(1, 6)) + data.draw(st.integers(1, g - 1))      # a ragged last group
+    sizes = {sym: {"q": q, "d": data.draw(st.integers(1, 2))}[sym.name] for sym in diagram.size_symbols}
+    tiles = dict(zip(sched.partition.symbols, (g, s), strict=True))
+    sim = simulate(sched, sizes, tiles)
+    exact = cost.evaluate({**sizes, **tiles})
+    assert exact["transfers"] == sim.transfers
+    assert {p: exact[f"flops_{p}"] for p in sim.flops} == pytest.approx(sim.flops)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(before=st.one_of(st.none(), st.integers(0, 9)), after=st.integers(0, 9), g=st.sampled_from([2, 3, 4, 6]),
+       data=st.data())
+def test_a_band_over_ragged_tiles_counts_exactly(before, after, g, data):
+    """band_attention over one sequence (its keys the queries) that its query groups do not divide: the
+    groups before the last end A' past their diagonal or at the end, the last at the end, and the
+    transfers and FLOPs with ceiling(q / g) groups are the simulation's."""
+    import yaml
+
+    from analyzer.diagram.graph import compile_data
+    text = yaml.safe_load(resources.shipped("diagrams")["band_attention"].read_text())
+    mask = next(o for o in text["ops"] if o["primitive"] == "band_mask")
+    mask.pop("before")
+    mask["after"] = after
+    if before is not None:
+        mask["before"] = before
+    diagram = compile_data(text, source="b.yaml")
+    sched = schedule(diagram, diagram.kernels[0], "smem")
+    assert ragged_exact(sched)
     cost = level_cost(sched)
     s = data.draw(st.sampled_from([t for t in (1, 2, 3, 6) if g % t == 0]))
     q = g * data.draw(st.integers(1, 6)) + data.draw(st.integers(1, g - 1))      # a ragged last group
