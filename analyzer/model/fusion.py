@@ -345,10 +345,10 @@ def ragged_sums(schedule: Schedule) -> RaggedSums:
 def skip_extent(schedule: Schedule, *, ragged: bool = True) -> sympy.Expr:
     """Mean streamed length of the key axis per group of the query axis under block skipping.
 
-    A causal mask over one sequence (ragged_exact) is counted for n = ceiling(a / g) groups of which
-    the last may be ragged: group i streams to (i + 1) g, the last to a, so the mean is
-    (g n (n - 1) / 2 + a) / n, less a window's starts (ragged_sums), in terms of the group count's
-    placeholder; with n = a / g it is (a + g)/2, the whole tiles' count, which `ragged=False` gives.
+    A mask over one sequence (ragged_exact) is counted for n = ceiling(a / g) groups of which the last
+    may be ragged (ragged_sums): under a causal mask group i streams to (i + 1) g, the last to a, so the
+    mean is (g n (n - 1) / 2 + a) / n, less a window's starts, in terms of the group count's placeholder;
+    with n = a / g it is (a + g)/2, the whole tiles' count, which `ragged=False` gives.
 
     Group i of the query axis (rows [i g, (i+1) g)) needs keys [0, min(b, (i+1) g)); averaged over the
     a/g groups this is (a + g)/2 when a <= b. Exact when the stream size divides g and g divides a

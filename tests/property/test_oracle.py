@@ -125,9 +125,9 @@ RAGGED_EXACT = [c for c in CASES if c[0] in MASKED
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_ragged_tiles_under_a_mask_count_exactly(name, kernel, level, data):
-    """A causal mask over one sequence, with or without a sliding window, with query groups that do not
-    divide it (1000 tokens in tiles of 64): the last group streams to the sequence's end, and the counts
-    with ceiling(a / g) groups are the simulation's."""
+    """A mask over one sequence (causal, a sliding window, a band) with query groups that do not divide it
+    (1000 tokens in tiles of 64): the last group streams to the sequence's end, and the counts with
+    ceiling(a / g) groups are the simulation's."""
     run = _simulated(name, kernel, level, data, divisible=False)
     if run is None:
         return
