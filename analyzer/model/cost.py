@@ -125,7 +125,7 @@ def level_cost(schedule: Schedule) -> LevelCost:
 
 
 def _level_cost(schedule: Schedule, ragged: bool = True) -> LevelCost:
-    """The counts; `ragged`: a causal mask over one sequence counted exactly for a ragged last query group
+    """The counts; `ragged`: a mask over one sequence counted exactly for a ragged last query group
     (ragged_exact), else in whole tiles."""
     d = schedule.diagram
     part = schedule.partition
@@ -139,7 +139,7 @@ def _level_cost(schedule: Schedule, ragged: bool = True) -> LevelCost:
     def run_extent(axis: str) -> sympy.Expr:      # over a whole run: all groups, all chunks
         return streamed_length if axis == b else d.size(axis)
 
-    # a ragged causal count: what has both the query axis and the streamed key axis (the scores, a bias)
+    # a ragged count: what has both the query axis and the streamed key axis (the scores, a bias)
     # spans sum_i rows_i x keys_i over the groups (g a group, the last one fewer), not a x the mean keys:
     # the query axis is weighted so that the product is that sum
     query = schedule.skip.query if ragged else None
@@ -200,7 +200,7 @@ def _level_cost(schedule: Schedule, ragged: bool = True) -> LevelCost:
     if b is not None:
         chunks = streamed_length / s   # chunks per group (their mean under block skipping)
         size = d.size
-        if query is not None:         # a ragged causal count: the rows weighted by their groups' chunks
+        if query is not None:         # a ragged count: the rows weighted by their groups' chunks
             chunks = chunks_mean
             size = lambda axis: rows_by_chunks if axis == query else d.size(axis)     # noqa: E731
         for r in schedule.reducers:
