@@ -252,6 +252,24 @@ def timer_text(attention_graph: bool, rep_ms: float = REP_MS) -> str:
             "their Python launch); median, 20th and 80th percentiles")
 
 
+def slowest_median(torch: Any, dist: Any, group: Any, run: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
+    """Seconds of `run` (a collective, a ring) on the ranks of `group`: CUDA events around each call after a
+    barrier, `warmup` calls left out, the median of `repeats`, the slowest rank's (torch.distributed)."""
+    times = []
+    for i in range(warmup + repeats):
+        dist.barrier(group)
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        run()
+        end.record()
+        torch.cuda.synchronize()
+        if i >= warmup:
+            times.append(begin.elapsed_time(end) * 1e-3)
+    median = torch.tensor(sorted(times)[repeats // 2], device="cuda")
+    dist.all_reduce(median, op=dist.ReduceOp.MAX, group=group)
+    return float(median)
+
+
 def rel_err(torch: Any, out: Any, ref: Any) -> float:
     out, ref = out.double(), ref.double()
     if not torch.isfinite(out).all():

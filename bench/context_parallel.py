@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import command, environment, log, save_results  # noqa: E402
+from bench.common import command, environment, log, save_results, slowest_median  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "context_parallel.py"
 CHECKS = (["--diagram", "causal_attention", "--seqlen", "8192"],
@@ -50,26 +50,15 @@ def example():
     return module
 
 
-def link_seconds(torch, dist, n: int, nbytes: int) -> float:
-    """NCCL's all-gather of `nbytes` per rank over the first n ranks, alone: the median of 10."""
+def link_seconds(torch, dist, n: int, nbytes: int) -> float | None:
+    """NCCL's all-gather of `nbytes` per rank over the first n ranks, alone: the median of 10 (None on the
+    ranks past n)."""
     group = dist.new_group(list(range(n)))
-    rank = dist.get_rank()
     out = None
-    if rank < n:
+    if dist.get_rank() < n:
         send = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda")
         recv = torch.empty(n * send.numel(), dtype=torch.bfloat16, device="cuda")
-        times = []
-        for _ in range(11):
-            dist.barrier(group)
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
-            dist.all_gather_into_tensor(recv, send, group=group)
-            end.record()
-            torch.cuda.synchronize()
-            times.append(begin.elapsed_time(end) * 1e-3)
-        median = torch.tensor(sorted(times[1:])[5], device="cuda")
-        dist.all_reduce(median, op=dist.ReduceOp.MAX, group=group)
-        out = float(median)
+        out = slowest_median(torch, dist, group, lambda: dist.all_gather_into_tensor(recv, send, group=group), 10)
     dist.barrier()
     return out
 
@@ -179,7 +168,7 @@ def markdown(doc: dict) -> str:
         m = r.get("model") or {}
         lines.append(f"| {r['diagram']} | {r['heads']}/{r['kv_heads']} | {r.get('rotation', '-')} | {r['world']} | "
                      f"{r['napkin_s'] * 1e3:.2f} ms | "
-                     f"{r['cudnn_s'] * 1e3:.2f} ms{' (K, V expanded)' if r.get('cudnn_kv_expanded') else ''} | "
+                     f"{r['cudnn_s'] * 1e3:.2f} ms | "
                      f"{r['cudnn_s'] / r['napkin_s']:.2f}x | {eff} | "
                      f"{m.get('time_s', 0) * 1e3:.2f} ms | {r['napkin_s'] / m['time_s']:.3f} | {m.get('bound')} | "
                      f"{_ms(r.get('none_s'))} | {_ms(r.get('model_engine_s'))} |"

@@ -20,26 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import command, environment, save_results  # noqa: E402
+from bench.common import command, environment, save_results, slowest_median  # noqa: E402
 
 SIZES = [1 << s for s in range(12, 30, 2)]        # 4 KB to 256 MB a GPU, by factors of 4
 REPEATS, WARMUP = 20, 3
-
-
-def seconds(torch, dist, group, run) -> float:
-    times = []
-    for i in range(WARMUP + REPEATS):
-        dist.barrier(group)
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        run()
-        end.record()
-        torch.cuda.synchronize()
-        if i >= WARMUP:
-            times.append(begin.elapsed_time(end) * 1e-3)
-    median = torch.tensor(sorted(times)[REPEATS // 2], device="cuda")
-    dist.all_reduce(median, op=dist.ReduceOp.MAX, group=group)
-    return float(median)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
                     ops = [dist.P2POp(dist.isend, send, nxt, group), dist.P2POp(dist.irecv, permuted, prev, group)]
                     for w in dist.batch_isend_irecv(ops):
                         w.wait()
-                t_gather = seconds(torch, dist, group, lambda: dist.all_gather_into_tensor(gathered, send, group=group))
-                t_permute = seconds(torch, dist, group, permute)
+
+                def gather():
+                    dist.all_gather_into_tensor(gathered, send, group=group)
+                t_gather = slowest_median(torch, dist, group, gather, REPEATS, WARMUP)
+                t_permute = slowest_median(torch, dist, group, permute, REPEATS, WARMUP)
                 rows.append({"gpus": n, "bytes": size, "allgather_s": t_gather, "permute_s": t_permute,
                              "allgather_received_bytes": (n - 1) * size, "permute_received_bytes": size})
             for kind in ("allgather", "permute"):

@@ -94,28 +94,13 @@ class NullOp:
 
 
 class SdpaOp:
-    """The ring's op with SDPA's cuDNN backend (what torch's context parallelism runs): (out, lse). Where
-    cuDNN's op refuses fewer key/value heads than query heads, K and V are expanded to the query heads
-    (`expanded` says so)."""
-
-    expanded = False
+    """The ring's op with SDPA's cuDNN backend (what torch's context parallelism runs): (out, lse). cuDNN
+    takes fewer key/value heads than query heads as they are (grouped-query attention)."""
 
     def reset(self) -> SdpaOp:
         return self
 
     def __call__(self, q, k, v, is_causal=False, **_):
-        if q.shape[1] != k.shape[1] and not self.expanded:
-            try:
-                return self._cudnn(q, k, v, is_causal)
-            except RuntimeError:
-                self.expanded = True
-        if q.shape[1] != k.shape[1]:
-            group = q.shape[1] // k.shape[1]
-            k, v = (x.repeat_interleave(group, dim=1) for x in (k, v))
-        return self._cudnn(q, k, v, is_causal)
-
-    @staticmethod
-    def _cudnn(q, k, v, is_causal):
         import torch
         out, lse, *_ = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, bool(is_causal),
                                                                           False)
@@ -273,8 +258,6 @@ def _run(args, group, rank: int, world: int, causal: bool, kv_heads: int, elemen
             median = torch.tensor(sorted(times)[len(times) // 2], device=device)
             dist.all_reduce(median, op=dist.ReduceOp.MAX, group=group)        # the slowest rank's
             result[f"{name}_s"] = float(median)
-        if name == "cudnn":
-            result["cudnn_kv_expanded"] = op.expanded
         if args.check and name == "napkin":
             outs = [torch.empty_like(out) for _ in range(world)]
             lses = [torch.empty_like(lse) for _ in range(world)]
