@@ -131,7 +131,9 @@ def _compile(module, kernel: str, entry: dict, dtype: str) -> dict:
     return {"shared": compiled.metadata.shared, "instructions": [i for i in INSTRUCTIONS if i in ptx],
             "local": "ld.local" in ptx or "st.local" in ptx,
             "spills": sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", log)),
-            "serialised": "C7515" in log}       # ptxas's note that it serialised the wgmma
+            # ptxas's notes that it serialised the wgmma: C7515 (a loop's edges), C7514 (a non-wgmma
+            # instruction touching an accumulator within its pipeline stage)
+            "serialised": "C7515" in log or "C7514" in log}
 
 
 if __name__ == "__main__":

@@ -85,12 +85,30 @@ def _mid(source: str):
     return function(source, "_ch_mid", "return out", "MID")
 
 
-def test_mlp2s_ops_between_the_layers_are_relu_and_weigh_nothing_past_the_hidden_features():
-    mid = _mid(generate("mlp2", H100).source)
-    h = np.random.default_rng(0).standard_normal((64, 64)).view(_Array)
+def test_mlp2s_ops_between_the_layers_are_relu_and_leave_zero_past_the_hidden_features():
+    """Past the stream's end H is the TMA engine's zeros (B1's chunk was filled with them), and relu keeps
+    them 0: no select (one would serialise the wgmma, C7514); B2's zero rows make them weigh nothing."""
+    source = generate("mlp2", H100).source
+    mid = _mid(source)
     cols = 1000 + np.arange(64)                             # the last chunk of f = 1030
+    h = np.where(cols[None, :] < 1030, np.random.default_rng(0).standard_normal((64, 64)), 0.0).view(_Array)
     out = mid(h, np.arange(64), cols[None, :][0], 0.0, 64, 1030, (64,), 0)
-    assert np.array_equal(out, np.where(cols[None, :] < 1030, np.maximum(h, 0), 0.0))
+    assert np.array_equal(out, np.maximum(h, 0)) and not out[:, 30:].any()
+    assert "gl.where(cols" not in source
+
+
+def test_an_op_that_makes_an_infinity_of_zero_is_selected_away_past_the_stream(tmp_path):
+    """1 / H past the stream's end is 1 / 0: inf, and inf x B2's zero rows is nan; the columns are selected
+    away after the ops."""
+    path = tmp_path / "mlp_reciprocal.yaml"
+    path.write_text(Path("diagrams/mlp2.yaml").read_text().replace("primitive: relu", "primitive: reciprocal"))
+    mid = _mid(generate(str(path), H100).source)
+    cols = 1000 + np.arange(64)
+    h = np.where(cols[None, :] < 1030, 1.0 + np.random.default_rng(1).random((64, 64)), 0.0).view(_Array)
+    with np.errstate(divide="ignore"):
+        out = mid(h, np.arange(64), cols[None, :][0], 0.0, 64, 1030, (64,), 0)
+    assert np.isfinite(out).all() and not out[:, 30:].any()
+    assert np.allclose(out[:, :30], 1 / h[:, :30])
 
 
 def test_a_loaded_bias_and_gelu_between_the_layers(tmp_path):
@@ -105,6 +123,7 @@ def test_a_loaded_bias_and_gelu_between_the_layers(tmp_path):
     rng = np.random.default_rng(1)
     h, bias = rng.standard_normal((64, 128)).view(_Array), rng.standard_normal(1100)
     cols = 1024 + np.arange(128)                            # a last chunk that runs past f = 1100
+    h = np.where(cols[None, :] < 1100, h, 0.0).view(_Array)    # H past the end: B1's chunk was TMA's zeros
     landed = np.where(cols < 1100, bias[np.minimum(cols, 1099)], 0.0)[None, :]     # TMA's zeros past the end
     out = mid(h, np.arange(64), cols, landed, 64, 1100, (64,), 0)
     z = h + np.where(cols < 1100, bias[np.minimum(cols, 1099)], 0.0)[None, :]
@@ -129,6 +148,7 @@ def test_the_ops_stay_right_whatever_the_diagram_names_its_arrays(tmp_path):
     rng = np.random.default_rng(2)
     h, bias = rng.standard_normal((64, 64)).view(_Array), rng.standard_normal(1000)
     cols = 960 + np.arange(64)
+    h = np.where(cols[None, :] < 1000, h, 0.0).view(_Array)
     landed = np.where(cols < 1000, bias[np.minimum(cols, 999)], 0.0)[None, :]
     out = mid(h, np.arange(64), cols, landed, 64, 1000, (64,), 0)
     z = h + np.where(cols < 1000, bias[np.minimum(cols, 999)], 0.0)[None, :]
@@ -152,6 +172,7 @@ def test_a_vector_along_the_rows_is_loaded_where_the_streams_rides_the_ring(tmp_
     rng = np.random.default_rng(4)
     h, bias, r = rng.standard_normal((64, 64)).view(_Array), rng.standard_normal(1000), rng.standard_normal(8000)
     rows, cols = 7950 + np.arange(64), 960 + np.arange(64)   # the last rows of n = 8000, past it by 14
+    h = np.where(cols[None, :] < 1000, h, 0.0).view(_Array)
     landed = np.where(cols < 1000, bias[np.minimum(cols, 999)], 0.0)[None, :]
     out = mid(h, rows, cols, landed, 8000, 1000, (_Pointer(r), 1), 0)
     z = (h + landed) * np.where(rows < 8000, r[np.minimum(rows, 7999)], 0.0)[:, None]

@@ -11,6 +11,8 @@ from analyzer.codegen.names import Scope
 from analyzer.config.chain import Chain
 from analyzer.config.contraction import Table
 
+INFINITE_AT_ZERO = ("reciprocal", "rsqrt", "div")     # ops between the contractions that make inf or nan of 0
+
 # _ch_mid's fixed locals and the entry point's fixed names: what a diagram's names never take
 MID_LOCALS = ("h", "rows", "cols", "fvec", "size_m", "size_f", "extras", "MID", "out", "a_desc", "b1_desc",
               "b2_desc", "v_desc", "c_desc", "ROWS", "BLOCK_F", "STAGES", "GROUPS", "B1_T", "B2_T", "FV",
@@ -34,8 +36,15 @@ def mid_branch(ch: Chain, p, module: Scope) -> tuple[list[str], tuple[str, ...],
         vals[x] = ids.value(x)
     lines += ops(ch.mid, vals, ids)
     last = ch.mid[-1].name if ch.mid else ch.dots[0]
-    # columns past the stream's end landed as zeros in B1 and B2; whatever the ops make of them weighs nothing
-    lines.append(f"out = gl.where(cols[None, :] < size_f, {vals[last]}, 0.0)")
+    # Columns past the stream's end landed as zeros in B1 (so H is 0 there) and B2 (so they weigh nothing in
+    # the second contraction), and the loaded vectors read 0 there: only an op that makes an infinity of a
+    # zero (0 x inf is nan) needs them selected away. Elsewhere no select: one on H's values as they are
+    # keeps P as 16-bit halves packed at the second wgmma, under the next chunk's first, and ptxas then
+    # serialises every wgmma of the loop (C7514; linear attention ran 1.6x slower, bench/chain_probe.py).
+    if any(o.primitive.name in INFINITE_AT_ZERO for o in ch.mid):
+        lines.append(f"out = gl.where(cols[None, :] < size_f, {vals[last]}, 0.0)")
+    else:
+        lines.append(f"out = {vals[last]}")
     return lines, tuple(params), passed
 
 
