@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             rec["seconds"] = timed(triton, ours(diagram, "fp16", xs, c.entry()), graph=True, rep_ms=20)["time_s"]
             ((_, counts),) = counts_at(diagram, profile, "fp16", sizes, c.label())
             rec["predicted_s"] = chain.predicted_time(profile, c, counts, "fp16",
-                                                      chain.ContractionParams.of(profile))[0]
+                                                      chain.ContractionParams.of(profile, chain=True))[0]
         records.append(rec)
         log(json.dumps(rec))
     log(f"swept {len(records)} configurations; {time.time() - began:.0f} s in all")

@@ -13,7 +13,8 @@ did not see.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -109,13 +110,14 @@ class Row:
     diagram: str
     sizes: dict[str, int]
     label: str                          # the configuration (or configurations) it ran
-    parts: tuple[tuple[ContractionConfig, Counts], ...]    # a kernel each
+    parts: tuple[tuple[Any, Counts], ...]    # a kernel each: its configuration and counts
     dtype: str
     seconds: float
     split: str                          # train, held out, target
+    timer: Callable[..., tuple[float, str]] = predicted_time    # the kernel's model (the chain's: its own)
 
     def predicted(self, profile: Profile, params: ContractionParams) -> float:
-        return sum(predicted_time(profile, c, n, self.dtype, params)[0] for c, n in self.parts)
+        return sum(self.timer(profile, c, n, self.dtype, params)[0] for c, n in self.parts)
 
 
 @dataclass(frozen=True)
@@ -128,22 +130,27 @@ class Result:
     rows: list[Row]
     errors: dict[str, dict[str, float]]       # model -> split -> median |predicted / measured - 1|
     choices: list[dict[str, Any]]             # per swept shape: the model's choice against the fastest
+    kernel: str = "contraction"               # the profile's fit it makes (calibration.contraction, .chain)
+    parameters: dict[str, tuple[float, float, float, float]] = field(default_factory=lambda: PARAMETERS)
+    held_out_what: str = f"{HELD_OUT}^3"      # the held-out size, in words
 
     def fit(self, command: str) -> ContractionFit:
         est = {k: Estimate(value=float(f"{getattr(self.params, k):.4g}") if getattr(self.params, k) > 1e-15 else 0.0,
                            uncertainty=float(f"{self.uncertainty[k]:.2g}") if math.isfinite(self.uncertainty[k])
-                           else None) for k in PARAMETERS}
+                           else None) for k in self.parameters}
         cal = self.errors["calibrated"]
         info: dict[str, float | int | str] = {
             "records": len(self.rows), "train_median_error": round(cal["train"], 4),
             "held_out_median_error": round(cal["held out"], 4)}
         if self.at_bounds:
             info["at_bounds"] = ", ".join(f"{k} ({side})" for k, side in self.at_bounds.items())
-        unknown = [k for k in PARAMETERS if not math.isfinite(self.uncertainty[k])]
+        unknown = [k for k in self.parameters if not math.isfinite(self.uncertainty[k])]
         if unknown:
             info["not_identified"] = ", ".join(unknown)
         if "target" in cal:
             info["targets_median_error"] = round(cal["target"], 4)
+        if "held-out configuration" in cal:
+            info["held_out_configuration_median_error"] = round(cal["held-out configuration"], 4)
         if "held-out diagram" in cal:
             info["held_out_diagram_median_error"] = round(cal["held-out diagram"], 4)
         if self.choices:
@@ -171,15 +178,21 @@ def calibrate(recording: str, gpu: str | Profile, *, other: str | None = None, o
         raise NapkinError(f"{recording}: {len(train)} records to fit {len(PARAMETERS)} parameters",
                           field="records", hint="sweep more configurations")
     progress("fit", 0, 1)
-    params, uncertainty, at_bounds = _fit(base, train, recording)
+    params, uncertainty, at_bounds = fitted(base, train, recording, PARAMETERS)
     progress("fit", 1, 1)
+    return Result(base, recording, params, uncertainty, at_bounds, rows, median_errors(base, rows, params),
+                  choices(base, rows, params))
+
+
+def median_errors(base: Profile, rows: list[Row], params: ContractionParams) -> dict[str, dict[str, float]]:
+    """The idealised and the calibrated model's median |predicted / measured - 1| per split of `rows`."""
     errors = {}
     for name, p in (("idealised", ContractionParams()), ("calibrated", params)):
         by: dict[str, list[float]] = {}
         for r in rows:
             by.setdefault(r.split, []).append(abs(r.predicted(base, p) / r.seconds - 1))
         errors[name] = {k: float(np.median(v)) for k, v in by.items()}
-    return Result(base, recording, params, uncertainty, at_bounds, rows, errors, _choices(base, rows, params))
+    return errors
 
 
 def _rows(base: Profile, rec: ContractionRecording) -> list[Row]:
@@ -212,12 +225,17 @@ def _rows(base: Profile, rec: ContractionRecording) -> list[Row]:
     return out
 
 
-def _fit(base: Profile, train: list[Row], recording: str) -> tuple[ContractionParams, dict[str, float], dict[str, str]]:
-    names = list(PARAMETERS)
-    start = np.array([PARAMETERS[k][0] for k in names])
-    lower = np.array([PARAMETERS[k][1] for k in names])
-    upper = np.array([PARAMETERS[k][2] for k in names])
-    scale = np.array([PARAMETERS[k][3] for k in names])
+def fitted(base: Profile, train: list[Row], recording: str, parameters: dict[str, tuple[float, float, float, float]],
+           restarts: tuple[dict[str, float], ...] = ()) -> tuple[ContractionParams, dict[str, float], dict[str, str]]:
+    """`parameters` (name -> start, lower, upper, scale) fitted to `train`; the others keep the idealised
+    model's values. Their standard errors, and which ended at a bound. `restarts`: other starts (a
+    parameter -> its start), the fit of least cost kept: a bound that binds at none of the records where
+    the fit starts has no gradient there (the model is a maximum of bounds), so one start may leave it."""
+    names = list(parameters)
+    start = np.array([parameters[k][0] for k in names])
+    lower = np.array([parameters[k][1] for k in names])
+    upper = np.array([parameters[k][2] for k in names])
+    scale = np.array([parameters[k][3] for k in names])
     measured = np.array([r.seconds for r in train])
 
     def params_of(x) -> ContractionParams:
@@ -227,8 +245,9 @@ def _fit(base: Profile, train: list[Row], recording: str) -> tuple[ContractionPa
         p = params_of(x)
         return np.log(np.array([r.predicted(base, p) for r in train]) / measured)
 
-    out = least_squares(residuals, start / scale, bounds=(lower / scale, upper / scale), loss="huber",
-                        f_scale=HUBER_SCALE)
+    starts = [start] + [np.array([r.get(k, parameters[k][0]) for k in names]) for r in restarts]
+    out = min((least_squares(residuals, x / scale, bounds=(lower / scale, upper / scale), loss="huber",
+                             f_scale=HUBER_SCALE) for x in starts), key=lambda o: o.cost)
     if not out.success:
         raise NapkinError(f"{recording}: the fit did not converge ({out.message})", field="records")
     jac = out.jac
@@ -251,7 +270,7 @@ def _fit(base: Profile, train: list[Row], recording: str) -> tuple[ContractionPa
     return params, dict(zip(names, (float(x) for x in sd), strict=True)), at_bounds
 
 
-def _choices(base: Profile, rows: list[Row], params: ContractionParams) -> list[dict[str, Any]]:
+def choices(base: Profile, rows: list[Row], params: ContractionParams) -> list[dict[str, Any]]:
     """Per swept shape: the configuration the model ranks first among those measured there, and how much
     slower it ran than the fastest measured."""
     out = []
@@ -268,4 +287,5 @@ def _choices(base: Profile, rows: list[Row], params: ContractionParams) -> list[
     return out
 
 
-__all__ = ["HELD_OUT", "HELD_OUT_DIAGRAMS", "PARAMETERS", "Result", "Row", "calibrate"]
+__all__ = ["HELD_OUT", "HELD_OUT_DIAGRAMS", "PARAMETERS", "Result", "Row", "calibrate", "choices", "fitted",
+           "median_errors"]

@@ -1,8 +1,9 @@
 """The fits napkin calibrate makes: one per model that times a kernel family (analyzer.config.family:
 each family names its `fit`). The portable families (Triton, CUDA) share the portable kernels' model,
 fitted to a sweep of the Triton module's configurations (analyzer.calibrate.calibrate); the Hopper
-attention family has its own (analyzer.calibrate.hopper), and so has the Hopper contraction family
-(analyzer.calibrate.contraction). Each fit says which options of napkin
+attention family has its own (analyzer.calibrate.hopper), and so has the Hopper contraction family, one
+for its kernel of one contraction (analyzer.calibrate.contraction) and one for its chain kernel
+(analyzer.calibrate.chain). Each fit says which options of napkin
 calibrate it takes beyond the recording, the profile, the outputs and --across, and runs as one call;
 the CLI dispatches through this registry, and tests/unit/test_families.py holds it to the families'.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analyzer.calibrate import calibrate as portable
-from analyzer.calibrate import contraction, hopper_variants
+from analyzer.calibrate import chain, contraction, hopper_variants
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ FITS: dict[str, KernelFit] = {f.name: f for f in (
               lambda *a, **k: hopper_variants.calibrate(*a, **k)),
     KernelFit("contraction", {},                         # a recording of bench/hopper_contraction.py
               lambda *a, **k: contraction.calibrate(*a, **k)),
+    KernelFit("chain", {},                               # a recording of napkin measure mlp2 --sweep
+              lambda *a, **k: chain.calibrate(*a, **k)),
 )}
 
 

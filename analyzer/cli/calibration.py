@@ -37,10 +37,11 @@ def calibrate(
         "--registers", metavar="FILE", help="A compile recording (bench/results/compiled_h200.json): fit the "
                             "compiler's register count into the profile, and report it against "
                             "Tables 1 and 2.")] = None,
-    kernel: Annotated[Literal["portable", "hopper", "contraction"], typer.Option(   # analyzer.calibrate.fits.FITS
+    kernel: Annotated[Literal["portable", "hopper", "contraction", "chain"], typer.Option(   # calibrate.fits.FITS
         "--kernel", help="portable: the Triton kernels' model (a recording of bench/sweep_h200.py); hopper: "
                          "the Hopper attention kernel's (bench/hopper_sweep.py); contraction: the Hopper "
-                         "contraction kernel's (bench/hopper_contraction.py).")] = "portable",
+                         "contraction kernel's (bench/hopper_contraction.py); chain: the Hopper chain kernel's "
+                         "(napkin measure mlp2 --sweep).")] = "portable",
     across: Annotated[Optional[str], typer.Option(
         "--across", metavar="RECORDING:GPU", help="Another GPU's recording (of the same kernel) and profile, "
                          "RECORDING:GPU: the report carries the fit there, with that GPU's datasheet "
@@ -159,4 +160,5 @@ def _contraction_done(result, command: str, output: str | None, report: str | No
 
 
 # What each fit of analyzer.calibrate.fits.FITS writes and prints (its report lives in report/)
-REPORTED = {"portable": _portable_done, "hopper": _hopper_done, "contraction": _contraction_done}
+REPORTED = {"portable": _portable_done, "hopper": _hopper_done, "contraction": _contraction_done,
+            "chain": _contraction_done}

@@ -247,8 +247,10 @@ def chunk_times(profile: Profile, c: ChainConfig, counts: Counts, dtype: str,
     """Seconds one chunk of a tile costs its SM, by what may bound it (the chunk takes the longest):
     `tensor` (both contractions), `smem` (wgmma's reads: each 64-row instruction reads its rows of A and
     B1's chunk, and B2's chunk; P comes from registers), `l2` (the chunk's loads, the SMs at work sharing
-    L2), `latency` (a load's latency and transfer behind the STAGES - 1 chunks ahead) and `threads` (the
-    mid ops at the lanes and the special function unit, under the second contraction)."""
+    L2), `latency` (a load's latency and transfer behind the STAGES - 1 chunks ahead), `threads` (the
+    mid ops at the lanes and the special function unit, under the second contraction) and `wait` (one
+    consumer's own chain: its two wgmmas, then the wait for H_j and the second's drain before it issues
+    the next chunk, which only the other consumers' wgmmas fill)."""
     sms = profile.sm_count
     per_chunk = counts.tiles * counts.chunks
     tensor = counts.tensor_flops / per_chunk / (profile.rate("tensor", dtype) / sms * params.tensor_efficiency)
@@ -258,7 +260,8 @@ def chunk_times(profile: Profile, c: ChainConfig, counts: Counts, dtype: str,
     l2 = counts.loads_s / per_chunk * min(sms, counts.tiles) / params.l2_efficiency
     latency = (params.load_latency_s + l2) / max(c.stages - 1, 1)
     threads = sum(f / per_chunk / (profile.rate(q, dtype) / sms) for q, f in counts.thread_flops.items())
-    return {"tensor": tensor, "smem": smem, "l2": l2, "latency": latency, "threads": threads}
+    wait = tensor / c.warpgroups + params.wait_s
+    return {"tensor": tensor, "smem": smem, "l2": l2, "latency": latency, "threads": threads, "wait": wait}
 
 
 def predicted_time(profile: Profile, c: ChainConfig, counts: Counts, dtype: str,
@@ -267,9 +270,11 @@ def predicted_time(profile: Profile, c: ChainConfig, counts: Counts, dtype: str,
     chunk = chunk_times(profile, c, counts, dtype, params)
     per_sm = math.ceil(counts.tiles / profile.sm_count)
     sm = per_sm * ((counts.chunks + 1) * (max(chunk.values()) + params.chunk_overhead_s) + params.tile_overhead_s)
-    if counts.gmem_s > sm:
-        return params.launch_overhead_s + counts.gmem_s, "gmem"
-    return params.launch_overhead_s + sm, max(chunk, key=chunk.get)
+    # the whole GPU's tensor work at the rate its power limit sustains: an SM alone runs at the boost
+    # clock, every SM at once at a lower one
+    power = counts.tensor_flops / (profile.rate("tensor", dtype) * params.power_efficiency)
+    bound, t = max((("gmem", counts.gmem_s), ("power", power), (max(chunk, key=chunk.get), sm)), key=lambda x: x[1])
+    return params.launch_overhead_s + t, bound
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from analyzer.config.hopper import (
 )
 from analyzer.config.plan import KernelPlan
 from analyzer.diagram.compiled import Op
-from analyzer.hardware import Profile, contraction_fit
+from analyzer.hardware import Profile, chain_fit, contraction_fit
 from analyzer.model.analysis import TermModel
 
 BLOCKS_N = (64, 128, 256)         # a tile's columns: wgmma's n, at most 256
@@ -293,18 +293,25 @@ class ContractionParams:
     chunk_overhead_s: float = 0.0
     tile_overhead_s: float = 0.0
     launch_overhead_s: float = 0.0
+    wait_s: float = 0.0          # the chain kernel's alone (analyzer.config.chain): a consumer's wait a chunk
+    power_efficiency: float = 1.0    # the chain kernel's alone: the tensor rate every SM at once sustains
     source: str = "the idealised model"
+    own: bool = True             # fitted on a sweep of the kernel it times (False: the contraction's, carried)
 
     @classmethod
-    def of(cls, profile: Profile) -> ContractionParams:
-        """The profile's fitted parameters (its own, or its GPU's shipped calibration), else the defaults."""
-        found = contraction_fit(profile)
+    def of(cls, profile: Profile, *, chain: bool = False) -> ContractionParams:
+        """The profile's fitted parameters (its own, or its GPU's shipped calibration), else the defaults.
+        `chain`: the chain kernel's fit (napkin calibrate --kernel chain), else the contraction kernel's
+        carried over (`own` False)."""
+        found = chain_fit(profile) if chain else None
+        own = found is not None or not chain
+        found = found or contraction_fit(profile)
         if found is None:
             return cls()
         fit, name = found
         given = {f.name: getattr(fit, f.name).value for f in fields(cls)
-                 if f.name != "source" and getattr(fit, f.name) is not None}
-        return cls(**given, source=f"calibrated on {name}")
+                 if f.name not in ("source", "own") and getattr(fit, f.name) is not None}
+        return cls(**given, source=f"calibrated on {name}", own=own)
 
     @property
     def calibrated(self) -> bool:

@@ -11,8 +11,8 @@ from analyzer.common.lazy import lazy_exports
 
 _HOME = {
     "aliases": "names", "profile_path": "names",
-    "calibrated_sibling": "files", "contraction_fit": "files", "hopper_fit": "files", "load": "files", "load_profile_file": "files",
-    "portable_model": "files", "shipped_profiles": "files",
+    "calibrated_sibling": "files", "chain_fit": "files", "contraction_fit": "files", "hopper_fit": "files",
+    "load": "files", "load_profile_file": "files", "portable_model": "files", "shipped_profiles": "files",
     "SCALARS": "profile", "Calibration": "profile", "ContractionFit": "profile", "Estimate": "profile", "HopperFit": "profile",
     "HeldOut": "profile", "held_out_fit": "profile",
     "LevelProfile": "profile", "Profile": "profile", "RegisterRelation": "profile",

@@ -103,6 +103,12 @@ def contraction_fit(profile: Profile) -> tuple[ContractionFit, str] | None:
     return _kernel_fit(profile, "contraction")
 
 
+def chain_fit(profile: Profile) -> tuple[ContractionFit, str] | None:
+    """The Hopper chain kernel's fitted model for `profile` (napkin calibrate --kernel chain), and the
+    profile that carries it (as hopper_fit). None where no one swept the chain kernel on this GPU."""
+    return _kernel_fit(profile, "chain")
+
+
 def _kernel_fit(profile: Profile, name: str):
     """The calibration's fit `name` (hopper, contraction) of `profile`, else of its calibrated sibling."""
     own = getattr(profile.calibration, name) if profile.calibration else None

@@ -277,6 +277,15 @@ class ContractionFit(Exact):
         None, description="Seconds a tile adds beyond its chunks and its tail (the last chunk's wait, the "
                           "output's staging and store).")
     launch_overhead_s: Estimate | None = Field(None, description="Seconds per kernel launch.")
+    wait_s: Estimate | None = Field(
+        None, description="The chain kernel's (napkin calibrate --kernel chain): seconds a consumer warpgroup "
+                          "waits a chunk beyond its own wgmmas (its first contraction's result before the ops "
+                          "between them, its second's drain before the next chunk), which the other consumers' "
+                          "wgmmas fill.")
+    power_efficiency: Estimate | None = Field(
+        None, description="The chain kernel's: the fraction of the tensor cores' datasheet rate the whole GPU "
+                          "sustains with every SM at work (its power limit lowers the clock that one SM alone "
+                          "runs at).")
     fit: dict[str, float | int | str] = Field(default_factory=dict,
                                               description="How well the fit did (informative).")
 
@@ -336,6 +345,9 @@ class Calibration(Exact):
     contraction: ContractionFit | None = Field(
         None, description="The Hopper contraction kernel's model fitted to a sweep of it (absent: the "
                           "idealised model ranks its configurations).")
+    chain: ContractionFit | None = Field(
+        None, description="The Hopper chain kernel's model (two contractions, the second fed by the first) "
+                          "fitted to a sweep of it (absent: the contraction kernel's fit, carried over).")
     fit: dict[str, float | int | str] = Field(default_factory=dict,
                                               description="How well the fit did (informative).")
 

@@ -83,8 +83,7 @@ def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None =
                                  launch or _launch, rep_ms, progress, module=module, entry=entry,
                                  workers=_workers(workers, launch), diagram=diagram)
             records = run.records(contraction)
-        return {"meta": _meta(device, profile, torch, command, run.methods, f"squares of sides "
-                              f"{list(contraction.sides)}", " --kernel contraction"),
+        return {"meta": _meta(device, profile, torch, command, run.methods, run.where, f" --kernel {run.fit}"),
                 "env": {"gpu": device.name}, "gpu_profile": profile.name, "records": records}
     workers = _workers(workers, launch)
     launch = launch or _launch

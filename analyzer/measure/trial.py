@@ -96,13 +96,14 @@ class Trials:
         compile_ahead(self.module, self.entry, DTYPES[self.g.dtype], calls, self.workers, self.tensors_on,
                       self.progress)
 
-    def check(self, head_dim: int | None, configs: list[tuple[str, Any]]) -> None:
+    def check(self, head_dim: int | None, configs: list[tuple[str, Any]], at: dict[str, int] | None = None) -> None:
         """Each configuration (its label and the entry it is launched with) not yet checked at this head dim
-        (None: not attention), against float64 where `small` says; one that is wrong is kept in `failed`."""
+        (None: not attention), against float64 at `at` (default: where `small` says); one that is wrong is
+        kept in `failed`."""
         todo = [(label, entry) for label, entry in configs if (head_dim, label) not in self.checked]
         if not todo:
             return
-        at = small(self.g, head_dim)
+        at = at or small(self.g, head_dim)
         xs, kwargs = self.tensors(at, SEED)
         want = reference(self.torch, self.g, xs, at)
         allowed = tolerance(self.g.dtype, reduction(self.g, at))

@@ -179,12 +179,40 @@ def test_a_sweep_writes_what_calibrate_fits_and_the_fit_predicts_it(tmp_path):
     assert hardware.load(str(tmp_path / "fit.yaml")).calibration.hopper is not None
 
 
-def test_a_sweep_of_a_kernel_it_does_not_time_is_refused():
-    """The contraction kernel's fit models one contraction a kernel: a chain of two (mlp2) is refused."""
-    from analyzer.common.errors import NapkinError
+@pytest.mark.slow(seconds=3)
+def test_a_chain_sweep_writes_what_the_chain_fit_reads(tmp_path):
+    """On a Hopper profile, mlp2's sweep is the chain kernel's: its rows and stream at each side, its whole
+    axes as generated (--set i=128 --set o=128), every legal configuration checked against float64 and timed, each
+    record with the model's time and rank; napkin calibrate --kernel chain fits it, and with times that
+    are the model's own (the contraction fit carried over: no wait, no power bound below the datasheet's),
+    it predicts the side and the configurations it held out."""
+    from analyzer.calibrate.chain import calibrate
     from analyzer.measure.sweep import sweep
-    with pytest.raises(NapkinError, match="takes a diagram of one contraction"):
-        sweep("mlp2", device=H100, tensors_on="cpu", launch=_computed)
+    from analyzer.measure.sweep_contraction import ContractionGrid
+
+    def clock(fn, rep_ms):
+        fn()
+        return TimingOut(method="none", repetitions_ms=rep_ms, time_s=1.0, time_s_p20=1.0, time_s_p80=1.0)
+    doc = sweep("mlp2", device=H100, tensors_on="cpu", contraction=ContractionGrid(chain_sides=(2048, 4096, 16384)),
+                timer=clock, launch=_computed, sets={"i": 128, "o": 128})
+    assert doc["meta"]["calibrate"] == " --kernel chain"
+    records = doc["records"]
+    assert all("seconds" in r for r in records), [r.get("error") for r in records][:3]
+    assert {(r["sizes"]["n"], r["sizes"]["f"]) for r in records} == {(2048, 2048), (4096, 4096), (16384, 16384)}
+    assert {(r["sizes"]["i"], r["sizes"]["o"]) for r in records} == {(128, 128)}
+    for side in (2048, 4096, 16384):
+        ranks = sorted(r["model_rank"] for r in records if r["sizes"]["n"] == side)
+        assert ranks == list(range(1, len(ranks) + 1))
+    for r in records:
+        r["seconds"] = r["p20"] = r["p80"] = r["predicted_s"]
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(doc))
+    result = calibrate(str(path), "h100")
+    cal = result.errors["calibrated"]
+    # the times are the model's own: it predicts the side and the configurations it never saw (2026-11-28: 0.0 %)
+    assert cal["held out"] < 0.01 and cal["train"] < 0.01 and cal.get("held-out configuration", 0) < 0.01
+    assert result.kernel == "chain" and set(result.fit("test").model_dump(exclude_none=True)) >= {"wait_s",
+                                                                                                  "power_efficiency"}
 
 
 @pytest.mark.slow(seconds=3)
@@ -249,6 +277,9 @@ def _computed(fn, xs, kwargs, entry):
     if "causal" in kwargs:
         q, k, v = (x.double() for x in xs[:3])
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=kwargs["causal"]).half()
+    if len(xs) == 3:             # mlp2: relu(X W1) W2
+        x, w1, w2 = (t.double() for t in xs)
+        return (torch.relu(x @ w1) @ w2).half()
     a, b = (x.double() for x in xs)
     return (a @ b).half()
 

@@ -90,6 +90,7 @@ class Family(ABC):
     name: ClassVar[str]          # napkin kernel's --backend word
     title: ClassVar[str]         # how a sentence names its kernel: "the Hopper kernel"
     fit: ClassVar[str]           # the fit in a profile that times it (napkin calibrate --kernel FIT)
+    other_fits: ClassVar[tuple[str, ...]] = ()    # fits that time its other kernels (the contraction family's chain)
     sized: ClassVar[bool] = False     # its wrapper chooses a configuration per call (analyzer.config.by_size)
     ranks: ClassVar[bool] = True      # napkin sweep ranks its configurations
     language: ClassVar[str] = "python"     # the language of the file -o names (the report highlights it)

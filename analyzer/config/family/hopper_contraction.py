@@ -50,6 +50,7 @@ class HopperContraction(Family):
     name = "hopper-contraction"
     title = "the Hopper contraction kernel"
     fit = "contraction"
+    other_fits = ("chain",)      # its chain kernel's (analyzer.config.chain), carried from "contraction" without it
     sized = True
 
     def preferred_on(self, profile):
@@ -74,7 +75,6 @@ class HopperContraction(Family):
             if isinstance(st, str):
                 return st
             structures.append(st)
-        params = ContractionParams.of(profile)
         names = {s.name for s in c.diagram.size_symbols}
         pins = {k: int(v) for k, v in sets.items() if k in names}
         lengths, points = shaped_grid(c.diagram, c.roles)       # the module's grid of problem sizes
@@ -91,14 +91,15 @@ class HopperContraction(Family):
             model = _model(c.diagram, profile, k.plan.name)
             if tables and isinstance(st, Chain):
                 found = _chain_table(profile, model, k.plan, st, c.dtype, _sizes(c, pins),
-                                     lengths=(LENGTHS[0],) if pins else lengths, params=params)
+                                     lengths=(LENGTHS[0],) if pins else lengths,
+                                     params=ContractionParams.of(profile, chain=True))
                 if found is None:
                     return f"no configuration of the Hopper chain kernel fits kernel {k.plan.name!r}"
                 out.append(found)
             elif tables:
                 try:
                     out.append(size_table(profile, model, k.plan, st, c.dtype, grid, _sizes(c, pins) if pins else {},
-                                          params))
+                                          ContractionParams.of(profile)))
                 except ValueError:
                     return f"no configuration of the Hopper contraction kernel fits kernel {k.plan.name!r}"
             else:
@@ -112,14 +113,15 @@ class HopperContraction(Family):
 
     def expected(self, launched, profile, sizes):
         c: Configured = launched.configured
-        params = ContractionParams.of(profile)
         values = _sizes(c, sizes)
         length = _length(c, values)
         time_s = flops = 0.0
-        bounds, chosen = [], []
+        bounds, chosen, fits = [], [], []
         for k, table in zip(c.kernels, launched.contraction.tables, strict=True):
             model = _model(c.diagram, profile, k.plan.name)
             kind = chains if isinstance(table.structure, Chain) else contractions   # the same functions
+            params = ContractionParams.of(profile, chain=kind is chains)
+            fits.append((kind is chains, params))
             if table.configs:
                 config = table.at(length)
                 (counts,) = kind.counted(model, k.plan, table.structure, values, [config])
@@ -137,13 +139,9 @@ class HopperContraction(Family):
         bound = bounds[0] if len(set(bounds)) == 1 else "mixed: " + ", ".join(
             f"{k.plan.name} {b}" for k, b in zip(c.kernels, bounds, strict=True))
         label = "; ".join(x.label() for x in chosen)
-        if params.calibrated:
-            model = f"the Hopper contraction kernel's model {params.source}"
-            if any(isinstance(t.structure, Chain) for t in launched.contraction.tables):
-                model += ", carried to the chain kernel (nobody has fitted the chain on a sweep of its own)"
-        else:
-            model = f"the idealised model: nobody measured the Hopper contraction kernel on {profile.name}"
-        return Expected(self.name, label, time_s, flops, bound, model, params.calibrated, values,
+        model = "; ".join(dict.fromkeys(_described(chained_kernel, p, profile) for chained_kernel, p in fits))
+        calibrated = all(p.calibrated for _, p in fits)
+        return Expected(self.name, label, time_s, flops, bound, model, calibrated, values,
                         kernel=self.title, contraction=tuple(chosen))
 
     def allocated(self, launched, profile, sizes):
@@ -166,13 +164,13 @@ class HopperContraction(Family):
                                              if k in {s.name for s in c.diagram.size_symbols}})
         shown = {s.name: int(v) for s, v in sizes.items()}
         expected = self.expected(launched, profile, shown)
-        params = ContractionParams.of(profile)
         out = []
         for i, (k, table) in enumerate(zip(c.kernels, launched.contraction.tables, strict=True)):
             progress("rank", i, len(c.kernels))
             if kernel is not None and k.plan.name != kernel:
                 continue
             kind = chains if isinstance(table.structure, Chain) else contractions
+            params = ContractionParams.of(profile, chain=kind is chains)
             rows = [ContractionRow(k.plan.name, r.config, r.time_s, r.counts.tensor_flops, r.bound)
                     for r in kind.ranked(profile, _model(c.diagram, profile, k.plan.name), k.plan, table.structure,
                                          c.dtype, shown, params)]
@@ -220,6 +218,18 @@ def _chain_table(profile: Profile, model: TermModel, p, ch: Chain, dtype: str, s
     if not first:
         return None
     return Table(p.name, ch, lengths, (first[0].config,), (0,) * len(lengths))
+
+
+def _described(chain: bool, params: ContractionParams, profile: Profile) -> str:
+    """Which model timed a kernel: its own fit, the contraction kernel's carried to the chain kernel, or
+    the idealised model."""
+    kernel = "chain" if chain else "contraction"
+    if not params.calibrated:
+        return f"the idealised model: nobody measured the Hopper {kernel} kernel on {profile.name}"
+    if params.own:
+        return f"the Hopper {kernel} kernel's model {params.source}"
+    return (f"the Hopper contraction kernel's model {params.source}, carried to the chain kernel (nobody has "
+            f"fitted the chain on a sweep of its own on {profile.name})")
 
 
 def _sizes(c: Configured, sizes: dict[str, int]) -> dict[str, int]:
