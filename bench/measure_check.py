@@ -16,15 +16,19 @@ Parts (--parts, comma-separated):
   kernel's (analyzer.measure.sweep_contraction), into contraction_<gpu>.json in --out.
 - `contraction-fit`: `napkin calibrate --kernel contraction` of that recording against the shipped fit, as
   `fit` does.
+- `chain-sweep`, `chain-fit`: the same for the chain kernel: `napkin measure --sweep` of mlp2 and
+  linear_attention_queries at their widths and at half of them (CHAIN_SWEEPS, the shipped fit's), into
+  chain_<gpu>.json, and `napkin calibrate --kernel chain` of it against the shipped chain fit.
 
     python bench/measure_check.py --parts draft                        # a minute
     python bench/measure_check.py --parts sweep --head-dims 128,256    # a few minutes with 15 workers
     python bench/measure_check.py --parts fit                          # seconds, no GPU needed
     python bench/measure_check.py --parts contraction-sweep            # a minute and a half
     python bench/measure_check.py --parts contraction-fit              # seconds, no GPU needed
+    python bench/measure_check.py --parts chain-sweep,chain-fit        # four minutes with 15 workers
 
 It writes measure_check_<gpu>.json and .md into --out ($OUT if set, else bench/results), or
-measure_check_contraction_<gpu> for the contraction parts alone.
+measure_check_contraction_<gpu> (measure_check_chain_<gpu>) for the contraction (chain) parts alone.
 """
 
 from __future__ import annotations
@@ -42,6 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import command, log, save_results  # noqa: E402
 
 DIAGRAMS = ("attention", "causal_attention", "matmul", "mlp2")      # what the draft predicts
+# each kernel's sweeps, as the shipped fit's recordings were made: (diagram, --set sizes)
+SWEEPS = {"contraction": (("matmul", {}), ("matmul_bias_gelu", {})),
+          "chain": (("mlp2", {}), ("linear_attention_queries", {}), ("mlp2", {"i": 128, "o": 128}),
+                    ("linear_attention_queries", {"d": 64, "e": 64}))}
 
 
 def draft_part(gpu_name: str) -> dict:
@@ -110,29 +118,33 @@ def fit_part(out: Path, gpu_name: str, profile: str) -> dict:
     return {"rows": rows, "predictions": predictions, "same_configurations": _shift(result.records, gpu_name)}
 
 
-def contraction_sweep_part(out: Path, gpu_name: str, rep_ms: float, workers: int | None) -> dict:
+def kernel_sweep_part(kernel: str, out: Path, gpu_name: str, rep_ms: float, workers: int | None) -> dict:
+    """`kernel`'s sweeps (SWEEPS: contraction or chain) into <kernel>_<gpu>.json in `out`."""
     from analyzer.measure.sweep import sweep
-    path = out / f"contraction_{gpu_name}.json"
+    path = out / f"{kernel}_{gpu_name}.json"
     doc = json.loads(path.read_text()) if path.exists() else {"records": []}
-    for diagram in ("matmul", "matmul_bias_gelu"):
-        new = sweep(diagram, rep_ms=rep_ms, workers=workers,
-                    command=f"python bench/measure_check.py --parts contraction-sweep --rep-ms {rep_ms:g}")
+    for diagram, sets in SWEEPS[kernel]:
+        new = sweep(diagram, rep_ms=rep_ms, workers=workers, sets=sets,
+                    command=f"python bench/measure_check.py --parts {kernel}-sweep --rep-ms {rep_ms:g}")
         doc = {**new, "records": [*doc["records"], *new["records"]]}
         path.write_text(json.dumps(doc, indent=1))
-        log(f"{diagram}: {sum('error' not in r for r in new['records'])} of {len(new['records'])} records measured")
+        log(f"{diagram} {sets}: {sum('error' not in r for r in new['records'])} of {len(new['records'])} records "
+            "measured")
     return {"recording": str(path), "records": len(doc["records"])}
 
 
-def contraction_fit_part(out: Path, gpu_name: str, profile: str) -> dict:
+def kernel_fit_part(kernel: str, out: Path, gpu_name: str, profile: str) -> dict:
+    """napkin calibrate --kernel `kernel` of that recording, each parameter against the shipped fit's."""
     from analyzer import hardware
-    from analyzer.calibrate.contraction import PARAMETERS, calibrate
-    from analyzer.hardware import contraction_fit
-    result = calibrate(str(out / f"contraction_{gpu_name}.json"), profile)
-    shipped, _ = contraction_fit(hardware.load(profile))
-    rows = []
+    from analyzer.calibrate import chain, contraction
+    from analyzer.hardware import chain_fit, contraction_fit
+    fitting, found = {"contraction": (contraction, contraction_fit), "chain": (chain, chain_fit)}[kernel]
+    result = fitting.calibrate(str(out / f"{kernel}_{gpu_name}.json"), profile)
+    shipped, _ = found(hardware.load(profile))
     rows = [_agreement(name, getattr(result.params, name), result.uncertainty[name], getattr(shipped, name))
-            for name in PARAMETERS]
-    return {"rows": rows, "errors": result.errors["calibrated"], "shipped_fit": dict(shipped.fit)}
+            for name in fitting.PARAMETERS]
+    return {"rows": rows, "errors": result.errors["calibrated"], "shipped_fit": dict(shipped.fit),
+            "held_out": result.held_out_what}
 
 
 def _agreement(name: str, ours: float, err: float, theirs) -> dict:
@@ -208,12 +220,14 @@ def markdown(doc: dict) -> str:
             md += ["", f"The same configuration at the same shape, this sweep's time over `{shift['recording']}`'s "
                    f"({shift['count']} pairs): median {shift['median']:.3f}, 10th percentile {shift['p10']:.3f}, "
                    f"90th {shift['p90']:.3f}."]
-    if "contraction" in doc:
-        c = doc["contraction"]
-        md += ["## The Hopper contraction kernel: its sweep's fit against the shipped fit", "",
+    for kernel in ("contraction", "chain"):
+        if kernel not in doc:
+            continue
+        c = doc[kernel]
+        md += [f"## The Hopper {kernel} kernel: its sweep's fit against the shipped fit", "",
                f"Median error of this fit: {c['errors']['train']:.1%} on the records it was fitted to, "
-               f"{c['errors']['held out']:.1%} on the 4096 side it held out (the shipped fit: "
-               f"{c['shipped_fit'].get('train_median_error', float('nan')):.1%} and "
+               f"{c['errors']['held out']:.1%} on the side it held out ({c.get('held_out', '4096^3')}) (the "
+               f"shipped fit: {c['shipped_fit'].get('train_median_error', float('nan')):.1%} and "
                f"{c['shipped_fit'].get('held_out_median_error', float('nan')):.1%}).", "",
                *_agreement_table(c["rows"]), ""]
     return "\n".join(md) + "\n"
@@ -234,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parts = set(args.parts.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
     gpu, profile = "gpu", args.gpu
-    if parts & {"draft", "sweep", "contraction-sweep"}:
+    if parts & {"draft", "sweep", "contraction-sweep", "chain-sweep"}:
         from analyzer.measure.device import local_device, profile_for
         device = local_device()
         gpu, profile = device.name, args.gpu or profile_for(device)
@@ -247,11 +261,13 @@ def main(argv: list[str] | None = None) -> int:
                                    args.workers)
     if "fit" in parts:
         doc["fit"] = fit_part(args.out, name, profile or name)
-    if "contraction-sweep" in parts:
-        doc["contraction_sweep"] = contraction_sweep_part(args.out, name, args.rep_ms, args.workers)
-    if "contraction-fit" in parts:
-        doc["contraction"] = contraction_fit_part(args.out, name, profile or name)
-    stem = "measure_check_contraction" if parts <= {"contraction-sweep", "contraction-fit"} else "measure_check"
+    for kernel in ("contraction", "chain"):
+        if f"{kernel}-sweep" in parts:
+            doc[f"{kernel}_sweep"] = kernel_sweep_part(kernel, args.out, name, args.rep_ms, args.workers)
+        if f"{kernel}-fit" in parts:
+            doc[kernel] = kernel_fit_part(kernel, args.out, name, profile or name)
+    alone = [k for k in ("contraction", "chain") if parts <= {f"{k}-sweep", f"{k}-fit"}]
+    stem = f"measure_check_{alone[0]}" if alone else "measure_check"
     save_results(args.out, f"{stem}_{name}", doc, markdown(doc))
     print(markdown(doc))
     return 0

@@ -131,9 +131,10 @@ def _compile(module, kernel: str, entry: dict, dtype: str) -> dict:
     return {"shared": compiled.metadata.shared, "instructions": [i for i in INSTRUCTIONS if i in ptx],
             "local": "ld.local" in ptx or "st.local" in ptx,
             "spills": sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", log)),
-            # ptxas's notes that it serialised the wgmma: C7515 (a loop's edges), C7514 (a non-wgmma
-            # instruction touching an accumulator within its pipeline stage)
-            "serialised": "C7515" in log or "C7514" in log}
+            # ptxas's notes that it serialised the wgmma, whatever the cause: C7515 (a loop's edges), C7514
+            # (a non-wgmma instruction touching an accumulator within its pipeline stage), C7512 (too few
+            # registers)
+            "serialised": "wgmma.mma_async instructions are serialized" in log}
 
 
 if __name__ == "__main__":
