@@ -248,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     parts = set(args.parts.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
     gpu, profile = "gpu", args.gpu
+    if profile:         # a fit alone: the GPU its profile names (the recording's own, or refused by the fit)
+        from analyzer import hardware
+        gpu = hardware.load(profile).description
     if parts & {"draft", "sweep", "contraction-sweep", "chain-sweep"}:
         from analyzer.measure.device import local_device, profile_for
         device = local_device()

@@ -43,7 +43,8 @@ from analyzer.hardware import Profile
 # the contraction kernel's parameters, a consumer's wait a chunk (about the latency of a wgmma group and
 # its drain, a microsecond at most) and the tensor rate the whole GPU sustains at its power limit
 PARAMETERS = {**CONTRACTION_PARAMETERS, "wait_s": (2e-7, 0.0, 2e-6, 1e-7),
-              "power_efficiency": (1.0, 0.3, 1.2, 1.0)}     # up to the boost clock over the tensor clock
+              "power_efficiency": (1.0, 0.3, 1.2, 1.0),     # up to the boost clock over the tensor clock
+              "thread_efficiency": (1.0, 0.05, 2.0, 1.0)}   # counted FLOPs over the instructions they take
 # where the power bound binds from the start (at 1.0 it binds at no record, and has no gradient there)
 RESTARTS = ({"power_efficiency": 0.8}, {"power_efficiency": 0.6}, {"wait_s": 0.0})
 HELD_OUT_SHARE = 4            # one configuration in HELD_OUT_SHARE is held out at every size

@@ -249,8 +249,10 @@ def chunk_times(profile: Profile, c: ChainConfig, counts: Counts, dtype: str,
     B1's chunk, and B2's chunk; P comes from registers), `l2` (the chunk's loads, the SMs at work sharing
     L2), `latency` (a load's latency and transfer behind the STAGES - 1 chunks ahead), `threads` (the
     mid ops at the lanes and the special function unit, under the second contraction) and `wait` (one
-    consumer's own chain: its two wgmmas, then the wait for H_j and the second's drain before it issues
-    the next chunk, which only the other consumers' wgmmas fill)."""
+    consumer's own chain: its share of the wgmmas, then the wait for H_j and the second's drain before it
+    issues the next chunk, which only the other consumers' wgmmas fill, and the ops between the
+    contractions of every consumer: they wait on the same stage of the ring, so they run their ops at
+    once, on the SM's shared lanes and special function unit, while the tensor cores idle)."""
     sms = profile.sm_count
     per_chunk = counts.tiles * counts.chunks
     tensor = counts.tensor_flops / per_chunk / (profile.rate("tensor", dtype) / sms * params.tensor_efficiency)
@@ -259,8 +261,9 @@ def chunk_times(profile: Profile, c: ChainConfig, counts: Counts, dtype: str,
     smem = read / (profile.level("smem").bandwidth_bytes_per_s / sms * params.smem_efficiency)
     l2 = counts.loads_s / per_chunk * min(sms, counts.tiles) / params.l2_efficiency
     latency = (params.load_latency_s + l2) / max(c.stages - 1, 1)
-    threads = sum(f / per_chunk / (profile.rate(q, dtype) / sms) for q, f in counts.thread_flops.items())
-    wait = tensor / c.warpgroups + params.wait_s
+    threads = sum(f / per_chunk / (profile.rate(q, dtype) / sms * params.thread_efficiency)
+                  for q, f in counts.thread_flops.items())
+    wait = tensor / c.warpgroups + threads + params.wait_s
     return {"tensor": tensor, "smem": smem, "l2": l2, "latency": latency, "threads": threads, "wait": wait}
 
 

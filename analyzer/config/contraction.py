@@ -295,6 +295,7 @@ class ContractionParams:
     launch_overhead_s: float = 0.0
     wait_s: float = 0.0          # the chain kernel's alone (analyzer.config.chain): a consumer's wait a chunk
     power_efficiency: float = 1.0    # the chain kernel's alone: the tensor rate every SM at once sustains
+    thread_efficiency: float = 1.0   # the chain kernel's alone: the ops' counted FLOPs at this share of the lanes'
     source: str = "the idealised model"
     own: bool = True             # fitted on a sweep of the kernel it times (False: the contraction's, carried)
 

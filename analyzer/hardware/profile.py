@@ -286,6 +286,10 @@ class ContractionFit(Exact):
         None, description="The chain kernel's: the fraction of the tensor cores' datasheet rate the whole GPU "
                           "sustains with every SM at work (its power limit lowers the clock that one SM alone "
                           "runs at).")
+    thread_efficiency: Estimate | None = Field(
+        None, description="The chain kernel's: the share of the lanes' and the special function unit's "
+                          "datasheet rates the ops between its contractions run their counted FLOPs at (the "
+                          "instructions a FLOP takes, the conversions and selects the count leaves out).")
     fit: dict[str, float | int | str] = Field(default_factory=dict,
                                               description="How well the fit did (informative).")
 

@@ -19,6 +19,7 @@ MEANING = {
     "launch_overhead_s": "seconds per kernel launch",
     "wait_s": "seconds a consumer waits a chunk beyond its own wgmmas (the other consumers' fill it)",
     "power_efficiency": "fraction of the tensor cores' datasheet rate the GPU sustains with every SM at work",
+    "thread_efficiency": "share of the lanes' and SFU's rates the ops between the contractions run at",
 }
 # what each kernel's model does with a chunk, and what its fit held out
 MODEL = {

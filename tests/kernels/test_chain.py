@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from analyzer import hardware
 from analyzer.codegen import generate
-from analyzer.config.chain import candidates, configuration, counted, widths_of
+from analyzer.config.chain import candidates, chunk_times, configuration, counted, predicted_time, widths_of
+from analyzer.config.contraction import ContractionParams
 from analyzer.config.family.hopper_contraction import launched_contraction
 from analyzer.config.launch import launch
 from bench.hopper_chain import MLP_BIAS as BIASED
@@ -178,3 +179,24 @@ def test_a_vector_along_the_rows_is_loaded_where_the_streams_rides_the_ring(tmp_
     z = (h + landed) * np.where(rows < 8000, r[np.minimum(rows, 7999)], 0.0)[:, None]
     gelu = 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
     assert np.allclose(out, np.where(cols[None, :] < 1000, gelu, 0.0), rtol=1e-12, atol=1e-12)
+
+
+def test_a_consumers_chain_and_the_power_limit_bound_the_chain_kernels_time():
+    """The chain's two terms of its own (analyzer.config.chain): one consumer's chain a chunk (its share of
+    the wgmmas, the ops of every consumer, its wait) and the whole GPU's tensor work at the power limit's
+    share of the datasheet rate. The ops add to the chain at the lanes' rate over thread_efficiency; the
+    power bound takes the time once it exceeds the busiest SM's."""
+    (ch, plan, model), = launched_contraction("mlp_gelu", H100, "fp16")
+    sizes = {"n": 16384, "i": 256, "f": 4096, "o": 128}
+    one, two = (configuration(H100, ch, "fp16", widths_of(plan, ch, sizes), block_m=64 * w, block_f=64, stages=2,
+                              warpgroups=w) for w in (1, 2))
+    c1, c2 = counted(model, plan, ch, sizes, [one, two])
+    p = ContractionParams(wait_s=1e-6)
+    t1, t2 = chunk_times(H100, one, c1, "fp16", p), chunk_times(H100, two, c2, "fp16", p)
+    assert c1.thread_flops and t1["threads"] > 0        # the bias and GELU: work on the lanes and the SFU
+    assert t1["wait"] == pytest.approx(t1["tensor"] + t1["threads"] + 1e-6)
+    assert t2["wait"] == pytest.approx(t2["tensor"] / 2 + t2["threads"] + 1e-6)
+    slower = chunk_times(H100, two, c2, "fp16", ContractionParams(wait_s=1e-6, thread_efficiency=0.5))
+    assert slower["wait"] - t2["wait"] == pytest.approx(t2["threads"])
+    time_s, bound = predicted_time(H100, two, c2, "fp16", ContractionParams(power_efficiency=0.05))
+    assert bound == "power" and time_s == pytest.approx(c2.tensor_flops / (H100.rate("tensor", "fp16") * 0.05))

@@ -161,6 +161,8 @@ def test_the_float64_evaluation_of_the_other_diagrams():
         "matmul": ([r(30, 20), r(20, 10)], lambda a, b: a @ b),
         "linear_attention": ([r(30, 128), r(50, 128), r(50, 128)], lambda q, k, v: q @ (k.T @ v)),
         "mlp2": ([r(30, 256), r(256, 64), r(64, 256)], lambda x, w1, w2: torch.relu(x @ w1) @ w2),
+        "mlp_gelu": ([r(30, 256), r(256, 64), r(64), r(64, 128)],
+                     lambda x, w1, b, w2: torch.nn.functional.gelu(x @ w1 + b, approximate="tanh") @ w2),
         "softmax_contraction": ([r(30, 50), r(50, 128)], lambda s, v: torch.softmax(s, -1) @ v),
         "rmsnorm_matmul": ([r(30, 4096), r(4096).abs() + 0.5, r(4096, 20)],    # i's default: the mean's 1/i
                            lambda x, g, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * g @ w),
