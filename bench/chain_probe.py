@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -72,29 +73,11 @@ kernels:
 
 
 def _linear(name: str, k: str) -> str:
-    return f"""\
-name: {name}
-title: {name}
-dtype: fp16
-levels: [gmem, smem]
-axes:
-  n: {{default: {SIZE}}}
-  f: {{default: {SIZE}}}
-  i: {{default: {WIDTH}}}
-  o: {{default: {WIDTH}}}
-inputs:
-  Q: [n, i]
-  K: {k}
-  V: [f, o]
-ops:
-  - {{name: S, primitive: dot, inputs: [Q, K], over: i, output: [n, f]}}
-  - {{name: Y, primitive: dot, inputs: [S, V], over: f, output: [n, o]}}
-outputs: [Y]
-kernels:
-  - name: linear
-    partition:
-      smem: {{group: {{n: g_n}}, stream: {{f: s_f}}}}
-"""
+    """Linear attention queries first, O = (Q K^T) V: mlp2 without relu, its arrays named as attention's."""
+    text = _mlp(name, k, relu=False)
+    for old, new in (("X", "Q"), ("W1", "K"), ("W2", "V"), ("H", "S"), ("mlp", "linear")):
+        text = re.sub(rf"\b{old}\b", new, text)
+    return text
 
 
 # name -> (diagram text, whether W1 (K) is stored (f, i), relu, inputs positive)

@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for form, module in modules.items():
         for config in (None, *CONFIGS):
-            fn = (lambda m=module, c=config: m.rmsnorm_matmul(x, gain, w, config=c))
+            def fn(m=module, c=config):
+                return m.rmsnorm_matmul(x, gain, w, config=c)
             row = {"callable": f"napkin fused, prologue operand from {form}", "config": config or "its own choice",
                    "rel_err": rel_err(torch, fn(), ref)}
             row["time_s"] = timed(triton, fn, graph=True, rep_ms=50)["time_s"]

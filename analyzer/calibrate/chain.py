@@ -20,16 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from analyzer import hardware
-from analyzer.calibrate.contraction import (
-    HELD_OUT,
-    HUBER_SCALE,
-    Result,
-    Row,
-    SweptRecord,
-    choices,
-    fitted,
-    median_errors,
-)
+from analyzer.calibrate.contraction import HELD_OUT, HUBER_SCALE, Result, Row, SweptRecord, result_of
 from analyzer.calibrate.contraction import PARAMETERS as CONTRACTION_PARAMETERS
 from analyzer.calibrate.record import MAX_SIZE, check_gpu, read_json
 from analyzer.common.errors import NapkinError
@@ -96,16 +87,8 @@ def calibrate(recording: str, gpu: str | Profile, *, other: str | None = None, o
     progress("count", 0, 1)
     rows = _rows(base, rec, recording)
     progress("count", 1, 1)
-    train = [r for r in rows if r.split == "train"]
-    if len(train) < len(PARAMETERS):
-        raise NapkinError(f"{recording}: {len(train)} records to fit {len(PARAMETERS)} parameters",
-                          field="records", hint="sweep more configurations")
-    progress("fit", 0, 1)
-    params, uncertainty, at_bounds = fitted(base, train, recording, PARAMETERS, restarts)
-    progress("fit", 1, 1)
-    return Result(base, recording, params, uncertainty, at_bounds, rows, median_errors(base, rows, params),
-                  choices(base, rows, params), kernel="chain", parameters=PARAMETERS,
-                  held_out_what=f"rows and stream {HELD_OUT}")
+    return result_of(base, rows, recording, PARAMETERS, restarts, progress=progress, kernel="chain",
+                     held_out_what=f"rows and stream {HELD_OUT}")
 
 
 def _rows(base: Profile, rec: ChainRecording, recording: str) -> list[Row]:

@@ -173,15 +173,23 @@ def calibrate(recording: str, gpu: str | Profile, *, other: str | None = None, o
     progress("count", 0, 1)
     rows = _rows(base, rec)
     progress("count", 1, 1)
+    return result_of(base, rows, recording, PARAMETERS, progress=progress)
+
+
+def result_of(base: Profile, rows: list[Row], recording: str,
+              parameters: dict[str, tuple[float, float, float, float]], restarts: tuple[dict[str, float], ...] = (),
+              *, progress: Progress = silent, **kind: Any) -> Result:
+    """`parameters` fitted on the training rows of `rows` (`restarts`: other starts, as `fitted`), with the
+    errors per split and the choice per swept shape; `kind`: Result's fields that say which fit it is."""
     train = [r for r in rows if r.split == "train"]
-    if len(train) < len(PARAMETERS):
-        raise NapkinError(f"{recording}: {len(train)} records to fit {len(PARAMETERS)} parameters",
+    if len(train) < len(parameters):
+        raise NapkinError(f"{recording}: {len(train)} records to fit {len(parameters)} parameters",
                           field="records", hint="sweep more configurations")
     progress("fit", 0, 1)
-    params, uncertainty, at_bounds = fitted(base, train, recording, PARAMETERS)
+    params, uncertainty, at_bounds = fitted(base, train, recording, parameters, restarts)
     progress("fit", 1, 1)
     return Result(base, recording, params, uncertainty, at_bounds, rows, median_errors(base, rows, params),
-                  choices(base, rows, params))
+                  choices(base, rows, params), parameters=parameters, **kind)
 
 
 def median_errors(base: Profile, rows: list[Row], params: ContractionParams) -> dict[str, dict[str, float]]:
@@ -288,4 +296,4 @@ def choices(base: Profile, rows: list[Row], params: ContractionParams) -> list[d
 
 
 __all__ = ["HELD_OUT", "HELD_OUT_DIAGRAMS", "PARAMETERS", "Result", "Row", "calibrate", "choices", "fitted",
-           "median_errors"]
+           "median_errors", "result_of"]
