@@ -27,9 +27,10 @@ MODEL = {
                     "L2 and a load's latency spread over the ring's stages, plus a prologue's ops on A's chunk",
                     "and those of the held-out diagram (rmsnorm_matmul, whose prologue no other swept diagram has)"),
     "chain": ("analyzer/config/chain.py", "its two contractions, wgmma's reads from SMEM, its loads from L2, a "
-              "load's latency spread over the ring's stages, the ops between the contractions and one consumer's "
-              "own wgmmas and wait (the others fill it), bounded below by the whole GPU's tensor work at the rate "
-              "its power limit sustains", "and one configuration in four at every size (by a hash of its label)"),
+              "load's latency spread over the ring's stages, the ops between the contractions, and one consumer's "
+              "chain (its share of the wgmmas, every consumer's ops, which run at once, and its wait, which the "
+              "others' wgmmas fill), bounded below by the whole GPU's tensor work at the rate its power limit "
+              "sustains", "and one configuration in four at every size (by a hash of its label)"),
 }
 TITLE = {"contraction": "the Hopper contraction kernel's model", "chain": "the Hopper chain kernel's model"}
 
