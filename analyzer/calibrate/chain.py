@@ -48,7 +48,6 @@ class ChainEntry(BaseModel):
     BLOCK_F: int = Field(ge=16, le=512)
     STAGES: int = Field(ge=1, le=16)
     WARPGROUPS: int = Field(ge=1, le=4)
-    TURNS: int = Field(0, ge=0, le=1)         # the consumers take turns to issue (absent: in lockstep)
 
 
 class ChainRecord(SweptRecord):
@@ -108,8 +107,7 @@ def _rows(base: Profile, rec: ChainRecording, recording: str) -> list[Row]:
             taken[(r.diagram, r.dtype)] = kernels[0]
         ch, plan, _ = taken[(r.diagram, r.dtype)]
         c = chains.configuration(base, ch, r.dtype, chains.widths_of(plan, ch, r.sizes), block_m=r.config.BLOCK_M,
-                                 block_f=r.config.BLOCK_F, stages=r.config.STAGES, warpgroups=r.config.WARPGROUPS,
-                                 turns=bool(r.config.TURNS))
+                                 block_f=r.config.BLOCK_F, stages=r.config.STAGES, warpgroups=r.config.WARPGROUPS)
         if chains.legal(base, c):
             shapes.setdefault((r.diagram, r.dtype, tuple(sorted(r.sizes.items()))), []).append((r, c))
     out = []

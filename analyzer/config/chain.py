@@ -142,7 +142,6 @@ class ChainConfig:
     smem_bytes: int
     registers: int
     registers_needed: int
-    turns: bool = False           # the consumers take turns to issue (ping-pong): two or more of them
 
     @property
     def rows(self) -> int:
@@ -150,23 +149,22 @@ class ChainConfig:
 
     def label(self) -> str:
         return (f"chain {self.block_m} rows, s_f={self.block_f}, {self.warpgroups} consumer"
-                f"{'s' if self.warpgroups > 1 else ''}, {self.stages} stages" + (", turns" if self.turns else ""))
+                f"{'s' if self.warpgroups > 1 else ''}, {self.stages} stages")
 
     def entry(self) -> dict[str, int]:
         return {"BLOCK_M": self.block_m, "BLOCK_F": self.block_f, "STAGES": self.stages,
-                "WARPGROUPS": self.warpgroups, "TURNS": int(self.turns)}
+                "WARPGROUPS": self.warpgroups}
 
 
 def parse_chain_label(label: str) -> dict[str, int]:
-    """A configuration's keyword arguments from its label ("chain 128 rows, s_f=64, 2 consumers, 2 stages",
-    and ", turns" where the consumers take turns)."""
-    rows, chunk, groups, stages, *turns = (part.strip() for part in label.split(","))
+    """A configuration's keyword arguments from its label ("chain 128 rows, s_f=64, 2 consumers, 2 stages")."""
+    rows, chunk, groups, stages = (part.strip() for part in label.split(","))
     return {"block_m": int(rows.split()[1]), "block_f": int(chunk.split("=")[1]),
-            "warpgroups": int(groups.split()[0]), "stages": int(stages.split()[0]), "turns": turns == ["turns"]}
+            "warpgroups": int(groups.split()[0]), "stages": int(stages.split()[0])}
 
 
 def configuration(profile: Profile, ch: Chain, dtype: str, widths: tuple[int, int], *, block_m: int, block_f: int,
-                  stages: int, warpgroups: int, turns: bool = False) -> ChainConfig:
+                  stages: int, warpgroups: int) -> ChainConfig:
     """A configuration with its SMEM (each consumer's rows of A, its output's staging where that is not
     as wide, the rings of both B operands and of a vector along the stream, the mbarriers and the
     partitions' reserve) and its registers
@@ -178,7 +176,7 @@ def configuration(profile: Profile, ch: Chain, dtype: str, widths: tuple[int, in
     smem = block_m * wk * size + stages * block_f * (wk + wn + (1 if ch.fvec else 0)) * size
     if wn != wk:
         smem += block_m * wn * size
-    smem += MBARRIER_BYTES * (2 + 4 * stages + warpgroups) + PARTITION_BYTES     # A's, the rings', the turns'
+    smem += MBARRIER_BYTES * (2 + 4 * stages) + PARTITION_BYTES
     rows, threads = block_m // warpgroups, profile.divisors.mma_threads
     needed = rows * (wn + block_f) // threads + rows * block_f * size // (4 * threads) + REGISTER_RESERVE
     # each op between the contractions may hold a chunk-sized fp32 value beside H while the second wgmma
@@ -186,7 +184,7 @@ def configuration(profile: Profile, ch: Chain, dtype: str, widths: tuple[int, in
     # bytes when compiled for sm_90a at the 232 registers the rule without them counted (bench/hopper_chain.py)
     needed += len(ch.mid) * rows * block_f // threads
     return ChainConfig(block_m, block_f, stages, warpgroups, wk, wn, smem, registers_per_consumer(profile, warpgroups),
-                       needed, turns and warpgroups > 1)
+                       needed)
 
 
 def legal(profile: Profile, c: ChainConfig) -> bool:
@@ -200,11 +198,10 @@ def candidates(profile: Profile, ch: Chain, dtype: str, widths: tuple[int, int])
     for warpgroups in WARPGROUPS:
         for block_f in BLOCKS_F:
             for stages in STAGES:
-                for turns in (False, True) if warpgroups > 1 else (False,):
-                    c = configuration(profile, ch, dtype, widths, block_m=rows * warpgroups, block_f=block_f,
-                                      stages=stages, warpgroups=warpgroups, turns=turns)
-                    if legal(profile, c):
-                        out.append(c)
+                c = configuration(profile, ch, dtype, widths, block_m=rows * warpgroups, block_f=block_f,
+                                  stages=stages, warpgroups=warpgroups)
+                if legal(profile, c):
+                    out.append(c)
     return out
 
 
@@ -266,9 +263,7 @@ def chunk_times(profile: Profile, c: ChainConfig, counts: Counts, dtype: str,
     latency = (params.load_latency_s + l2) / max(c.stages - 1, 1)
     threads = sum(f / per_chunk / (profile.rate(q, dtype) / sms * params.thread_efficiency)
                   for q, f in counts.thread_flops.items())
-    # lockstep, every consumer's ops at once beside its share of the wgmmas; taking turns, its own ops
-    # under the next consumer's wgmmas
-    wait = ((tensor + threads) if c.turns else tensor + c.warpgroups * threads) / c.warpgroups + params.wait_s
+    wait = tensor / c.warpgroups + threads + params.wait_s
     return {"tensor": tensor, "smem": smem, "l2": l2, "latency": latency, "threads": threads, "wait": wait}
 
 
@@ -296,7 +291,7 @@ class RankedChain:
 def ranked(profile: Profile, model: TermModel, p: KernelPlan, ch: Chain, dtype: str, sizes: dict[str, int],
            params: ContractionParams, configs: list[ChainConfig] | None = None) -> list[RankedChain]:
     """Every legal configuration (or `configs`) at `sizes`, fastest first; within TIE of the fastest, the
-    larger tile, the more stages, the fewer warpgroups, the consumers in lockstep before taking turns."""
+    larger tile, the more stages, the fewer warpgroups."""
     configs = configs if configs is not None else candidates(profile, ch, dtype, widths_of(p, ch, sizes))
     if not configs:
         return []
@@ -305,7 +300,7 @@ def ranked(profile: Profile, model: TermModel, p: KernelPlan, ch: Chain, dtype: 
     rows.sort(key=lambda r: r.time_s)
     best = rows[0].time_s
     alike = [r for r in rows if r.time_s <= best * (1 + TIE)]
-    alike.sort(key=lambda r: (-r.config.block_m, -r.config.stages, r.config.warpgroups, r.config.turns))
+    alike.sort(key=lambda r: (-r.config.block_m, -r.config.stages, r.config.warpgroups))
     return alike + rows[len(alike):]
 
 

@@ -76,8 +76,7 @@ def chain_source(module, launcher, fn, entry: dict, dtype: str):
 
     fv = src.split("a, b1, b2, v, c = ")[1].split("\n")[0].split(", ")[3] != "None"     # a vector rides the ring
     constexprs = {"ROWS": 64, "BLOCK_F": bf, "STAGES": entry["STAGES"], "GROUPS": groups, "B1_T": b1_t,
-                  "B2_T": b2_t, "FV": fv, "TURNS": bool(entry.get("TURNS", 0)) and groups > 1,
-                  "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
+                  "B2_T": b2_t, "FV": fv, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups]}
     if not fv:
         constexprs["v_desc"] = None
     signature = {"a_desc": desc([64, wk]), "b1_desc": desc([bf, wk] if b1_t else [wk, bf]),

@@ -28,7 +28,7 @@ ${indent}], [${warps}], [${regs}])''')
 
 CONSUMER = Template('''\
 ${indent}    (_ch_consumer, (descs, smem, bars, sched, extras, ROWS, BLOCK_F, STAGES, GROUPS, ${group}, B1_T, B2_T,
-${indent}                    MID, FV, TURNS)),''')
+${indent}                    MID, FV)),''')
 
 
 def render_chain(mid: str, entries: list[tuple[str, tuple[int, ...], tuple[str, ...]]]) -> str:

@@ -101,8 +101,7 @@ def _chain_plan(kernel, a, b1, b2, v, c, entry, size, cfg, b1_t, b2_t, widths):
     tiles = triton.cdiv(a.shape[0], cfg['BLOCK_M'])
     grid = (min(tiles, _sm_count(a.device)),)  # a block an SM, each taking every grid-th tile
     constexprs = dict(ROWS=64, BLOCK_F=bf, STAGES=cfg['STAGES'], GROUPS=groups, B1_T=b1_t, B2_T=b2_t,
-                      FV=v is not None, TURNS=bool(cfg.get('TURNS', 0)) and groups > 1,
-                      CONSUMER_REGS=CONSUMER_REGISTERS[groups])
+                      FV=v is not None, CONSUMER_REGS=CONSUMER_REGISTERS[groups])
     copied = tuple(x is not None and not _tma_able(x) for x in (a, b1, b2, v, c))
     return _Plan(kernel, cfg, grid, boxes, constexprs, copied)'''
 

@@ -194,8 +194,7 @@ def _configs(g, tables: tuple[Table, ...]) -> list[str]:
              "# mean of its sizes, in log2), each an index",
              "# into 'configs'. BLOCK_M x BLOCK_N: a tile of the output; BLOCK_K: a chunk of the contracted axis;",
              "# STAGES: the ring's SMEM buffers; WARPGROUPS: consumer warpgroups, BLOCK_M / WARPGROUPS rows each;",
-             "# a chain kernel's BLOCK_F: a chunk of the axis its two contractions stream, and TURNS: 1 where its",
-             "# consumers take turns to issue their wgmmas, 0 where they run in lockstep.",
+             "# a chain kernel's BLOCK_F: a chunk of the axis its two contractions stream.",
              f"LENGTHS = {tables[0].lengths!r}", "INSTANCES = (1,)", "CONFIGS = {"]
     for t in tables:
         lines += [f"    {py_str(t.kernel)}: {{", "        None: {", "            'configs': ("]
@@ -206,7 +205,7 @@ def _configs(g, tables: tuple[Table, ...]) -> list[str]:
     lines += ["}", "CONFIG = CONFIGS  # the same, under the short name",
               "# What a call's config= gives a kernel: these keys; True: a power of two, False: a positive int",
               "CONFIG_KEYS = {"]
-    lines += [f"    {py_str(t.kernel)}: {{" + ", ".join(f"{py_str(key)}: {_rule(t, key)!r}"
+    lines += [f"    {py_str(t.kernel)}: {{" + ", ".join(f"{py_str(key)}: {_power_of_two(t, key)!r}"
                                                  for key in t.configs[0].entry()) + "}," for t in tables]
     lines += ["}",
               "# Per number of consumer warpgroups: the registers a thread at launch (maxnreg), and what",
@@ -220,12 +219,9 @@ def _configs(g, tables: tuple[Table, ...]) -> list[str]:
     return lines
 
 
-def _rule(t: Table, key: str) -> bool | tuple[int, ...]:
-    """What a call's config= must give as `key` (_per_kernel's rules): a power of two for the tiles and
-    chunks (TMA boxes, gl.arange), but not a chain kernel's rows, 64 a consumer warpgroup (_chain_plan
-    checks them); 0 or 1 for a chain kernel's TURNS (the consumers in lockstep, or taking turns)."""
-    if key == "TURNS":
-        return (0, 1)
+def _power_of_two(t: Table, key: str) -> bool:
+    """Whether a call's config= must give `key` as a power of two: the tiles and chunks (TMA boxes,
+    gl.arange), but not a chain kernel's rows, 64 a consumer warpgroup (_chain_plan checks them)."""
     return key.startswith("BLOCK") and not (isinstance(t.structure, Chain) and key == "BLOCK_M")
 
 
