@@ -252,7 +252,8 @@ def chunk_times(profile: Profile, c: ChainConfig, counts: Counts, dtype: str,
     consumer's own chain: its share of the wgmmas, then the wait for H_j and the second's drain before it
     issues the next chunk, which only the other consumers' wgmmas fill, and the ops between the
     contractions of every consumer: they wait on the same stage of the ring, so they run their ops at
-    once, on the SM's shared lanes and special function unit, while the tensor cores idle)."""
+    once, on the SM's shared lanes and special function unit, and each one's chunk takes them all; a
+    form fitted against two others on an H200's sweep, docs/kernels.md)."""
     sms = profile.sm_count
     per_chunk = counts.tiles * counts.chunks
     tensor = counts.tensor_flops / per_chunk / (profile.rate("tensor", dtype) / sms * params.tensor_efficiency)
