@@ -74,7 +74,8 @@ def report_markdown(r: Result, command: str) -> str:
     for k in r.parameters:
         mark = f" (at its {r.at_bounds[k]} bound)" if k in r.at_bounds else ""
         sd = f"{r.uncertainty[k]:.2g}" if r.uncertainty[k] == r.uncertainty[k] else "not identified"
-        out.append(f"| {k} | {getattr(r.params, k):.4g}{mark} | {sd} | {MEANING[k]} |")
+        value = getattr(r.params, k) if getattr(r.params, k) > 1e-15 else 0.0     # as the profile writes it
+        out.append(f"| {k} | {value:.4g}{mark} | {sd} | {MEANING[k]} |")
     out += ["", "## Median error, |predicted / measured - 1|", "", "| records | idealised | calibrated |", "|---|---|---|"]
     for split in cal:
         out.append(f"| {split} | {_pct(ideal[split])} | {_pct(cal[split])} |")
