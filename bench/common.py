@@ -13,6 +13,7 @@ they are used, so that `--help` and the scripts' one-line refusals need none of 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -250,6 +251,13 @@ def timer_text(attention_graph: bool, rep_ms: float = REP_MS) -> str:
     plain = f"triton.testing.do_bench(fn, warmup={WARMUP_MS}, rep={rep_ms:g})"
     return (f"attention: {graph if attention_graph else plain}; matmul: {graph} (kernels shorter than "
             "their Python launch); median, 20th and 80th percentiles")
+
+
+def nccl_rank(torch: Any, dist: Any) -> int:
+    """This torchrun process's rank, its GPU the one LOCAL_RANK names, NCCL's process group started."""
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group("nccl")
+    return dist.get_rank()
 
 
 def slowest_median(torch: Any, dist: Any, group: Any, run: Callable[[], Any], repeats: int, warmup: int = 1) -> float:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import command, environment, log, save_results, slowest_median  # noqa: E402
+from bench.common import command, environment, log, nccl_rank, save_results, slowest_median  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "context_parallel.py"
 CHECKS = (["--diagram", "causal_attention", "--seqlen", "8192"],
@@ -88,9 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    dist.init_process_group("nccl")
-    rank = dist.get_rank()
+    rank = nccl_rank(torch, dist)
     ex = example()
     sizes = [int(n) for n in args.sizes.split(",")]
     doc: dict = {"command": "torchrun --standalone --nproc-per-node " + str(dist.get_world_size()) + " "

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import command, environment, save_results, slowest_median  # noqa: E402
+from bench.common import command, environment, nccl_rank, save_results, slowest_median  # noqa: E402
 
 SIZES = [1 << s for s in range(12, 30, 2)]        # 4 KB to 256 MB a GPU, by factors of 4
 REPEATS, WARMUP = 20, 3
@@ -36,9 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    dist.init_process_group("nccl")
-    rank = dist.get_rank()
+    rank = nccl_rank(torch, dist)
     rows, fits = [], []
     for n in [int(x) for x in args.sizes.split(",")]:
         group = dist.new_group(list(range(n)))

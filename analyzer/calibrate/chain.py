@@ -15,14 +15,12 @@ carried over.
 from __future__ import annotations
 
 import zlib
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from analyzer import hardware
-from analyzer.calibrate.contraction import HELD_OUT, HUBER_SCALE, Result, Row, SweptRecord, result_of
+from analyzer.calibrate.contraction import HELD_OUT, HUBER_SCALE, Result, Row, SweptRecord, opened, result_of
 from analyzer.calibrate.contraction import PARAMETERS as CONTRACTION_PARAMETERS
-from analyzer.calibrate.record import MAX_SIZE, check_gpu, read_json
+from analyzer.calibrate.record import MAX_SIZE, check_gpu
 from analyzer.common.errors import NapkinError
 from analyzer.common.progress import Progress, silent
 from analyzer.config import chain as chains
@@ -73,12 +71,7 @@ def held_out_configuration(label: str) -> bool:
 def calibrate(recording: str, gpu: str | Profile, *, other: str | None = None, other_gpu: str | Profile | None = None,
               allow_gpu_mismatch: bool = False, progress: Progress = silent) -> Result:
     """The chain kernel's parameters fitted on `recording` (napkin measure --sweep of chain diagrams)."""
-    if other is not None:
-        raise NapkinError("--across is not taken by --kernel chain yet: one GPU's recording is fitted",
-                          field="--across", hint="leave it out")
-    rec = read_json(Path(recording), ChainRecording, missing=f"{recording}: no such recording",
-                    field="RECORDING", hint="pass a recording that napkin measure mlp2 --sweep wrote")
-    given = hardware.load(gpu)
+    rec, given = opened(recording, ChainRecording, gpu, other, "chain", "napkin measure mlp2 --sweep")
     base = given.model_copy(update={"calibration": None})
     carried = ContractionParams.of(given)       # the contraction kernel's fit, carried to the chain: one more start
     restarts = (*RESTARTS, {k: getattr(carried, k) for k in PARAMETERS})

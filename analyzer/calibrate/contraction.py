@@ -167,18 +167,26 @@ class Result:
 def calibrate(recording: str, gpu: str | Profile, *, other: str | None = None, other_gpu: str | Profile | None = None,
               allow_gpu_mismatch: bool = False, progress: Progress = silent) -> Result:
     """The contraction kernel's parameters fitted on `recording` (a recording of bench/hopper_contraction.py)."""
-    if other is not None:
-        raise NapkinError("--across is not taken by --kernel contraction yet: one GPU's recording is fitted",
-                          field="--across", hint="leave it out")
-    rec = read_json(Path(recording), ContractionRecording, missing=f"{recording}: no such recording",
-                    field="RECORDING", hint="pass a recording that bench/hopper_contraction.py wrote")
-    base = hardware.load(gpu).model_copy(update={"calibration": None})
+    rec, given = opened(recording, ContractionRecording, gpu, other, "contraction", "bench/hopper_contraction.py")
+    base = given.model_copy(update={"calibration": None})
     check_gpu({"gpu": rec.env.get("gpu"), "profile": rec.gpu_profile}, recording, base, allowed=allow_gpu_mismatch,
               fields={"gpu": "env.gpu", "profile": "gpu_profile"})     # where bench/hopper_contraction.py keeps them
     progress("count", 0, 1)
     rows = _rows(base, rec)
     progress("count", 1, 1)
     return result_of(base, rows, recording, PARAMETERS, RESTARTS, progress=progress)
+
+
+def opened(recording: str, schema: type[BaseModel], gpu: str | Profile, other: str | None, kernel: str,
+           wrote: str) -> tuple[Any, Profile]:
+    """A contraction-family fit's recording read against `schema` (what `wrote` writes), and the profile of
+    `gpu`; --across (`other`) is refused: these fits take one GPU's recording."""
+    if other is not None:
+        raise NapkinError(f"--across is not taken by --kernel {kernel} yet: one GPU's recording is fitted",
+                          field="--across", hint="leave it out")
+    rec = read_json(Path(recording), schema, missing=f"{recording}: no such recording", field="RECORDING",
+                    hint=f"pass a recording that {wrote} wrote")
+    return rec, hardware.load(gpu)
 
 
 def result_of(base: Profile, rows: list[Row], recording: str,
