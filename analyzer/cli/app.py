@@ -51,7 +51,7 @@ LIST = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)=([0-9]{1,15}(?:,[0-9]{1,15})+)$")  
 MAX_POINTS = 64            # sizes x GPUs of one comparison: each is a whole analysis
 DTYPES = ("fp16", "bf16", "fp8", "fp32")
 Dtype = Literal["fp16", "bf16", "fp8", "fp32"]       # arrays' element types (analyzer.common.dtypes)
-KernelDtype = Literal["fp16", "bf16"]                # what the generated kernels take
+KernelDtype = Literal["fp16", "bf16", "fp8"]        # what the generated kernels take (fp8: Hopper attention)
 Backend = Literal["hopper", "hopper-contraction", "triton", "cuda"]
 Strategy = Literal["fragment", "staged"]             # Section 5.5: where the softmax's rescale runs
 Overlap = Literal["inter", "intra"]                  # Section 5.7: how warpgroups overlap

@@ -88,7 +88,8 @@ def kernel(
         help="hopper (warp-specialised Gluon for sm_90a: streamed softmax attention), triton (portable) or "
              "cuda; default: hopper where the GPU and the diagram allow it, else triton.")] = None,
     dtype: Annotated[Optional[KernelDtype], typer.Option(help="The element type the kernel is "
-                                                      "configured for (default: the diagram's).")] = None,
+                                                      "configured for (default: the diagram's); fp8: attention "
+                                                      "on a Hopper GPU, e4m3 inputs with block scales.")] = None,
     config: Annotated[Optional[str], typer.Option(
         "--config", "-c", metavar="NAME", help="A configuration named in the diagram file; default: the best legal "
                                "configuration napkin configure ranks.")] = None,

@@ -19,6 +19,29 @@ LSE_DOC = """{indent}With {flag}=True it returns (out, lse): lse is each query r
 {indent}log, float32, (batch, heads, seqlen); -inf for a row that sees no key), what merges the outputs of
 {indent}attention over parts of the keys (context parallelism)."""
 
+# The docstring's lines on FP8 (an FP8 module's wrapper alone)
+FP8_DOC = """{indent}FP8 (e4m3, FlashAttention-3's): 16-bit q, k and v are quantised in the call (quantize, block
+{indent}scales); e4m3 ones, as quantize(q, k, v) returns them, come with {flag}=(q_scale, k_scale, v_scale),
+{indent}its scales, and give a bfloat16 output unless `out` is float16."""
+
+# What an FP8 wrapper does once the checks have passed: the inputs in e4m3 and their scales, the output's type
+FP8_INPUTS = """\
+if dtype == torch.float8_e4m3fn:     # quantised by the caller: the output in 16 bits
+    if {flag} is None:
+        raise ValueError("e4m3 q, k and v take {flag}=(q_scale, k_scale, v_scale), as quantize() returns them")
+    dtype = out.dtype if isinstance(out, torch.Tensor) and out.dtype in DTYPES[:2] else torch.bfloat16
+elif {flag} is not None:
+    raise ValueError("{flag} is for e4m3 q, k and v (quantize's); 16-bit ones are quantised in the call")
+else:
+    (q, k, v), {flag} = quantize(q, k, v)
+if len({flag}) != 3 or not all(isinstance(s, torch.Tensor) and s.dtype == torch.float32 and s.is_contiguous()
+                               and s.device == device for s in {flag}) \\
+        or {flag}[0].shape != (batch, heads_q, -(-seq_q // QUANT_BLOCK)) \\
+        or {flag}[1].shape != (batch, heads_kv, -(-seq_k // KEY_BLOCK)) \\
+        or {flag}[2].shape != (batch, heads_kv, v.shape[3]):
+    raise ValueError("{flag} must be quantize()'s float32 scales of these q, k and v (contiguous, on their device)")
+"""
+
 def _head_dim_checks(g, r: Attention) -> str:
     """The wrapper's checks of the head dims, indented as the wrapper's body (dedented with it): one
     head-dim axis for q, k and v, or (multi-head latent attention) a value axis of its own, at most as
@@ -62,9 +85,10 @@ def _band_doc(r: Attention) -> str:
 
 def attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str | None, keys: str | None,
                        device: str | None, strides: bool, scope: Scope,
-                       returned: tuple[str, str] | None = None) -> list[str]:
+                       returned: tuple[str, str] | None = None, descale: str | None = None) -> list[str]:
     """The wrapper's lines up to its launches; `returned`: the names of its `return_lse` parameter and of
-    the tensor that takes the rows' log-sum-exp, where the kernels write it (else None)."""
+    the tensor that takes the rows' log-sum-exp, where the kernels write it (else None); `descale`: an
+    FP8 module's parameter that takes e4m3 inputs' scales (else None)."""
     d = g.diagram
     extras = [scope("{}", n, case="lower") for n in r.extras]   # after `config`: an extra named so gets another
     params = ", ".join(["q", "k", "v", *extras])
@@ -74,12 +98,13 @@ def attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str |
     realises = py_str(f"this kernel realises {g.source_file}, which is "
                       f"{'causal' if r.causal else 'not causal'}; generate the {other} diagram for "
                       f"causal={not r.causal}")
-    lines = ["DTYPES = (torch.float16, torch.bfloat16)", f"HEAD_DIMS = {dims}",
+    types = "(torch.float16, torch.bfloat16, torch.float8_e4m3fn)" if descale else "(torch.float16, torch.bfloat16)"
+    lines = [f"DTYPES = {types}", f"HEAD_DIMS = {dims}",
              "_CHECKED = {}  # a call signature whose checks passed -> what they found (the wrapper's sizes)",
              "CHECKED_KEPT = 4096  # signatures kept", "", "",
              *OVERLAP_HELPER.splitlines(), "", "",
              f"def attention({params}, causal={r.causal}, out=None" + (f", {param}=None" if param else "")
-             + (f", {returned[0]}=False" if returned else "") + "):",
+             + (f", {returned[0]}=False" if returned else "") + (f", {descale}=None" if descale else "") + "):",
              f'{INDENT}"""{py_doc(d.title)}: (batch, heads, seqlen, head_dim) tensors, laid out and called as',
              f"{INDENT}torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal={r.causal}"
              + (", enable_gqa=True" if r.group else "") + ")"
@@ -92,7 +117,8 @@ def attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str |
                        f"({', '.join(extra_shape(r, d.arrays[n].axes, shown=True))}) or any shape that broadcasts to it."
                        for n, a in zip(r.extras, extras, strict=True))
              + (f"\n{config_doc(g, param, keys)}" if param else "")
-             + (f"\n{LSE_DOC.format(indent=INDENT, flag=returned[0])}" if returned else "") + '"""',
+             + (f"\n{LSE_DOC.format(indent=INDENT, flag=returned[0])}" if returned else "")
+             + (f"\n{FP8_DOC.format(indent=INDENT, flag=descale)}" if descale else "") + '"""',
              f"{INDENT}if not isinstance(causal, bool):",
              f"{INDENT}    raise TypeError(f\"causal must be True or False, not {{causal!r}}\")",
              f"{INDENT}if {'not ' if r.causal else ''}causal:",
@@ -100,17 +126,23 @@ def attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str |
     if param:
         lines.append(config_check(param))
     start = len(lines)        # the checks, which a call signature passes once (_signature_cache)
-    lines += [INDENT + x for x in common_checks(["q", "k", "v", *extras], device)]
+    # the keys: k's; an FP8 module's e4m3 k is stored padded to KEY_ORDER keys (quantize), so v's
+    keys = ("_, heads_kv, _, _ = k.shape\n    seq_k = v.shape[2]" if descale else "_, heads_kv, seq_k, _ = k.shape")
+    stored = ("k.shape[2] != (-(-seq_k // KEY_ORDER) * KEY_ORDER if k.dtype == torch.float8_e4m3fn else seq_k)"
+              if descale else "v.shape[2] != seq_k")
+    lines += [INDENT + x for x in common_checks(["q", "k", "v", *extras], device,
+                                                takes="torch.float16, torch.bfloat16 or torch.float8_e4m3fn"
+                                                if descale else "torch.float16 or torch.bfloat16")]
     lines += [INDENT + x for x in textwrap.dedent(f"""\
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError("q, k and v must be 4-D (batch, heads, seqlen, head_dim); got "
                          f"{{tuple(q.shape)}}, {{tuple(k.shape)}}, {{tuple(v.shape)}}")
     batch, heads_q, seq_q, head_dim = q.shape
-    _, heads_kv, seq_k, _ = k.shape
+    {keys}
     if k.shape[0] != batch or v.shape[0] != batch:
         raise ValueError(f"batch sizes differ: q {{batch}}, k {{k.shape[0]}}, v {{v.shape[0]}}")
 {_head_dim_checks(g, r)}
-    if v.shape[1] != heads_kv or v.shape[2] != seq_k:
+    if v.shape[1] != heads_kv or {stored}:
         raise ValueError(f"k and v differ in heads or seqlen: {{tuple(k.shape)}} vs {{tuple(v.shape)}}")
     if HEAD_DIMS is not None and head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim {{head_dim}} is not supported: this file is configured for "
@@ -145,6 +177,8 @@ def attention_wrapper(g, r: Attention, head_dims: list[int] | None, param: str |
     found = ["batch", "heads_q", "seq_q", "head_dim", "heads_kv", "seq_k", "size", "shape",
              *(["group"] if r.group else []), *(["value_dim"] if r.value_dim != r.head_dim else [])]
     lines[start:] = signature_cache(["q", "k", "v", *extras], lines[start:], found)
+    if descale:
+        lines += [INDENT + x for x in FP8_INPUTS.format(flag=descale).splitlines()]
     lines += [INDENT + x for x in textwrap.dedent("""\
     if out is None:
         out = torch.empty(shape, dtype=dtype, device=device)

@@ -91,8 +91,9 @@ def header(g, wrapper: str, language: str = "Python",
              f"  {g.command}",
              f"Diagram: {g.source_file} ({d.title}; {d.paper})" if d.paper else
              f"Diagram: {g.source_file} ({d.title})",
-             f"GPU profile: {g.gpu}; element type {g.dtype} (fp16 and bf16 both run: same size and "
-             "tensor-core rate)"]
+             f"GPU profile: {g.gpu}; element type {g.dtype} " + (
+                 "(e4m3 q, k and v with block scales, 16-bit ones quantised in the call; the output in 16 bits)"
+                 if g.dtype == "fp8" else "(fp16 and bf16 both run: same size and tensor-core rate)")]
     if isinstance(g.roles, Attention):
         r = g.roles
         woven = " and ".join(o.axis for o in r.outer)
@@ -247,7 +248,7 @@ def wrapper(g, ids: ModuleIds, *, config: str | None = None, device: str | None 
     d = g.diagram
     r = g.roles
     scope = Scope(WRAPPER_LOCALS, parent=ids.scope)
-    returned = None
+    returned = descale = None
     keyed = [k for k in g.kernels if k.key_axis]
     head_dims = sorted(set.intersection(*(set(k.choices) for k in keyed))) if keyed else None
     if isinstance(r, Attention):
@@ -255,7 +256,8 @@ def wrapper(g, ids: ModuleIds, *, config: str | None = None, device: str | None 
         for n in r.extras:      # the scores' inputs keep their names: return_lse and its tensor come after
             scope("{}", n, case="lower")
         returned = (scope("return_lse"), scope("lse")) if lse else None
-        lines = attention_wrapper(g, r, head_dims, param, config, device, strides, scope, returned)
+        descale = scope("descale") if g.dtype == "fp8" else None
+        lines = attention_wrapper(g, r, head_dims, param, config, device, strides, scope, returned, descale)
     else:
         lines = _plain_wrapper(g, r, ids.wrapper, scope, config, strides)
         param = scope("config") if config else None      # the claim _plain_wrapper made after the inputs
@@ -296,6 +298,8 @@ def wrapper(g, ids: ModuleIds, *, config: str | None = None, device: str | None 
     for k in g.kernels:
         chosen = f", {param}[{py_str(k.plan.name)}]" if param else ""
         rows = f", lse={returned[1]}" if returned and r.output in k.plan.schedule.saves else ""   # the output's kernel
+        if isinstance(r, Attention) and descale:
+            rows += f", descale={descale}"
         lines.append(f"{INDENT}{ids.launch[k.plan.name]}(t, size, {'stride, ' if strides else ''}scale{chosen}{rows})")
     ret = ", ".join(f"t[{py_str(o)}]" for o in d.outputs) if isinstance(r, Plain) else "out"
     if returned:

@@ -37,10 +37,14 @@ def config_check(param: str) -> str:
             "or None for CONFIGS' choice")
 
 
-def common_checks(tensors: list[str], device: str | None = None) -> list[str]:
+def common_checks(tensors: list[str], device: str | None = None,
+                  takes: str = "torch.float16 or torch.bfloat16") -> list[str]:
     """Checks every wrapper makes before launch: tensors, element types, one device. `tensors`: the
-    wrapper's parameter names (identifiers), which its messages name too; `device`: see `wrapper`."""
+    wrapper's parameter names (identifiers), which its messages name too; `device`: see `wrapper`;
+    `takes`: the element types (DTYPES) as the message names them."""
     first = tensors[0]
+    first_types, last_types = takes.rsplit(" or ", 1)     # the message over two lines
+    first_types += " or "
     if device:
         where = ('if device.type != "cuda":\n'
                  f'    raise ValueError(f"the tensors are on {{device}}; this kernel runs on {device}")')
@@ -54,8 +58,8 @@ def common_checks(tensors: list[str], device: str | None = None) -> list[str]:
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{{name}} must be a torch.Tensor, not {{type(tensor).__name__}}")
         if tensor.dtype not in DTYPES:
-            raise TypeError(f"{{name}} has dtype {{tensor.dtype}}; this kernel takes torch.float16 or "
-                            "torch.bfloat16")
+            raise TypeError(f"{{name}} has dtype {{tensor.dtype}}; this kernel takes {first_types}"
+                            "{last_types}")
         if tensor.is_meta or tensor.layout != torch.strided:
             raise ValueError(f"{{name}} must be a dense tensor with data (not meta or sparse)")
         if tensor.device != {first}.device:

@@ -1,6 +1,7 @@
 """The element type a generated kernel computes in, from the diagram file and `--dtype`.
 
-A generated kernel takes every array in one type, fp16 or bf16 (GENERATED). The
+A generated kernel takes every array in one type, fp16 or bf16 (GENERATED), or, the Hopper attention
+kernel alone, fp8 (FP8: e4m3 inputs with block scales, the output in 16 bits; the family asks). The
 diagram is validated as `napkin diagrams check` validates it (so `dtype: 5` is an error), and then:
 without `--dtype` the kernel takes the file's `dtype`, which must be one of those; with `--dtype` that
 type, and a note says so where the file declares another; an array that sets its own type other than
@@ -16,6 +17,7 @@ from analyzer.diagram.compiled import Diagram
 from analyzer.model.analysis import load
 
 GENERATED = ("fp16", "bf16")
+FP8 = "fp8"
 
 
 @dataclass(frozen=True)
@@ -24,17 +26,20 @@ class ElementType:
     note: str | None = None  # where that differs from what the file declares
 
 
-def kernel_element_type(diagram: str | Diagram, requested: str | None) -> ElementType:
-    """The element type a kernel of `diagram` (a name, a file, or the diagram as compiled from its
-    file) is generated in, with `--dtype` `requested`."""
-    if requested is not None and requested not in GENERATED:
-        raise NapkinError(f"{requested!r}: generated kernels take {' or '.join(GENERATED)}",
-                          field="--dtype", hint="fp8 and fp32 kernels are not generated yet")
+def kernel_element_type(diagram: str | Diagram, requested: str | None, *, fp8: bool = False) -> ElementType:
+    """The element type a kernel of `diagram` (a name, a file, or the diagram as compiled from its file) is
+    generated in, with `--dtype` `requested`; `fp8`: the family asking generates FP8 kernels (the Hopper
+    attention kernel)."""
+    taken = (*GENERATED, FP8) if fp8 else GENERATED
+    if requested is not None and requested not in taken:
+        hint = ("napkin generates fp8 kernels for attention on a Hopper GPU (the Hopper kernel); fp32 ones "
+                "not yet" if requested == FP8 else "fp32 kernels are not generated yet")
+        raise NapkinError(f"{requested!r}: this kernel takes {' or '.join(taken)}", field="--dtype", hint=hint)
     d = load(diagram)
     dtype = requested or d.dtype
-    if dtype not in GENERATED:
-        raise NapkinError(f"the diagram's element type is {d.dtype}; generated kernels take "
-                          f"{' or '.join(GENERATED)}", file=d.source, field="dtype",
+    if dtype not in taken:
+        raise NapkinError(f"the diagram's element type is {d.dtype}; this kernel takes "
+                          f"{' or '.join(taken)}", file=d.source, field="dtype",
                           hint="pass --dtype fp16 or --dtype bf16 to generate it in one of those")
     for name, array in d.arrays.items():
         if array.dtype == d.dtype or array.dtype == dtype:

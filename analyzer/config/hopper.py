@@ -56,6 +56,10 @@ REGISTER_RESERVE = 24         # per consumer thread beyond the tiles (see the mo
 # an H100 ptxas spilled 320 bytes building the causal kernel with 4 consumers of 112 registers at head
 # dim 64, s_x = 64, which the mha reserve admits (tests/kernels/test_hopper.py)
 CAUSAL_RESERVE = 16
+# ... and beyond those with FP8 (e4m3 conversions, the key order, the scales): ptxas for sm_90a spilled
+# 80 to 440 bytes a thread where the tiles left 8 registers of a consumer's free, 4 bytes where 24, none
+# where 40 or more (head dims 64 to 256, 1 to 4 consumers, s_x 64 to 256; tests/kernels/test_hopper_fp8.py)
+FP8_RESERVE = 32
 MBARRIER_BYTES = 8
 # What Triton allocates beside the kernel's own buffers: gl.warp_specialize hands the worker partitions
 # their arguments through SMEM, and a called function keeps its scratch there; 228 to 320 bytes for the
@@ -156,17 +160,22 @@ def configuration(profile: Profile, head_dim: int, dtype: str, *, warpgroups: in
     size = bytes_per_value(dtype)
     q_buffers = 2 if schedule == "prefetch" else 1      # prefetch: the next tile's queries in a second buffer
     smem = (q_buffers * warpgroups * rows * head_dim + stages * chunk * (head_dim + e)) * size
-    if e != head_blocks(head_dim)[0] or schedule == "prefetch":   # else the output leaves through the query
-        smem += warpgroups * rows * e * size  # tile's first column block (MLA's 128 of 192, as FlashAttention-3)
+    if e != head_blocks(head_dim)[0] or schedule == "prefetch" or dtype == "fp8":   # else the output leaves
+        # through the query tile's first column block (MLA's 128 of 192, as FlashAttention-3); FP8's is 16-bit
+        smem += warpgroups * rows * e * max(size, 2)
     # the query tile's ready and empty, each stage's K and V ready and empty, and a turn per consumer
     if bias:
         smem += stages * warpgroups * rows * chunk * size  # each consumer's tile of the bias a stage
     smem += MBARRIER_BYTES * (2 * q_buffers + 4 * stages + warpgroups) + PARTITION_BYTES
     fp32 = rows * (e + chunk) // threads                   # O accumulator and one chunk's scores
-    packed = rows * chunk * size // (4 * threads)          # the previous chunk's probabilities
+    # the previous chunk's probabilities, packed; e4m3's pass through pairs of 16 bits (cvt's e4m3x2)
+    # before four share a register, and a chunk of them counts as 16-bit (ptxas spilled 1.1 to 2.5 KB
+    # at head dim 256, s_x = 128 and 64, s_x = 256, two consumers, which one byte a value admitted)
+    packed = rows * chunk * max(size, 2) // (4 * threads)
     return HopperConfig(warpgroups=warpgroups, rows=rows, chunk=chunk, stages=stages, overlap=overlap,
                         schedule=schedule, smem_bytes=smem, registers=registers_per_consumer(profile, warpgroups),
-                        registers_needed=fp32 + packed + REGISTER_RESERVE + (CAUSAL_RESERVE if causal else 0))
+                        registers_needed=fp32 + packed + REGISTER_RESERVE + (CAUSAL_RESERVE if causal else 0)
+                        + (FP8_RESERVE if dtype == "fp8" else 0))
 
 
 def head_blocks(head_dim: int) -> tuple[int, int]:
@@ -473,9 +482,9 @@ def named(profile: Profile, c: Configured, name: str) -> tuple[int, HopperConfig
         return f"--config {name}: {c.source_file} names no such configuration"
     if spec.strategy != "fragment":
         return f"--config {name} uses the {spec.strategy} strategy; the Hopper kernel realises the fragment one"
-    if any(t not in ("fp16", "bf16", "fp32") for t in spec.dtypes.values()):
-        return f"--config {name} computes in {', '.join(sorted(set(spec.dtypes.values())))}; the Hopper kernel " \
-               "takes fp16 and bf16"
+    if "fp8" in spec.dtypes.values() and c.dtype != "fp8":
+        return f"--config {name} computes in {', '.join(sorted(set(spec.dtypes.values())))}; pass --dtype fp8 " \
+               "for the Hopper kernel's FP8"
     names = names_of(schedule_of(base, c.kernels[0].plan.name))
     m = profile.divisors.mma[c.dtype].m
     rows = spec.sizes.get(names.w, m)
@@ -562,6 +571,9 @@ def realisable(c: Configured) -> str | None:
     if isinstance(found, str):
         return f"{c.source_file}: {found}"
     p = c.kernels[0].plan
+    if found.bias is not None and c.dtype == "fp8":     # the bias's tiles are in key order, FP8's S is not
+        return (f"{c.source_file} adds a bias to the scores; the Hopper kernel's FP8 streams its keys in an order "
+                "of its own (docs/kernels.md): generate it in fp16 or bf16")
     if found.bias is not None:
         axes = c.diagram.arrays[c.diagram.op(found.bias.name).inputs[1]].axes
         if r.seq_q not in axes or r.seq_k not in axes:

@@ -128,16 +128,17 @@ class Configured:
 
 def configure_kernels(diagram: str | Diagram, gpu: str | Profile, *, dtype: str | None = None,
                       config: str | None = None, sets: dict[str, int] | None = None,
-                      sized: bool = True, ranked: bool = True) -> Configured:
+                      sized: bool = True, ranked: bool = True, fp8: bool = False) -> Configured:
     """The kernels of `diagram` (a name, a file, or the diagram as compiled from its file) configured
     for `gpu`; `dtype`: fp16 or bf16, default the diagram's own (analyzer.config.element_type: a type
     the kernel cannot honour is refused; `note` says where it is another than the file declares).
     `sized`: each kernel also takes a table of configurations by problem size, for a wrapper that
     chooses per call (analyzer.config.by_size). `ranked` False: the kernels' structure alone (plan,
     roles, sizes), each with a placeholder configuration, for a caller that launches the Hopper kernel,
-    whose configuration is its own (analyzer.config.launch)."""
+    whose configuration is its own (analyzer.config.launch). `fp8`: the caller generates FP8 kernels (the
+    Hopper attention family), so fp8 is a type it takes."""
     diagram = load(diagram)          # read once: as the file declares it, then in the kernel's type
-    element = kernel_element_type(diagram, dtype)
+    element = kernel_element_type(diagram, dtype, fp8=fp8)
     dtype = element.dtype
     profile = hardware.load(gpu)
     profile.check_dtype(dtype)

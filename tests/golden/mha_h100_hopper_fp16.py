@@ -139,7 +139,8 @@ def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl
 @gluon.jit
 def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
                    STAGES: gl.constexpr, GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
-                   ROTATE: gl.constexpr, PREFETCH: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr):
+                   ROTATE: gl.constexpr, PREFETCH: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr,
+                   FP8: gl.constexpr):
     """The producer: one warp with few registers. Per tile it loads the query tiles, then every chunk of
     K and V into a ring of STAGES SMEM buffers: wait until every consumer has released a buffer (its
     `empty` mbarrier), then let the TMA engine fill it and signal its `ready` mbarrier with the bytes.
@@ -150,7 +151,8 @@ def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOC
     (SPLIT: 192 = 128 + 64) loads in two column blocks, q and qh, k and kh, under one mbarrier. With BIAS
     each chunk's V comes with each consumer's tile of the bias (its rows at the chunk's keys), under V's
     mbarrier: a consumer reads its bias before the chunk's softmax and releases it with V after PV.
-    Its grouped arguments are the kernel's (descs, smem, bars, sched, bias_rows: see there)."""
+    With FP8, V is stored transposed (value dim, keys), the layout FP8 wgmma reads its B operand in, and
+    each chunk of it is a box of the value dim's rows at the chunk's keys. Its grouped arguments are the kernel's (descs, smem, bars, sched, bias_rows: see there)."""
     q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, b_desc = descs
     q_smem, k_smem, v_smem, o_smem, qh_smem, kh_smem, b_smem = smem
     q_ready, q_empty, kv_bars = bars
@@ -166,7 +168,7 @@ def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOC
         ahead = gl.minimum(n, STAGES)
         for j in range(ahead):
             _attn_load(descs, smem, kv_bars, it + j, idx_b, idx_hk, (first + j) * BLOCK_X,
-                       idx_b * bias_b_rows + idx_h * bias_h_rows + row0, ROWS, STAGES, GROUPS, SPLIT, BIAS)
+                       idx_b * bias_b_rows + idx_h * bias_h_rows + row0, ROWS, STAGES, GROUPS, SPLIT, BIAS, FP8)
         qb, q_phase = _attn_ring(done, 2 if PREFETCH else 1)       # the tile's query buffer
         # a fresh mbarrier passes phase 1: each buffer's first tile goes
         mbarrier.wait(q_empty.index(qb), q_phase ^ 1)
@@ -182,16 +184,17 @@ def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOC
                                                 q_ready.index(qb), qh_smem.index(qb * GROUPS + w))
         for j in range(ahead, n):
             _attn_load(descs, smem, kv_bars, it + j, idx_b, idx_hk, (first + j) * BLOCK_X,
-                       idx_b * bias_b_rows + idx_h * bias_h_rows + row0, ROWS, STAGES, GROUPS, SPLIT, BIAS)
+                       idx_b * bias_b_rows + idx_h * bias_h_rows + row0, ROWS, STAGES, GROUPS, SPLIT, BIAS, FP8)
         it += n
         done += 1
 
 
 @gluon.jit
 def _attn_load(descs, smem, kv_bars, c, idx_b, idx_hk, key0, bias_row0, ROWS: gl.constexpr, STAGES: gl.constexpr,
-               GROUPS: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr):
+               GROUPS: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr, FP8: gl.constexpr):
     """Chunk c of the ring (its stage c mod STAGES): K (both its column blocks where SPLIT), then V (and
-    with BIAS each consumer's rows of the bias at the chunk's keys), each once its buffer is free."""
+    with BIAS each consumer's rows of the bias at the chunk's keys), each once its buffer is free; with
+    FP8, V's box is its transpose's, the value dim's rows at the chunk's keys."""
     q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, b_desc = descs
     q_smem, k_smem, v_smem, o_smem, qh_smem, kh_smem, b_smem = smem
     k_ready, k_empty, v_ready, v_empty = kv_bars
@@ -212,7 +215,10 @@ def _attn_load(descs, smem, kv_bars, c, idx_b, idx_hk, key0, bias_row0, ROWS: gl
                                             b_smem.index(w * STAGES + s))
     else:
         mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(v_desc, [idx_b, idx_hk, key0, 0], v_ready.index(s), v_smem.index(s))
+    if FP8:
+        tma.async_copy_global_to_shared(v_desc, [idx_b, idx_hk, 0, key0], v_ready.index(s), v_smem.index(s))
+    else:
+        tma.async_copy_global_to_shared(v_desc, [idx_b, idx_hk, key0, 0], v_ready.index(s), v_smem.index(s))
 
 
 @gluon.jit
@@ -266,11 +272,74 @@ def _attn_qk(q_tiles, k_tile, kh_tile, ROWS: gl.constexpr, BLOCK_X: gl.constexpr
 
 
 @gluon.jit
+def _attn_v(v_smem, s, BLOCK_X: gl.constexpr, HEAD_E: gl.constexpr, FP8: gl.constexpr):
+    """Stage s's chunk of V as P V's B operand, (keys, value dim): as it landed, or with FP8 its
+    transpose's box seen transposed, so that the keys (wgmma's k) are contiguous, as FP8 wgmma requires."""
+    if FP8:
+        v_tile = v_smem.index(s).reshape([HEAD_E, BLOCK_X]).permute((1, 0))
+    else:
+        v_tile = v_smem.index(s).reshape([BLOCK_X, HEAD_E])
+    return v_tile
+
+
+@gluon.jit
+def _attn_operand(p, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, FP8: gl.constexpr, p_layout: gl.constexpr):
+    """P as P V's A operand in registers. In 16 bits the accumulator's layout is the operand's: each
+    thread holds the same pairs of columns. An e4m3 operand wants four consecutive keys a thread where
+    the accumulator gives it two pairs 8 apart, which would take shuffles between threads: instead each
+    32 columns are renamed in place (column 16 jh + 8 jl + 2 l + e becomes key 16 jh + 4 l + 2 jl + e,
+    the reshape and permute below, no data moved), and K is stored with its keys in that order (its row
+    c holds key _attn_fp8_keys(c)), so the renamed P weighs V's keys in their own order (FlashAttention-3
+    permutes V's instead, in its in-kernel transpose)."""
+    if FP8:
+        p = p.reshape([ROWS, BLOCK_X // 32, 2, 2, 4, 2]).permute((0, 1, 2, 4, 3, 5)).reshape([ROWS, BLOCK_X])
+    return gl.convert_layout(p, p_layout)
+
+
+@gluon.jit
+def _attn_fp8_keys(c):
+    """The key column c of S holds with FP8 (_attn_operand): within each 32, 16 jh + 8 jl + 2 l + e ->
+    16 jh + 4 l + 2 jl + e."""
+    return (c & ~31) | (c & 16) | ((c & 6) << 1) | ((c & 8) >> 2) | (c & 1)
+
+
+@gluon.jit
+def _attn_descale(s_val, qk_scale, descale, col0, arange_x, BLOCK_X: gl.constexpr, KEY_BLOCK: gl.constexpr,
+                  LINEAR: gl.constexpr):
+    """FP8: chunk col0's scores of the quantised Q and K taken back to Q K^T's scale, times the query
+    tile's scale and each key block's (a scale every KEY_BLOCK keys), and exp2's factor for the chunk.
+    A chunk within one key block has one factor: where the scores' ops are LINEAR (a scale, masks: they
+    commute with a positive factor) it joins exp2's factor, at no cost a score; else it multiplies the
+    scores. A chunk over several blocks spreads their factors over its columns by selects (a column a
+    key: arange_x is in the keys' order) and multiplies the scores. descale: (the head's key scales,
+    the tile's query scale, how many key blocks the head has); past the keys' end, the last block's
+    (masked there)."""
+    k_scales, q_scale, k_blocks = descale
+    first = col0 // KEY_BLOCK
+    if BLOCK_X <= KEY_BLOCK:
+        factor = q_scale * gl.load(k_scales + gl.minimum(first, k_blocks - 1))
+        if LINEAR:
+            qk = qk_scale * factor
+            scaled = s_val
+        else:
+            qk = qk_scale
+            scaled = s_val * factor
+    else:
+        factor = gl.zeros_like(arange_x.to(gl.float32)) + gl.load(k_scales + gl.minimum(first, k_blocks - 1))
+        for i in gl.static_range(1, BLOCK_X // KEY_BLOCK):
+            factor = gl.where(arange_x >= i * KEY_BLOCK, gl.load(k_scales + gl.minimum(first + i, k_blocks - 1)),
+                              factor)
+        qk = qk_scale
+        scaled = s_val * (factor * q_scale)[None, :]
+    return scaled, qk
+
+
+@gluon.jit
 def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.constexpr, ROWS: gl.constexpr,
                BLOCK_X: gl.constexpr, HEAD_D: gl.constexpr, HEAD_DH: gl.constexpr, HEAD_E: gl.constexpr,
                STAGES: gl.constexpr, MASKED: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
                FIRST: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr,
-               layouts: gl.constexpr):
+               FP8: gl.constexpr, KEY_BLOCK: gl.constexpr, LINEAR: gl.constexpr, layouts: gl.constexpr):
     """One consumer warpgroup, chunk j of the tile (chunk it + j of the ring): S_j = Q K_j^T and
     O += P_(j-1) V_(j-1) on the tensor cores, the probabilities of S_j on the threads. INTRA issues both
     contractions before waiting for S_j alone, so the softmax runs under P V; otherwise it waits for both.
@@ -278,19 +347,19 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
     on after: one warpgroup's softmax runs under the next one's contractions (ping-pong). state: what
     the loop carries (acc, p_prev, m_i, l_i), returned for chunk j + 1; scores: what the scores' ops read
     besides the chunk (the tile's rows, the chunk's columns from its first, the keys, the scales, the
-    ALiBi slope)."""
+    ALiBi slope, and with FP8 what takes the scores back to scale: _attn_descale's descale)."""
     q_smem, k_smem, v_smem, o_smem, qh_smem, kh_smem, b_smem = smem
     k_ready, k_empty, v_ready, v_empty = kv_bars
     turn_mine, turn_next = turn
     acc, p_prev, m_i, l_i = state
-    rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols = scores
+    rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols, descale = scores
     s_layout, o_layout, p_layout = layouts
     c = it + j
     s, phase = _attn_ring(c, STAGES)
     sp, phase_prev = _attn_ring(c - 1, STAGES)
     k_tile = k_smem.index(s).reshape([BLOCK_X, HEAD_D])
     kh_tile = kh_smem.index(s).reshape([BLOCK_X, HEAD_DH])
-    v_prev = v_smem.index(sp).reshape([BLOCK_X, HEAD_E])
+    v_prev = _attn_v(v_smem, sp, BLOCK_X, HEAD_E, FP8)
     mbarrier.wait(k_ready.index(s), phase)
     if INTER:
         mbarrier.wait(turn_mine, (c & 1) ^ FIRST)
@@ -309,14 +378,19 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
         bias = b_smem.index(b_first + s).load(s_layout)
     else:
         bias = 0.0
-    p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, slope, slope_cols, bias, rows,
+    if FP8:
+        s_val, qk_chunk = _attn_descale(s_val, qk_scale, descale, j * BLOCK_X, arange_x, BLOCK_X, KEY_BLOCK, LINEAR)
+    else:
+        qk_chunk = qk_scale
+    p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_chunk, score_scale, slope, slope_cols, bias, rows,
                                              j * BLOCK_X, j * BLOCK_X + arange_x, size_x, MASKED, SOFTMAX)
     if INTRA:
         acc, v_prev = warpgroup_mma_wait(0, deps=(o_tok, v_prev))
     mbarrier.arrive(v_empty.index(sp), count=1)
     if SOFTMAX:
         acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-    p_next = gl.convert_layout(p.to(q_smem.dtype), p_layout)     # the fragment strategy: P stays in registers
+    # the fragment strategy: P stays in registers, in the queries' type (FP8: e4m3, its values in [0, 1])
+    p_next = _attn_operand(p.to(q_smem.dtype), ROWS, BLOCK_X, FP8, p_layout)
     return acc, p_next, m_i, l_i
 
 
@@ -325,7 +399,9 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
                    BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr, GROUP: gl.constexpr,
                    RIGHT: gl.constexpr, LEFT: gl.constexpr, ROTATE: gl.constexpr, PREFETCH: gl.constexpr,
                    ALIBI: gl.constexpr, BIAS: gl.constexpr, SINK: gl.constexpr, INTRA: gl.constexpr,
-                   INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, LSE: gl.constexpr):
+                   INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, LSE: gl.constexpr,
+                   descales, FP8: gl.constexpr, QUANT: gl.constexpr, KEY_BLOCK: gl.constexpr,
+                   LINEAR: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
     output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring. The
     output (HEAD_E columns, V's head dim) leaves through o_smem: the query tile's (first column block's)
@@ -333,8 +409,10 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
     (PREFETCH: the query buffer is released once the tile's last Q K^T has run, and the output's store
     is waited for only before the next tile's output takes the buffer). With ALIBI, the tile's head has a slope (ALiBi's m,
     one number a (batch, head) at slope_ptr), loaded once a tile. With BIAS, each chunk's scores take this
-    warpgroup's tile of the bias, which the producer lands in b_smem with the chunk's V. Its grouped
-    arguments are the kernel's (descs, smem, bars, sched, scales, slopes: see there)."""
+    warpgroup's tile of the bias, which the producer lands in b_smem with the chunk's V. With FP8 the
+    scores are taken back to scale before their ops (_attn_descale), the probabilities weigh V in e4m3,
+    and the output is scaled by V's column scales before it leaves in 16 bits. Its grouped arguments are
+    the kernel's (descs, smem, bars, sched, scales, slopes, descales: see there)."""
     q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, b_desc = descs
     q_smem, k_smem, v_smem, o_smem, qh_smem, kh_smem, b_smem = smem
     q_ready, q_empty, kv_bars = bars
@@ -350,16 +428,21 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
     else:
         HEAD_DH: gl.constexpr = HEAD_D                          # none: qh_desc is None, kh_smem k_smem
     HEAD_E: gl.constexpr = o_desc.block_type.shape[3]
+    # wgmma's instruction: m 16 a warp, n the tile's, k 32 bytes (16 values of 16 bits, 32 of e4m3)
+    K_STEP: gl.constexpr = 32 if FP8 else 16
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_X, 16])
+                                                       instr_shape=[16, BLOCK_X, K_STEP])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, HEAD_E, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+                                                       instr_shape=[16, HEAD_E, K_STEP])
+    # P as wgmma's A operand from registers: 32 bits of k a thread (two 16-bit values, four e4m3)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4 if FP8 else 2)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     FIRST: gl.constexpr = 1 if GROUP == 0 else 0        # warpgroup 0 takes the first turn
     turn_mine = turns.index(GROUP)
     turn_next = turns.index((GROUP + 1) % GROUPS)
     arange_x = gl.arange(0, BLOCK_X, gl.SliceLayout(0, s_layout))
+    if FP8:     # the key each column of S holds: K lands in _attn_operand's order (quantize stores it so)
+        arange_x = _attn_fp8_keys(arange_x)
     b_first: gl.constexpr = GROUP * STAGES          # this warpgroup's bias tiles in b_smem, one a stage
     # what every chunk's step takes besides the kernel's groups: this warpgroup's turn, the layouts (and, a
     # tile, the query tile's column blocks and what the scores' ops read)
@@ -380,6 +463,15 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
         else:
             slope = 0.0
             slope_cols = 0.0
+        if FP8:     # the tile's query scale (a scale every QUANT = ROWS rows) and the head's key scales
+            q_scale_ptr, k_scale_ptr, v_scale_ptr = descales
+            q_blocks = gl.cdiv(size_q, QUANT)
+            k_blocks = gl.cdiv(size_x, KEY_BLOCK)
+            q_scale = gl.load(q_scale_ptr + (idx_b * heads + idx_h) * q_blocks
+                              + gl.minimum(first_row // QUANT, q_blocks - 1))
+            descale = (k_scale_ptr + (idx_b * (heads // kv_group) + idx_hk) * k_blocks, q_scale, k_blocks)
+        else:
+            descale = 0.0
         ring = it - first       # chunk j of the tile is chunk ring + j of the ring
         qb, q_phase = _attn_ring(done, 2 if PREFETCH else 1)       # the tile's query buffer
         q_tiles = (q_smem.index(qb * GROUPS + GROUP).reshape([ROWS, HEAD_D]),
@@ -404,37 +496,45 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
             bias = b_smem.index(b_first + s).load(s_layout)
         else:
             bias = 0.0
+        if FP8:
+            s_val, qk_chunk = _attn_descale(s_val, qk_scale, descale, first * BLOCK_X, arange_x, BLOCK_X, KEY_BLOCK,
+                                            LINEAR)
+        else:
+            qk_chunk = qk_scale
         m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
         l_i = gl.full([ROWS], 0.0, gl.float32, row_layout)
-        p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, slope, slope_cols, bias,
+        p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_chunk, score_scale, slope, slope_cols, bias,
                                                  rows, first * BLOCK_X, first * BLOCK_X + arange_x, size_x, True,
                                                  SOFTMAX)
-        p_prev = gl.convert_layout(p.to(q_smem.dtype), p_layout)
+        p_prev = _attn_operand(p.to(q_smem.dtype), ROWS, BLOCK_X, FP8, p_layout)
         acc = gl.zeros([ROWS, HEAD_E], gl.float32, o_layout)
 
-        scores = (rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols)   # what the scores' ops read
+        scores = (rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols, descale)  # what the scores read
         # chunks on a window's left edge: masked
         for j in range(first + 1, whole):
             acc, p_prev, m_i, l_i = _attn_step(
                 j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
-                HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, layouts)
+                HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK,
+                LINEAR, layouts)
         # chunks every row of the tile sees whole: no mask
         for j in range(gl.maximum(whole, first + 1), unmasked):
             acc, p_prev, m_i, l_i = _attn_step(
                 j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
-                HEAD_D, HEAD_DH, HEAD_E, STAGES, False, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, layouts)
+                HEAD_D, HEAD_DH, HEAD_E, STAGES, False, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK,
+                LINEAR, layouts)
         # chunks on the diagonal or past the last key: masked
         for j in range(gl.maximum(unmasked, first + 1), chunks):
             acc, p_prev, m_i, l_i = _attn_step(
                 j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
-                HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, layouts)
+                HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK,
+                LINEAR, layouts)
 
         if PREFETCH:    # every Q K^T of the tile has run: the producer may land the tile after next's queries
             mbarrier.arrive(q_empty.index(qb), count=1)
 
         # the last chunk's P V
         s, phase = _attn_ring(ring + chunks - 1, STAGES)
-        v_tile = v_smem.index(s).reshape([BLOCK_X, HEAD_E])
+        v_tile = _attn_v(v_smem, s, BLOCK_X, HEAD_E, FP8)
         mbarrier.wait(v_ready.index(s), phase)
         o_tok = warpgroup_mma(p_prev, v_tile, acc, is_async=True)
         acc, v_tile = warpgroup_mma_wait(0, deps=(o_tok, v_tile))
@@ -457,6 +557,9 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
             o_val = acc / gl.where(l_o == 0.0, 1.0, l_o)[:, None]   # a row that saw no key: 0, not 0 / 0
         else:
             o_val = acc
+        if FP8:     # V's scale a column of the head (its keys weighed by P, which sums them unscaled)
+            o_val = o_val * gl.load(v_scale_ptr + (idx_b * (heads // kv_group) + idx_hk) * HEAD_E
+                                    + gl.arange(0, HEAD_E, gl.SliceLayout(0, o_layout)))[None, :]
         if PREFETCH:
             tma.store_wait(0)
         o_smem.index(GROUP).store(o_val.to(o_smem.dtype).reshape([1, 1, ROWS, HEAD_E]))
@@ -473,11 +576,13 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
 @gluon.jit
 def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x, batch_heads, heads, kv_group, qk_scale,
         score_scale, slope_ptr, slope_stride_b, slope_stride_h, slope_scale, b_desc, bias_b_rows, bias_h_rows,
-        sink_ptr, sink_stride_b, sink_stride_h, lse_ptr, lse_stride_b, lse_stride_h, lse_shift, ROWS: gl.constexpr,
+        sink_ptr, sink_stride_b, sink_stride_h, lse_ptr, lse_stride_b, lse_stride_h, lse_shift, q_scale_ptr,
+        k_scale_ptr, v_scale_ptr, ROWS: gl.constexpr,
         BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
         ALIBI: gl.constexpr, BIAS: gl.constexpr, SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
         SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, CONSUMER_REGS: gl.constexpr, ROTATE: gl.constexpr,
-        PREFETCH: gl.constexpr, LSE: gl.constexpr):
+        PREFETCH: gl.constexpr, LSE: gl.constexpr, FP8: gl.constexpr, QUANT: gl.constexpr, KEY_BLOCK: gl.constexpr,
+        LINEAR: gl.constexpr):
     """A persistent block: it takes tiles of GROUPS x ROWS query rows of one (batch, head) in turn (every
     grid-th tile) and streams each against the keys its rows see: up to RIGHT keys past the diagonal when RIGHT >= 0
     (0: causal), from LEFT keys before it when LEFT >= 0 (a sliding window), all of them otherwise. The descriptors
@@ -497,7 +602,12 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     round of tiles one further than in the round before (_attn_turn), so that no block takes only the
     longest or only the shortest of the heads' unequal tiles. PREFETCH (a persistent block) gives the queries
     two buffers and the output one of its own, so that the next tile's queries land under this one's
-    last P V and epilogue."""
+    last P V and epilogue. With FP8, q, k and v are e4m3 (FlashAttention-3's FP8, Section 6.2 of the
+    paper): v_desc views V transposed, (batch, heads, value dim, keys), and each is quantised by blocks,
+    its float32 scales contiguous: q_scale_ptr one a QUANT rows of a (batch, head), k_scale_ptr one a
+    KEY_BLOCK keys of a (batch, key head), v_scale_ptr one a column of a (batch, key head); k's keys are
+    stored in the order _attn_operand takes them; LINEAR: the scores' ops commute with a positive factor
+    (_attn_descale); the output is 16-bit, in a buffer of its own. Otherwise the three are unused."""
     blocks_q = gl.cdiv(size_q, GROUPS * ROWS)
     tiles = blocks_q * batch_heads
 
@@ -506,7 +616,7 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     # consumer otherwise), the K and V rings, the mbarriers
     QBUF: gl.constexpr = 2 if PREFETCH else 1
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [QBUF * GROUPS] + q_desc.block_type.shape, q_desc.layout)
-    if o_desc.block_type.shape[3] == q_desc.block_type.shape[3] and not PREFETCH:
+    if o_desc.block_type.shape[3] == q_desc.block_type.shape[3] and not PREFETCH and not FP8:
         o_smem = q_smem
     else:
         o_smem = gl.allocate_shared_memory(o_desc.dtype, [GROUPS] + o_desc.block_type.shape, o_desc.layout)
@@ -553,6 +663,7 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     bias_rows = (bias_b_rows, bias_h_rows)                                # the bias's rows a batch entry, a head
     sinks = (sink_ptr, sink_stride_b, sink_stride_h)                      # the sinks: where
     lses = (lse_ptr, lse_stride_b, lse_stride_h, size_q, lse_shift)       # the log-sum-exp: where, and ALiBi's
+    descales = (q_scale_ptr, k_scale_ptr, v_scale_ptr)                    # FP8: the blocks' scales
 
     # warp specialisation: consumer 0 runs in the kernel's own 4 warps, consumers 1.. and the producer in
     # worker partitions; setmaxnreg gives the consumers CONSUMER_REGS registers and the producer 24
@@ -560,51 +671,51 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ROTATE, PREFETCH, SPLIT, BIAS)),
+                              ROTATE, PREFETCH, SPLIT, BIAS, FP8)),
         ], [1], [24])
     elif GROUPS == 2:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ROTATE, PREFETCH, SPLIT, BIAS)),
+                              ROTATE, PREFETCH, SPLIT, BIAS, FP8)),
         ], [4, 1], [CONSUMER_REGS, 24])
     elif GROUPS == 3:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 2, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ROTATE, PREFETCH, SPLIT, BIAS)),
+                              ROTATE, PREFETCH, SPLIT, BIAS, FP8)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
     elif GROUPS == 4:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 2, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 3, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ROTATE, PREFETCH, SPLIT, BIAS)),
+                              ROTATE, PREFETCH, SPLIT, BIAS, FP8)),
         ], [4, 4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, 24])
     else:
         gl.static_assert(False, "no partition list for this many consumer warpgroups")
@@ -695,7 +806,12 @@ SINK = False  # whether the softmax's sum takes a sink, a logit a head that weig
 SOFTMAX = True  # the online softmax normalises the scores (else a plain sum: softmax)
 LSE_SHIFT = 0.0  # 1 where ALiBi is applied shifted (m (j - r)): the row's part the log-sum-exp puts back
 VALUE_DIM = None  # v's largest head dim, where it has an axis of its own (the configurations fit it); None: q's
-GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+FP8 = False  # q, k and v in e4m3 with block scales, the output in 16 bits (FlashAttention-3's FP8)
+QUANT_BLOCK = ROWS  # FP8: rows of q that share a scale (a consumer's query tile)
+KEY_BLOCK = 128  # FP8: keys of k that share a scale (a chunk of up to 128 keys has one: the kernel folds it into exp2's factor)
+LINEAR = True  # the scores' ops commute with a positive factor (a scale, masks): FP8's descale joins exp2's factor
+GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16,
+             torch.float8_e4m3fn: gl.float8e4nv}
 LOG2E = 1.4426950408889634  # exp(t) = exp2(t log2 e)
 
 
@@ -858,40 +974,43 @@ def _bias_descriptor(bias, block):
     return _descriptor(_tma_ready(rows), block), size[1] * size[2] if size[0] > 1 else 0,         size[2] if size[1] > 1 else 0
 
 
-def _launch_flash(t, size, scale, cfg=None, lse=None):
+def _launch_flash(t, size, scale, cfg=None, lse=None, descale=None):
     """Kernel 'flash': t, size, scale map names to tensors and numbers (the TMA descriptors
     read the strides off the tensors); cfg is the configuration to launch (checked by _per_kernel), None
     for CONFIGS' choice; lse, a float32 (batch, heads, seqlen) tensor (rows contiguous) that takes each
-    query row's log-sum-exp, or None. What a call's shapes, strides, element type, device and
-    configuration decide is planned once (_plan) and kept in _PLANS; a call then makes its four
-    descriptors and launches the compiled kernel, not Triton's binder (the host's cost of a small call:
-    bench/host_cost.py)."""
+    query row's log-sum-exp, or None; descale, with FP8, the block scales of q, k and v (quantize's).
+    What a call's shapes, strides, element types, device and configuration decide is planned once
+    (_plan) and kept in _PLANS; a call then makes its four descriptors and launches the compiled
+    kernel, not Triton's binder (the host's cost of a small call: bench/host_cost.py)."""
     q, k, v, out = t['Q'], t['K'], t['V'], t['O']
     slopes = q
     sinks = q
     bias = None
+    # FP8: V's transpose is what the kernel streams (its keys contiguous); the scales' float32 pointers
+    v_t = v.transpose(2, 3) if FP8 else v
+    q_scale, k_scale, v_scale = descale if FP8 else (q, q, q)
     # the call signature: what the plan depends on (the base addresses only as far as TMA's 16 bytes;
-    # the scales follow from the sizes)
+    # the scales follow from the sizes; FP8's output may be either 16-bit type)
     odd = (q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15
     key = (None if cfg is None else tuple(cfg.items()), q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(),
-           out.stride(), q.dtype, q.device, not odd, lse is None)
+           out.stride(), q.dtype, out.dtype, q.device, not odd, lse is None)
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) >= PLANS_KEPT:      # a long run of new signatures: start again
             _PLANS.clear()
         plan = _PLANS[key] = _plan(q, k, v, out, CONFIGS['flash'][size['d']], size, cfg, lse is not None)
     if odd:   # a base the TMA engine cannot address: copies of their own, and descriptors made for them
-        q, k, v, o = _tma_ready(q), _tma_ready(k), _tma_ready(v), _tma_ready(out)
+        q, k, v_t, o = _tma_ready(q), _tma_ready(k), _tma_ready(v_t), _tma_ready(out)
     else:     # a copy where the strides are not TMA's (16-byte multiples, the last 1)
-        q, k, v, o = (_tma_ready(x) if copied else x for x, copied in zip((q, k, v, out), plan.copied))
+        q, k, v_t, o = (_tma_ready(x) if copied else x for x, copied in zip((q, k, v_t, out), plan.copied))
     if BIAS:  # a TMA view of the bias without its broadcast axes (size 1), stepped over only where it has them
         b_desc, bias_b_rows, bias_h_rows = _bias_descriptor(bias, [ROWS, plan.cfg['BLOCK_X']])
     else:
         b_desc, bias_b_rows, bias_h_rows = None, 0, 0
-    q_lo, k_lo, v_d, o_d, q_hi, k_hi = plan.descriptors((q, k, v, o, q, k), fresh=bool(odd))
+    q_lo, k_lo, v_d, o_d, q_hi, k_hi = plan.descriptors((q, k, v_t, o, q, k), fresh=bool(odd))
     args = (q_lo, k_lo, v_d, o_d, q_hi, k_hi, *plan.sizes, scale['O'] * LOG2E, 1.0, slopes, 0, 0,
             1.0, b_desc, bias_b_rows, bias_h_rows, sinks, 0, 0, q if lse is None else lse,
-            *((0, 0) if lse is None else lse.stride()[:2]), LSE_SHIFT)
+            *((0, 0) if lse is None else lse.stride()[:2]), LSE_SHIFT, q_scale, k_scale, v_scale)
     plan.launch(args, q.device)
     if o is not out:
         out.copy_(o)
@@ -920,22 +1039,23 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
     # q's and k's head dim in column blocks of powers of two: itself, or 192 = 128 + 64 (SPLIT)
     lo = 1 << (head_dim.bit_length() - 1)
     hi = head_dim - lo
-    boxes = ([1, 1, ROWS, lo], [1, 1, cfg['BLOCK_X'], lo], [1, 1, cfg['BLOCK_X'], value_dim], [1, 1, ROWS, value_dim],
+    v_box = [1, 1, value_dim, cfg['BLOCK_X']] if FP8 else [1, 1, cfg['BLOCK_X'], value_dim]    # FP8: V's transpose
+    boxes = ([1, 1, ROWS, lo], [1, 1, cfg['BLOCK_X'], lo], v_box, [1, 1, ROWS, value_dim],
              [1, 1, ROWS, hi] if hi else None, [1, 1, cfg['BLOCK_X'], hi] if hi else None)
     tiles = triton.cdiv(size_q, groups * ROWS) * batch * heads
     if cfg['SCHEDULE'] != 'tiles':
         grid = (min(tiles, _sm_count(q.device)),)  # a block an SM, each taking every grid-th tile
     else:
         grid = (tiles,)  # a block a tile, scheduled by the hardware
-    sizes = (size_q, k.shape[2], batch * heads, heads, heads // k.shape[1])
+    sizes = (size_q, v.shape[2], batch * heads, heads, heads // k.shape[1])     # FP8's k may be padded
     constexprs = dict(ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, RIGHT=RIGHT,
                       LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
                       ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
                       PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
-                      LSE=lse)
-    copied = tuple(not _tma_able(x) for x in (q, k, v, out))
+                      LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR)
+    copied = tuple(not _tma_able(x) for x in (q, k, v.transpose(2, 3) if FP8 else v, out))
     return _Plan(_mha_flash, cfg, grid, boxes, constexprs, copied, sizes)
 
 
@@ -1047,7 +1167,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_2e4543a29257dcea'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_a90195e8884b176c'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 

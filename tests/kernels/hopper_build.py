@@ -68,8 +68,10 @@ def _compile(module, entry: dict, head_dim: int, dtype: str) -> dict:
     groups = entry["WARPGROUPS"]
     kernel = triton.compile(src, target=target, options=options)
     ptx = kernel.asm["ptx"]
+    log = ptxas_log(ptx, f"--maxrregcount={module.REGISTER_CAP[groups]}")
     return {"shared": kernel.metadata.shared, "instructions": [i for i in INSTRUCTIONS if i in ptx],
-            "local": "ld.local" in ptx or "st.local" in ptx, "spills": _spills(ptx, module.REGISTER_CAP[groups])}
+            "local": "ld.local" in ptx or "st.local" in ptx, "spills": _spills(log),
+            "serialised": "wgmma.mma_async instructions are serialized" in log}
 
 
 def hopper_source(module, entry: dict, head_dim: int, dtype: str):
@@ -79,18 +81,22 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
     from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
 
     (fn,) = [v for k, v in vars(module).items() if isinstance(v, GluonJITFunction) and k not in HELPERS]
-    element = {"fp16": gl.float16, "bf16": gl.bfloat16}[dtype]
+    element = {"fp16": gl.float16, "bf16": gl.bfloat16, "fp8": gl.float8e4nv}[dtype]
+    fp8 = getattr(module, "FP8", False)        # e4m3 inputs, V's transpose streamed, the output in fp16
     groups = entry["WARPGROUPS"]
     descs = {}
     value_dim = module.VALUE_DIM or head_dim
     lo = 1 << (head_dim.bit_length() - 1)       # the head dim's column blocks, as the launcher splits it
     hi = head_dim - lo
     for name, block in (("q", [1, 1, module.ROWS, lo]), ("k", [1, 1, entry["BLOCK_X"], lo]),
-                        ("v", [1, 1, entry["BLOCK_X"], value_dim]), ("o", [1, 1, module.ROWS, value_dim]),
+                        ("v", [1, 1, value_dim, entry["BLOCK_X"]] if fp8 else [1, 1, entry["BLOCK_X"], value_dim]),
+                        ("o", [1, 1, module.ROWS, value_dim]),
                         ("qh", [1, 1, module.ROWS, hi or lo]), ("kh", [1, 1, entry["BLOCK_X"], hi or lo]),
                         ("b", [module.ROWS, entry["BLOCK_X"]] if module.BIAS else [1, 1, entry["BLOCK_X"], lo])):
-        layout = gl.NVMMASharedLayout.get_default_for(block, element)
-        descs[name] = f"tensordesc<{dtype}[{', '.join(map(str, block))}],{layout!r}>"
+        kind, ty = ("fp16", gl.float16) if name == "o" and fp8 else (dtype, element)
+        kind = {"fp8": "fp8e4nv"}.get(kind, kind)
+        layout = gl.NVMMASharedLayout.get_default_for(block, ty)
+        descs[name] = f"tensordesc<{kind}[{', '.join(map(str, block))}],{layout!r}>"
     # the descriptors the launcher passes as None (a head dim of one column block; no bias) are constexprs
     unused = ({"qh_desc": None, "kh_desc": None} if not hi else {}) | ({} if module.BIAS else {"b_desc": None})
     constexprs = {**unused, "ROWS": module.ROWS, "BLOCK_X": entry["BLOCK_X"], "STAGES": entry["STAGES"], "GROUPS": groups,
@@ -99,20 +105,22 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
                   "SOFTMAX": module.SOFTMAX, "SPLIT": hi > 0, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups],
                   "ROTATE": entry["SCHEDULE"] != "tiles" and (module.RIGHT >= 0 or module.LEFT >= 0),
                   "PREFETCH": entry["SCHEDULE"] == "prefetch",
-                  "LSE": LSE}      # the rows' log-sum-exp written (return_lse=True)
+                  "LSE": LSE,      # the rows' log-sum-exp written (return_lse=True)
+                  "FP8": fp8, "QUANT": module.ROWS, "KEY_BLOCK": getattr(module, "KEY_BLOCK", 128),
+                  "LINEAR": getattr(module, "LINEAR", True)}
     signature = {"q_desc": descs["q"], "k_desc": descs["k"], "v_desc": descs["v"], "o_desc": descs["o"],
-                 "qh_desc": descs["qh"], "kh_desc": descs["kh"], **SCALARS, "slope_ptr": f"*{dtype}",
-                 "b_desc": descs["b"], "sink_ptr": f"*{dtype}", "lse_ptr": "*fp32",
+                 "qh_desc": descs["qh"], "kh_desc": descs["kh"], **SCALARS, "slope_ptr": f"*{'fp16' if fp8 else dtype}",
+                 "b_desc": descs["b"], "sink_ptr": f"*{'fp16' if fp8 else dtype}", "lse_ptr": "*fp32",
+                 "q_scale_ptr": "*fp32", "k_scale_ptr": "*fp32", "v_scale_ptr": "*fp32",
                  **dict.fromkeys(constexprs, "constexpr")}
     signature = {name: signature[name] for name in fn.arg_names}     # the kernel's order
     return (GluonASTSource(fn, signature=signature, constexprs=constexprs), GPUTarget("cuda", 90, 32),
             {"num_warps": 4, "maxnreg": module.REGISTER_CAP[groups]})
 
 
-def _spills(ptx: str, registers: int) -> int:
-    """Bytes ptxas spills (stores and loads) assembling `ptx` for sm_90a under a register cap."""
+def _spills(log: str) -> int:
+    """Bytes ptxas spills (stores and loads), as its log `log` of sm_90a under the kernel's register cap says."""
     import re
-    log = ptxas_log(ptx, f"--maxrregcount={registers}")
     return sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", log))
 
 

@@ -58,7 +58,7 @@ def test_primitive_without_renderer(monkeypatch):
 
 
 @pytest.mark.parametrize("backend, dtype, message", [("metal", "fp16", "expected hopper or hopper-contraction or triton or cuda"),
-                                                     ("triton", "fp8", "take fp16 or bf16")])
+                                                     ("triton", "fp8", "takes fp16 or bf16")])
 def test_bad_options(backend, dtype, message):
     with pytest.raises(NapkinError, match=message):
         generate("attention", "h200", backend=backend, dtype=dtype)

@@ -23,12 +23,14 @@ from analyzer.codegen.pymodule import (
 )
 from analyzer.codegen.wrapper_text import str_tuple
 from analyzer.config.hopper import OVERLAPS, SCHEDULES, HopperConfig, HopperTable
+from analyzer.config.scores import MASKS
 
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
            "CONSUMER_REGISTERS", "RIGHT", "LEFT", "ALIBI", "BIAS", "SINK", "SOFTMAX", "LSE_SHIFT", "VALUE_DIM", "_tma_ready", "_tma_able", "_descriptor", "_sm_count",
            "_bias_descriptor", "knobs", "driver", "_Plan", "_PLANS", "PLANS_KEPT", "_plan",
-           "_unbound", "_bound")
+           "_unbound", "_bound", "FP8", "QUANT_BLOCK", "KEY_BLOCK", "LINEAR", "E4M3_MAX", "quantize", "_hadamard", "_by_blocks",
+           "KEY_ORDER", "_key_order")
 
 
 def hopper_module(g) -> str:
@@ -51,7 +53,8 @@ def hopper_module(g) -> str:
                             "    fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)",
                             "from triton.experimental.gluon.nvidia.hopper import TensorDescriptor"],
                            "torch and Triton with Gluon")
-    out += ["", f"__all__ = [{py_str(ids.wrapper)}]", "", ""]
+    exported = [ids.wrapper, "quantize"] if g.dtype == "fp8" else [ids.wrapper]
+    out += ["", f"__all__ = [{', '.join(map(py_str, exported))}]", "", ""]
     out.append(render_kernel(name, warpgroups, g.hopper.scores, g.source_file))
     out += ["", ""]
     out += _configs(g, tables)
@@ -124,12 +127,22 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               "(m (j - r)): the row's part the log-sum-exp puts back",
               f"VALUE_DIM = {g.hopper.value_dim!r}  # v's largest head dim, where it has an axis of its own (the "
               "configurations fit it); None: q's",
-              "GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}",
+              f"FP8 = {g.dtype == 'fp8'}  # q, k and v in e4m3 with block scales, the output in 16 bits "
+              "(FlashAttention-3's FP8)",
+              "QUANT_BLOCK = ROWS  # FP8: rows of q that share a scale (a consumer's query tile)",
+              "KEY_BLOCK = 128  # FP8: keys of k that share a scale (a chunk of up to 128 keys has one: the kernel "
+              "folds it into exp2's factor)",
+              f"LINEAR = {all(o.primitive in ('scale', *MASKS) for o in g.hopper.scores.ops)}  # the scores' ops "
+              "commute with a positive factor (a scale, masks): FP8's descale joins exp2's factor",
+              "GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16,",
+              "             torch.float8_e4m3fn: gl.float8e4nv}",
               "LOG2E = 1.4426950408889634  # exp(t) = exp2(t log2 e)"]
     lines += sized_helpers(g)
     lines += ["", "", *PER_KERNEL_HELPER.splitlines()]
     lines += ["", "", *TMA_HELPERS.splitlines(), "", "", *PLAN_HELPERS.splitlines(), "", "",
               *BIAS_HELPER.splitlines(), "", ""]
+    if g.dtype == "fp8":
+        lines += [*QUANTIZE_HELPERS.splitlines(), "", ""]
     return lines
 
 
@@ -281,40 +294,43 @@ def _launcher(g, ids, name: str) -> list[str]:
     # the slopes' factor: 1 / the chain's scale where the kernel folds that into exp2's factor
     slope_scale = f"1.0 / {score_scale}" if scores.folded else "1.0"
     body = f'''\
-def {ids.launch[p.name]}(t, size, scale, cfg=None, lse=None):
+def {ids.launch[p.name]}(t, size, scale, cfg=None, lse=None, descale=None):
     """Kernel {py_doc(repr(p.name))}: t, size, scale map names to tensors and numbers (the TMA descriptors
     read the strides off the tensors); cfg is the configuration to launch (checked by _per_kernel), None
     for CONFIGS' choice; lse, a float32 (batch, heads, seqlen) tensor (rows contiguous) that takes each
-    query row's log-sum-exp, or None. What a call's shapes, strides, element type, device and
-    configuration decide is planned once (_plan) and kept in _PLANS; a call then makes its four
-    descriptors and launches the compiled kernel, not Triton's binder (the host's cost of a small call:
-    bench/host_cost.py)."""
+    query row's log-sum-exp, or None; descale, with FP8, the block scales of q, k and v (quantize's).
+    What a call's shapes, strides, element types, device and configuration decide is planned once
+    (_plan) and kept in _PLANS; a call then makes its four descriptors and launches the compiled
+    kernel, not Triton's binder (the host's cost of a small call: bench/host_cost.py)."""
     q, k, v, out = {t["q"]}, {t["k"]}, {t["v"]}, {t["o"]}
     slopes = {slopes}
     sinks = {sinks}
     bias = {bias}
+    # FP8: V's transpose is what the kernel streams (its keys contiguous); the scales' float32 pointers
+    v_t = v.transpose(2, 3) if FP8 else v
+    q_scale, k_scale, v_scale = descale if FP8 else (q, q, q)
     # the call signature: what the plan depends on (the base addresses only as far as TMA's 16 bytes;
-    # the scales follow from the sizes)
+    # the scales follow from the sizes; FP8's output may be either 16-bit type)
     odd = (q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) & 15
     key = (None if cfg is None else tuple(cfg.items()), q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(),
-           out.stride(), q.dtype, q.device, not odd, lse is None{extra_key})
+           out.stride(), q.dtype, out.dtype, q.device, not odd, lse is None{extra_key})
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) >= PLANS_KEPT:      # a long run of new signatures: start again
             _PLANS.clear()
         plan = _PLANS[key] = _plan(q, k, v, out, {entry}, size, cfg, lse is not None)
     if odd:   # a base the TMA engine cannot address: copies of their own, and descriptors made for them
-        q, k, v, o = _tma_ready(q), _tma_ready(k), _tma_ready(v), _tma_ready(out)
+        q, k, v_t, o = _tma_ready(q), _tma_ready(k), _tma_ready(v_t), _tma_ready(out)
     else:     # a copy where the strides are not TMA's (16-byte multiples, the last 1)
-        q, k, v, o = (_tma_ready(x) if copied else x for x, copied in zip((q, k, v, out), plan.copied))
+        q, k, v_t, o = (_tma_ready(x) if copied else x for x, copied in zip((q, k, v_t, out), plan.copied))
     if BIAS:  # a TMA view of the bias without its broadcast axes (size 1), stepped over only where it has them
         b_desc, bias_b_rows, bias_h_rows = _bias_descriptor(bias, [ROWS, plan.cfg['BLOCK_X']])
     else:
         b_desc, bias_b_rows, bias_h_rows = None, 0, 0
-    q_lo, k_lo, v_d, o_d, q_hi, k_hi = plan.descriptors((q, k, v, o, q, k), fresh=bool(odd))
+    q_lo, k_lo, v_d, o_d, q_hi, k_hi = plan.descriptors((q, k, v_t, o, q, k), fresh=bool(odd))
     args = (q_lo, k_lo, v_d, o_d, q_hi, k_hi, *plan.sizes, {qk_scale}, {score_scale}, slopes, {slope_strides},
             {slope_scale}, b_desc, bias_b_rows, bias_h_rows, sinks, {sink_strides}, q if lse is None else lse,
-            *((0, 0) if lse is None else lse.stride()[:2]), LSE_SHIFT)
+            *((0, 0) if lse is None else lse.stride()[:2]), LSE_SHIFT, q_scale, k_scale, v_scale)
     plan.launch(args, q.device)
     if o is not out:
         out.copy_(o)
@@ -343,25 +359,92 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
     # q's and k's head dim in column blocks of powers of two: itself, or 192 = 128 + 64 (SPLIT)
     lo = 1 << (head_dim.bit_length() - 1)
     hi = head_dim - lo
-    boxes = ([1, 1, ROWS, lo], [1, 1, cfg['BLOCK_X'], lo], [1, 1, cfg['BLOCK_X'], value_dim], [1, 1, ROWS, value_dim],
+    v_box = [1, 1, value_dim, cfg['BLOCK_X']] if FP8 else [1, 1, cfg['BLOCK_X'], value_dim]    # FP8: V's transpose
+    boxes = ([1, 1, ROWS, lo], [1, 1, cfg['BLOCK_X'], lo], v_box, [1, 1, ROWS, value_dim],
              [1, 1, ROWS, hi] if hi else None, [1, 1, cfg['BLOCK_X'], hi] if hi else None)
     tiles = triton.cdiv(size_q, groups * ROWS) * batch * heads
     if cfg['SCHEDULE'] != 'tiles':
         grid = (min(tiles, _sm_count(q.device)),)  # a block an SM, each taking every grid-th tile
     else:
         grid = (tiles,)  # a block a tile, scheduled by the hardware
-    sizes = (size_q, k.shape[2], batch * heads, heads, heads // k.shape[1])
+    sizes = (size_q, v.shape[2], batch * heads, heads, heads // k.shape[1])     # FP8's k may be padded
     constexprs = dict(ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, RIGHT=RIGHT,
                       LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
                       ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
                       PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
-                      LSE=lse)
-    copied = tuple(not _tma_able(x) for x in (q, k, v, out))
+                      LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR)
+    copied = tuple(not _tma_able(x) for x in (q, k, v.transpose(2, 3) if FP8 else v, out))
     return _Plan({name}, cfg, grid, boxes, constexprs, copied, sizes)
 '''
     return [*body.splitlines(), "", ""]
 
 
-__all__ = ["PLAN_HELPERS", "TMA_HELPERS", "hopper_module"]
+# FP8's quantisation (the FP8 module's alone): what `quantize` makes is what the kernel reads
+QUANTIZE_HELPERS = '''\
+E4M3_MAX = 448.0  # the largest finite e4m3 value: a block's largest magnitude maps to it
+KEY_ORDER = 32    # FP8: k's keys are stored permuted within each 32 (the kernel's _attn_operand)
+
+
+def _hadamard(n, seed, device):
+    """Incoherent processing's orthogonal n x n matrix (n a power of two): a diagonal of random signs
+    (drawn from `seed`) times the Hadamard matrix of Sylvester's construction, normalised by 1/sqrt(n).
+    Q M (K M)^T = Q K^T, and M spreads an outlier of one column over all of them (FlashAttention-3)."""
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    signs = torch.randint(0, 2, (n,), generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 2 - 1
+    return (signs[:, None] * h / math.sqrt(n)).to(device=device, dtype=torch.float32)
+
+
+def _by_blocks(x, block):
+    """x (batch, heads, rows, columns) in e4m3, a scale every `block` rows of a (batch, head): its largest
+    magnitude over E4M3_MAX (float32, (batch, heads, blocks)), the rows divided by it."""
+    b, h, n, d = x.shape
+    padded = torch.nn.functional.pad(x.float(), (0, 0, 0, -n % block)).view(b, h, -1, block, d)
+    scale = padded.abs().amax(dim=(3, 4)).clamp(min=1e-30) / E4M3_MAX
+    quantised = (padded / scale[..., None, None]).to(torch.float8_e4m3fn)
+    return quantised.view(b, h, -1, d)[:, :, :n], scale.contiguous()
+
+
+def _key_order(k):
+    """k (batch, heads, keys, head_dim) as the FP8 kernel streams it: its keys padded with zeros to a
+    multiple of KEY_ORDER and, within each KEY_ORDER, row 16 jh + 8 jl + 2 l + e holding key
+    16 jh + 4 l + 2 jl + e, the order the kernel's probabilities take in registers."""
+    b, h, n, d = k.shape
+    padded = torch.nn.functional.pad(k, (0, 0, 0, -n % KEY_ORDER))
+    return padded.view(b, h, -1, 2, 4, 2, 2, d).permute(0, 1, 2, 3, 5, 4, 6, 7).reshape(b, h, -1, d)
+
+
+def quantize(q, k, v, incoherent=False, blocks=True, seed=0):
+    """q, k and v (batch, heads, seqlen, head_dim; 16 bits) as the FP8 kernel reads them: ((q, k, v) in
+    e4m3, (q_scale, k_scale, v_scale) float32), to pass as attention(q, k, v, descale=...). Block
+    quantisation (FlashAttention-3): a scale every QUANT_BLOCK rows of q and KEY_BLOCK keys of k, one a column of
+    V's head (a scale along the keys would have to multiply the probabilities before they are rounded to
+    e4m3, out of its range). They come back as the kernel reads them, not as tensors to compute with: v
+    a view of its transpose (keys contiguous, as FP8 wgmma reads it), k with its keys padded to a multiple
+    of KEY_ORDER and permuted within each (_key_order). `blocks` False: one scale a (batch, head) for each (per-tensor quantisation, the baseline
+    FlashAttention-3 compares with), spread over the same scale tensors. `incoherent`: first multiply q
+    and k by a random orthogonal Hadamard matrix (_hadamard, of `seed`), which leaves Q K^T as it was and
+    spreads outliers; the head dim must be a power of two."""
+    d = q.shape[3]
+    if incoherent:
+        if d & (d - 1):
+            raise ValueError(f"incoherent processing takes a head dim that is a power of two, not {d}")
+        m = _hadamard(d, seed, q.device)
+        q, k = q.float() @ m, k.float() @ m
+    q8, q_scale = _by_blocks(q, QUANT_BLOCK if blocks else q.shape[2])
+    stored = _key_order(k.float())       # the same keys in each KEY_BLOCK, so the same scales
+    k8, k_scale = _by_blocks(stored, KEY_BLOCK if blocks else stored.shape[2])
+    v_scale = v.float().abs().amax(dim=2 if blocks else (2, 3), keepdim=not blocks).clamp(min=1e-30) / E4M3_MAX
+    v8 = (v.float() / (v_scale[:, :, None, :] if blocks else v_scale)).to(torch.float8_e4m3fn)
+    if not blocks:      # the one scale a head, spread over the shapes the kernel reads
+        q_scale = q_scale.expand(-1, -1, -(-q.shape[2] // QUANT_BLOCK))
+        k_scale = k_scale.expand(-1, -1, -(-k.shape[2] // KEY_BLOCK))
+        v_scale = v_scale[:, :, 0].expand(-1, -1, v.shape[3])
+    return (q8, k8, v8.transpose(2, 3).contiguous().transpose(2, 3)), \\
+        (q_scale.contiguous(), k_scale.contiguous(), v_scale.contiguous())'''
+
+
+__all__ = ["PLAN_HELPERS", "QUANTIZE_HELPERS", "TMA_HELPERS", "hopper_module"]

@@ -49,7 +49,7 @@ class HopperAttention(Family):
     def take(self, diagram, profile, *, dtype, config, sets, tables):
         # whether the kernel takes the diagram, and one expected time, need the kernels' structure alone
         structure = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False,
-                                      ranked=False)
+                                      ranked=False, fp8=True)
         why = refusal(profile, structure, sets)
         one = named(profile, structure, config) if config and why is None else None
         if isinstance(one, str):
@@ -58,7 +58,7 @@ class HopperAttention(Family):
             return why
         if not tables and one is None:
             return Launch(self, structure)
-        configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False)
+        configured = configure_kernels(diagram, profile, dtype=dtype, config=config, sets=sets, sized=False, fp8=True)
         return Launch(self, *_with_tables(configured, profile, config, one, sets))
 
     def expected(self, launched, profile, sizes):
