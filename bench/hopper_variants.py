@@ -21,6 +21,11 @@ profile. What each variant computes is read off its generated module's chain of 
 
     python bench/hopper_variants.py --gpu h100 [--out DIR] [--budget-s S] [--diagrams a,b] [--seqlens ...]
 
+With --dtype fp8 the variants are the FP8 kernel's (mha and causal_attention in e4m3, quantised by the
+module's quantize() before the timing, as FlashAttention-3 times its FP8): the recording that fits the
+cost of rounding the probabilities to e4m3 (Scores.e4m3); its checks allow e4m3's rounding (FP8_TOLERANCE)
+and use no outliers, which e4m3 cannot carry beside the rest of their block.
+
 Writes hopper_variants_<gpu>.json (meta, checks, records, peers) and .md to --out after every diagram.
 """
 
@@ -68,6 +73,9 @@ RANKS = (0, 1, 2, 3, 6, 10)        # the model's ranking positions timed at each
 DTYPE = "bf16"
 REP_MS = 20.0
 SPREAD = 2.0                       # the bias's and the sinks' standard deviation
+# e4m3 keeps 3 bits of mantissa: about 3.6 % RMS a rounding, three of which reach the output (the scores
+# through q and k, the probabilities, v): 6.2 % expected on random inputs (bench/hopper_fp8.py)
+FP8_TOLERANCE = 8e-2
 
 
 # ------------------------------------------------------------------------------ a variant, read off
@@ -83,14 +91,15 @@ class Variant:
     value_dim: int | None          # V's head dim where it has its own (MLA)
     reference: dict                # reference_attention's keywords the chain implies (sigmoid, cap, masks)
     extra: str | None              # the call's input beyond q, k, v: "slopes", "bias" or "sinks"
+    dtype: str = DTYPE             # the kernel's element type (fp8: e4m3 inputs, bf16 ones quantised)
 
     def module(self):
         return import_file(Path(self.path), f"variant_{self.diagram}")
 
 
-def read_off(diagram: str, gpu: str, tmp: Path) -> Variant:
+def read_off(diagram: str, gpu: str, tmp: Path, dtype: str = DTYPE) -> Variant:
     from analyzer.codegen import generate
-    g = generate(diagram, gpu, dtype=DTYPE)
+    g = generate(diagram, gpu, dtype=dtype)
     assert g.backend == "hopper", f"{diagram} on {gpu} generated {g.backend}"
     path = tmp / f"variant_{diagram}.py"
     g.write(path)
@@ -107,7 +116,7 @@ def read_off(diagram: str, gpu: str, tmp: Path) -> Variant:
     dims = tuple(sorted(import_file(path, f"probe_{diagram}").CONFIGS["flash"]))
     if g.hopper.value_dim:       # V's head dim of its own: the diagram's head dims alone (MLA's 192/128)
         dims = (g.expected.sizes[g.roles.head_dim],)
-    return Variant(diagram, str(path), causal, dims, g.hopper.value_dim, ref, extra)
+    return Variant(diagram, str(path), causal, dims, g.hopper.value_dim, ref, extra, dtype)
 
 
 def inputs(torch, v: Variant, batch: int, heads: int, seq: int, d: int, dtype, *, strided=False, outlier=False,
@@ -155,6 +164,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--head-dims", default=",".join(map(str, HEAD_DIMS)))
     ap.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
     ap.add_argument("--merge", nargs="+", type=Path, help="join these hopper_variants_<gpu>.json files into --out")
+    ap.add_argument("--dtype", default=DTYPE, choices=("bf16", "fp8"),
+                    help="the kernels' element type (fp8: the FP8 kernel, on inputs quantised before the timing)")
     return ap.parse_args(argv)
 
 
@@ -180,17 +191,17 @@ def merge(args: argparse.Namespace, argv: list[str] | None) -> int:
 def ranked_configs(profile, v: Variant, d: int, seq: int, chain) -> list[tuple[int, dict, float]]:
     """(rank, config=, predicted seconds) at the RANKS positions of the model's ranking."""
     from analyzer.config.hopper import HopperParams, ranked
-    order = ranked(profile, d, DTYPE, seq_q=seq, seq_k=seq, instances=BATCH * HEADS, causal=v.causal,
+    order = ranked(profile, d, v.dtype, seq_q=seq, seq_k=seq, instances=BATCH * HEADS, causal=v.causal,
                    params=HopperParams.of(profile), scores=chain, value_dim=v.value_dim)
     return [(i, order[i][1].entry(), order[i][0]) for i in RANKS if i < len(order)]
 
 
 def predicted(profile, v: Variant, d: int, seq: int, chain, config: dict) -> float:
     from analyzer.config.hopper import HopperParams, configuration, predicted_time
-    c = configuration(profile, d, DTYPE, warpgroups=config["WARPGROUPS"], chunk=config["BLOCK_X"],
+    c = configuration(profile, d, v.dtype, warpgroups=config["WARPGROUPS"], chunk=config["BLOCK_X"],
                       stages=config["STAGES"], overlap=config["OVERLAP"], schedule=config["SCHEDULE"],
                       causal=v.causal, value_dim=v.value_dim, bias=chain.bias is not None)
-    return predicted_time(profile, c, d, DTYPE, seq_q=seq, seq_k=seq, instances=BATCH * HEADS, causal=v.causal,
+    return predicted_time(profile, c, d, v.dtype, seq_q=seq, seq_k=seq, instances=BATCH * HEADS, causal=v.causal,
                           params=HopperParams.of(profile), scores=chain, value_dim=v.value_dim)
 
 
@@ -201,7 +212,7 @@ def check(torch, v: Variant, module, d: int, seq: int, config: dict | None, *, s
     row = {"diagram": v.diagram, "d": d, "seq": seq, "strided": strided, "outlier": outlier, "config": config}
     try:
         err = rel_err(torch, module.attention(*args, config=config), ref)
-        row.update(rel_err=err, ok=err < TOLERANCE)
+        row.update(rel_err=err, ok=err < (FP8_TOLERANCE if v.dtype == "fp8" else TOLERANCE))
     except Exception as exc:  # noqa: BLE001 - reported, not timed
         row.update(ok=False, error=f"{type(exc).__name__}: {str(exc)[:300]}")
     return row
@@ -242,7 +253,7 @@ class Run:
         self.start = time.monotonic()
         self.tmp = Path(tempfile.mkdtemp(prefix="napkin_variants_"))
         self.doc = {"meta": {"command": command("hopper_variants.py", argv),
-                             "date": datetime.date.today().isoformat(), "profile": args.gpu, "dtype": DTYPE,
+                             "date": datetime.date.today().isoformat(), "profile": args.gpu, "dtype": args.dtype,
                              "timer": f"triton.testing.do_bench_cudagraph(fn, rep={REP_MS:g}); median, 20th and "
                                       "80th percentiles", **environment()},
                     "checks": [], "records": [], "peers": [], "skipped": []}
@@ -252,7 +263,8 @@ class Run:
         return self.args.budget_s - (time.monotonic() - self.start)
 
     def save(self) -> None:
-        save_results(self.args.out, f"hopper_variants_{self.args.gpu}", self.doc, markdown(self.doc))
+        fp8 = "_fp8" if self.args.dtype == "fp8" else ""
+        save_results(self.args.out, f"hopper_variants{fp8}_{self.args.gpu}", self.doc, markdown(self.doc))
 
 
 @dataclass
@@ -272,7 +284,7 @@ class Planned:
 def plan(run: Run, v: Variant) -> Planned:
     from analyzer.config.hopper import scores
     from analyzer.config.kernels import configure_kernels
-    chain = scores(configure_kernels(v.diagram, run.profile, dtype=DTYPE, sized=False, ranked=False))
+    chain = scores(configure_kernels(v.diagram, run.profile, dtype=v.dtype, sized=False, ranked=False, fp8=True))
     dims = [d for d in map(int, run.args.head_dims.split(",")) if d in v.head_dims] or list(v.head_dims[:1])
     seqs = list(map(int, run.args.seqlens.split(",")))
     return Planned(v, chain, {(d, s): ranked_configs(run.profile, v, d, s, chain) for d in dims for s in seqs})
@@ -298,10 +310,11 @@ def sweep(run: Run, p: Planned, sampler: Sampler) -> None:
     # checks: the launched configuration at the issue's lengths, then each configuration at 1000
     for d in dims:
         for seq, strided, outlier in ((1, False, False), (17, False, False), (1000, True, True), (4096, False, True)):
-            run.doc["checks"].append(check(torch, v, module, d, seq, None, strided=strided, outlier=outlier))
+            run.doc["checks"].append(check(torch, v, module, d, seq, None, strided=strided,
+                                           outlier=outlier and v.dtype != "fp8"))
     bad = set()
     for d, c in p.configs:
-        row = check(torch, v, module, d, 1000, dict(c), outlier=True, heads=2, seed=3)
+        row = check(torch, v, module, d, 1000, dict(c), outlier=v.dtype != "fp8", heads=2, seed=3)
         if p.errors[(d, c)].get("error") and row["ok"]:
             row["compile_error"] = p.errors[(d, c)]["error"]
         run.doc["checks"].append(row)
@@ -314,11 +327,19 @@ def sweep(run: Run, p: Planned, sampler: Sampler) -> None:
             continue
         args, _ = inputs(torch, v, BATCH, HEADS, seq, d, torch.bfloat16)
         own = launched_by(module, lambda: module.attention(*args))
+        if v.dtype == "fp8":     # e4m3 inputs and their scales, made once: the kernel is timed, not quantize()
+            quantised, scales = module.quantize(*args[:3])
+
+            def call(c):
+                return module.attention(*quantised, descale=scales, config=c)
+        else:
+            def call(c):
+                return module.attention(*args, config=c)
         if not any(c == own for _, c, _ in rows):
             rows = [*rows, (None, own, None)]
         for rank, config, _ in rows:
             key = (d, tuple(sorted(config.items())))
-            base = {"kind": "variant", "diagram": v.diagram, "dtype": DTYPE, "head_dim": d, "value_dim": v.value_dim,
+            base = {"kind": "variant", "diagram": v.diagram, "dtype": v.dtype, "head_dim": d, "value_dim": v.value_dim,
                     "causal": v.causal, "batch": BATCH, "heads_q": HEADS, "heads_kv": HEADS, "seq_q": seq,
                     "seq_k": seq, "config": config, "model_rank": rank, "launched": config == own,
                     "predicted_s": predicted(run.profile, v, d, seq, chain, config)}
@@ -326,7 +347,7 @@ def sweep(run: Run, p: Planned, sampler: Sampler) -> None:
                 run.doc["records"].append({**base, "status": "error", "error": "failed its check"})
                 continue
             try:
-                t = timed(run.triton, lambda c=config: module.attention(*args, config=c), graph=True,
+                t = timed(run.triton, lambda c=config: call(c), graph=True,
                           sampler=sampler, rep_ms=REP_MS)
                 run.doc["records"].append({**base, **t, "status": "ok"})
             except Exception as exc:  # noqa: BLE001 - a configuration that fails is recorded
@@ -339,7 +360,7 @@ def sweep(run: Run, p: Planned, sampler: Sampler) -> None:
             except Exception as exc:  # noqa: BLE001
                 run.doc["peers"].append({"diagram": v.diagram, "head_dim": d, "seq": seq, "peer": name,
                                          "error": f"{type(exc).__name__}: {exc}"[:300]})
-        args = None      # the inputs freed before the next shape's
+        args = quantised = scales = None      # the inputs freed before the next shape's
         torch.cuda.empty_cache()
         best = min((r["time_s"] for r in run.doc["records"] if r["status"] == "ok" and r["diagram"] == v.diagram
                     and r["head_dim"] == d and r["seq_q"] == seq), default=None)
@@ -425,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     run = Run(args, argv)
     import multiprocessing
     multiprocessing.set_start_method("spawn", force=True)
-    planned = [plan(run, read_off(diagram, args.gpu, run.tmp)) for diagram in args.diagrams.split(",")]
+    planned = [plan(run, read_off(diagram, args.gpu, run.tmp, args.dtype)) for diagram in args.diagrams.split(",")]
     compile_all(run, planned)
     with Sampler() as sampler:
         for p in planned:

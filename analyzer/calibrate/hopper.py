@@ -46,7 +46,8 @@ from analyzer.hardware import Estimate, HopperFit, Profile
 HELD_OUT_SEQLEN = 4096       # the grid's sequence length left out of the fit
 BIAS = "bias_efficiency"     # the variants' fit: the bandwidth an additive bias is read at,
 BIAS_ROW = "bias_row_clocks"  # and what a row of its tile costs the copy engine beyond its bytes
-BIAS_TERMS = (BIAS, BIAS_ROW)
+FP8_TENSOR = "fp8_tensor_efficiency"   # and, where FP8 records are, FP8 wgmma's rate against the 16-bit one's
+BIAS_TERMS = (BIAS, BIAS_ROW, FP8_TENSOR)     # the variants' terms that are no score op's cost
 HUBER_SCALE = 0.05           # log errors beyond 5 % count linearly: a few odd timings cannot pull the fit
 # name -> (start, lower, upper, scale): each parameter's range is where it means what HopperFit says
 PARAMETERS = {
@@ -89,7 +90,7 @@ class HopperRecord(BaseModel):
 
     kind: str = Field(description="grid, or the validation's shape class")
     diagram: str
-    dtype: Literal["fp16", "bf16"]
+    dtype: Literal["fp16", "bf16", "fp8"]
     head_dim: int = Field(ge=1, le=MAX_SIZE)
     causal: bool
     batch: int = Field(ge=1, le=MAX_SIZE)

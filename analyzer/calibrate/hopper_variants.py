@@ -25,6 +25,7 @@ from analyzer.calibrate.hopper import (
     BIAS,
     BIAS_ROW,
     BIAS_TERMS,
+    FP8_TENSOR,
     HELD_OUT_SEQLEN,
     Choice,
     Errors,
@@ -82,7 +83,7 @@ def chain_reader(profile: Profile, path: str):
     @cache
     def chain(diagram: str, dtype: str) -> Scores:
         try:
-            c = configure_kernels(diagram, profile, dtype=dtype, sized=False, ranked=False)
+            c = configure_kernels(diagram, profile, dtype=dtype, sized=False, ranked=False, fp8=True)
         except NapkinError as e:
             raise NapkinError(f"{path}: a record's diagram {diagram!r} does not load: {e.message}", file=path,
                               field="records.diagram", hint="record shipped diagrams, or give the diagram files' "
@@ -116,6 +117,8 @@ def fit_variants(path: str, base: Profile, softmax: HopperParams, held_out: int)
     if any(c.bias is not None for c in chains):
         spec[BIAS] = (1.0, 0.05, 1.5, 1.0)
         spec[BIAS_ROW] = (2.0, 0.0, 64.0, 1.0)     # SM clocks a row: 0 to a 128-byte row at 2 bytes a clock
+    if any(r.dtype == "fp8" for r in records):     # FP8 wgmma's achieved rate, as a share of the 16-bit one's
+        spec[FP8_TENSOR] = (1.0, 0.3, 1.5, 1.0)
     train = [i for i, s in enumerate(split) if s == "train"]
     if len(train) < 3 * len(spec):
         raise NapkinError(f"{path}: {len(train)} training records are too few to fit the {len(spec)} costs of "

@@ -36,11 +36,11 @@ measured what it hides (`ranked_schedules`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, replace
 
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.common.errors import NapkinError
+from analyzer.config.band_walk import _causal_tiles, band_walk, causal_tiles
 from analyzer.config.by_size import INSTANCES, LENGTHS, nearest
 from analyzer.config.configure import configurations, names_of, schedule_of
 from analyzer.config.hopper_params import PERSISTENT_SCHEDULES, SCHEDULES, HopperParams, ranked_schedules
@@ -225,7 +225,8 @@ def _body(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, params: 
     what a sweep of the variants fitted (`params.score_clocks`) where it did, else what is counted here.
     QK^T contracts the head dim, PV the keys into `value_dim` columns (2 e s_x)."""
     clock = profile.clocks.tensor_hz * profile.sm_count
-    tensor = profile.tensor_flops_per_s[dtype] / clock * params.tensor_efficiency
+    tensor = profile.tensor_flops_per_s[dtype] / clock * params.tensor_efficiency * \
+        (params.fp8_tensor_efficiency if dtype == "fp8" else 1.0)
     contraction = 2 * head_dim * c.chunk / tensor
     mix = 2 * (value_dim or head_dim) * c.chunk / tensor
     rate = profile.per_sm_per_clock
@@ -306,48 +307,6 @@ def _time(profile: Profile, c: HopperConfig, chunk_s: float, *, seq_q: int, seq_
         return params.launch_overhead_s + waves * (steps_s + (1 - hidden) * fixed_s) + hidden * fixed_s
     return params.launch_overhead_s + waves * (steps_s + fixed_s)
 
-
-def band_walk(causal: bool, scores: Scores = SOFTMAX) -> tuple[int, int] | None:
-    """The keys a row sees before and after its own as the kernel walks them (LEFT, RIGHT; -1: all), or
-    None where it masks nothing: the chain's mask (scores.Scores.window, .right), or `causal` alone."""
-    right = scores.right if scores.right is not None else (0 if causal else -1)
-    left = -1 if scores.window is None else scores.window - 1
-    return None if left < 0 and right < 0 else (left, right)
-
-
-def causal_tiles(c: HopperConfig, seq_q: int, seq_k: int, window: int | None = None,
-                 right: int | None = 0) -> tuple[float, float]:
-    """A masked tile's chunks and masked steps, on average over the query blocks, as the kernel walks them
-    (analyzer.codegen.hopper: _attn_tile, _attn_consumer): the block at rows row0.. streams the chunks up
-    to its last row's last key, ceil((row0 + g_q + R) / s_x) of them (block skipping; R = `right`, the keys
-    after a row's own it sees, 0 under a causal mask, None: all), of which the first
-    floor((row0 + 1 + R) / s_x) need no mask; chunk 0 always runs the masked step (it is the prologue's),
-    and so do the chunks from there to the last. The last block's rows past seq_q are computed and
-    clipped. Under a sliding window of `window` keys (W = window - 1 before a row's own) the block starts
-    at chunk floor((row0 - W) / s_x), and the chunks before the first that its last row sees whole are
-    masked."""
-    return _causal_tiles(c.block_rows, c.chunk, seq_q, seq_k, -1 if window is None else window - 1,
-                         -1 if right is None else right)
-
-
-@lru_cache(maxsize=4096)     # a ranking asks it of every configuration; few block shapes share them all
-def _causal_tiles(block_rows: int, chunk: int, seq_q: int, seq_k: int, left: int, right: int) -> tuple[float, float]:
-    whole_chunks = math.ceil(seq_k / chunk)
-    chunks = masked = 0
-    blocks = max(math.ceil(seq_q / block_rows), 1)
-    for b in range(blocks):
-        row0 = b * block_rows
-        end, unmasked = whole_chunks, seq_k // chunk
-        if right >= 0:
-            end = min(end, math.ceil((row0 + block_rows + right) / chunk))
-            unmasked = min(unmasked, (row0 + 1 + right) // chunk)
-        first = whole = 0
-        if left >= 0:
-            first = min(max(row0 - left, 0) // chunk, end - 1)     # a tile that sees no key streams one
-            whole = min(max(first, -(-max(row0 + block_rows - 1 - left, 0) // chunk)), unmasked)
-        chunks += end - first
-        masked += 1 + max(0, whole - first - 1) + max(0, end - max(unmasked, first + 1))
-    return chunks / blocks, masked / blocks
 
 def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: int, instances: int,
            causal: bool = False, params: HopperParams | None = None, scores: Scores = SOFTMAX,
@@ -600,7 +559,9 @@ def scores(c: Configured) -> Scores | str:
     if not isinstance(r, Attention):
         return "not attention-shaped"
     ops = [c.diagram.op(n) for n in c.kernels[0].plan.schedule.kernel.ops]
-    return scores_of(ops, r.head_dim, r.seq_k, r.seq_q, r.extras)
+    found = scores_of(ops, r.head_dim, r.seq_k, r.seq_q, r.extras)
+    # FP8: the probabilities' rounding to e4m3 costs the threads (Scores.e4m3)
+    return replace(found, e4m3=True) if c.dtype == "fp8" and not isinstance(found, str) else found
 
 
 __all__ = ["PERSISTENT_SCHEDULES", "SCHEDULES", "HopperConfig", "HopperParams", "HopperTable", "HopperTables", "band_walk", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "head_blocks", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "ranked_schedules", "realisable", "refusal", "register_cap", "registers_per_consumer", "scores", "value_dim"]

@@ -45,6 +45,9 @@ class HopperParams:
     # SM clocks a block's copy engine spends a row of a bias tile beyond its bytes (a TMA box of w rows is w
     # requests): a chunk of s_x keys costs a block's g_q rows this once, so narrow chunks pay it more a key
     bias_row_clocks: float = 0.0
+    # FP8: the achieved fraction of the FP8 tensor rate, as a share of what tensor_efficiency says of the
+    # 16-bit one (fitted on a sweep of the FP8 kernel, napkin calibrate --variants)
+    fp8_tensor_efficiency: float = 1.0
     # share of a tile's fixed cost (its prologue chunks and tile overhead) the persistent schedule runs under
     # the tile before it; None: no sweep of that schedule was fitted, so the model does not rank it (and
     # prices it as the paper would, every prologue but the first hidden)

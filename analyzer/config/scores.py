@@ -50,7 +50,11 @@ from analyzer.diagram.primitives import REGISTRY, Mask
 # operations a score each costs as the kernel lowers it (analyzer.codegen.hopper.kernel)
 SFU_PER_SCORE = {"scale": 0, "relu": 0, "sigmoid": 1, "exp": 1, "tanh": 1, "softcap": 1, "alibi": 0, "add": 0}
 # fp32 operations a score each costs on the vector lanes beyond what the calibrated softmax overhead covers
-VECTOR_PER_SCORE = {"alibi": 2, "alibi shifted": 1, "add": 1}
+VECTOR_PER_SCORE = {"alibi": 2, "alibi shifted": 1, "add": 1,
+                    # FP8's probabilities rounded to e4m3 for P V: a cvt.rn.satfinite.e4m3x2.f32 two scores, as
+                    # the 16-bit one it replaces, and a prmt four (packed to a register): a quarter beyond
+                    "e4m3": 0.25}
+E4M3 = "e4m3"              # the costed lowering of FP8's rounding of the probabilities (Scores.e4m3)
 SLOPED = ("alibi",)        # ops whose second input is a slope a head (an extra input of the call)
 BIASED = ("add",)          # ops whose second input is a bias read from memory a chunk (an extra input)
 MASKS = tuple(n for n, p in REGISTRY.items() if isinstance(p, Mask))   # set -inf where a key is outside a band
@@ -94,6 +98,7 @@ class Scores:
     ops: tuple[ScoreOp, ...] = ()   # in the diagram's order, masks among them
     softmax: bool = True            # the online softmax; False: a plain running sum
     sink: bool = False              # the softmax's sum takes exp(sink - m) once a row (a logit a head, an input)
+    e4m3: bool = False              # FP8: the probabilities are rounded to e4m3 for P V (E4M3, a cost a score)
 
     @property
     def causal(self) -> bool:
@@ -119,16 +124,17 @@ class Scores:
     def costed(self) -> tuple[str, ...]:
         """The lowerings of the chain's ops that cost the threads work (an SFU or lane operation a score,
         as counted): what a fit of the ops' costs can measure (HopperParams.score_clocks)."""
-        return tuple(dict.fromkeys(o.lowering for o in self.ops
-                                   if SFU_PER_SCORE.get(o.primitive, 0) or VECTOR_PER_SCORE.get(o.lowering, 0)))
+        ops = tuple(dict.fromkeys(o.lowering for o in self.ops
+                                  if SFU_PER_SCORE.get(o.primitive, 0) or VECTOR_PER_SCORE.get(o.lowering, 0)))
+        return (*ops, E4M3) if self.e4m3 else ops
 
     def op_clocks(self, sfu_ops: float, fp32_fma: float, fitted: Mapping[str, float] | None = None) -> float:
         """SM clocks a score the ops cost on the threads (the softmax's own exp2 apart): each op's fitted
         cost where a sweep of the variants measured it (`fitted`, by lowering: HopperParams.score_clocks),
         else its counted SFU and lane operations at the datasheet's rates per SM and clock."""
         fitted = fitted or {}
-        return sum(fitted[o.lowering] if o.lowering in fitted else counted_clocks(o.lowering, sfu_ops, fp32_fma)
-                   for o in self.ops)
+        lowerings = [o.lowering for o in self.ops] + ([E4M3] if self.e4m3 else [])
+        return sum(fitted[lo] if lo in fitted else counted_clocks(lo, sfu_ops, fp32_fma) for lo in lowerings)
 
     @property
     def bias(self) -> ScoreOp | None:
@@ -163,7 +169,7 @@ class Scores:
 
     def label(self) -> str:
         normalise = ("softmax with a sink" if self.sink else "softmax") if self.softmax else "sum"
-        return " -> ".join([o.primitive for o in self.ops] + [normalise])
+        return " -> ".join([o.primitive for o in self.ops] + [normalise] + (["e4m3 P"] if self.e4m3 else []))
 
 
 SOFTMAX = Scores()
@@ -269,5 +275,5 @@ def _shifted(op: ScoreOp, after: list[ScoreOp], softmax: bool, causal: bool) -> 
     return ScoreOp(op.name, op.primitive, shifted=True)
 
 
-__all__ = ["BIASED", "MASKS", "SFU_PER_SCORE", "SLOPED", "SOFTMAX", "VECTOR_PER_SCORE", "ScoreOp", "Scores",
+__all__ = ["BIASED", "E4M3", "MASKS", "SFU_PER_SCORE", "SLOPED", "SOFTMAX", "VECTOR_PER_SCORE", "ScoreOp", "Scores",
            "counted_clocks", "pairs", "scores_of"]

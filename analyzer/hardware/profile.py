@@ -240,6 +240,10 @@ class HopperFit(Exact):
     bias_row_clocks: Estimate | None = Field(
         None, description="SM clocks a block's copy engine spends a row of a bias tile beyond its bytes (a "
                           "TMA box is a request a row), fitted with bias_efficiency on chunks of two widths.")
+    fp8_tensor_efficiency: Estimate | None = Field(
+        None, description="FP8 wgmma's achieved fraction of the FP8 tensor rate, as a share of what "
+                          "tensor_efficiency says of the 16-bit one (napkin calibrate --variants on a sweep of the "
+                          "FP8 kernel).")
     persistent_hidden: Estimate | None = Field(
         None, description="Share of a tile's fixed cost (its prologue chunks and tile overhead) the persistent "
                           "schedule runs under the tile before it; absent where no sweep of that schedule was "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from analyzer.calibrate.hopper import BIAS, BIAS_ROW, Result, hopper_fit
+from analyzer.calibrate.hopper import BIAS, BIAS_ROW, FP8_TENSOR, Result, hopper_fit
 from analyzer.calibrate.hopper_variants import Variants, counted
 from analyzer.calibrate.ranges import at_bounds_text
 from analyzer.calibrate.validate import HELD_OUT_SHARE
@@ -154,6 +154,9 @@ def variants_markdown(v: Variants, base_name: str) -> list[str]:
         elif name == BIAS_ROW:
             out.append(f"| {name} | {v.value(name):.3g} | {shown} | 0 | SM clocks a block's copy engine spends a row "
                        "of a bias tile beyond its bytes (a TMA box is a request a row) |")
+        elif name == FP8_TENSOR:
+            out.append(f"| {name} | {v.value(name):.3g} | {shown} | 1 | FP8 wgmma's achieved fraction of the FP8 "
+                       "tensor rate, as a share of tensor_efficiency's of the 16-bit one |")
         else:
             out.append(f"| score_clocks[{name}] | {v.value(name):.4g} | {shown} | {counted(name, v.profile):.4g} | "
                        f"SM clocks a score the {name} op costs the threads |")

@@ -152,7 +152,8 @@ def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOC
     each chunk's V comes with each consumer's tile of the bias (its rows at the chunk's keys), under V's
     mbarrier: a consumer reads its bias before the chunk's softmax and releases it with V after PV.
     With FP8, V is stored transposed (value dim, keys), the layout FP8 wgmma reads its B operand in, and
-    each chunk of it is a box of the value dim's rows at the chunk's keys. Its grouped arguments are the kernel's (descs, smem, bars, sched, bias_rows: see there)."""
+    each chunk of it is a box of the value dim's rows at the chunk's keys. Its grouped arguments are the
+    kernel's (descs, smem, bars, sched, bias_rows: see there)."""
     q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, b_desc = descs
     q_smem, k_smem, v_smem, o_smem, qh_smem, kh_smem, b_smem = smem
     q_ready, q_empty, kv_bars = bars
@@ -1167,7 +1168,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_a90195e8884b176c'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_9415e8549a8bdfcb'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 

@@ -147,7 +147,7 @@ def test_the_wrapper_speaks_to_the_hopper_kernel():
     source = generate("causal_attention", "h100").source
     assert "CONFIG_KEYS lists (WARPGROUPS, BLOCK_X, STAGES, OVERLAP, SCHEDULE)" in source
     assert "stride = {" not in source and "stride[" not in source
-    assert "def _launch_flash(t, size, scale, cfg=None, lse=None):" in source
+    assert "def _launch_flash(t, size, scale, cfg=None, lse=None, descale=None):" in source
     assert "    if not causal:\n        raise ValueError(" in source and "causal !=" not in source
 
 

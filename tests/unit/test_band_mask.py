@@ -19,7 +19,7 @@ from analyzer.codegen import generate
 from analyzer.common import resources
 from analyzer.common.errors import NapkinError
 from analyzer.common.yamlio import load_file
-from analyzer.config import hopper
+from analyzer.config import band_walk, hopper
 from analyzer.config.kernels import configure_kernels
 from analyzer.config.scores import pairs
 from analyzer.diagram.graph import compile_data
@@ -166,7 +166,7 @@ def test_the_hopper_models_band_walk_is_the_chunks_a_block_sees(rows, chunk, seq
             whole = keys[-1] < seq and all((left < 0 or k >= r - left) and (right < 0 or k <= r + right)
                                            for r in (row0, last) for k in (keys[0], keys[-1]))
             masked += j == seen[0] or not whole
-    assert hopper._causal_tiles(rows, chunk, seq, seq, left, right) == pytest.approx((walked / blocks,
+    assert band_walk._causal_tiles(rows, chunk, seq, seq, left, right) == pytest.approx((walked / blocks,
                                                                                        masked / blocks))
 
 

@@ -42,7 +42,7 @@ def invoke(*args: str) -> str:
 @pytest.mark.parametrize("command, shown", [
     (["configure"], ["--dtype [fp16|bf16|fp8|fp32]".replace("[", "<").replace("]", ">"),
                      "<fragment|staged>", "<inter|intra>"]),
-    (["kernel"], ["<hopper|hopper-contraction|triton|cuda>", "<fp16|bf16>"]),
+    (["kernel"], ["<hopper|hopper-contraction|triton|cuda>", "<fp16|bf16|fp8>"]),
     (["sweep"], ["<hopper|triton>"]),
     (["schema"], ["<diagram|profile|report|comparison|configuration|sweep|measurement>"]),
     (["analyze"], ["--gpu GPU", "--set NAME=VALUE", "q=1024..32768"]),

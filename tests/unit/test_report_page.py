@@ -218,7 +218,7 @@ def test_what_does_not_apply_is_said(tmp_path):
     assert "no H*(M) curves: diagram linear_attention: kernel linear has no closed-form H*(M)" in text
     assert "no closed form (the memory has no single leading term)" in text
     text = page("matmul", ["h200"], dtype="fp8")
-    assert "no kernel generated: &#x27;fp8&#x27;: generated kernels take fp16 or bf16" in text
+    assert "no kernel generated: &#x27;fp8&#x27;: this kernel takes fp16 or bf16" in text
     # a GPU the diagram cannot run on is named; the others are reported
     text = page("matmul", ["h200", "t4"], dtype="fp8")
     assert "t4: not analysed: t4 has no fp8 tensor cores" in text and "<svg" in text

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer.config.hopper import _causal_tiles
+from analyzer.config.band_walk import _causal_tiles
 from analyzer.config.scores import pairs
 from analyzer.diagram.interface import Band
 
