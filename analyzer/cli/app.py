@@ -52,6 +52,7 @@ MAX_POINTS = 64            # sizes x GPUs of one comparison: each is a whole ana
 DTYPES = ("fp16", "bf16", "fp8", "fp32")
 Dtype = Literal["fp16", "bf16", "fp8", "fp32"]       # arrays' element types (analyzer.common.dtypes)
 KernelDtype = Literal["fp16", "bf16", "fp8"]        # what the generated kernels take (fp8: Hopper attention)
+MeasuredDtype = Literal["fp16", "bf16"]             # what napkin measure checks and times
 Backend = Literal["hopper", "hopper-contraction", "triton", "cuda"]
 Strategy = Literal["fragment", "staged"]             # Section 5.5: where the softmax's rescale runs
 Overlap = Literal["inter", "intra"]                  # Section 5.7: how warpgroups overlap

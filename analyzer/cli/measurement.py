@@ -11,7 +11,7 @@ from analyzer.cli.app import (
     CHECK_FAILED,
     Backend,
     DiagramArg,
-    KernelDtype,
+    MeasuredDtype,
     OneValue,
     SetOpt,
     UsageError,
@@ -34,7 +34,9 @@ def measure(
         help="The profile to generate and predict for (a name, alias or .yaml file); default: the shipped "
              "profile whose compute capability, SM count and memory are the local GPU's.")] = None,
     set_: SetOpt = None,
-    dtype: Annotated[Optional[KernelDtype], typer.Option(help="The element type (default: the diagram's).")] = None,
+    dtype: Annotated[Optional[MeasuredDtype], typer.Option(
+        help="The element type (default: the diagram's); the FP8 kernel's checks and timing are "
+             "bench/hopper_fp8.py's.")] = None,
     backend: Annotated[Optional[Backend], typer.Option(
         help="The kernel family (default: napkin kernel's choice for the GPU).")] = None,
     config: Annotated[Optional[str], typer.Option(

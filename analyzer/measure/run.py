@@ -22,6 +22,7 @@ from analyzer import hardware
 from analyzer.codegen import generate
 from analyzer.codegen.files import SUFFIX, import_file
 from analyzer.codegen.generator import Generated
+from analyzer.common.errors import NapkinError
 from analyzer.common.progress import Progress, silent
 from analyzer.config.launch import expected_out
 from analyzer.diagram.interface import Attention
@@ -49,6 +50,7 @@ def measure(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None
     profile = hardware.load(profile_name)
     progress("measure", 0, 3)
     g = generate(diagram, profile, backend=backend, dtype=dtype, config=config, sets=sets)
+    measurable(g)
     sizes = {s.name: int(v) for s, v in g.diagram.defaults.items()} | {
         k: v for k, v in (sets or {}).items() if k in {s.name for s in g.diagram.size_symbols}}
     progress("measure", 1, 3)
@@ -79,6 +81,15 @@ def measure(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None
         throughput_flops_per_s=g.expected.tensor_flops / timing.time_s if timing else None)
 
 
+def measurable(g: Generated) -> None:
+    """Refuse a kernel napkin measure cannot check and time: an FP8 one (its inputs are quantised, and its
+    check is against e4m3's rounding: bench/hopper_fp8.py and bench/hopper_variants.py --dtype fp8)."""
+    if g.dtype not in DTYPES:
+        raise NapkinError(f"{g.source_file} generates a {g.dtype} kernel; napkin measure checks and times "
+                          f"{' and '.join(DTYPES)} kernels", field="--dtype",
+                          hint="pass --dtype fp16 or bf16; the FP8 kernel is measured by python bench/hopper_fp8.py")
+
+
 def wrapper_of(g: Generated, folder: Path) -> Callable[..., Any]:
     """The generated module's entry point, its files written to `folder` and imported."""
     return written(g, folder)[2]
@@ -97,4 +108,4 @@ def written(g: Generated, folder: Path) -> tuple[Path, str, Callable[..., Any]]:
     return path, entry, getattr(module, entry)
 
 
-__all__ = ["DTYPES", "SEED", "measure", "wrapper_of", "written"]
+__all__ = ["DTYPES", "SEED", "measurable", "measure", "wrapper_of", "written"]

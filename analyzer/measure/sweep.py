@@ -37,7 +37,7 @@ from analyzer.measure.ahead import default_workers
 from analyzer.measure.device import Device, local_device, profile_for, torch_module
 from analyzer.measure.reference import inputs
 from analyzer.measure.result import TimingOut
-from analyzer.measure.run import DTYPES, SEED, written
+from analyzer.measure.run import DTYPES, SEED, measurable, written
 from analyzer.measure.sweep_contraction import ContractionGrid, ContractionRun
 from analyzer.measure.sweep_portable import PortableGrid, PortableRun
 from analyzer.measure.timing import REP_MS, timed
@@ -76,6 +76,7 @@ def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None =
     device = device or local_device()
     profile = hardware.load(gpu or profile_for(device))
     g = generate(diagram, profile, sets=sets)
+    measurable(g)
     if g.contraction is not None:     # the Hopper contraction kernel: its fit's recording
         with tempfile.TemporaryDirectory(prefix="napkin-sweep-") as tmp:
             module, entry, wrapper = written(g, Path(tmp))

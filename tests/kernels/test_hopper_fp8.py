@@ -187,3 +187,14 @@ def test_the_fp8_configurations_compile_for_sm90a(fp8):
         c = hopper.configuration(H100, d, "fp8", warpgroups=e["WARPGROUPS"], chunk=e["BLOCK_X"], stages=e["STAGES"],
                                  overlap=e["OVERLAP"], schedule=e["SCHEDULE"])
         assert result["shared"] <= c.smem_bytes <= result["shared"] + 1024
+
+
+def test_napkin_measure_refuses_the_fp8_kernel_in_one_line(fp8):
+    """napkin measure checks a kernel against float64 within its type's accumulated rounding and times its
+    wrapper: the FP8 kernel's inputs are quantised and its check is e4m3's, which bench/hopper_fp8.py
+    makes; the command says so rather than hold it to the wrong tolerance."""
+    from analyzer.measure.run import measurable
+    g, _, _ = fp8
+    with pytest.raises(NapkinError, match="napkin measure checks and times fp16 and bf16 kernels"):
+        measurable(g)
+    measurable(generate("attention", "h100"))
