@@ -285,21 +285,28 @@ def predicted_time(profile: Profile, c: HopperConfig, head_dim: int, dtype: str,
 
 
 def _chunk_s(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, overhead: float | None,
-             params: HopperParams, scores: Scores, value_dim: int | None) -> float:
-    """Seconds a chunk costs a block, with its fixed overhead: what no size changes."""
-    return max(chunk_times(profile, c, head_dim, dtype, overhead, params, scores, value_dim).values()) + \
-        params.chunk_overhead_s
+             params: HopperParams, scores: Scores, value_dim: int | None) -> tuple[float, float]:
+    """Seconds a chunk costs a block, with its fixed overhead (what no size changes), and the chunk's
+    seconds a masked step's overhead is a share of: its own, or with FP8 the same chunk's in 16 bits.
+    The mask's compares and selects are the threads' work whatever the contractions' type, and the fit
+    measured them as a share of 16-bit chunks (FP8's halve the tensor cores' time, not the mask's)."""
+    def seconds(dtype: str, scores: Scores) -> float:
+        return max(chunk_times(profile, c, head_dim, dtype, overhead, params, scores, value_dim).values()) + \
+            params.chunk_overhead_s
+    own = seconds(dtype, scores)
+    return own, (seconds("fp16", replace(scores, e4m3=False)) if dtype == "fp8" else own)
 
 
-def _time(profile: Profile, c: HopperConfig, chunk_s: float, *, seq_q: int, seq_k: int, instances: int,
+def _time(profile: Profile, c: HopperConfig, chunk: tuple[float, float], *, seq_q: int, seq_k: int, instances: int,
           causal: bool, params: HopperParams, scores: Scores) -> float:
-    """predicted_time from the configuration's seconds a chunk (`_chunk_s`)."""
+    """predicted_time from the configuration's seconds a chunk and a masked step's share (`_chunk_s`)."""
+    chunk_s, mask_s = chunk
     blocks_q = math.ceil(seq_q / c.block_rows)
     walk = band_walk(causal, scores)
     chunks, masked = _causal_tiles(c.block_rows, c.chunk, seq_q, seq_k, *walk) if walk else \
         (math.ceil(seq_k / c.chunk), 0.0)
     waves = math.ceil(instances * blocks_q / profile.sm_count)
-    steps_s = (chunks + params.mask_overhead * masked) * chunk_s
+    steps_s = chunks * chunk_s + params.mask_overhead * masked * mask_s
     fixed_s = params.prologue_chunks * chunk_s + params.tile_overhead_s      # a tile's prologue and overhead
     if c.schedule in PERSISTENT_SCHEDULES:     # a share of each tile's fixed cost runs under the tile before it;
         hidden = 1.0 if params.persistent_hidden is None else params.persistent_hidden   # unfitted: all of it

@@ -110,7 +110,7 @@ def test_a_variants_recording_of_another_gpu_is_refused_before_any_fit():
 def test_the_h200s_fp8_terms_are_what_its_committed_recordings_give():
     """The H200's shipped fit prices FP8 (rounding the probabilities to e4m3 a score, FP8 wgmma's rate)
     as its committed recordings give it, and the FP8 kernel's records held out of it are predicted within
-    the accuracy docs/section6.md states (median 5.5 % over the held-out length and configurations)."""
+    the accuracy docs/section6.md states (median 5.2 % over the held-out length and configurations)."""
     results = ROOT / "bench" / "results"
     r = calibrate(str(results / "hopper_sweep_h200.json"), "h200", variants=str(results / "hopper_variants_h200.json"))
     shipped = yaml.safe_load((ROOT / "hardware" / "h200-calibrated.yaml").read_text())["calibration"]["hopper"]
