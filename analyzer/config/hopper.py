@@ -14,9 +14,10 @@ Legality is Tables 1 and 2 with the profile's numbers:
 - registers: setmaxnreg gives the producer warpgroup the minimum (24 a thread) and the N consumers the
   rest of the register file, as FlashAttention-3 does; a consumer thread holds its share of the output
   accumulator (w d fp32), of one chunk's scores (w s_x fp32) and of the previous chunk's probabilities
-  (w s_x in 16 bits, packed two a register), plus REGISTER_RESERVE for indices, addresses and the
-  running max and sum. The reserve is a bound fitted to what ptxas did on an H100: the rule refuses the
-  two configurations it could not build and admits all it built but one (tests/kernels/test_hopper.py).
+  (w s_x in 16 bits, packed two a register; in FP8 counted so too, with FP8_RESERVE more), plus
+  REGISTER_RESERVE for indices, addresses and the running max and sum. The reserve is a bound fitted to
+  what ptxas did on an H100: the rule refuses the two configurations it could not build and admits all
+  it built but one (tests/kernels/test_hopper.py).
 
 The ranking is the paper's model: per chunk, a block's tensor-core work takes the overlap schedule's
 period (Section 6: analyzer.config.overlap's bound for N warpgroups and the strategy, with Section 6.3's

@@ -4,7 +4,10 @@
 (analyzer.codegen.pymodule), the portable Triton module's with this kernel's configuration keys and
 without strides (the descriptors carry them).
 
-Which configured diagrams it realises is analyzer.config.hopper.realisable's to say.
+Which configured diagrams it realises is analyzer.config.hopper.realisable's to say. An FP8 module
+(`--dtype fp8`) also carries `quantize` (QUANTIZE_HELPERS: block scales, incoherent processing, V
+transposed and k's keys in the order the kernel's registers take them), and its wrapper takes e4m3
+inputs with their scales (`descale=`) or 16-bit ones it quantises.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgro
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
            "CONSUMER_REGISTERS", "RIGHT", "LEFT", "ALIBI", "BIAS", "SINK", "SOFTMAX", "LSE_SHIFT", "VALUE_DIM", "_tma_ready", "_tma_able", "_descriptor", "_sm_count",
            "_bias_descriptor", "knobs", "driver", "_Plan", "_PLANS", "PLANS_KEPT", "_plan",
-           "_unbound", "_bound", "FP8", "QUANT_BLOCK", "KEY_BLOCK", "LINEAR", "E4M3_MAX", "quantize", "_hadamard", "_by_blocks",
-           "KEY_ORDER", "_key_order")
+           "_unbound", "_bound", "FP8", "QUANT_BLOCK", "KEY_BLOCK", "LINEAR", "E4M3_MAX", "quantize", "_hadamard",
+           "_by_blocks", "KEY_ORDER", "_key_order")
 
 
 def hopper_module(g) -> str:
@@ -424,10 +427,11 @@ def quantize(q, k, v, incoherent=False, blocks=True, seed=0):
     V's head (a scale along the keys would have to multiply the probabilities before they are rounded to
     e4m3, out of its range). They come back as the kernel reads them, not as tensors to compute with: v
     a view of its transpose (keys contiguous, as FP8 wgmma reads it), k with its keys padded to a multiple
-    of KEY_ORDER and permuted within each (_key_order). `blocks` False: one scale a (batch, head) for each (per-tensor quantisation, the baseline
-    FlashAttention-3 compares with), spread over the same scale tensors. `incoherent`: first multiply q
-    and k by a random orthogonal Hadamard matrix (_hadamard, of `seed`), which leaves Q K^T as it was and
-    spreads outliers; the head dim must be a power of two."""
+    of KEY_ORDER and permuted within each (_key_order). `blocks` False: one scale a (batch, head) for
+    each (per-tensor quantisation, the baseline FlashAttention-3 compares with), spread over the same
+    scale tensors. `incoherent`: first multiply q and k by a random orthogonal Hadamard matrix
+    (_hadamard, of `seed`), which leaves Q K^T as it was and spreads outliers; the head dim must be a
+    power of two."""
     d = q.shape[3]
     if incoherent:
         if d & (d - 1):
