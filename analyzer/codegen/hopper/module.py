@@ -33,7 +33,8 @@ GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgro
            "CONSUMER_REGISTERS", "RIGHT", "LEFT", "ALIBI", "BIAS", "SINK", "SOFTMAX", "LSE_SHIFT", "VALUE_DIM", "_tma_ready", "_tma_able", "_descriptor", "_sm_count",
            "_bias_descriptor", "knobs", "driver", "_Plan", "_PLANS", "PLANS_KEPT", "_plan",
            "_unbound", "_bound", "FP8", "QUANT_BLOCK", "KEY_BLOCK", "LINEAR", "E4M3_MAX", "quantize", "_hadamard",
-           "_by_blocks", "KEY_ORDER", "_key_order")
+           "_by_blocks", "KEY_ORDER", "_key_order", "tl", "_quantize_rows", "_quantize_columns", "_quantized_on_gpu",
+           "_quantized_by_torch")
 
 
 def hopper_module(g) -> str:
@@ -49,7 +50,8 @@ def hopper_module(g) -> str:
     out += ["# " + py_comment(line)
             for line in header(g, ids.wrapper, configurations=_configuration_lines(g, tables))]
     out += ["", "import math", "import os", ""]
-    out += guarded_imports(["import torch", "import triton", "from triton import knobs",
+    out += guarded_imports(["import torch", "import triton", *(["from triton import language as tl"] if g.dtype == "fp8"
+                                                                else []), "from triton import knobs",
                             "from triton.runtime import driver", "from triton.experimental import gluon",
                             "from triton.experimental.gluon import language as gl",
                             "from triton.experimental.gluon.language.nvidia.hopper import (",
@@ -438,6 +440,13 @@ def quantize(q, k, v, incoherent=False, blocks=True, seed=0):
             raise ValueError(f"incoherent processing takes a head dim that is a power of two, not {d}")
         m = _hadamard(d, seed, q.device)
         q, k = q.float() @ m, k.float() @ m
+    if blocks and q.is_cuda:     # on the GPU: one pass over each tensor (_quantize_rows, _quantize_columns)
+        return _quantized_on_gpu(q, k, v)
+    return _quantized_by_torch(q, k, v, blocks)
+
+
+def _quantized_by_torch(q, k, v, blocks=True):
+    """quantize's e4m3 values and scales by torch operations (any device; per-tensor scales too)."""
     q8, q_scale = _by_blocks(q, QUANT_BLOCK if blocks else q.shape[2])
     stored = _key_order(k.float())       # the same keys in each KEY_BLOCK, so the same scales
     k8, k_scale = _by_blocks(stored, KEY_BLOCK if blocks else stored.shape[2])
@@ -448,7 +457,77 @@ def quantize(q, k, v, incoherent=False, blocks=True, seed=0):
         k_scale = k_scale.expand(-1, -1, -(-k.shape[2] // KEY_BLOCK))
         v_scale = v_scale[:, :, 0].expand(-1, -1, v.shape[3])
     return (q8, k8, v8.transpose(2, 3).contiguous().transpose(2, 3)), \\
-        (q_scale.contiguous(), k_scale.contiguous(), v_scale.contiguous())'''
+        (q_scale.contiguous(), k_scale.contiguous(), v_scale.contiguous())
+
+
+@triton.jit
+def _quantize_rows(x_ptr, out_ptr, scale_ptr, n, n_out, heads, blocks, stride_b, stride_h, stride_r, stride_c,
+                   D: tl.constexpr, D_POW2: tl.constexpr, BLOCK: tl.constexpr, KEYS: tl.constexpr):
+    """quantize's block scales in one pass: block `blocks` of one (batch, head) of x, BLOCK rows of D
+    columns; its largest magnitude over E4M3_MAX is its scale, its rows divided by it (IEEE division, as
+    torch's) and rounded to e4m3 land in out (contiguous, n_out rows a head). With KEYS, out's row c is
+    x's row _key(c) (k's stored order; rows past n are zeros)."""
+    pid = tl.program_id(0)
+    bh = pid // blocks
+    block = pid % blocks
+    c = block * BLOCK + tl.arange(0, BLOCK)
+    if KEYS:
+        row = (c & ~31) | (c & 16) | ((c & 6) << 1) | ((c & 8) >> 2) | (c & 1)
+    else:
+        row = c
+    col = tl.arange(0, D_POW2)
+    x = tl.load(x_ptr + (bh // heads) * stride_b + (bh % heads) * stride_h + row[:, None] * stride_r
+                + col[None, :] * stride_c, mask=(row[:, None] < n) & (col[None, :] < D), other=0.0).to(tl.float32)
+    scale = tl.maximum(tl.max(tl.max(tl.abs(x), 1), 0), 1e-30) / 448.0
+    tl.store(out_ptr + (bh * n_out + c[:, None]) * D + col[None, :], tl.div_rn(x, scale).to(tl.float8e4nv),
+             mask=(c[:, None] < n_out) & (col[None, :] < D))
+    tl.store(scale_ptr + pid, scale)
+
+
+@triton.jit
+def _quantize_columns(v_ptr, out_ptr, scale_ptr, n, heads, stride_b, stride_h, stride_r, stride_c,
+                      E: tl.constexpr, COLUMNS: tl.constexpr, ROWS: tl.constexpr):
+    """quantize's scales of v in two passes over COLUMNS of its columns in one (batch, head): each
+    column's largest magnitude over the keys, over E4M3_MAX, is its scale; the columns divided by it and
+    rounded to e4m3 land transposed in out ((batch, heads, E, n): the keys contiguous)."""
+    bh = tl.program_id(0)
+    col = tl.program_id(1) * COLUMNS + tl.arange(0, COLUMNS)
+    base = v_ptr + (bh // heads) * stride_b + (bh % heads) * stride_h + col[None, :] * stride_c
+    largest = tl.zeros([COLUMNS], tl.float32)
+    for r0 in range(0, n, ROWS):
+        row = r0 + tl.arange(0, ROWS)
+        x = tl.load(base + row[:, None] * stride_r, mask=(row[:, None] < n) & (col[None, :] < E), other=0.0)
+        largest = tl.maximum(largest, tl.max(tl.abs(x.to(tl.float32)), 0))
+    scale = tl.maximum(largest, 1e-30) / 448.0
+    tl.store(scale_ptr + bh * E + col, scale, mask=col < E)
+    for r0 in range(0, n, ROWS):
+        row = r0 + tl.arange(0, ROWS)
+        inside = (row[:, None] < n) & (col[None, :] < E)
+        x = tl.load(base + row[:, None] * stride_r, mask=inside, other=0.0).to(tl.float32)
+        tl.store(out_ptr + (bh * E + col[None, :]) * n + row[:, None], tl.div_rn(x, scale[None, :]).to(tl.float8e4nv),
+                 mask=inside)
+
+
+def _quantized_on_gpu(q, k, v):
+    """quantize's block scales by _quantize_rows and _quantize_columns: each tensor read once (v twice),
+    the same e4m3 values and scales as the torch operations give."""
+    (b, h, n_q, d), (_, h_kv, n_k, _), e = q.shape, k.shape, v.shape[3]
+    out = []
+    for x, rows, block, keys in ((q, n_q, QUANT_BLOCK, False), (k, -(-n_k // KEY_ORDER) * KEY_ORDER, KEY_BLOCK, True)):
+        blocks = -(-rows // block)
+        x8 = torch.empty(x.shape[0], x.shape[1], rows, d, device=x.device, dtype=torch.float8_e4m3fn)
+        scale = torch.empty(x.shape[0], x.shape[1], blocks, device=x.device, dtype=torch.float32)
+        _quantize_rows[(x.shape[0] * x.shape[1] * blocks,)](x, x8, scale, x.shape[2], rows, x.shape[1], blocks,
+                                                             *x.stride(), D=d, D_POW2=triton.next_power_of_2(d),
+                                                             BLOCK=block, KEYS=keys)
+        out.append((x8, scale))
+    vt = torch.empty(b, h_kv, e, n_k, device=v.device, dtype=torch.float8_e4m3fn)
+    v_scale = torch.empty(b, h_kv, e, device=v.device, dtype=torch.float32)
+    columns = min(64, triton.next_power_of_2(e))
+    _quantize_columns[(b * h_kv, triton.cdiv(e, columns))](v, vt, v_scale, n_k, h_kv, *v.stride(), E=e,
+                                                           COLUMNS=columns, ROWS=64)
+    (q8, q_scale), (k8, k_scale) = out
+    return (q8, k8, vt.transpose(2, 3)), (q_scale, k_scale, v_scale)'''
 
 
 __all__ = ["PLAN_HELPERS", "QUANTIZE_HELPERS", "TMA_HELPERS", "hopper_module"]
