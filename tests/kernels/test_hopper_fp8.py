@@ -7,6 +7,7 @@ GPU and times them."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,6 +23,7 @@ from tests.kernels.hopper_build import INSTRUCTIONS, compiled
 
 torch = pytest.importorskip("torch")
 
+ROOT = Path(__file__).resolve().parents[2]
 H100 = hardware.load("h100")
 E4M3_HALF_ULP = 2.0 ** -4      # e4m3 keeps 3 bits of mantissa: a normal value rounds by at most 2^-4 of itself
 E4M3_SUBNORMAL = 2.0 ** -9     # its subnormals' spacing (of a value scaled to at most 448)
@@ -228,3 +230,28 @@ def test_the_quantising_kernels_give_the_torch_operations_values(fp8, shape):
         u, w = got.float(), expected.float()
         emulated = (u * 2 == w) | ((u + w) / 2 == value) | ((value.abs() < 2 ** -6) & ((u - value).abs() < 2 ** -9))
         assert ((u == w) | emulated).all() and (u == w).float().mean() > 0.9
+
+
+def test_the_fp8_module_whatever_the_diagram_names_its_arrays(tmp_path):
+    """Arrays named like the FP8 module's own names (quantize, descale, tl, KEY_BLOCK, E4M3_MAX) reach
+    it only as string keys: the module imports, quantize and the wrapper's descale are its own, and the
+    16-bit call still quantises and reaches the GPU's check."""
+    import yaml
+    names = {"Q": "quantize", "K": "descale", "V": "tl", "S": "KEY_BLOCK", "O": "E4M3_MAX"}
+    data = yaml.safe_load((ROOT / "diagrams" / "mha.yaml").read_text())
+    data["inputs"] = {names[k]: v for k, v in data["inputs"].items()}
+    for op in data["ops"]:
+        op["name"] = names[op["name"]]
+        op["inputs"] = [names[i] for i in op["inputs"]]
+    data["outputs"] = [names[o] for o in data["outputs"]]
+    source = tmp_path / "named.yaml"
+    source.write_text(yaml.safe_dump(data, sort_keys=False))
+    g = generate(str(source), "h100", dtype="fp8", sets={"d": 128})
+    module = written(g, tmp_path)
+    assert "t['quantize'], t['descale'], t['tl'], t['E4M3_MAX']" in g.source
+    assert module.KEY_BLOCK == 128 and "descale=None" in g.source
+    q, k, v = _inputs(d=128)
+    (_, k8, _), (_, k_scale, _) = module.quantize(q, k, v)
+    assert k8.shape[2] == 352 and k_scale.shape[2] == -(-333 // module.KEY_BLOCK)
+    with pytest.raises(ValueError, match="runs on a Hopper GPU"):
+        module.attention(q, k, v)
