@@ -97,6 +97,14 @@ class Loaded:
         return {**out, "num_warps": int(row.num_warps), "num_stages": int(row.num_stages)}
 
 
+def written_module(g: Any, tmp: Path, name: str) -> Any:
+    """Generated file `g` (analyzer.codegen.generate's) written into `tmp` as `name`.py and imported."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    path = tmp / f"{name}.py"
+    g.write(path)
+    return import_file(path, name)
+
+
 def load_kernel(diagram: str, tmp: Path, gpu: str = GPU, dtype: str = DTYPE) -> Loaded:
     """Generate the Triton module of `diagram`, write it into `tmp` and import it."""
     from analyzer.codegen import generate

@@ -22,11 +22,11 @@ from bench.common import (  # noqa: E402
     attention_inputs,
     command,
     environment,
-    import_file,
     log,
     reference_attention,
     rel_err,
     save_results,
+    written_module,
 )
 
 FP8_TOLERANCE = 8e-2       # e4m3's rounding, as bench/hopper_fp8.py grounds it
@@ -45,10 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     import triton
 
     from analyzer.codegen import generate
-    g = generate("attention", args.gpu, dtype="fp8")
-    path = Path("/tmp/napkin_fp8_probe.py")
-    g.write(path)
-    module = import_file(path, "napkin_fp8_probe")
+    module = written_module(generate("attention", args.gpu, dtype="fp8"), Path("/tmp"), "napkin_fp8_probe")
     doc = {"command": command("fp8_probe.py", argv), "date": datetime.date.today().isoformat(),
            "environment": environment(), "rows": []}
     q, k, v = attention_inputs(torch, 1, 2, 2, 1000, 1000, HEAD_DIM, torch.float16, False, False, seed=1)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import REP_MS, WARMUP_MS, command, environment, import_file, log, save_results  # noqa: E402
+from bench.common import REP_MS, WARMUP_MS, command, environment, log, save_results, written_module  # noqa: E402
 
 TOKENS, MODEL_DIM = 16384, 2048
 CHECKS = ((1, 3, 200, 333, 64), (2, 4, 1000, 1000, 128), (1, 2, 4096, 777, 256), (2, 8, 64, 32, 128))
@@ -32,10 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     import triton
 
     from analyzer.codegen import generate
-    g = generate("attention", args.gpu, dtype="fp8")
-    path = Path("/tmp/napkin_fp8_quantize.py")
-    g.write(path)
-    m = import_file(path, "napkin_fp8_quantize")
+    m = written_module(generate("attention", args.gpu, dtype="fp8"), Path("/tmp"), "napkin_fp8_quantize")
     doc = {"command": command("fp8_quantize.py", argv), "date": datetime.date.today().isoformat(),
            "environment": environment(), "checks": [], "timing": []}
     ok = True

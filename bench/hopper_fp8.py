@@ -36,13 +36,13 @@ from bench.common import (  # noqa: E402
     command,
     environment,
     hopper_predicted,
-    import_file,
     launched,
     log,
     ratio,
     reference_attention,
     rel_err,
     save_results,
+    written_module,
 )
 
 # e4m3 keeps 3 bits of mantissa: a value rounds by up to 2^-4 of itself, about 2^-3 / sqrt(12) = 3.6 % RMS.
@@ -87,14 +87,9 @@ class Run:
                           "fp16": generate("attention", args.gpu)}
         for name, g in self.generated.items():
             assert g.backend == "hopper", f"{name} on {args.gpu} generated {g.backend}"
-        self.fp8 = self._load(self.generated["fp8"], "attention_fp8")
-        self.fp8_causal = self._load(self.generated["fp8_causal"], "causal_attention_fp8")
-        self.fp16 = self._load(self.generated["fp16"], "attention_fp16")
-
-    def _load(self, g, name):
-        path = self.tmp / f"{name}.py"
-        g.write(path)
-        return import_file(path, name)
+        self.fp8 = written_module(self.generated["fp8"], self.tmp, "attention_fp8")
+        self.fp8_causal = written_module(self.generated["fp8_causal"], self.tmp, "causal_attention_fp8")
+        self.fp16 = written_module(self.generated["fp16"], self.tmp, "attention_fp16")
 
     def left(self) -> float:
         return self.args.budget_s - (time.monotonic() - self.start)
@@ -147,10 +142,9 @@ def dequantised(module, inputs, scales):
 
     def rows(x, scale, block=block):
         return x.double() * scale.double().repeat_interleave(block, dim=2)[:, :, :x.shape[2], None]
-    # k's row c holds key (c & ~31) | (c & 16) | ((c & 6) << 1) | ((c & 8) >> 2) | (c & 1) (quantize's order)
+    # k's row c holds key _attn_fp8_keys(c) (quantize's order): the kernel's own function, on integers
     import torch
-    c = torch.arange(k.shape[2], device=k.device)
-    keys = (c & ~31) | (c & 16) | ((c & 6) << 1) | ((c & 8) >> 2) | (c & 1)
+    keys = module._attn_fp8_keys.fn(torch.arange(k.shape[2], device=k.device))
     stored = rows(k, k_scale, module.KEY_BLOCK)
     natural = stored.clone()
     natural[:, :, keys] = stored
