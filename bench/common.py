@@ -110,10 +110,8 @@ def load_kernel(diagram: str, tmp: Path, gpu: str = GPU, dtype: str = DTYPE) -> 
     from analyzer.codegen import generate
     from analyzer.codegen.triton import config_names
     g = generate(diagram, gpu, backend="triton", dtype=dtype)
-    path = tmp / f"sweep_{diagram}.py"
-    g.write(path)
-    module = import_file(path, f"sweep_{diagram}")
-    return Loaded(module, path, {k.plan.name: config_names(g, k) for k in g.kernels})
+    module = written_module(g, tmp, f"sweep_{diagram}")
+    return Loaded(module, tmp / f"sweep_{diagram}.py", {k.plan.name: config_names(g, k) for k in g.kernels})
 
 
 class Kernels:
