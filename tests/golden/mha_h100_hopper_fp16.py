@@ -229,11 +229,15 @@ def _attn_scores(s, score_scale, slope, slope_cols, bias, rows, col0, cols, MASK
 
 @gluon.jit
 def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, slope, slope_cols, bias, rows, col0, cols, size_x,
-                        MASKED: gl.constexpr, SOFTMAX: gl.constexpr):
+                        MASKED: gl.constexpr, SOFTMAX: gl.constexpr, EXP2: gl.constexpr, LAZY: gl.constexpr):
     """What weights V for one chunk in registers: the diagram's ops on the scores (_attn_scores), then the
-    online softmax (Appendix A.3.2, base 2: exp(t) = exp2(t log2 e)), with the factor that rescales what
+    online softmax (Appendix A.3.2, base 2: exp(t) = exp2(t log2 e); EXP2: _attn_exp2's), with the factor that rescales what
     was accumulated and the new running max and sum; or, without SOFTMAX, the ops' values as they are (a
-    plain running sum, A.3.1; alpha, m and l are then unused). Only chunks past the end of the keys, on
+    plain running sum, A.3.1; alpha, m and l are then unused). LAZY (FlashAttention-4's conditional
+    rescaling): a row's running max moves only where the chunk's exceeds it by more than 8 in exp2's
+    units (P is then at most 2^8 = 256, within e4m3's largest value, 448, and fp16's), so that after a
+    row's first chunks alpha is 1 and
+    _attn_rescale's warps skip the output's multiplies. Only chunks past the end of the keys, on
     the diagonal or on a window's left edge are MASKED: the diagram's masks set -inf where it puts them
     among the ops, and keys past the end weigh nothing."""
     s_val = _attn_scores(s_val, score_scale, slope, slope_cols, bias, rows, col0, cols, MASKED)
@@ -244,11 +248,13 @@ def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, slope, slope_col
             s_val = gl.where(cols[None, :] < size_x, s_val, 0.0)
     if SOFTMAX:
         m_new = gl.maximum(m_i, gl.max(s_val, 1) * qk_scale)
+        if LAZY:        # the running max moves only past 8 (exp2's units): P up to 2^8, alpha exactly 1 where it stays
+            m_new = gl.where(m_new > m_i + 8.0, m_new, m_i)
         if MASKED:      # a row that has seen no key yet (before its window) subtracts 0, not -inf - -inf
             m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
         else:
             m_use = m_new
-        p = gl.exp2(s_val * qk_scale - m_use[:, None])
+        p = _attn_exp2(s_val * qk_scale - m_use[:, None], EXP2)
         alpha = gl.exp2(m_i - m_use)
         l_i = l_i * alpha + gl.sum(p, 1)
     else:
@@ -256,6 +262,45 @@ def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, slope, slope_col
         alpha = m_i
         m_new = m_i
     return p, alpha, m_new, l_i
+
+
+@gluon.jit
+def _attn_exp2(x, EXP2: gl.constexpr):
+    """2^x, x <= 0, a score: ex2 on the special function unit (16 a clock an SM); or, with EXP2 (inline PTX
+    from analyzer.codegen.hopper.exp2, 8 values a call), some of every 8 as a polynomial on the FMA lanes
+    (128 a clock), FlashAttention-4's emulation: where the unit alone bounds the threads, the two share
+    the exponentials."""
+    if EXP2 == "":
+        y = gl.exp2(x)
+    else:
+        y = gl.inline_asm_elementwise(EXP2, "=f,=f,=f,=f,=f,=f,=f,=f,f,f,f,f,f,f,f,f", [x], dtype=gl.float32,
+                                      is_pure=True, pack=8)
+    return y
+
+
+@gluon.jit
+def _attn_rescale(acc, alpha, LAZY: gl.constexpr):
+    """The output accumulated so far times alpha, a factor a row. LAZY: a warp whose 16 rows all kept
+    their running max (alpha 1 each, _attn_probabilities) skips the multiplies, HEAD_E / 2 a thread, by
+    a branch all its threads take alike: each thread votes with its two rows (vote.sync, one 32-bit flag
+    a row of the warp), then every 8 values branch on the vote (bra.uni past 8 mul.f32 that write the
+    accumulator's own registers: their inputs are tied to their outputs)."""
+    if LAZY:
+        moved = (alpha != 1.0).to(gl.int32)
+        voted = gl.inline_asm_elementwise(
+            "{\n.reg .pred a, b;\nsetp.ne.s32 a, $2, 0;\nsetp.ne.s32 b, $3, 0;\nor.pred a, a, b;\n"
+            "vote.sync.any.pred a, a, 0xffffffff;\nselp.s32 $0, 1, 0, a;\nmov.b32 $1, $0;\n}",
+            "=r,=r,r,r", [moved], dtype=gl.int32, is_pure=True, pack=2)
+        acc = gl.inline_asm_elementwise(
+            "{\n.reg .pred keep;\nsetp.eq.s32 keep, $24, 0;\n@keep bra.uni DONE;\n"
+            "mul.f32 $0, $0, $16;\nmul.f32 $1, $1, $17;\nmul.f32 $2, $2, $18;\nmul.f32 $3, $3, $19;\n"
+            "mul.f32 $4, $4, $20;\nmul.f32 $5, $5, $21;\nmul.f32 $6, $6, $22;\nmul.f32 $7, $7, $23;\n"
+            "DONE:\n}",
+            "=f,=f,=f,=f,=f,=f,=f,=f,0,1,2,3,4,5,6,7,f,f,f,f,f,f,f,f,r,r,r,r,r,r,r,r",
+            [acc, alpha[:, None], voted[:, None]], dtype=gl.float32, is_pure=True, pack=8)
+    else:
+        acc = acc * alpha[:, None]
+    return acc
 
 
 @gluon.jit
@@ -284,17 +329,37 @@ def _attn_v(v_smem, s, BLOCK_X: gl.constexpr, HEAD_E: gl.constexpr, FP8: gl.cons
 
 
 @gluon.jit
-def _attn_operand(p, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, FP8: gl.constexpr, p_layout: gl.constexpr):
-    """P as P V's A operand in registers. In 16 bits the accumulator's layout is the operand's: each
-    thread holds the same pairs of columns. An e4m3 operand wants four consecutive keys a thread where
+def _attn_operand(p, dtype, ROWS: gl.constexpr, BLOCK_X: gl.constexpr, FP8: gl.constexpr, p_layout: gl.constexpr):
+    """P (float32, S's layout) as the next P V takes it from registers: in `dtype`, wgmma's A layout. In
+    16 bits the accumulator's layout is the operand's: each thread holds the same pairs of columns, and
+    cvt packs each pair into one register. An e4m3 operand wants four consecutive keys a thread where
     the accumulator gives it two pairs 8 apart, which would take shuffles between threads: instead each
-    32 columns are renamed in place (column 16 jh + 8 jl + 2 l + e becomes key 16 jh + 4 l + 2 jl + e,
-    the reshape and permute below, no data moved), and K is stored with its keys in that order (its row
-    c holds key _attn_fp8_keys(c)), so the renamed P weighs V's keys in their own order (FlashAttention-3
-    permutes V's instead, in its in-kernel transpose)."""
+    32 columns are renamed in place (column 16 jh + 8 jl + 2 l + e becomes key 16 jh + 4 l + 2 jl + e, the
+    reshape and permute below, no data moved), and K is stored with its keys in that order (its row c
+    holds key _attn_fp8_keys(c)), so the renamed P weighs V's keys in their own order (FlashAttention-3
+    permutes V's keys instead, in its in-kernel transpose). With FP8 the loop carries P to the next chunk
+    in fp16 (pairs of keys a register, as 16 bits does), and _attn_e4m3 rounds it just before its wgmma:
+    carried in e4m3, each of P's bytes crossed the loop in a register of its own, unpacked and packed
+    again by byte permutes, about two instructions a score."""
     if FP8:
-        p = p.reshape([ROWS, BLOCK_X // 32, 2, 2, 4, 2]).permute((0, 1, 2, 4, 3, 5)).reshape([ROWS, BLOCK_X])
-    return gl.convert_layout(p, p_layout)
+        p = p.to(gl.float16).reshape([ROWS, BLOCK_X // 32, 2, 2, 4, 2]).permute((0, 1, 2, 4, 3, 5))
+        p = gl.convert_layout(p.reshape([ROWS, BLOCK_X]), p_layout)
+    else:
+        p = gl.convert_layout(p.to(dtype), p_layout)
+    return p
+
+
+@gluon.jit
+def _attn_e4m3(p, FP8: gl.constexpr):
+    """P V's A operand from the P the loop carries (_attn_operand): with FP8 each thread's four
+    consecutive keys rounded from fp16 to e4m3 into one register (two cvt of a pair each, the halves
+    joined); otherwise P itself."""
+    if FP8:
+        p = gl.inline_asm_elementwise(
+            "{\n.reg .b16 lo, hi;\ncvt.rn.satfinite.e4m3x2.f16x2 lo, $1;\n"
+            "cvt.rn.satfinite.e4m3x2.f16x2 hi, $2;\nmov.b32 $0, {lo, hi};\n}",
+            "=r,r,r", [p], dtype=gl.float8e4nv, is_pure=True, pack=4)
+    return p
 
 
 @gluon.jit
@@ -340,7 +405,8 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
                BLOCK_X: gl.constexpr, HEAD_D: gl.constexpr, HEAD_DH: gl.constexpr, HEAD_E: gl.constexpr,
                STAGES: gl.constexpr, MASKED: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
                FIRST: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr,
-               FP8: gl.constexpr, KEY_BLOCK: gl.constexpr, LINEAR: gl.constexpr, layouts: gl.constexpr):
+               FP8: gl.constexpr, KEY_BLOCK: gl.constexpr, LINEAR: gl.constexpr, EXP2: gl.constexpr,
+               LAZY: gl.constexpr, layouts: gl.constexpr):
     """One consumer warpgroup, chunk j of the tile (chunk it + j of the ring): S_j = Q K_j^T and
     O += P_(j-1) V_(j-1) on the tensor cores, the probabilities of S_j on the threads. INTRA issues both
     contractions before waiting for S_j alone, so the softmax runs under P V; otherwise it waits for both.
@@ -366,7 +432,7 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
         mbarrier.wait(turn_mine, (c & 1) ^ FIRST)
     s_tok = _attn_qk(q_tiles, k_tile, kh_tile, ROWS, BLOCK_X, SPLIT, s_layout)
     mbarrier.wait(v_ready.index(sp), phase_prev)
-    o_tok = warpgroup_mma(p_prev, v_prev, acc, is_async=True)
+    o_tok = warpgroup_mma(_attn_e4m3(p_prev, FP8), v_prev, acc, is_async=True)
     if INTER:
         mbarrier.arrive(turn_next, count=1)
     if INTRA:
@@ -384,14 +450,15 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
     else:
         qk_chunk = qk_scale
     p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_chunk, score_scale, slope, slope_cols, bias, rows,
-                                             j * BLOCK_X, j * BLOCK_X + arange_x, size_x, MASKED, SOFTMAX)
+                                             j * BLOCK_X, j * BLOCK_X + arange_x, size_x, MASKED, SOFTMAX, EXP2,
+                                             LAZY)
     if INTRA:
         acc, v_prev = warpgroup_mma_wait(0, deps=(o_tok, v_prev))
     mbarrier.arrive(v_empty.index(sp), count=1)
     if SOFTMAX:
-        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+        acc = _attn_rescale(acc, gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), LAZY)
     # the fragment strategy: P stays in registers, in the queries' type (FP8: e4m3, its values in [0, 1])
-    p_next = _attn_operand(p.to(q_smem.dtype), ROWS, BLOCK_X, FP8, p_layout)
+    p_next = _attn_operand(p, q_smem.dtype, ROWS, BLOCK_X, FP8, p_layout)
     return acc, p_next, m_i, l_i
 
 
@@ -402,7 +469,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
                    ALIBI: gl.constexpr, BIAS: gl.constexpr, SINK: gl.constexpr, INTRA: gl.constexpr,
                    INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, LSE: gl.constexpr,
                    descales, FP8: gl.constexpr, QUANT: gl.constexpr, KEY_BLOCK: gl.constexpr,
-                   LINEAR: gl.constexpr):
+                   LINEAR: gl.constexpr, EXP2: gl.constexpr, LAZY: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
     output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring. The
     output (HEAD_E columns, V's head dim) leaves through o_smem: the query tile's (first column block's)
@@ -506,8 +573,8 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
         l_i = gl.full([ROWS], 0.0, gl.float32, row_layout)
         p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_chunk, score_scale, slope, slope_cols, bias,
                                                  rows, first * BLOCK_X, first * BLOCK_X + arange_x, size_x, True,
-                                                 SOFTMAX)
-        p_prev = _attn_operand(p.to(q_smem.dtype), ROWS, BLOCK_X, FP8, p_layout)
+                                                 SOFTMAX, EXP2, LAZY)
+        p_prev = _attn_operand(p, q_smem.dtype, ROWS, BLOCK_X, FP8, p_layout)
         acc = gl.zeros([ROWS, HEAD_E], gl.float32, o_layout)
 
         scores = (rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols, descale)  # what the scores read
@@ -516,19 +583,19 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
             acc, p_prev, m_i, l_i = _attn_step(
                 j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
                 HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK,
-                LINEAR, layouts)
+                LINEAR, EXP2, LAZY, layouts)
         # chunks every row of the tile sees whole: no mask
         for j in range(gl.maximum(whole, first + 1), unmasked):
             acc, p_prev, m_i, l_i = _attn_step(
                 j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
                 HEAD_D, HEAD_DH, HEAD_E, STAGES, False, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK,
-                LINEAR, layouts)
+                LINEAR, EXP2, LAZY, layouts)
         # chunks on the diagonal or past the last key: masked
         for j in range(gl.maximum(unmasked, first + 1), chunks):
             acc, p_prev, m_i, l_i = _attn_step(
                 j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
                 HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK,
-                LINEAR, layouts)
+                LINEAR, EXP2, LAZY, layouts)
 
         if PREFETCH:    # every Q K^T of the tile has run: the producer may land the tile after next's queries
             mbarrier.arrive(q_empty.index(qb), count=1)
@@ -537,7 +604,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
         s, phase = _attn_ring(ring + chunks - 1, STAGES)
         v_tile = _attn_v(v_smem, s, BLOCK_X, HEAD_E, FP8)
         mbarrier.wait(v_ready.index(s), phase)
-        o_tok = warpgroup_mma(p_prev, v_tile, acc, is_async=True)
+        o_tok = warpgroup_mma(_attn_e4m3(p_prev, FP8), v_tile, acc, is_async=True)
         acc, v_tile = warpgroup_mma_wait(0, deps=(o_tok, v_tile))
         mbarrier.arrive(v_empty.index(s), count=1)
 
@@ -583,7 +650,7 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
         ALIBI: gl.constexpr, BIAS: gl.constexpr, SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
         SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, CONSUMER_REGS: gl.constexpr, ROTATE: gl.constexpr,
         PREFETCH: gl.constexpr, LSE: gl.constexpr, FP8: gl.constexpr, QUANT: gl.constexpr, KEY_BLOCK: gl.constexpr,
-        LINEAR: gl.constexpr):
+        LINEAR: gl.constexpr, EXP2: gl.constexpr, LAZY: gl.constexpr):
     """A persistent block: it takes tiles of GROUPS x ROWS query rows of one (batch, head) in turn (every
     grid-th tile) and streams each against the keys its rows see: up to RIGHT keys past the diagonal when RIGHT >= 0
     (0: causal), from LEFT keys before it when LEFT >= 0 (a sliding window), all of them otherwise. The descriptors
@@ -608,7 +675,10 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     its float32 scales contiguous: q_scale_ptr one a QUANT rows of a (batch, head), k_scale_ptr one a
     KEY_BLOCK keys of a (batch, key head), v_scale_ptr one a column of a (batch, key head); k's keys are
     stored in the order _attn_operand takes them; LINEAR: the scores' ops commute with a positive factor
-    (_attn_descale); the output is 16-bit, in a buffer of its own. Otherwise the three are unused."""
+    (_attn_descale); the output is 16-bit, in a buffer of its own. Otherwise the three are unused. EXP2:
+    how the softmax's exponentials run (_attn_exp2): "" on the special function unit, else inline PTX that
+    takes some of every 8 to the FMA lanes. LAZY: the output is rescaled only where a row's running max
+    grew by more than 8 in exp2's units (_attn_probabilities, _attn_rescale)."""
     blocks_q = gl.cdiv(size_q, GROUPS * ROWS)
     tiles = blocks_q * batch_heads
 
@@ -672,7 +742,8 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
+                              LAZY)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
                               ROTATE, PREFETCH, SPLIT, BIAS, FP8)),
         ], [1], [24])
@@ -680,10 +751,12 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
+                              LAZY)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
+                              LAZY)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
                               ROTATE, PREFETCH, SPLIT, BIAS, FP8)),
         ], [4, 1], [CONSUMER_REGS, 24])
@@ -691,13 +764,16 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
+                              LAZY)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
+                              LAZY)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 2, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
+                              LAZY)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
                               ROTATE, PREFETCH, SPLIT, BIAS, FP8)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
@@ -705,16 +781,20 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
+                              LAZY)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
+                              LAZY)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 2, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
+                              LAZY)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
                               GROUPS, 3, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),
+                              SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
+                              LAZY)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
                               ROTATE, PREFETCH, SPLIT, BIAS, FP8)),
         ], [4, 4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, 24])
@@ -811,6 +891,9 @@ FP8 = False  # q, k and v in e4m3 with block scales, the output in 16 bits (Flas
 QUANT_BLOCK = ROWS  # FP8: rows of q that share a scale (a consumer's query tile)
 KEY_BLOCK = 128  # FP8: keys of k that share a scale (a chunk of up to 128 keys has one: the kernel folds it into exp2's factor)
 LINEAR = True  # the scores' ops commute with a positive factor (a scale, masks): FP8's descale joins exp2's factor
+EXP2_FMA = 0  # of every 8 of the softmax's exponentials, those that run as a polynomial on the FMA lanes (the rest on the special function unit)
+EXP2_PTX = ""  # every exponential on the special function unit (gl.exp2)
+LAZY_RESCALE = False  # the output rescaled only where a row's running max grew past 2^8 (FlashAttention-4's conditional rescaling), a warp at a time
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16,
              torch.float8_e4m3fn: gl.float8e4nv}
 LOG2E = 1.4426950408889634  # exp(t) = exp2(t log2 e)
@@ -1055,7 +1138,8 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
                       ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
                       PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
-                      LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR)
+                      LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR, EXP2=EXP2_PTX,
+                      LAZY=LAZY_RESCALE)
     copied = tuple(not _tma_able(x) for x in (q, k, v.transpose(2, 3) if FP8 else v, out))
     return _Plan(_mha_flash, cfg, grid, boxes, constexprs, copied, sizes)
 
@@ -1168,7 +1252,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_9415e8549a8bdfcb'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_78df421e62ff6501'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 

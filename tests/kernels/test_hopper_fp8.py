@@ -116,7 +116,7 @@ def test_quantize_rounds_each_value_once_within_e4m3(fp8, blocks):
 
 def test_the_kernels_registers_hand_p_v_the_keys_quantize_stores(fp8):
     """With FP8 the kernel renames each 32 columns of P in its registers (_attn_operand: a reshape and a
-    permute, run here on numpy for the kernel's own text) so that P V reads them in the keys' order,
+    permute of P in fp16, run here on numpy for the kernel's own text) so that P V reads them in the keys' order,
     and S's column c holds key _attn_fp8_keys(c): quantize must store k's row c as that key, and the two
     must agree, for every chunk the kernel takes."""
     _, _, module = fp8
@@ -125,14 +125,17 @@ def test_the_kernels_registers_hand_p_v_the_keys_quantize_stores(fp8):
         def permute(self, dims):
             return self.transpose(dims).view(Tensor)
 
+        def to(self, dtype):      # the values' type: the renaming is what is checked
+            return self
+
     operand = module._attn_operand.fn
-    gl = SimpleNamespace(convert_layout=lambda p, layout: p)
+    gl = SimpleNamespace(convert_layout=lambda p, layout: p, float16="fp16")
     saved = operand.__globals__["gl"]
     operand.__globals__["gl"] = gl
     try:
         for chunk in (64, 128, 256):
             columns = np.arange(chunk)[None, :].view(Tensor)
-            renamed = np.asarray(operand(columns, 1, chunk, True, None))[0]     # position a: column renamed[a]
+            renamed = np.asarray(operand(columns, None, 1, chunk, True, None))[0]     # position a: column renamed[a]
             assert (_keys(module, chunk)[renamed] == np.arange(chunk)).all()   # ... which holds key a
             assert sorted(_keys(module, chunk)) == list(range(chunk))
     finally:

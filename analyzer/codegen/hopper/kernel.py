@@ -24,7 +24,8 @@ from analyzer.config.scores import MASKS, SOFTMAX, Scores
 # The module-level names this text defines; the module's scope never hands them out
 HELPERS = ("_attn_ring", "_attn_turns", "_attn_turn", "_attn_tile", "_attn_producer", "_attn_load", "_attn_scores",
            "_attn_probabilities", "_attn_qk", "_attn_v", "_attn_operand", "_attn_fp8_keys", "_attn_descale",
-           "_attn_step", "_attn_consumer", "_attn_tanh")
+           "_attn_step", "_attn_consumer", "_attn_tanh", "_attn_exp2", "_attn_rescale",
+           "_attn_e4m3")
 
 # The kernel's text: attention.gluon (package data beside this module) without its note, everything from
 # the first @gluon.jit on; $kernel, $scores and $partitions are what render_kernel fills in
@@ -43,7 +44,8 @@ ${indent}], [${warps}], [${regs}])''')
 CONSUMER = Template('''\
 ${indent}    (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
 ${indent}                      GROUPS, ${group}, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
-${indent}                      SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR)),''')
+${indent}                      SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
+${indent}                      LAZY)),''')
 
 
 # The Gluon of each elementwise op on the scores (analyzer.config.scores.SFU_PER_SCORE counts its cost)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from analyzer.codegen.escape import py_comment, py_doc, py_str
 from analyzer.codegen.helpers_text import PER_KERNEL_HELPER
+from analyzer.codegen.hopper import exp2
 from analyzer.codegen.hopper.kernel import HELPERS, render_kernel
 from analyzer.codegen.pymodule import (
     MODULE_GLOBALS,
@@ -34,7 +35,7 @@ GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgro
            "_bias_descriptor", "knobs", "driver", "_Plan", "_PLANS", "PLANS_KEPT", "_plan",
            "_unbound", "_bound", "FP8", "QUANT_BLOCK", "KEY_BLOCK", "LINEAR", "E4M3_MAX", "quantize", "_hadamard",
            "_by_blocks", "KEY_ORDER", "_key_order", "tl", "_quantize_rows", "_quantize_columns", "_quantized_on_gpu",
-           "_quantized_by_torch")
+           "_quantized_by_torch", "EXP2_FMA", "EXP2_PTX", "LAZY_RESCALE")
 
 
 def hopper_module(g) -> str:
@@ -139,6 +140,9 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               "folds it into exp2's factor)",
               f"LINEAR = {all(o.primitive in ('scale', *MASKS) for o in g.hopper.scores.ops)}  # the scores' ops "
               "commute with a positive factor (a scale, masks): FP8's descale joins exp2's factor",
+              *exp2_lines(EXP2_FMA, g.dtype),
+              f"LAZY_RESCALE = {LAZY_RESCALE}  # the output rescaled only where a row's running max grew past 2^8 "
+              "(FlashAttention-4's conditional rescaling), a warp at a time",
               "GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16,",
               "             torch.float8_e4m3fn: gl.float8e4nv}",
               "LOG2E = 1.4426950408889634  # exp(t) = exp2(t log2 e)"]
@@ -149,6 +153,27 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
     if g.dtype == "fp8":
         lines += [*QUANTIZE_HELPERS.splitlines(), "", ""]
     return lines
+
+
+# Of every 8 of the softmax's exponentials, those the module runs on the FMA lanes: none. Every share
+# from 1 to 4 ran slower than none on an H200 (FP8 at head dims 64-256, fp16 at 64 and 128, 16k tokens:
+# python bench/exp2_fma.py, bench/results/exp2_fma_h200.md): the threads are bound by their issue slots,
+# which the polynomial spends, not by the special function unit.
+EXP2_FMA = 0
+LAZY_RESCALE = False
+
+
+def exp2_lines(count: int, dtype: str) -> list[str]:
+    """The module's EXP2_FMA (`count`) and the inline PTX the kernel's _attn_exp2 runs for it
+    (analyzer.codegen.hopper.exp2) for probabilities of `dtype`, a line of PTX a line of the literal."""
+    text = exp2.ptx(count, "e4m3" if dtype == "fp8" else dtype)
+    lines = [f"EXP2_FMA = {count}  # of every {exp2.PACK} of the softmax's exponentials, those that run as a polynomial "
+             "on the FMA lanes (the rest on the special function unit)"]
+    if not text:
+        return [*lines, 'EXP2_PTX = ""  # every exponential on the special function unit (gl.exp2)']
+    what = f"degree {exp2.degree('e4m3' if dtype == 'fp8' else dtype)} (minimax of the relative error on [0, 1))"
+    return [*lines, f"# the PTX of _attn_exp2: 8 values a call, the first {count} as p(f) 2^floor(x), p of {what}",
+            "EXP2_PTX = (", *(f"    {py_str(line + chr(10))}" for line in text.splitlines()), ")"]
 
 
 TMA_HELPERS = '''\
@@ -379,7 +404,8 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
                       ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
                       PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
-                      LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR)
+                      LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR, EXP2=EXP2_PTX,
+                      LAZY=LAZY_RESCALE)
     copied = tuple(not _tma_able(x) for x in (q, k, v.transpose(2, 3) if FP8 else v, out))
     return _Plan({name}, cfg, grid, boxes, constexprs, copied, sizes)
 '''
