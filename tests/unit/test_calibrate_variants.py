@@ -110,7 +110,8 @@ def test_a_variants_recording_of_another_gpu_is_refused_before_any_fit():
 def test_the_h200s_fp8_terms_are_what_its_committed_recordings_give():
     """The H200's shipped fit prices FP8 (rounding the probabilities to e4m3 a score, FP8 wgmma's rate)
     as its committed recordings give it, and the FP8 kernel's records held out of it are predicted within
-    the accuracy docs/section6.md states (median 5.2 % over the held-out length and configurations)."""
+    the accuracy docs/section6.md states (median 4.2 % over the held-out length and configurations, within
+    the issue's 5 %)."""
     results = ROOT / "bench" / "results"
     r = calibrate(str(results / "hopper_sweep_h200.json"), "h200", variants=str(results / "hopper_variants_h200.json"))
     shipped = yaml.safe_load((ROOT / "hardware" / "h200-calibrated.yaml").read_text())["calibration"]["hopper"]
@@ -122,4 +123,4 @@ def test_the_h200s_fp8_terms_are_what_its_committed_recordings_give():
     held = [i for i in fp8 if v.split[i] != "train"]
     predicted = cal.predict(v.profile, [v.records[i] for i in held], v.params, [v.chains[i] for i in held])
     errors = np.abs(predicted / np.array([v.records[i].time_s for i in held]) - 1)
-    assert len(fp8) == 144 and len(held) == 52 and np.median(errors) < 0.06
+    assert len(fp8) == 144 and len(held) == 54 and np.median(errors) < 0.05
