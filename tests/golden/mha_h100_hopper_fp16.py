@@ -893,7 +893,7 @@ KEY_BLOCK = 128  # FP8: keys of k that share a scale (a chunk of up to 128 keys 
 LINEAR = True  # the scores' ops commute with a positive factor (a scale, masks): FP8's descale joins exp2's factor
 EXP2_FMA = 0  # of every 8 of the softmax's exponentials, those that run as a polynomial on the FMA lanes (the rest on the special function unit)
 EXP2_PTX = ""  # every exponential on the special function unit (gl.exp2)
-LAZY_RESCALE = False  # the output rescaled only where a row's running max grew past 2^8 (FlashAttention-4's conditional rescaling), a warp at a time
+LAZY_RESCALE = False  # the output rescaled only where a row's running max grew past 2^8, a warp at a time (FlashAttention-4's conditional rescaling), at chunks of at least V's head dim of keys
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16,
              torch.float8_e4m3fn: gl.float8e4nv}
 LOG2E = 1.4426950408889634  # exp(t) = exp2(t log2 e)
@@ -1139,7 +1139,7 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
                       ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
                       PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
                       LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR, EXP2=EXP2_PTX,
-                      LAZY=LAZY_RESCALE)
+                      LAZY=LAZY_RESCALE and cfg['BLOCK_X'] >= value_dim)
     copied = tuple(not _tma_able(x) for x in (q, k, v.transpose(2, 3) if FP8 else v, out))
     return _Plan(_mha_flash, cfg, grid, boxes, constexprs, copied, sizes)
 
@@ -1252,7 +1252,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_78df421e62ff6501'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_4af123a6b15cc222'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 

@@ -108,7 +108,7 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
                   "LSE": LSE,      # the rows' log-sum-exp written (return_lse=True)
                   "FP8": fp8, "QUANT": module.ROWS, "KEY_BLOCK": getattr(module, "KEY_BLOCK", 128),
                   "LINEAR": getattr(module, "LINEAR", True), "EXP2": getattr(module, "EXP2_PTX", ""),
-                  "LAZY": getattr(module, "LAZY_RESCALE", False)}
+                  "LAZY": getattr(module, "LAZY_RESCALE", False) and entry["BLOCK_X"] >= value_dim}
     signature = {"q_desc": descs["q"], "k_desc": descs["k"], "v_desc": descs["v"], "o_desc": descs["o"],
                  "qh_desc": descs["qh"], "kh_desc": descs["kh"], **SCALARS, "slope_ptr": f"*{'fp16' if fp8 else dtype}",
                  "b_desc": descs["b"], "sink_ptr": f"*{'fp16' if fp8 else dtype}", "lse_ptr": "*fp32",

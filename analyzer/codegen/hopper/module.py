@@ -141,8 +141,8 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               f"LINEAR = {all(o.primitive in ('scale', *MASKS) for o in g.hopper.scores.ops)}  # the scores' ops "
               "commute with a positive factor (a scale, masks): FP8's descale joins exp2's factor",
               *exp2_lines(EXP2_FMA, g.dtype),
-              f"LAZY_RESCALE = {LAZY_RESCALE}  # the output rescaled only where a row's running max grew past 2^8 "
-              "(FlashAttention-4's conditional rescaling), a warp at a time",
+              f"LAZY_RESCALE = {LAZY_RESCALE}  # the output rescaled only where a row's running max grew past 2^8, a "
+              "warp at a time (FlashAttention-4's conditional rescaling), at chunks of at least V's head dim of keys",
               "GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16,",
               "             torch.float8_e4m3fn: gl.float8e4nv}",
               "LOG2E = 1.4426950408889634  # exp(t) = exp2(t log2 e)"]
@@ -155,11 +155,19 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
     return lines
 
 
-# Of every 8 of the softmax's exponentials, those the module runs on the FMA lanes: none. Every share
-# from 1 to 4 ran slower than none on an H200 (FP8 at head dims 64-256, fp16 at 64 and 128, 16k tokens:
-# python bench/exp2_fma.py, bench/results/exp2_fma_h200.md): the threads are bound by their issue slots,
-# which the polynomial spends, not by the special function unit.
+# Of every 8 of the softmax's exponentials, those the module runs on the FMA lanes: none. On an H200
+# (python bench/exp2_fma.py; FP8 at head dims 64-256, fp16 at 64 and 128, 16k tokens) every share from 1
+# to 4 ran slower than none while P crossed the loop in e4m3 (bench/results/exp2_fma_h200.md); with P
+# carried in fp16 (exp2_fma_h200_fp16_carry.md) 2 or 3 of 8 gain 2 % at FP8 64 and up to 3 % at 128, about
+# the runs' spread, and every share loses at FP8 256 and in fp16: the threads are bound by their issue
+# slots, which the polynomial spends, more than by the special function unit.
 EXP2_FMA = 0
+# Whether the module rescales lazily (at chunks of at least V's head dim of keys): no. Measured on an
+# H200 with P carried in fp16 (python bench/lazy_rescale.py, bench/results/lazy_rescale_h200_fp16_carry.md)
+# it runs FP8 4-7 % faster at head dims 64 and 128 (chunks of 128 keys), 2-4 % slower at 256 (chunks of
+# 64), and fp16 2-5 % slower at 64 and 128; the model has no term for it, and refitted on a sweep of the
+# lazy FP8 kernel (bench/results/hopper_variants_fp8_lazy_h200.md) its FP8 median error held out is
+# 5.6 %, against 4.2 % for the kernel as shipped. Set True in a generated FP8 module to trade the two.
 LAZY_RESCALE = False
 
 
@@ -167,8 +175,8 @@ def exp2_lines(count: int, dtype: str) -> list[str]:
     """The module's EXP2_FMA (`count`) and the inline PTX the kernel's _attn_exp2 runs for it
     (analyzer.codegen.hopper.exp2) for probabilities of `dtype`, a line of PTX a line of the literal."""
     text = exp2.ptx(count, "e4m3" if dtype == "fp8" else dtype)
-    lines = [f"EXP2_FMA = {count}  # of every {exp2.PACK} of the softmax's exponentials, those that run as a polynomial "
-             "on the FMA lanes (the rest on the special function unit)"]
+    lines = [f"EXP2_FMA = {count}  # of every {exp2.PACK} of the softmax's exponentials, those that run as a "
+             "polynomial on the FMA lanes (the rest on the special function unit)"]
     if not text:
         return [*lines, 'EXP2_PTX = ""  # every exponential on the special function unit (gl.exp2)']
     what = f"degree {exp2.degree('e4m3' if dtype == 'fp8' else dtype)} (minimax of the relative error on [0, 1))"
@@ -405,7 +413,7 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
                       ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
                       PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
                       LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR, EXP2=EXP2_PTX,
-                      LAZY=LAZY_RESCALE)
+                      LAZY=LAZY_RESCALE and cfg['BLOCK_X'] >= value_dim)
     copied = tuple(not _tma_able(x) for x in (q, k, v.transpose(2, 3) if FP8 else v, out))
     return _Plan({name}, cfg, grid, boxes, constexprs, copied, sizes)
 '''
