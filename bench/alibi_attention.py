@@ -25,43 +25,31 @@ measured). FlashAttention-4 is optional: without `flash_attn.cute` its rows say 
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
-import time
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.budgeted import BudgetedRun, parse  # noqa: E402
 from bench.common import (  # noqa: E402
     REP_MS,
     TOLERANCE,
     WARMUP_MS,
     attention_inputs,
-    command,
     environment,
     hopper_predicted,
-    import_file,
     log,
     ratio,
     reference_attention,
     rel_err,
-    save_results,
 )
 
 DIAGRAM = "alibi_attention"
 BATCH, HEADS = 2, 16
 SEQLENS = (8192, 4096, 16384, 2048)     # the target's length first: a run cut short keeps it
 OVERLAPS = ("none", "inter", "intra", "inter+intra")
-
-
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpu", default="h100", help="the profile the kernels are generated for")
-    ap.add_argument("--out", type=Path, default=Path("bench/results"))
-    ap.add_argument("--budget-s", type=float, default=420.0, help="stop timing after this many seconds")
-    return ap.parse_args(argv)
 
 
 def slopes_of(torch, heads: int):
@@ -77,49 +65,31 @@ def non_causal(data: dict) -> dict:
     return {**data, "name": f"{data['name']}_full", "ops": ops}
 
 
-class Run:
+class Run(BudgetedRun):
     """The run's modules, record and clock."""
 
     def __init__(self, args: argparse.Namespace, argv: list[str] | None) -> None:
         import torch
 
-        from analyzer import hardware
         from analyzer.codegen import generate
         from analyzer.common import resources
         self.torch = torch
-        self.args = args
-        self.profile = hardware.load(args.gpu)
-        self.start = time.monotonic()
-        self.tmp = Path("/tmp/napkin_alibi_attention")
-        self.tmp.mkdir(parents=True, exist_ok=True)
-        self.doc = {"command": command("alibi_attention.py", argv), "date": datetime.date.today().isoformat(),
-                    "environment": environment(), "profile": args.gpu,
-                    "timer": f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}), median",
-                    "checks": [], "timing": [], "skipped": [], "peers": {}}
+        super().__init__(args, argv, "alibi_attention.py", markdown, environment=environment(), checks=[], timing=[],
+                         skipped=[], peers={})
         data = yaml.safe_load(resources.resolve("diagrams", DIAGRAM, what="diagram", field="DIAGRAM").read_text())
         full = self.tmp / f"{DIAGRAM}_full.yaml"
         full.write_text(yaml.safe_dump(non_causal(data), sort_keys=False))
         self.g = generate(DIAGRAM, args.gpu)
         assert self.g.backend == "hopper", f"{DIAGRAM} on {args.gpu} generated {self.g.backend}"
-        self.hopper = self._load(self.g, "alibi_hopper")
+        self.hopper = self.written(self.g, "alibi_hopper")
         g_full = generate(str(full), args.gpu)
         assert g_full.backend == "hopper"
-        self.full = self._load(g_full, "alibi_full_hopper")
+        self.full = self.written(g_full, "alibi_full_hopper")
         self.causal_g = generate("causal_attention", args.gpu, dtype="bf16")
         assert self.causal_g.backend == "hopper"
-        self.causal = self._load(self.causal_g, "alibi_causal_hopper")
-        self.portable = self._load(generate(DIAGRAM, args.gpu, backend="triton"), "alibi_triton")
-        self.cuda = self._load(generate(DIAGRAM, args.gpu, backend="cuda"), "alibi_cuda", ".cu")
-
-    def _load(self, g, name, suffix=".py"):
-        paths = g.write(self.tmp / f"{name}{suffix}")
-        return import_file(next(p for p in paths if p.suffix == ".py"), name)
-
-    def left(self) -> float:
-        return self.args.budget_s - (time.monotonic() - self.start)
-
-    def save(self) -> None:
-        save_results(self.args.out, f"alibi_attention_{self.args.gpu}", self.doc, markdown(self.doc))
+        self.causal = self.written(self.causal_g, "alibi_causal_hopper")
+        self.portable = self.written(generate(DIAGRAM, args.gpu, backend="triton"), "alibi_triton")
+        self.cuda = self.written(generate(DIAGRAM, args.gpu, backend="cuda"), "alibi_cuda", ".cu")
 
 
 def flex(causal: bool = True):
@@ -328,7 +298,7 @@ def markdown(doc) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
+    args = parse(argv, __doc__.splitlines()[0])
     run = Run(args, argv)
     ok = checks(run)
     if not ok:

@@ -23,10 +23,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import datetime
-import os
 import sys
-import time
 from functools import partial
 from pathlib import Path
 
@@ -34,19 +31,16 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.budgeted import TIMER, BudgetedRun, parse  # noqa: E402
 from bench.common import (  # noqa: E402
-    REP_MS,
     TOLERANCE,
-    WARMUP_MS,
     attention_inputs,
-    command,
     environment,
     import_file,
     log,
     ratio,
     reference_attention,
     rel_err,
-    save_results,
     timed,
 )
 
@@ -59,15 +53,6 @@ HOPPER_CONFIGS = tuple({"WARPGROUPS": n, "BLOCK_X": x, "STAGES": 2, "OVERLAP": o
     (1, 128, "intra", "tiles"), (2, 128, "inter+intra", "tiles"), (2, 128, "inter", "tiles"),
     (3, 64, "none", "tiles"), (2, 64, "intra", "persistent")))      # through config=, on the (100, 37) band
 PEERS = ("FlashAttention-4", "FlexAttention", "SDPA bool mask")
-
-
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpu", default="h100", help="the profile the kernels are generated for")
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench/results")))
-    ap.add_argument("--budget-s", type=float, default=420.0, help="stop timing after this many seconds")
-    ap.add_argument("--dry-run", action="store_true", help="generate the modules and stop (no GPU needed)")
-    return ap.parse_args(argv)
 
 
 def band_of(data: dict) -> tuple[int, int]:
@@ -97,24 +82,17 @@ def predicted(run: Run, g, seq: int) -> tuple[str, float]:
     return e.configuration, round(e.time_s * 1e6, 1)
 
 
-class Run:
+class Run(BudgetedRun):
     """The run's modules, record and clock."""
 
     def __init__(self, args: argparse.Namespace, argv: list[str] | None) -> None:
-        from analyzer import hardware
         from analyzer.codegen import generate
         from analyzer.common import resources
-        self.args = args
-        self.profile = hardware.load(args.gpu)
-        self.start = time.monotonic()
-        self.tmp = Path("/tmp/napkin_band_attention")
-        self.tmp.mkdir(parents=True, exist_ok=True)
         data = yaml.safe_load(resources.resolve("diagrams", DIAGRAM, what="diagram", field="DIAGRAM").read_text())
         self.band = band_of(data)
-        self.doc = {"command": command("band_attention.py", argv), "date": datetime.date.today().isoformat(),
-                    "profile": args.gpu, "band": list(self.band),
-                    "timer": f"common.timed: triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}), median",
-                    "checks": [], "not_checked": [], "timing": [], "skipped": [], "peers": {}}
+        super().__init__(args, argv, "band_attention.py", markdown, band=list(self.band),
+                         timer=f"common.timed: {TIMER}",
+                         checks=[], not_checked=[], timing=[], skipped=[], peers={})
         # diagram files by (before, after, rectangle): the shipped one and the yaml-edited copies
         files = {(*self.band, False): DIAGRAM}
         for before, after, rectangle in [(b, a, False) for b, a in MOVED] + [(*self.band, True), (100, 37, True)]:
@@ -146,14 +124,6 @@ class Run:
         module = self.m[(kind, before, after, rectangle)]
         return lambda q, k, v: module.attention(q, k, v, causal=after == 0, config=config)
 
-    def left(self) -> float:
-        return self.args.budget_s - (time.monotonic() - self.start)
-
-    def save(self) -> None:
-        save_results(self.args.out, f"band_attention_{self.args.gpu}", self.doc, markdown(self.doc))
-
-
-# ------------------------------------------------------------------------------------------ peers
 
 def fa4(before: int, after: int):
     """FlashAttention-4's CuTe forward with the band as its window (not causal); None where not installed."""
@@ -415,7 +385,7 @@ def markdown(doc) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
+    args = parse(argv, __doc__.splitlines()[0], dry_run=True, out_from_env=True)
     run = Run(args, argv)
     if args.dry_run:
         run.save()

@@ -25,9 +25,7 @@ measured).
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
-import time
 from pathlib import Path
 
 import yaml
@@ -35,21 +33,19 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.alibi_attention import non_causal  # noqa: E402
+from bench.budgeted import BudgetedRun, heading, parse  # noqa: E402
 from bench.common import (  # noqa: E402
     REP_MS,
     TOLERANCE,
     WARMUP_MS,
     attention_inputs,
     causal_bias,
-    command,
     environment,
     hopper_predicted,
-    import_file,
     log,
     ratio,
     reference_attention,
     rel_err,
-    save_results,
     sdpa_bias,
 )
 
@@ -60,56 +56,30 @@ SEQLENS = (8192, 4096, 16384)     # the target's length first: a run cut short k
 OVERLAPS = ("none", "inter", "intra", "inter+intra")
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpu", default="h100", help="the profile the kernels are generated for")
-    ap.add_argument("--out", type=Path, default=Path("bench/results"))
-    ap.add_argument("--budget-s", type=float, default=420.0, help="stop timing after this many seconds")
-    return ap.parse_args(argv)
-
-
-class Run:
+class Run(BudgetedRun):
     """The run's modules, record and clock."""
 
     def __init__(self, args: argparse.Namespace, argv: list[str] | None) -> None:
         import torch
 
-        from analyzer import hardware
         from analyzer.codegen import generate
         from analyzer.common import resources
         self.torch = torch
-        self.args = args
-        self.profile = hardware.load(args.gpu)
-        self.start = time.monotonic()
-        self.tmp = Path("/tmp/napkin_bias_attention")
-        self.tmp.mkdir(parents=True, exist_ok=True)
-        self.doc = {"command": command("bias_attention.py", argv), "date": datetime.date.today().isoformat(),
-                    "environment": environment(), "profile": args.gpu,
-                    "timer": f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}), median",
-                    "checks": [], "timing": [], "skipped": []}
+        super().__init__(args, argv, "bias_attention.py", markdown, environment=environment(), checks=[], timing=[],
+                         skipped=[])
         data = yaml.safe_load(resources.resolve("diagrams", DIAGRAM, what="diagram", field="DIAGRAM").read_text())
         full = self.tmp / f"{DIAGRAM}_full.yaml"
         full.write_text(yaml.safe_dump(non_causal(data), sort_keys=False))
         self.g = generate(DIAGRAM, args.gpu, dtype="bf16")
         assert self.g.backend == "hopper", f"{DIAGRAM} on {args.gpu} generated {self.g.backend}"
-        self.hopper = self._load(self.g, "bias_hopper")
+        self.hopper = self.written(self.g, "bias_hopper")
         g_full = generate(str(full), args.gpu)
         assert g_full.backend == "hopper"
-        self.full = self._load(g_full, "bias_full_hopper")
+        self.full = self.written(g_full, "bias_full_hopper")
         self.causal_g = generate("causal_attention", args.gpu, dtype="bf16")
-        self.causal = self._load(self.causal_g, "bias_causal_hopper")
-        self.portable = self._load(generate(DIAGRAM, args.gpu, backend="triton"), "bias_triton")
-        self.cuda = self._load(generate(DIAGRAM, args.gpu, backend="cuda"), "bias_cuda", ".cu")
-
-    def _load(self, g, name, suffix=".py"):
-        paths = g.write(self.tmp / f"{name}{suffix}")
-        return import_file(next(p for p in paths if p.suffix == ".py"), name)
-
-    def left(self) -> float:
-        return self.args.budget_s - (time.monotonic() - self.start)
-
-    def save(self) -> None:
-        save_results(self.args.out, f"bias_attention_{self.args.gpu}", self.doc, markdown(self.doc))
+        self.causal = self.written(self.causal_g, "bias_causal_hopper")
+        self.portable = self.written(generate(DIAGRAM, args.gpu, backend="triton"), "bias_triton")
+        self.cuda = self.written(generate(DIAGRAM, args.gpu, backend="cuda"), "bias_cuda", ".cu")
 
 
 def flex():
@@ -258,10 +228,7 @@ def timing(run: Run) -> None:
 # ------------------------------------------------------------------------------------------ report
 
 def markdown(doc) -> str:
-    env = doc["environment"]
-    lines = [f"# Attention with an additive bias from memory (causal) from its diagram ({env.get('gpu')})", "",
-             f"Command: `{doc['command']}`  ", f"Date: {doc['date']}; GPU: {env.get('gpu')}; "
-             f"torch {env.get('torch')}, triton {env.get('triton')}; timer: {doc['timer']}", ""]
+    lines = heading(doc, "Attention with an additive bias from memory (causal) from its diagram")
     checks = doc["checks"]
     bad = [c for c in checks if not c["ok"]]
     lines += [f"## Checks against float64: {len(checks) - len(bad)} of {len(checks)} within {TOLERANCE:g}", "",
@@ -301,7 +268,7 @@ def markdown(doc) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
+    args = parse(argv, __doc__.splitlines()[0])
     run = Run(args, argv)
     ok = checks(run)
     if not ok:

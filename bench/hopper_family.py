@@ -23,27 +23,23 @@ Writes hopper_family_<gpu>.json and .md to --out after every step (a run cut sho
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.budgeted import BudgetedRun, heading, parse  # noqa: E402
 from bench.common import (  # noqa: E402
     REP_MS,
     TOLERANCE,
     WARMUP_MS,
     attention_inputs,
-    command,
     environment,
     hopper_predicted,
-    import_file,
     log,
     ratio,
     reference_attention,
     rel_err,
-    save_results,
 )
 
 BATCH, HEADS = 2, 16
@@ -52,54 +48,25 @@ HEAD_DIMS = (64, 128, 256)
 OVERLAPS = ("none", "inter", "intra", "inter+intra")
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpu", default="h100", help="the profile the kernels are generated for")
-    ap.add_argument("--out", type=Path, default=Path("bench/results"))
-    ap.add_argument("--budget-s", type=float, default=480.0, help="stop timing after this many seconds")
-    return ap.parse_args(argv)
-
-
-class Run:
+class Run(BudgetedRun):
     """The run's modules, record and clock."""
 
     def __init__(self, args: argparse.Namespace, argv: list[str] | None) -> None:
         import torch
 
-        from analyzer import hardware
         from analyzer.codegen import generate
         self.torch = torch
-        self.args = args
-        self.profile = hardware.load(args.gpu)
-        self.start = time.monotonic()
-        self.tmp = Path("/tmp/napkin_hopper_family")
-        self.tmp.mkdir(parents=True, exist_ok=True)
-        self.doc = {"command": command("hopper_family.py", argv), "date": datetime.date.today().isoformat(),
-                    "environment": environment(),
-                    "profile": args.gpu, "timer": f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}), median",
-                    "checks": [], "timing": [], "mla": [], "skipped": []}
+        super().__init__(args, argv, "hopper_family.py", markdown, environment=environment(), checks=[], timing=[],
+                         mla=[], skipped=[])
         self.generated, self.hopper = {}, {}
         for diagram in ("sigmoid_attention", "mla_attention", "mha", "causal_attention", "gqa"):
             g = generate(diagram, args.gpu)
             assert g.backend == "hopper", f"{diagram} on {args.gpu} generated {g.backend}"
             self.generated[diagram] = g
-            self.hopper[diagram] = self._load(g, f"chains_hopper_{diagram}")
-        self.portable = self._load(generate("sigmoid_attention", args.gpu, backend="triton"), "chains_triton_sigmoid")
-        self.portable_mla = self._load(generate("mla_attention", args.gpu, backend="triton"), "chains_triton_mla")
+            self.hopper[diagram] = self.written(g, f"chains_hopper_{diagram}")
+        self.portable = self.written(generate("sigmoid_attention", args.gpu, backend="triton"), "chains_triton_sigmoid")
+        self.portable_mla = self.written(generate("mla_attention", args.gpu, backend="triton"), "chains_triton_mla")
 
-    def _load(self, g, name):
-        path = self.tmp / f"{name}.py"
-        g.write(path)
-        return import_file(path, name)
-
-    def left(self) -> float:
-        return self.args.budget_s - (time.monotonic() - self.start)
-
-    def save(self) -> None:
-        save_results(self.args.out, f"hopper_family_{self.args.gpu}", self.doc, markdown(self.doc))
-
-
-# ------------------------------------------------------------------------------------------ checks
 
 def case(diagram, d, seq_q, seq_k, dtype="fp16", strided=False, outlier=False, config=None, heads_q=3,
          heads_kv=3, e=None):
@@ -262,10 +229,7 @@ def mla(run: Run) -> None:
 # ------------------------------------------------------------------------------------------ report
 
 def markdown(doc) -> str:
-    env = doc["environment"]
-    lines = [f"# The Hopper attention family beyond softmax: sigmoid and MLA 192/128 ({env.get('gpu')})", "",
-             f"Command: `{doc['command']}`  ", f"Date: {doc['date']}; GPU: {env.get('gpu')}; "
-             f"torch {env.get('torch')}, triton {env.get('triton')}; timer: {doc['timer']}", ""]
+    lines = heading(doc, "The Hopper attention family beyond softmax: sigmoid and MLA 192/128")
     checks = doc["checks"]
     bad = [c for c in checks if not c["ok"]]
     lines += [f"## Checks against float64: {len(checks) - len(bad)} of {len(checks)} within {TOLERANCE:g}", ""]
@@ -301,7 +265,7 @@ def markdown(doc) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
+    args = parse(argv, __doc__.splitlines()[0], budget_s=480.0)
     run = Run(args, argv)
     ok = checks(run)
     if not ok:

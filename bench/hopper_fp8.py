@@ -21,19 +21,17 @@ Writes hopper_fp8_<gpu>.json and .md to --out after every step (a run cut short 
 from __future__ import annotations
 
 import argparse
-import datetime
 import math
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.budgeted import BudgetedRun, heading, parse  # noqa: E402
 from bench.common import (  # noqa: E402
     REP_MS,
     WARMUP_MS,
     attention_inputs,
-    command,
     environment,
     hopper_predicted,
     launched,
@@ -41,7 +39,6 @@ from bench.common import (  # noqa: E402
     ratio,
     reference_attention,
     rel_err,
-    save_results,
     written_module,
 )
 
@@ -56,32 +53,16 @@ OVERLAPS = ("none", "inter", "intra", "inter+intra")
 OUTLIERS, OUTLIER_STD = 1e-3, 10.0      # FlashAttention-3's Table 3 inputs
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpu", default="h100", help="the profile the kernels are generated for")
-    ap.add_argument("--out", type=Path, default=Path("bench/results"))
-    ap.add_argument("--budget-s", type=float, default=420.0, help="stop timing after this many seconds")
-    return ap.parse_args(argv)
-
-
-class Run:
+class Run(BudgetedRun):
     """The run's modules, record and clock."""
 
     def __init__(self, args: argparse.Namespace, argv: list[str] | None) -> None:
         import torch
 
-        from analyzer import hardware
         from analyzer.codegen import generate
         self.torch = torch
-        self.args = args
-        self.profile = hardware.load(args.gpu)
-        self.start = time.monotonic()
-        self.tmp = Path("/tmp/napkin_fp8")
-        self.tmp.mkdir(parents=True, exist_ok=True)
-        self.doc = {"command": command("hopper_fp8.py", argv), "date": datetime.date.today().isoformat(),
-                    "environment": environment(), "profile": args.gpu,
-                    "timer": f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}), median",
-                    "checks": [], "accuracy": [], "timing": [], "skipped": []}
+        super().__init__(args, argv, "hopper_fp8.py", markdown, environment=environment(), checks=[], accuracy=[],
+                         timing=[], skipped=[])
         self.generated = {"fp8": generate("attention", args.gpu, dtype="fp8"),
                           "fp8_causal": generate("causal_attention", args.gpu, dtype="fp8"),
                           "fp16": generate("attention", args.gpu)}
@@ -91,14 +72,6 @@ class Run:
         self.fp8_causal = written_module(self.generated["fp8_causal"], self.tmp, "causal_attention_fp8")
         self.fp16 = written_module(self.generated["fp16"], self.tmp, "attention_fp16")
 
-    def left(self) -> float:
-        return self.args.budget_s - (time.monotonic() - self.start)
-
-    def save(self) -> None:
-        save_results(self.args.out, f"hopper_fp8_{self.args.gpu}", self.doc, markdown(self.doc))
-
-
-# ------------------------------------------------------------------------------------------ checks
 
 def check_cases():
     cases = []
@@ -302,10 +275,7 @@ def timing(run: Run) -> None:
 # ------------------------------------------------------------------------------------------ report
 
 def markdown(doc) -> str:
-    env = doc["environment"]
-    lines = [f"# FP8 attention (e4m3, block scales) from the attention diagram ({env.get('gpu')})", "",
-             f"Command: `{doc['command']}`  ", f"Date: {doc['date']}; GPU: {env.get('gpu')}; "
-             f"torch {env.get('torch')}, triton {env.get('triton')}; timer: {doc['timer']}", ""]
+    lines = heading(doc, "FP8 attention (e4m3, block scales) from the attention diagram")
     checks = doc["checks"]
     bad = [c for c in checks if not c["ok"]]
     worst = max((c["rel_err"] for c in checks), default=0.0)
@@ -343,7 +313,7 @@ def markdown(doc) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
+    args = parse(argv, __doc__.splitlines()[0])
     run = Run(args, argv)
     ok = checks(run)
     accuracy(run)

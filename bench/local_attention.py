@@ -25,30 +25,26 @@ measured). FlashAttention-4 is optional: without `flash_attn.cute` its rows say 
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
-import time
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.budgeted import BudgetedRun, parse  # noqa: E402
 from bench.common import (  # noqa: E402
     REP_MS,
     TOLERANCE,
     WARMUP_MS,
     attention_inputs,
-    command,
     environment,
     fa4_softcap,
     hopper_predicted,
-    import_file,
     log,
     ratio,
     reference_attention,
     rel_err,
-    save_results,
 )
 
 DIAGRAM = "gemma2_local_attention"
@@ -56,14 +52,6 @@ BATCH, HEADS = 2, 16
 SPREAD = 8.0               # checks' inputs scaled by this: scores of standard deviation SPREAD^2
 SEQLENS = (8192, 4096, 16384, 2048)     # the target's length first: a run cut short keeps it
 OVERLAPS = ("none", "inter", "intra", "inter+intra")
-
-
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpu", default="h100", help="the profile the kernels are generated for")
-    ap.add_argument("--out", type=Path, default=Path("bench/results"))
-    ap.add_argument("--budget-s", type=float, default=420.0, help="stop timing after this many seconds")
-    return ap.parse_args(argv)
 
 
 def diagram_text() -> dict:
@@ -77,26 +65,18 @@ def cap_and_window(data: dict) -> tuple[float, int]:
     return float(by["softcap"]["cap"]), int(by["window_mask"]["window"])
 
 
-class Run:
+class Run(BudgetedRun):
     """The run's modules, record and clock."""
 
     def __init__(self, args: argparse.Namespace, argv: list[str] | None) -> None:
         import torch
 
-        from analyzer import hardware
         from analyzer.codegen import generate
         self.torch = torch
-        self.args = args
-        self.profile = hardware.load(args.gpu)
-        self.start = time.monotonic()
-        self.tmp = Path("/tmp/napkin_local_attention")
-        self.tmp.mkdir(parents=True, exist_ok=True)
         data = diagram_text()
         self.cap, self.window = cap_and_window(data)
-        self.doc = {"command": command("local_attention.py", argv), "date": datetime.date.today().isoformat(),
-                    "environment": environment(), "profile": args.gpu, "cap": self.cap, "window": self.window,
-                    "timer": f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}), median",
-                    "checks": [], "timing": [], "skipped": [], "peers": {}}
+        super().__init__(args, argv, "local_attention.py", markdown, environment=environment(), cap=self.cap,
+                         window=self.window, checks=[], timing=[], skipped=[], peers={})
         # the diagram, and copies of it with narrower windows: the same ops, another number
         self.by_window, self.files = {}, {}
         for w in (1, 100, self.window):
@@ -106,25 +86,15 @@ class Run:
             g = generate(DIAGRAM if w == self.window else str(path), args.gpu)
             assert g.backend == "hopper", f"{DIAGRAM} (window {w}) on {args.gpu} generated {g.backend}"
             self.files[w] = g
-            self.by_window[w] = self._load(g, f"local_w{w}_hopper")
+            self.by_window[w] = self.written(g, f"local_w{w}_hopper")
         self.hopper = self.by_window[self.window]
         self.causal_g = generate("causal_attention", args.gpu, dtype="bf16")
         assert self.causal_g.backend == "hopper"
-        self.causal = self._load(self.causal_g, "local_causal_hopper")
-        self.portable = self._load(generate(DIAGRAM, args.gpu, backend="triton"), "local_triton")
+        self.causal = self.written(self.causal_g, "local_causal_hopper")
+        self.portable = self.written(generate(DIAGRAM, args.gpu, backend="triton"), "local_triton")
         narrow = str(self.tmp / f"{DIAGRAM}_w100.yaml")
-        self.portable_100 = self._load(generate(narrow, args.gpu, backend="triton"), "local_w100_triton")
-        self.cuda_100 = self._load(generate(narrow, args.gpu, backend="cuda"), "local_w100_cuda", ".cu")
-
-    def _load(self, g, name, suffix=".py"):
-        paths = g.write(self.tmp / f"{name}{suffix}")
-        return import_file(next(p for p in paths if p.suffix == ".py"), name)
-
-    def left(self) -> float:
-        return self.args.budget_s - (time.monotonic() - self.start)
-
-    def save(self) -> None:
-        save_results(self.args.out, f"local_attention_{self.args.gpu}", self.doc, markdown(self.doc))
+        self.portable_100 = self.written(generate(narrow, args.gpu, backend="triton"), "local_w100_triton")
+        self.cuda_100 = self.written(generate(narrow, args.gpu, backend="cuda"), "local_w100_cuda", ".cu")
 
 
 def flex(cap: float, window: int):
@@ -326,7 +296,7 @@ def markdown(doc) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
+    args = parse(argv, __doc__.splitlines()[0])
     run = Run(args, argv)
     ok = checks(run)
     if not ok:

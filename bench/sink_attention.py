@@ -28,29 +28,25 @@ from __future__ import annotations
 
 import argparse
 import copy
-import datetime
-import os
 import sys
-import time
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.budgeted import BudgetedRun, parse  # noqa: E402
 from bench.common import (  # noqa: E402
     REP_MS,
     TOLERANCE,
     WARMUP_MS,
     attention_inputs,
-    command,
     environment,
     import_file,
     log,
     ratio,
     reference_attention,
     rel_err,
-    save_results,
 )
 
 DIAGRAM = "sink_attention"
@@ -58,15 +54,6 @@ BATCH, HEADS = 2, 16
 SEQLENS = (8192, 4096, 16384, 2048)     # the target's length first: a run cut short keeps it
 EAGER_MAX = 4096                         # the eager reference holds (batch, heads, L, L + 1) scores
 GROUPS = 8                               # query heads a key/value head in the grouped-query checks
-
-
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpu", default="h100", help="the profile the kernels are generated for")
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench/results")))
-    ap.add_argument("--budget-s", type=float, default=420.0, help="stop timing after this many seconds")
-    ap.add_argument("--dry-run", action="store_true", help="generate the modules and stop (no GPU needed)")
-    return ap.parse_args(argv)
 
 
 def grouped(data: dict) -> dict:
@@ -84,21 +71,13 @@ def grouped(data: dict) -> dict:
     return data
 
 
-class Run:
+class Run(BudgetedRun):
     """The run's modules, record and clock."""
 
     def __init__(self, args: argparse.Namespace, argv: list[str] | None) -> None:
-        from analyzer import hardware
         from analyzer.codegen import generate
         from analyzer.common import resources
-        self.args = args
-        self.profile = hardware.load(args.gpu)
-        self.start = time.monotonic()
-        self.tmp = Path("/tmp/napkin_sink_attention")
-        self.tmp.mkdir(parents=True, exist_ok=True)
-        self.doc = {"command": command("sink_attention.py", argv), "date": datetime.date.today().isoformat(),
-                    "profile": args.gpu, "timer": f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}), median",
-                    "checks": [], "timing": [], "skipped": [], "peers": {}}
+        super().__init__(args, argv, "sink_attention.py", markdown, checks=[], timing=[], skipped=[], peers={})
         data = yaml.safe_load(resources.resolve("diagrams", DIAGRAM, what="diagram", field="DIAGRAM").read_text())
         gqa = self.tmp / f"{DIAGRAM}_gqa.yaml"
         gqa.write_text(yaml.safe_dump(grouped(data), sort_keys=False))
@@ -119,14 +98,6 @@ class Run:
         """Import the written modules (the CUDA loader builds its .cu with nvcc at the first call)."""
         self.m = {name: import_file(self.tmp / f"sink_bench_{name}.py", f"sink_bench_{name}") for name in self.modules}
 
-    def left(self) -> float:
-        return self.args.budget_s - (time.monotonic() - self.start)
-
-    def save(self) -> None:
-        save_results(self.args.out, f"sink_attention_{self.args.gpu}", self.doc, markdown(self.doc))
-
-
-# ------------------------------------------------------------------------------------------ peers
 
 def flex():
     """FlexAttention, causal (a block mask built once a shape), returning lse: the output times
@@ -374,7 +345,7 @@ def markdown(doc) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
+    args = parse(argv, __doc__.splitlines()[0], dry_run=True, out_from_env=True)
     run = Run(args, argv)
     if args.dry_run:
         run.save()

@@ -21,27 +21,23 @@ Writes softcap_<gpu>.json and .md to --out after every step (a run cut short kee
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.budgeted import BudgetedRun, heading, parse  # noqa: E402
 from bench.common import (  # noqa: E402
     REP_MS,
     TOLERANCE,
     WARMUP_MS,
     attention_inputs,
-    command,
     environment,
     hopper_predicted,
-    import_file,
     log,
     ratio,
     reference_attention,
     rel_err,
-    save_results,
 )
 
 BATCH, HEADS = 2, 16
@@ -52,49 +48,22 @@ HEAD_DIMS = (64, 128, 256)
 OVERLAPS = ("none", "inter", "intra", "inter+intra")
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpu", default="h100", help="the profile the kernels are generated for")
-    ap.add_argument("--out", type=Path, default=Path("bench/results"))
-    ap.add_argument("--budget-s", type=float, default=420.0, help="stop timing after this many seconds")
-    return ap.parse_args(argv)
-
-
-class Run:
+class Run(BudgetedRun):
     """The run's modules, record and clock."""
 
     def __init__(self, args: argparse.Namespace, argv: list[str] | None) -> None:
         import torch
 
-        from analyzer import hardware
         from analyzer.codegen import generate
         self.torch = torch
-        self.args = args
-        self.profile = hardware.load(args.gpu)
-        self.start = time.monotonic()
-        self.tmp = Path("/tmp/napkin_softcap")
-        self.tmp.mkdir(parents=True, exist_ok=True)
-        self.doc = {"command": command("softcap.py", argv), "date": datetime.date.today().isoformat(),
-                    "environment": environment(), "profile": args.gpu, "cap": CAP,
-                    "timer": f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}), median",
-                    "checks": [], "timing": [], "skipped": []}
+        super().__init__(args, argv, "softcap.py", markdown, environment=environment(), cap=CAP, checks=[], timing=[],
+                         skipped=[])
         self.generated = {d: generate(d, args.gpu) for d in ("softcap_attention", "mha")}
         for name, g in self.generated.items():
             assert g.backend == "hopper", f"{name} on {args.gpu} generated {g.backend}"
-        self.softcap = self._load(self.generated["softcap_attention"], "softcap_hopper")
-        self.softmax = self._load(self.generated["mha"], "softcap_softmax_hopper")
-        self.portable = self._load(generate("softcap_attention", args.gpu, backend="triton"), "softcap_triton")
-
-    def _load(self, g, name):
-        path = self.tmp / f"{name}.py"
-        g.write(path)
-        return import_file(path, name)
-
-    def left(self) -> float:
-        return self.args.budget_s - (time.monotonic() - self.start)
-
-    def save(self) -> None:
-        save_results(self.args.out, f"softcap_{self.args.gpu}", self.doc, markdown(self.doc))
+        self.softcap = self.written(self.generated["softcap_attention"], "softcap_hopper")
+        self.softmax = self.written(self.generated["mha"], "softcap_softmax_hopper")
+        self.portable = self.written(generate("softcap_attention", args.gpu, backend="triton"), "softcap_triton")
 
 
 def flex_softcap():
@@ -216,10 +185,7 @@ def timing(run: Run) -> None:
 # ------------------------------------------------------------------------------------------ report
 
 def markdown(doc) -> str:
-    env = doc["environment"]
-    lines = [f"# Softcapped attention (Gemma 2, cap {doc['cap']:g}) from its diagram ({env.get('gpu')})", "",
-             f"Command: `{doc['command']}`  ", f"Date: {doc['date']}; GPU: {env.get('gpu')}; "
-             f"torch {env.get('torch')}, triton {env.get('triton')}; timer: {doc['timer']}", ""]
+    lines = heading(doc, f"Softcapped attention (Gemma 2, cap {doc['cap']:g}) from its diagram")
     checks = doc["checks"]
     bad = [c for c in checks if not c["ok"]]
     lines += [f"## Checks against float64: {len(checks) - len(bad)} of {len(checks)} within {TOLERANCE:g}", "",
@@ -252,7 +218,7 @@ def markdown(doc) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
+    args = parse(argv, __doc__.splitlines()[0])
     run = Run(args, argv)
     ok = checks(run)
     if not ok:

@@ -174,12 +174,13 @@ LAZY_RESCALE = False
 def exp2_lines(count: int, dtype: str) -> list[str]:
     """The module's EXP2_FMA (`count`) and the inline PTX the kernel's _attn_exp2 runs for it
     (analyzer.codegen.hopper.exp2) for probabilities of `dtype`, a line of PTX a line of the literal."""
-    text = exp2.ptx(count, "e4m3" if dtype == "fp8" else dtype)
+    probabilities = "e4m3" if dtype == "fp8" else dtype      # the type P is rounded to
+    text = exp2.ptx(count, probabilities)
     lines = [f"EXP2_FMA = {count}  # of every {exp2.PACK} of the softmax's exponentials, those that run as a "
              "polynomial on the FMA lanes (the rest on the special function unit)"]
     if not text:
         return [*lines, 'EXP2_PTX = ""  # every exponential on the special function unit (gl.exp2)']
-    what = f"degree {exp2.degree('e4m3' if dtype == 'fp8' else dtype)} (minimax of the relative error on [0, 1))"
+    what = f"degree {exp2.degree(probabilities)} (minimax of the relative error on [0, 1))"
     return [*lines, f"# the PTX of _attn_exp2: 8 values a call, the first {count} as p(f) 2^floor(x), p of {what}",
             "EXP2_PTX = (", *(f"    {py_str(line + chr(10))}" for line in text.splitlines()), ")"]
 
