@@ -9,6 +9,8 @@ the model's prediction (docs/measure.md).
     sweep       every legal configuration timed: a recording napkin calibrate fits (the Hopper attention
                 kernel's; sweep_portable the portable module's)
     draft       a profile drafted from the device for a GPU napkin does not ship (napkin hardware draft)
+    ring_merge  the merge of a context-parallel ring, one Triton kernel a step, in place of torch's merger
+                (examples/context_parallel.py; docs/scale.md)
 
 torch and triton are needed only here, and imported only when a measurement runs.
 """
