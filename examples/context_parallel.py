@@ -8,7 +8,9 @@ Each rank holds a slice of the sequence: under a causal mask torch's round-robin
 holds chunks r and 2W - 1 - r of 2W, so that every rank has as many keys before its queries), else one
 contiguous chunk. PyTorch's ring (torch.distributed.tensor.experimental._attention's
 _templated_ring_attention, the engine behind torch's context_parallel) passes K and V around the ranks
-and merges each step's output by its log-sum-exp; each step's block is napkin's generated attention
+and merges each step's output by its log-sum-exp, with napkin's merge kernel in place of torch's merger
+(analyzer.measure.ring_merge: one pass a step; --merge torch keeps torch's eager fp32 passes); each step's
+block is napkin's generated attention
 called with return_lse=True: the diagram's module for a step the ring calls causal (a rank's own keys),
 the module of the diagram without its mask (analyzer.diagram.unmasked) for the others. --diagram names
 an attention diagram, causal or without a mask (default: attention, or causal_attention with --causal);
@@ -21,8 +23,9 @@ real keys only (torch calls the op once a step, in order, step i with the keys o
 --sizes runs the ring on the first N ranks for each N listed, in one launch (the kernels compile once).
 --check gathers the output and the log-sum-exp on rank 0 and holds them against float64 (the output's
 largest error over its largest value, the log-sum-exp's largest absolute error). --peer also times the
-same ring with SDPA's cuDNN backend as the block (torch's own context parallelism), --engine with a
-block that computes nothing (the engine's own rotation, copies and merges). Timings are CUDA
+same ring with SDPA's cuDNN backend as the block and torch's merger (torch's own context parallelism),
+and with napkin's merge, --engine with a block that computes nothing (the engine's own rotation, copies
+and merges). Timings are CUDA
 events around the whole ring (median of --repeats), on every rank, the slowest rank's reported.
 Without CUDA it runs on the CPU with gloo and the portable module under Triton's interpreter (the
 tests: tests/kernels/test_context_parallel.py).
@@ -126,18 +129,30 @@ def unshard(parts: list, causal: bool):
     return torch.cat([halves[r][0] for r in range(world)] + [halves[r][1] for r in reversed(range(world))], dim=2)
 
 
-def ring(group, op, q, k, v, causal: bool, rotation: str = "allgather"):
+def ring(group, op, q, k, v, causal: bool, rotation: str = "allgather", merge: str = "napkin"):
     """torch's ring attention of this rank's slices: (out, lse). `rotation`: how K and V move, one
-    all-gather (torch's default) or a permutation per step (alltoall)."""
+    all-gather (torch's default) or a permutation per step (alltoall). `merge`: how each step's block is
+    folded into the running output, napkin's one kernel a step (analyzer.measure.ring_merge) or torch's
+    own merger (its eager fp32 passes)."""
+    import contextlib
+
+    import torch.distributed as dist
     from torch.distributed.tensor.experimental import _attention as cp
     cp._cp_options.enable_load_balance = causal       # the round-robin layout shard() makes
     cp._cp_options.rotate_method = {"allgather": cp._RotateMethod.ALL_GATHER,
                                     "alltoall": cp._RotateMethod.ALL_TO_ALL}[rotation]
-    first = next(iter(inspect.signature(cp._templated_ring_attention).parameters))
+    engine = cp._templated_ring_attention
+    first = next(iter(inspect.signature(engine).parameters))
     if first != "group":
         raise RuntimeError(f"this torch's ring takes {first!r} first, not a process group: torch 2.9 or later "
                            "is needed")
-    out, lse, *_ = cp._templated_ring_attention(group, 2, op, q, k, v, is_causal=causal)
+    if merge == "napkin":
+        from analyzer.measure.ring_merge import merged_by
+        merging = merged_by(engine, steps=dist.get_world_size(group))
+    else:
+        merging = contextlib.nullcontext()
+    with merging:
+        out, lse, *_ = engine(group, 2, op, q, k, v, is_causal=causal)
     return out, lse.squeeze(-1) if lse.dim() == 4 else lse
 
 
@@ -157,8 +172,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--sizes", default=None, help="GPU counts to run on, e.g. 1,2,4 (default: every rank)")
     ap.add_argument("--rotation", default="allgather", choices=("allgather", "alltoall"),
                     help="how K and V move: one all-gather (torch's default) or a permutation per step")
+    ap.add_argument("--merge", default="napkin", choices=("napkin", "torch"),
+                    help="how each step's block joins the running output: napkin's kernel or torch's merger")
     ap.add_argument("--check", action="store_true", help="hold the result against float64 on rank 0")
-    ap.add_argument("--peer", action="store_true", help="also time the ring with SDPA's cuDNN backend")
+    ap.add_argument("--peer", action="store_true", help="also time the ring with SDPA's cuDNN backend (with "
+                                                        "torch's merger, and with --merge's where that differs)")
     ap.add_argument("--engine", action="store_true", help="also time the ring with blocks that compute nothing")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--json", type=Path, default=None, help="write rank 0's result here")
@@ -234,24 +252,27 @@ def _run(args, group, rank: int, world: int, causal: bool, kv_heads: int, elemen
     k, v = (torch.randn(args.batch, kv_heads, padded, args.head_dim, generator=gen, device=device, dtype=element)
             for _ in range(2))
     local = [shard(x, rank, world, causal) for x in (q, k, v)]
-    ops = {"napkin": BlockOp(*wrappers, rank, world, valid)}
+    # name: (block, merge); the peer is torch's own context parallelism, cuDNN's blocks and torch's merger
+    ops = {"napkin": (BlockOp(*wrappers, rank, world, valid), args.merge)}
     if args.peer and cuda:
-        ops["cudnn"] = SdpaOp()
+        ops["cudnn"] = (SdpaOp(), "torch")
+        if args.merge != "torch":
+            ops["cudnn_merged"] = (SdpaOp(), args.merge)
     if args.engine and cuda:
-        ops["none"] = NullOp()
+        ops["none"] = (NullOp(), args.merge)
     result: dict = {"diagram": diagram, "world": world, "seqlen": args.seqlen, "padded": padded, "batch": args.batch,
                     "heads": args.heads, "kv_heads": kv_heads, "head_dim": args.head_dim, "causal": causal,
-                    "dtype": args.dtype, "rotation": args.rotation,
+                    "dtype": args.dtype, "rotation": args.rotation, "merge": args.merge,
                     "device": torch.cuda.get_device_name() if cuda else "cpu"}
-    for name, op in ops.items():
-        out, lse = ring(group, op.reset(), *local, causal, args.rotation)
+    for name, (op, merge) in ops.items():
+        out, lse = ring(group, op.reset(), *local, causal, args.rotation, merge)
         if cuda:
             times = []
             for _ in range(args.repeats):
                 begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 dist.barrier(group)
                 begin.record()
-                ring(group, op.reset(), *local, causal, args.rotation)
+                ring(group, op.reset(), *local, causal, args.rotation, merge)
                 end.record()
                 torch.cuda.synchronize()
                 times.append(begin.elapsed_time(end) * 1e-3)

@@ -31,6 +31,7 @@ from analyzer.cli.cached import answer
 from analyzer.common.atomic import check_target
 
 Rotation = Literal["allgather", "alltoall"]     # analyzer.config.context_parallel.ROTATIONS
+Merge = Literal["napkin", "torch"]              # analyzer.config.context_parallel.MERGES
 
 
 @app.command(cls=OneValue)
@@ -53,6 +54,9 @@ def analyze(
     rotation: Annotated[Rotation, typer.Option(
         help="With --devices: how the keys and values move, one all-gather (torch's default) or a "
              "permutation per step.")] = "allgather",
+    merge: Annotated[Merge, typer.Option(
+        help="With --devices: how each step's block joins the running output, napkin's merge kernel or "
+             "torch's merger (its eager fp32 passes).")] = "napkin",
     heads: Annotated[int, typer.Option(min=1, help="With --devices: attention heads (the weave's).")] = 1,
     batch: Annotated[int, typer.Option(min=1, help="With --devices: batch entries (the weave's).")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print the analysis as JSON (napkin schema report; "
@@ -67,14 +71,14 @@ def analyze(
                           field="--latex")
     if cluster is not None and cluster < 2:
         raise UsageError(f"--cluster {cluster}: a cluster has at least 2 members")
-    if devices is None and (heads, batch, rotation) != (1, 1, "allgather"):
-        raise UsageError("--heads, --batch and --rotation shape the context-parallel prediction",
-                         field="--heads" if heads != 1 else "--batch" if batch != 1 else "--rotation",
-                         hint="add --devices N")
+    if devices is None and (heads, batch, rotation, merge) != (1, 1, "allgather", "napkin"):
+        raise UsageError("--heads, --batch, --rotation and --merge shape the context-parallel prediction",
+                         field="--heads" if heads != 1 else "--batch" if batch != 1 else "--rotation"
+                         if rotation != "allgather" else "--merge", hint="add --devices N")
     gpus = compared_gpus(gpu)
     sets, ranged = parse_size_ranges(set_ or [])
     options = {"dtype": dtype, "cluster": cluster,
-               "devices": None if devices is None else (devices, rotation, heads, batch)}
+               "devices": None if devices is None else (devices, rotation, heads, batch, merge)}
     if len(gpus) == 1 and not ranged:
         if plot is not None:
             raise UsageError("--plot draws a size range", field="--plot", hint="add --set NAME=A..B")
@@ -84,9 +88,9 @@ def analyze(
 
 
 def _analysis(diagram: str, gpu: str, sets: dict[str, int], *, dtype: str | None, cluster: int | None,
-              devices: tuple[int, str, int, int] | None = None):
+              devices: tuple[int, str, int, int, str] | None = None):
     """napkin analyze's answer: from the result cache where it holds one, else computed (and stored).
-    `devices`: the GPUs, rotation, heads and batch of the context-parallel prediction (--devices)."""
+    `devices`: the GPUs, rotation, heads, batch and merge of the context-parallel prediction (--devices)."""
     from analyzer.model.result import Analysis
 
     def compute() -> Analysis:
@@ -101,9 +105,10 @@ def _analysis(diagram: str, gpu: str, sets: dict[str, int], *, dtype: str | None
         if devices is None:
             return result
         from analyzer.config.context_parallel import with_context_parallel
-        n, rotation, heads, batch = devices
+        n, rotation, heads, batch, merge = devices
         weave = {k: v for k, v in (("heads", heads), ("batch", batch)) if v != 1}
-        return with_context_parallel(result, d, profile, n, rotation=rotation, dtype=dtype, sets={**sets, **weave})
+        return with_context_parallel(result, d, profile, n, rotation=rotation, merge=merge, dtype=dtype,
+                                     sets={**sets, **weave})
     key = {"sets": sets, "dtype": dtype, "cluster": cluster, **({"devices": list(devices)} if devices else {})}
     return answer("analyze", diagram, gpu, key, Analysis, compute)
 
@@ -230,23 +235,24 @@ def sweep(
         min=1, help="Also predict the launched kernel's attention split over 1 .. N GPUs of one host "
                     "(context parallelism, as napkin analyze --devices).")] = None,
     rotation: Annotated[Rotation, typer.Option(help="With --devices: allgather or alltoall.")] = "allgather",
+    merge: Annotated[Merge, typer.Option(help="With --devices: napkin's merge kernel or torch's merger.")] = "napkin",
     as_json: Annotated[bool, typer.Option("--json", help="Print the ranking as JSON.")] = False,
 ) -> None:
     """Every legal configuration (tiles, warps, stages) with its predicted time, fastest first."""
     from analyzer.config.sweep import report
     from analyzer.config.sweep import sweep as run
     from analyzer.report.sweep import sweep_text
-    if devices is None and rotation != "allgather":
-        raise UsageError("--rotation shapes the context-parallel prediction", field="--rotation",
-                         hint="add --devices N")
+    if devices is None and (rotation, merge) != ("allgather", "napkin"):
+        field = "--rotation" if rotation != "allgather" else "--merge"
+        raise UsageError(f"{field} shapes the context-parallel prediction", field=field, hint="add --devices N")
     sets = parse_sets(set_ or [])
     with progress_bar("sweep") as progress:
         result = run(diagram, gpu, dtype=dtype, sets=sets, kernel=kernel, backend=backend, progress=progress)
     split = None
     if devices is not None:
         from analyzer.config.context_parallel import context_parallel, context_parallel_out
-        split = context_parallel_out(context_parallel(diagram, gpu, devices, rotation=rotation, dtype=dtype,
-                                                      sets=sets))
+        split = context_parallel_out(context_parallel(diagram, gpu, devices, rotation=rotation, merge=merge,
+                                                      dtype=dtype, sets=sets))
     if as_json:
         typer.echo(report(result).model_copy(update={"context_parallel": split}).model_dump_json(indent=2))
         return

@@ -12,8 +12,10 @@ torch 2.9 to 2.13), as examples/context_parallel.py runs it with napkin's kernel
 - the keys and values move by one all-gather issued before step 0 and awaited before step 1 (torch's
   default rotation), or by N - 1 permutations, each issued before a step and awaited before the next
   (`alltoall`); before every step but the last the step's keys and values are copied into one buffer;
-- after each step torch's merger (`_SDPAMerger`, convert_to_f32) folds the block's output into the
-  running one by their log-sum-exps: elementwise torch operations in fp32, each a pass over HBM.
+- after each step the block's output is folded into the running one by their log-sum-exps: by napkin's
+  merge kernel in place of torch's merger (analyzer.measure.ring_merge, the example's default: one pass
+  over the rows a step updates), or by torch's merger itself (`_SDPAMerger`, convert_to_f32: elementwise
+  torch operations in fp32, each a pass over HBM).
 
 The model: a block takes its kernel's expected time (analyzer.config.launch, the configuration its
 wrapper launches at the block's shape); the copies and the merger's passes take their bytes at HBM
@@ -47,6 +49,9 @@ ENGINE = "PyTorch's ring (torch.distributed.tensor.experimental), napkin's kerne
 
 Rotation = Literal["allgather", "alltoall"]
 ROTATIONS: tuple[str, ...] = ("allgather", "alltoall")
+Merge = Literal["napkin", "torch"]
+MERGES: tuple[str, ...] = ("napkin", "torch")
+MERGED_BY = {"napkin": "napkin's merge kernel", "torch": "torch's merger"}
 
 # torch's merger, pass by pass, in bytes moved over HBM (fp32: 4 bytes; the output's own type: q). Per value
 # of the output a step updates: out - block_out (read 8, write 4), sigmoid(lse_b - lse) times that (read 4,
@@ -57,6 +62,11 @@ ROTATIONS: tuple[str, ...] = ("allgather", "alltoall")
 # (read 4, write q).
 MERGE_BYTES_PER_VALUE = 12 + 8 + 12
 MERGE_BYTES_PER_LSE = 12 + 8 + 12 + 8 + 12
+# napkin's merge kernel reads a row's two log-sum-exps and writes one (fp32); it reads the running row
+# (in the first block's type until a merge has put it in the fp32 buffer) and the block's, and writes
+# the row to the buffer (fp32) or, at the ring's last step, into the first block's output (its type).
+KERNEL_MERGE_BYTES_PER_LSE = 4 + 4 + 4
+HALVES = 2          # torch's round-robin cycle: a step updates every row or the second of two halves
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,7 @@ class ContextParallel:
     link: str
     link_bytes_per_s: float
     rotation: str
+    merge: str
     sizes: dict[str, int]                 # the whole problem's
     cross_per_device: sympy.Expr          # bytes one GPU receives, in the diagram's sizes and N_c
     counts: tuple[DeviceCount, ...]
@@ -115,7 +126,8 @@ def device_counts(most: int) -> tuple[int, ...]:
 
 
 def context_parallel(diagram: str | Diagram, gpu: str | Profile, devices: int, *, rotation: Rotation = "allgather",
-                     dtype: str | None = None, sets: dict[str, int] | None = None) -> ContextParallel:
+                     merge: Merge = "napkin", dtype: str | None = None,
+                     sets: dict[str, int] | None = None) -> ContextParallel:
     """The context-parallel time of `diagram` on 1 .. `devices` GPUs of `gpu`'s host (device_counts)."""
     profile = hardware.load(gpu)
     d = load(diagram, dtype=dtype)
@@ -152,7 +164,7 @@ def context_parallel(diagram: str | Diagram, gpu: str | Profile, devices: int, *
         received = float(at(cross.per_device_bytes, {**_symbols(woven, sizes), DEVICES: n})) if n > 1 else 0.0
         transfers = 0 if n == 1 else 1 if rotation == "allgather" else n - 1      # each pays the latency once
         link_s = transfers * latency + received / link_rate
-        return _ranks(timer, sizes, n, causal, rotation, link_s, received, seq_q, seq_k)
+        return _ranks(timer, sizes, n, causal, rotation, merge, link_s, received, seq_q, seq_k)
 
     counts = []
     for n in device_counts(devices):
@@ -162,7 +174,7 @@ def context_parallel(diagram: str | Diagram, gpu: str | Profile, devices: int, *
                 lambda length, n=n: ring_of(_scaled(full, woven, seq_q, seq_k, length), n).waits_s > 0,
                 2 * n if causal else n))
         counts.append(count)
-    return ContextParallel(d.name, profile.name, link.name if link else "", link_rate, rotation, full,
+    return ContextParallel(d.name, profile.name, link.name if link else "", link_rate, rotation, merge, full,
                            cross.per_device_bytes, tuple(counts))
 
 
@@ -285,11 +297,40 @@ class _Timer:
         values, _ = self.outputs(sizes, sizes[self.roles.seq_q])
         return values * (4 + self.out_bytes) / self.gmem
 
+    def halves(self, sizes: dict[str, int]) -> list[int]:
+        """The rows of each half of `sizes`' queries (torch.chunk's: the first takes the odd row)."""
+        rows = sizes[self.roles.seq_q]
+        return [-(-rows // HALVES), rows - -(-rows // HALVES)]
+
+    def kernel_merge_s(self, sizes: dict[str, int], updated: list[int], buffered: list[bool], last: bool) -> float:
+        """napkin's merge kernel updating the halves `updated` of `sizes`' output (kernel_merge_bytes)."""
+        halves = [self.outputs(sizes, rows) for rows in self.halves(sizes)]
+        return kernel_merge_bytes(halves, self.out_bytes, updated, buffered, last) / self.gmem
+
+    def kernel_result_s(self, sizes: dict[str, int], buffered: list[bool]) -> float:
+        """The halves the last merge left in the fp32 buffer, converted into the output."""
+        values = sum(self.outputs(sizes, rows)[0] for rows, b in zip(self.halves(sizes), buffered) if b)
+        return values * (4 + self.out_bytes) / self.gmem
+
     def copy_s(self, kv_bytes: float) -> float:
         return 2 * kv_bytes / self.gmem
 
 
-def _ranks(timer: _Timer, full: dict[str, int], n: int, causal: bool, rotation: str, link_s: float,
+def kernel_merge_bytes(halves: list[tuple[float, float]], q: int, updated: list[int], buffered: list[bool],
+                       last: bool) -> float:
+    """Bytes napkin's merge kernel moves over HBM for one step: for each half `i` in `updated` ((values of
+    the output, of its log-sum-exp) in `halves`), the running rows read from the fp32 buffer where
+    `buffered[i]`, else from the first block's output (its `q` bytes a value), the block's read, and the
+    merged rows written to the buffer, or (`last`) into the first block's output; each log-sum-exp row read
+    twice and written once in fp32."""
+    moved = 0.0
+    for i in updated:
+        values, lse = halves[i]
+        moved += values * ((4 if buffered[i] else q) + q + (q if last else 4)) + lse * KERNEL_MERGE_BYTES_PER_LSE
+    return moved
+
+
+def _ranks(timer: _Timer, full: dict[str, int], n: int, causal: bool, rotation: str, merge: str, link_s: float,
            received: float, seq_q: sympy.Expr, seq_k: sympy.Expr) -> DeviceCount:
     """Every rank's steps at `n` GPUs; the slowest rank's time."""
     symbols = _symbols(timer.woven, full)
@@ -307,6 +348,7 @@ def _ranks(timer: _Timer, full: dict[str, int], n: int, causal: bool, rotation: 
     slowest: DeviceCount | None = None
     for rank in range(n):
         steps: list[Step] = []
+        buffered = [False] * HALVES                  # napkin's merge: where each half's running rows lie
         for i in range(n):
             if i == 0 or not causal:
                 sizes, rows, mask = shape(local_q, local_k), local_q, causal
@@ -317,12 +359,22 @@ def _ranks(timer: _Timer, full: dict[str, int], n: int, causal: bool, rotation: 
                 sizes, rows, mask, updated = shape(local_q // 2, local_k, False), local_q // 2, False, local_q // 2
             kernel_s = timer.kernel(mask, sizes)
             out_sizes = shape(local_q, local_k)
-            engine_s = timer.merge_s(out_sizes, rows, updated, first=i == 0)
+            if merge == "torch":
+                engine_s = timer.merge_s(out_sizes, rows, updated, first=i == 0)
+            elif i == 0:
+                engine_s = 0.0                       # the first block's output is the running one
+            else:
+                halves = [1] if updated != local_q else [0, 1]
+                engine_s = timer.kernel_merge_s(out_sizes, halves, buffered, last=i == n - 1)
+                for h in halves:
+                    buffered[h] = i < n - 1
             if i < n - 1:
                 engine_s += timer.copy_s(kv_block)
             steps.append(Step(sizes, mask, kernel_s, engine_s, 0.0))
         last = steps[-1]
-        steps[-1] = replace(last, engine_s=last.engine_s + timer.result_s(shape(local_q, local_k)))
+        result_s = (timer.result_s(shape(local_q, local_k)) if merge == "torch"
+                    else timer.kernel_result_s(shape(local_q, local_k), buffered))
+        steps[-1] = replace(last, engine_s=last.engine_s + result_s)
         steps = _waits(steps, rotation, link_s, n)
         total = sum(s.kernel_s + s.engine_s + s.waits_s for s in steps)
         count = DeviceCount(n, total, sum(s.kernel_s for s in steps), sum(s.engine_s for s in steps), link_s,
@@ -360,7 +412,8 @@ def _size_name(size: sympy.Expr) -> str:
 
 def context_parallel_out(c: ContextParallel) -> ContextParallelOut:
     return ContextParallelOut(
-        engine=ENGINE, rotation=c.rotation, link=c.link, link_bytes_per_s=c.link_bytes_per_s,
+        engine=f"{ENGINE}, {MERGED_BY[c.merge]} between them", rotation=c.rotation, merge=c.merge, link=c.link,
+        link_bytes_per_s=c.link_bytes_per_s,
         cross_bytes_per_device=str(c.cross_per_device), sizes=c.sizes,
         counts=[DeviceCountOut(devices=n.devices, time_s=n.time_s, efficiency=c.efficiency(n), kernel_s=n.kernel_s,
                                engine_s=n.engine_s, link_s=n.link_s, waits_s=n.waits_s, cross_bytes=n.cross_bytes,
@@ -368,8 +421,8 @@ def context_parallel_out(c: ContextParallel) -> ContextParallelOut:
 
 
 def with_context_parallel(result: Out, diagram: str | Diagram, gpu: str | Profile, devices: int, *,
-                          rotation: Rotation = "allgather", dtype: str | None = None,
+                          rotation: Rotation = "allgather", merge: Merge = "napkin", dtype: str | None = None,
                           sets: dict[str, int] | None = None) -> Out:
     """An analysis with its context-parallel times on 1 .. `devices` GPUs (napkin analyze --devices)."""
-    found = context_parallel(diagram, gpu, devices, rotation=rotation, dtype=dtype, sets=sets)
+    found = context_parallel(diagram, gpu, devices, rotation=rotation, merge=merge, dtype=dtype, sets=sets)
     return result.model_copy(update={"context_parallel": context_parallel_out(found)})

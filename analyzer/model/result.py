@@ -226,6 +226,8 @@ class ContextParallelOut(Out):
 
     engine: str = Field(description="The engine whose schedule is modelled.")
     rotation: str = Field(description="allgather (torch's default) or alltoall.")
+    merge: str = Field(description="napkin (one merge kernel a step, in place of torch's merger) or torch (its "
+                                   "merger's eager fp32 passes).")
     link: str
     link_bytes_per_s: float = Field(description="One GPU's bandwidth to the others, one direction.")
     cross_bytes_per_device: str = Field(description="Bytes one GPU receives over the link, in the weaved "

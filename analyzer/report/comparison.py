@@ -47,8 +47,8 @@ def comparison_text(c: Comparison) -> Group:
     if split:
         weave = ", ".join(f"{k}={v}" for k, v in split.sizes.items() if k in ("batch", "heads"))
         parts.append(Text(f"N GPUs: the attention ({weave}) split by context parallelism ({split.rotation} "
-                          f"rotation over {split.link}): the time, its efficiency against one GPU, and where the "
-                          "link bounds it (docs/scale.md)"))
+                          f"rotation over {split.link}, {split.merge}'s merge): the time, its efficiency against "
+                          "one GPU, and where the link bounds it (docs/scale.md)"))
     return Group(*parts)
 
 

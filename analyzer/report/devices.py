@@ -12,9 +12,9 @@ from analyzer.report.tables import row, titled_table
 def context_parallel_parts(cp: ContextParallelOut) -> list:
     """A title, one row per device count, and what crosses the link."""
     sizes = ", ".join(f"{k}={v}" for k, v in cp.sizes.items())
-    table = titled_table(f"Context parallelism ({cp.rotation} rotation, {cp.link} at {si(cp.link_bytes_per_s, 'B/s')} "
-                         f"each way; {sizes})", "GPUs", "time", "efficiency", "blocks", "merges, copies",
-                         "link", "link exposed", "bound", "link bounds up to")
+    table = titled_table(f"Context parallelism ({cp.rotation} rotation, {cp.merge}'s merge, {cp.link} at "
+                         f"{si(cp.link_bytes_per_s, 'B/s')} each way; {sizes})", "GPUs", "time", "efficiency",
+                         "blocks", "merges, copies", "link", "link exposed", "bound", "link bounds up to")
     for n in cp.counts:
         row(table, str(n.devices), seconds(n.time_s), f"{n.efficiency:.0%}", seconds(n.kernel_s),
             seconds(n.engine_s), f"{si(n.cross_bytes, 'B')} in {seconds(n.link_s)}" if n.devices > 1 else "",

@@ -237,7 +237,7 @@ def _devices(found: list[Gpu], docs: dict[str, str]) -> Markup:
                  f"{si(n.cross_bytes, 'B')} in {seconds(n.link_s)}" if n.devices > 1 else "",
                  seconds(n.waits_s) if n.devices > 1 else "", n.bound] for n in cp.counts]
         parts += [tag("h3", f"{g.profile.name}: {cp.link} at {si(cp.link_bytes_per_s, 'B/s')} each way, "
-                            f"{cp.rotation} rotation"),
+                            f"{cp.rotation} rotation, {cp.merge}'s merge"),
                   table(["GPUs", "time", "efficiency", "blocks", "merges, copies", "link", "link exposed", "bound"],
                         rows, numeric=[1, 2, 3, 4, 6]),
                   tag("p", f"each GPU receives {cp.cross_bytes_per_device} bytes over the link", class_="line")]

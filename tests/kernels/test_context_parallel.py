@@ -34,18 +34,21 @@ def _ring(tmp_path, ranks: int, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow(seconds=12)
-@pytest.mark.parametrize(("ranks", "length", "diagram", "padded"), [
-    (3, 50, "causal_attention", 54), (2, 63, "attention", 64)])
-def test_the_ring_of_napkin_blocks_is_attention_over_the_whole_sequence(tmp_path, ranks, length, diagram, padded):
-    """Each rank's queries against every rank's keys, merged by the log-sum-exps the blocks return, is
-    attention over the whole sequence: the output within sqrt(L) u of float64, the log-sum-exp within a
-    score's rounding. 50 tokens on 3 ranks under a causal mask are padded to 54 (6 chunks of 9); 63 on 2
-    without one to 64, the last rank's block of keys cut to its 31 real ones (a padded key would be seen
-    by every query)."""
-    r = _ring(tmp_path, ranks, "--seqlen", str(length), "--diagram", diagram)
+@pytest.mark.parametrize(("ranks", "length", "diagram", "padded", "merge"), [
+    (3, 50, "causal_attention", 54, "napkin"), (2, 63, "attention", 64, "napkin"),
+    (3, 50, "causal_attention", 54, "torch")])
+def test_the_ring_of_napkin_blocks_is_attention_over_the_whole_sequence(tmp_path, ranks, length, diagram, padded,
+                                                                        merge):
+    """Each rank's queries against every rank's keys, merged by the log-sum-exps the blocks return (by
+    napkin's merge kernel, or torch's merger), is attention over the whole sequence: the output within
+    sqrt(L) u of float64, the log-sum-exp within a score's rounding. 50 tokens on 3 ranks under a causal
+    mask are padded to 54 (6 chunks of 9); 63 on 2 without one to 64, the last rank's block of keys cut to
+    its 31 real ones (a padded key would be seen by every query)."""
+    r = _ring(tmp_path, ranks, "--seqlen", str(length), "--diagram", diagram, "--merge", merge)
     assert r.returncode == 0, r.stderr[-2000:]
     result = json.loads((tmp_path / "out.json").read_text())
     assert result["ok"] and result["world"] == ranks and result["causal"] == (diagram != "attention")
+    assert result["merge"] == merge
     assert result["out_error"] < 2e-3 and result["lse_error"] < 1e-4       # 2026-11-28: 4e-4 and 6e-7
     assert result["padded"] == padded
 
