@@ -12,8 +12,10 @@ each N of --sizes:
   attention at 4099, 8 heads, hdim 128, bf16;
 - timings (CUDA events around the whole ring, the median of 10, the slowest rank's): the 128k-token
   causal prefill of 8 heads, hdim 128, bf16, and a grouped-query one of 64 query heads on 8 key/value
-  heads (causal_gqa), each with napkin's blocks and with cuDNN's (SDPA's cuDNN op, what torch's own
-  context parallelism runs);
+  heads (causal_gqa), each with napkin's blocks and napkin's merge kernel between them
+  (analyzer.measure.ring_merge), with cuDNN's blocks and torch's merger (SDPA's cuDNN op, what torch's
+  own context parallelism runs), and with cuDNN's blocks and napkin's merge; the 8-head prefill also with
+  napkin's blocks and torch's merger (what each of the two changes is worth);
 - the link: NCCL's all-gather of one rank's keys and values across the N GPUs, timed alone;
 - the engine alone: the same rings with blocks that compute nothing (its rotation, copies and merges);
 - the model: napkin analyze --devices's prediction for each case and N (analyzer.config.context_parallel,
@@ -38,9 +40,9 @@ CHECKS = (["--diagram", "causal_attention", "--seqlen", "8192"],
           ["--diagram", "attention", "--seqlen", "8191"],
           ["--diagram", "causal_gqa", "--seqlen", "4096", "--heads", "16", "--kv-heads", "4"],
           ["--diagram", "gqa", "--seqlen", "4099", "--heads", "16", "--kv-heads", "4"])
-# diagram, query heads, key/value heads, rotation
-TIMED = (("causal_attention", 8, 8, "allgather"), ("causal_gqa", 64, 8, "allgather"),
-         ("causal_attention", 8, 8, "alltoall"))
+# diagram, query heads, key/value heads, rotation, merge
+TIMED = (("causal_attention", 8, 8, "allgather", "napkin"), ("causal_attention", 8, 8, "allgather", "torch"),
+         ("causal_gqa", 64, 8, "allgather", "napkin"), ("causal_attention", 8, 8, "alltoall", "napkin"))
 
 
 def example():
@@ -64,13 +66,13 @@ def link_seconds(torch, dist, n: int, nbytes: int) -> float | None:
 
 
 def predicted(gpu: str, diagram: str, heads: int, kv_heads: int, seqlen: int, most: int,
-              rotation: str = "allgather") -> dict[int, dict]:
+              rotation: str = "allgather", merge: str = "napkin") -> dict[int, dict]:
     """napkin analyze --devices's prediction per GPU count (the weave's heads: the query heads for a
     diagram without head axes; a grouped-query diagram's h and g)."""
     from analyzer.config.context_parallel import context_parallel
     sets = {"q": seqlen, "batch": 1}
     sets.update({"h": kv_heads, "g": heads // kv_heads} if "gqa" in diagram else {"heads": heads})
-    found = context_parallel(diagram, gpu, most, sets=sets, rotation=rotation)
+    found = context_parallel(diagram, gpu, most, sets=sets, rotation=rotation, merge=merge)
     return {c.devices: {"time_s": c.time_s, "kernel_s": c.kernel_s, "engine_s": c.engine_s, "link_s": c.link_s,
                         "waits_s": c.waits_s, "bound": c.bound, "efficiency": found.efficiency(c)}
             for c in found.counts}
@@ -81,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", default="h200", help="the profile napkin generates for and predicts with")
     ap.add_argument("--sizes", default="1,2,4")
     ap.add_argument("--seqlen", type=int, default=131072)
-    ap.add_argument("--quick", action="store_true", help="checks at 1 and the largest size only; no GQA timing")
+    ap.add_argument("--quick", action="store_true", help="the 8-head prefill alone timed (both merges)")
     ap.add_argument("--out", type=Path,
                     default=Path(os.environ.get("OUT", Path(__file__).resolve().parent / "results")))
     args = ap.parse_args(argv)
@@ -111,19 +113,21 @@ def main(argv: list[str] | None = None) -> int:
             save_results(args.out, f"context_parallel_{args.gpu}", doc, markdown(doc))
         dist.destroy_process_group()
         return 1
-    for diagram, heads, kv_heads, rotation in TIMED[:1] if args.quick else TIMED:
+    for diagram, heads, kv_heads, rotation, merge in TIMED[:2] if args.quick else TIMED:
         runs = ex.rings(ex.parser().parse_args([
             "--diagram", diagram, "--seqlen", str(args.seqlen), "--heads", str(heads), "--kv-heads", str(kv_heads),
-            "--gpu", args.gpu, "--peer", "--engine", "--rotation", rotation, "--sizes", ",".join(map(str, sizes))]))
+            "--gpu", args.gpu, "--peer", "--engine", "--rotation", rotation, "--merge", merge,
+            "--sizes", ",".join(map(str, sizes))]))
         if rank == 0:
-            model = predicted(args.gpu, diagram, heads, kv_heads, args.seqlen, max(sizes), rotation)
+            model = predicted(args.gpu, diagram, heads, kv_heads, args.seqlen, max(sizes), rotation, merge)
             for r in runs:
                 r["model"] = model.get(r["world"])
                 m = r["model"]
                 # the ring with blocks that take no time: the copies, the merges and the whole link
                 r["model_engine_s"] = m["engine_s"] + m["link_s"]
-                log(f"{diagram} {heads}/{kv_heads} ({rotation}) on {r['world']}: napkin {r['napkin_s'] * 1e3:.2f} ms, "
-                    f"cuDNN {r['cudnn_s'] * 1e3:.2f} ms, model {r['model']['time_s'] * 1e3:.2f} ms")
+                log(f"{diagram} {heads}/{kv_heads} ({rotation}, {merge}'s merge) on {r['world']}: napkin "
+                    f"{r['napkin_s'] * 1e3:.2f} ms, cuDNN {r['cudnn_s'] * 1e3:.2f} ms, model "
+                    f"{r['model']['time_s'] * 1e3:.2f} ms")
                 doc["timed"].append(r)
             save_results(args.out, f"context_parallel_{args.gpu}", doc, markdown(doc))
     kv_bytes = 2 * 8 * (args.seqlen // max(sizes)) * 128 * 2      # one rank's K and V of the 8-head prefill
@@ -156,18 +160,21 @@ def markdown(doc: dict) -> str:
                      f"{r['padded']} | {r['out_error']:.2e} | {r['lse_error']:.2e} | {r['allowed']:.2e} | "
                      f"{'yes' if r['ok'] else 'NO'} |")
     lines += ["", "## The ring timed (median of 10, the slowest rank's), beside the model", "",
-              "| diagram | heads (q/kv) | rotation | GPUs | napkin | cuDNN blocks | cuDNN / napkin | napkin "
-              "efficiency | model | measured / model | model bound | engine alone | model: engine + link |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    one = {(r["diagram"], r["heads"], r.get("rotation")): r["napkin_s"] for r in doc["timed"] if r["world"] == 1}
+              "napkin: napkin's blocks with the merge named; cuDNN: torch's own context parallelism (cuDNN's blocks, "
+              "torch's merger); cuDNN, napkin's merge: cuDNN's blocks with napkin's merge kernel.", "",
+              "| diagram | heads (q/kv) | rotation | merge | GPUs | napkin | cuDNN | cuDNN / napkin | cuDNN, napkin's "
+              "merge | napkin efficiency | model | measured / model | model bound | engine alone | model: engine + "
+              "link |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    case = lambda r: (r["diagram"], r["heads"], r.get("rotation"), r.get("merge", "torch"))   # noqa: E731
+    one = {case(r): r["napkin_s"] for r in doc["timed"] if r["world"] == 1}
     for r in doc["timed"]:
-        base = one.get((r["diagram"], r["heads"], r.get("rotation")))
-        eff = f"{base / (r['world'] * r['napkin_s']):.0%}" if base else "-"
+        base = one.get(case(r))
+        eff = f"{base / (r['world'] * r['napkin_s']):.1%}" if base else "-"
         m = r.get("model") or {}
-        lines.append(f"| {r['diagram']} | {r['heads']}/{r['kv_heads']} | {r.get('rotation', '-')} | {r['world']} | "
-                     f"{r['napkin_s'] * 1e3:.2f} ms | "
+        lines.append(f"| {r['diagram']} | {r['heads']}/{r['kv_heads']} | {r.get('rotation', '-')} | "
+                     f"{r.get('merge', 'torch')} | {r['world']} | {r['napkin_s'] * 1e3:.2f} ms | "
                      f"{r['cudnn_s'] * 1e3:.2f} ms | "
-                     f"{r['cudnn_s'] / r['napkin_s']:.2f}x | {eff} | "
+                     f"{r['cudnn_s'] / r['napkin_s']:.2f}x | {_ms(r.get('cudnn_merged_s'))} | {eff} | "
                      f"{m.get('time_s', 0) * 1e3:.2f} ms | {r['napkin_s'] / m['time_s']:.3f} | {m.get('bound')} | "
                      f"{_ms(r.get('none_s'))} | {_ms(r.get('model_engine_s'))} |"
                      if m else f"| {r['diagram']} | {r['world']} | {r['napkin_s'] * 1e3:.2f} ms | - |")
