@@ -3,7 +3,7 @@ prediction; a profile drafted from that GPU."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -25,6 +25,9 @@ from analyzer.cli.app import (
 )
 from analyzer.common.atomic import check_target
 
+Timer = Literal["auto", "graph"]        # analyzer.measure.timing.TIMERS
+Design = Literal["sampled", "full"]     # analyzer.measure.sweep.DESIGNS
+
 
 @app.command(cls=OneValue)
 def measure(
@@ -43,6 +46,9 @@ def measure(
         "--config", "-c", metavar="NAME", help="A configuration named in the diagram file.")] = None,
     rep_ms: Annotated[float, typer.Option("--rep-ms", min=1.0, max=10000.0,
                                           help="Milliseconds each timing repetition runs.")] = 100.0,
+    timer: Annotated[Timer, typer.Option(
+        help="auto: CUDA events, or graph replays where a call's launch is as long as its kernel; graph: "
+             "graph replays always, as the shipped fits' recordings were timed.")] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON (napkin schema "
                                                          "measurement).")] = False,
     output: Annotated[Optional[str], typer.Option(
@@ -53,6 +59,10 @@ def measure(
              "FlashAttention-3's grid, the Hopper contraction kernel at square problems, or the portable "
              "module's attention or matmul) and add the records to RECORDING (created if absent), which "
              "napkin calibrate fits.")] = None,
+    design: Annotated[Design, typer.Option(
+        help="With --sweep of the Hopper attention kernel: sampled (every configuration at 2048 and 8192 "
+             "tokens, the fewest stages of each elsewhere, a block an SM for the model's first six: the "
+             "design the shipped fits were fitted on) or full (every configuration at every length).")] = "sampled",
     workers: Annotated[Optional[int], typer.Option(
         "--workers", min=1, max=128,
         help="With --sweep: processes compiling the configurations ahead of their timing (default: a core "
@@ -62,21 +72,24 @@ def measure(
     time beside the model's prediction. Exits 3 where the check fails (the kernel is then not timed)."""
     from analyzer.common.atomic import write_text
     from analyzer.measure import measure as run
+    from analyzer.measure.timing import timer_named
     from analyzer.report.measurement import measurement_table
     if sweep is not None:
         if output is not None or as_json:
             raise UsageError("--sweep writes its recording; -o and --json are a single measurement's",
                              field="--sweep", hint="pass --sweep alone")
-        _sweep(diagram, gpu, parse_sets(set_ or []), rep_ms, sweep, workers)
+        _sweep(diagram, gpu, parse_sets(set_ or []), rep_ms, sweep, workers, timer, design)
         return
     if workers is not None:
         raise UsageError("--workers compiles a sweep's configurations", field="--workers", hint="pass it with --sweep")
+    if design != "sampled":
+        raise UsageError("--design chooses a sweep's configurations", field="--design", hint="pass it with --sweep")
     if output is not None:
         check_target(output, "--output")
     sets = parse_sets(set_ or [])
     with progress_bar("measure") as progress:
         m = run(diagram, gpu, sets=sets, dtype=dtype, backend=backend, config=config, rep_ms=rep_ms,
-                progress=progress)
+                timer=timer_named(timer), progress=progress)
     text = m.model_dump_json(indent=2)
     if output is not None:
         write_text(output, text + "\n", "--output")
@@ -118,7 +131,7 @@ def hardware_draft(
 
 
 def _sweep(diagram: str, gpu: str | None, sets: dict[str, int], rep_ms: float, path: str,
-           workers: int | None) -> None:
+           workers: int | None, timer: str = "auto", design: str = "sampled") -> None:
     """napkin measure --sweep: the records added to the recording at `path` (one GPU's)."""
     import json
     import shlex
@@ -129,7 +142,8 @@ def _sweep(diagram: str, gpu: str | None, sets: dict[str, int], rep_ms: float, p
     from analyzer.common.atomic import write_text
     from analyzer.common.errors import NapkinError
     from analyzer.hardware import load
-    from analyzer.measure.sweep import Recorded, sweep
+    from analyzer.measure.sweep import Grid, Recorded, sweep
+    from analyzer.measure.timing import timer_named
     check_target(path, "--sweep")
     before = None
     if Path(path).exists():
@@ -137,7 +151,8 @@ def _sweep(diagram: str, gpu: str | None, sets: dict[str, int], rep_ms: float, p
                            hint="name a new file, or one napkin measure --sweep wrote")
     command = "napkin " + " ".join(shlex.quote(w) for w in sys.argv[1:])
     with progress_bar("sweep") as progress:
-        doc = sweep(diagram, gpu, sets=sets, rep_ms=rep_ms, command=command, workers=workers, progress=progress)
+        doc = sweep(diagram, gpu, sets=sets, grid=Grid(design=design), rep_ms=rep_ms, command=command,
+                    workers=workers, timer=timer_named(timer), progress=progress)
     if before is not None:
         check_gpu(before.meta, path, load(doc["meta"]["profile"]), option="--sweep")
         if before.meta.get("calibrate") != doc["meta"]["calibrate"]:

@@ -9,7 +9,8 @@ graph replays 220-222 us: a graph replays the kernel back to back for the whole 
 pause for the flush, and the SMs run at a lower clock). Events are the default wherever they time the
 kernel, so that `napkin measure` and a fit of `napkin measure --sweep`'s recording time alike. The
 shipped fits' recordings (bench/hopper_sweep.py, bench/sweep_h200.py) were timed by graph replays: a
-user's fit and the shipped one differ by this method as well as by their GPUs (docs/measure.md).
+user's fit and the shipped one differ by this method as well as by their GPUs (docs/measure.md);
+`--timer graph` times every call by graph replays, as those recordings were.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ HOST_CALLS = 20            # calls enqueued back to back to read the host's cost
 HOST_SHARE = 0.5           # events time the host where a call's launch costs this share of its time or more
 GRAPH = "CUDA graph replays (triton.testing.do_bench_cudagraph): the launch costs as long as the kernel"
 EVENTS = "CUDA events around repeated calls (triton.testing.do_bench)"
+GRAPH_ASKED = "CUDA graph replays (triton.testing.do_bench_cudagraph), as asked (--timer graph)"
+QUANTILES = [0.5, 0.2, 0.8]  # the median, then the 20th and 80th percentiles
+TIMERS = ("auto", "graph")
 
 
 def host_seconds(fn: Callable[[], Any], synchronize: Callable[[], None]) -> float:
@@ -43,14 +47,25 @@ def timed(fn: Callable[[], Any], rep_ms: float = REP_MS) -> TimingOut:
     """The call `fn` timed with events, or in a CUDA graph where its launch is as long as the kernel."""
     import torch
     import triton.testing
-    quantiles = [0.5, 0.2, 0.8]
-    median, p20, p80 = triton.testing.do_bench(fn, warmup=WARMUP_MS, rep=rep_ms, quantiles=quantiles)
-    method = EVENTS
+    median, p20, p80 = triton.testing.do_bench(fn, warmup=WARMUP_MS, rep=rep_ms, quantiles=QUANTILES)
     if host_seconds(fn, torch.cuda.synchronize) >= HOST_SHARE * median * 1e-3:
-        median, p20, p80 = triton.testing.do_bench_cudagraph(fn, rep=rep_ms, quantiles=quantiles)
-        method = GRAPH
+        return graph_timed(fn, rep_ms, GRAPH)
+    return TimingOut(method=EVENTS, repetitions_ms=rep_ms, time_s=median * 1e-3, time_s_p20=p20 * 1e-3,
+                     time_s_p80=p80 * 1e-3)
+
+
+def graph_timed(fn: Callable[[], Any], rep_ms: float = REP_MS, method: str = GRAPH_ASKED) -> TimingOut:
+    """The call `fn` timed by CUDA graph replays, as the shipped fits' recordings were (--timer graph)."""
+    import triton.testing
+    median, p20, p80 = triton.testing.do_bench_cudagraph(fn, rep=rep_ms, quantiles=QUANTILES)
     return TimingOut(method=method, repetitions_ms=rep_ms, time_s=median * 1e-3, time_s_p20=p20 * 1e-3,
                      time_s_p80=p80 * 1e-3)
 
 
-__all__ = ["EVENTS", "GRAPH", "HOST_SHARE", "REP_MS", "host_seconds", "timed"]
+def timer_named(name: str) -> Callable[[Callable[[], Any], float], TimingOut]:
+    """napkin measure --timer: `auto` (events unless the launch is as long as the kernel) or `graph`."""
+    return {"auto": timed, "graph": graph_timed}[name]
+
+
+__all__ = ["EVENTS", "GRAPH", "GRAPH_ASKED", "HOST_SHARE", "REP_MS", "TIMERS", "graph_timed", "host_seconds", "timed",
+           "timer_named"]
