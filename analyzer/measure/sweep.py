@@ -10,9 +10,11 @@ kernel's fit.
     -> the grid (Grid): 16384 tokens (batch x sequence) and a hidden size of 2048 (heads x head dim) at
        lengths 1k to 16k and head dims 64, 128 and 256, FlashAttention-3's grid (its Figure 5; the model's
        held-out length among them)
-    -> every legal configuration the model ranks there (analyzer.config.hopper.ranked), each checked
-       once against float64 at a small odd shape (CHECK_AT), then timed at every length it is legal at
-       (analyzer.measure.timing), the model's prediction beside it
+    -> the legal configurations the model ranks there (analyzer.config.hopper.ranked), as the grid's
+       design asks (`sampled`, the default: the design the shipped fits' recordings were timed on,
+       bench/hopper_sweep.py's; `full`: every one at every length), each checked once against float64
+       at a small odd shape (CHECK_AT), then timed at every length it is legal at
+       (analyzer.measure.timing), the model's prediction and rank beside it
     -> the recording: meta (date, command, device, profile, timer) and a record per configuration and
        length (kind "grid"), a configuration that fails its check or its launch recorded as an error
 """
@@ -44,6 +46,9 @@ from analyzer.measure.timing import REP_MS, timed
 from analyzer.measure.trial import CHECK_AT, Trials, attention_sizes, finish, small
 
 HEAD_DIMS = (64, 128, 256)    # where V's head dim is the query's: FlashAttention-3's grid's; else the diagram's
+DESIGNS = ("sampled", "full")
+ALL_STAGES_AT = (2048, 8192)  # sampled: the lengths at which every stage count is timed
+PERSISTENT_TOP = 6            # sampled: the block-an-SM schedules timed for the model's first tile configurations
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,27 @@ class Grid:
     hidden: int = 2048
     lengths: tuple[int, ...] = (1024, 2048, 4096, 8192, 16384)
     head_dims: tuple[int, ...] = HEAD_DIMS
+    design: str = "sampled"       # which configurations a length times (sampled; DESIGNS)
+
+
+def sampled(ranked: list[tuple[float, Any]], length: int) -> list[tuple[float, Any]]:
+    """The configurations the shipped fits' recordings timed at a length (bench/hopper_sweep.py's
+    candidates; the model's order kept): with the tiles schedule, every one at ALL_STAGES_AT and elsewhere
+    the fewest stages of each (warpgroups, chunk, overlap) and the model's first choice; with a schedule of
+    a block an SM, the model's first PERSISTENT_TOP of those. A fit depends on the design as well as on
+    the GPU (docs/measure.md): the same GPU's full grid and this one differ beyond the fits' standard
+    errors in the schedules' parameters, so a user's fit is held against the shipped one on this design."""
+    tiles = [c for _, c in ranked if c.schedule == "tiles"]
+    if length not in ALL_STAGES_AT:
+        fewest: dict[tuple, int] = {}
+        for c in tiles:
+            key = (c.warpgroups, c.chunk, c.overlap)
+            fewest[key] = min(fewest.get(key, c.stages), c.stages)
+        tiles = [c for i, c in enumerate(tiles) if i == 0 or c.stages == fewest[(c.warpgroups, c.chunk, c.overlap)]]
+    first = {(c.warpgroups, c.chunk, c.stages, c.overlap) for c in tiles[:PERSISTENT_TOP]}
+    kept = {id(c) for c in tiles}
+    return [(t, c) for t, c in ranked if id(c) in kept
+            or (c.schedule != "tiles" and (c.warpgroups, c.chunk, c.stages, c.overlap) in first)]
 
 
 def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None = None, grid: Grid = Grid(),
@@ -115,7 +141,7 @@ def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None =
         records = [rec for p in points for rec in run.timed(p)]
     return {"meta": _meta(device, profile, torch, command, run.methods,
                           f"{grid.tokens} tokens, hidden {grid.hidden}, lengths {list(grid.lengths)}, head dims "
-                          f"{list(head_dims)}", " --kernel hopper"), "records": records}
+                          f"{list(head_dims)}, {grid.design} design", " --kernel hopper"), "records": records}
 
 
 def _launch(fn, xs, kwargs, entry):
@@ -151,14 +177,18 @@ class _Run(Trials):
         value_dim = shapes[2][3] if shapes[2][3] != head_dim else None
         ranked = hopper.ranked(self.profile, head_dim, self.g.dtype, seq_q=length, seq_k=length,
                                instances=batch * heads_q, causal=r.causal, scores=self.chain, value_dim=value_dim)
-        return head_dim, length, sizes, batch, heads_q, heads_kv, value_dim, ranked
+        ranks = {id(c): i for i, (_, c) in enumerate(ranked, 1)}         # the model's rank of each, in all
+        if grid.design == "sampled":
+            ranked = sampled(ranked, length)
+        return head_dim, length, sizes, batch, heads_q, heads_kv, value_dim, ranks, ranked
 
     def timed(self, point: tuple) -> list[dict]:
-        head_dim, length, sizes, batch, heads_q, heads_kv, value_dim, ranked = point
+        head_dim, length, sizes, batch, heads_q, heads_kv, value_dim, ranks, ranked = point
         self.check(head_dim, [(json_key(c.entry()), c.entry()) for _, c in ranked])
         xs, kwargs = self.tensors(sizes, SEED + length)
         records = []
-        for rank, (predicted, c) in enumerate(ranked, 1):
+        for predicted, c in ranked:
+            rank = ranks[id(c)]
             self.progress("sweep: time", self.done, self.total)
             self.done += 1
             rec = {"kind": "grid", "diagram": self.g.diagram.name, "dtype": self.g.dtype, "head_dim": head_dim,
@@ -185,4 +215,4 @@ def json_key(entry: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(entry.items()))
 
 
-__all__ = ["HEAD_DIMS", "Grid", "Recorded", "sweep"]
+__all__ = ["ALL_STAGES_AT", "DESIGNS", "HEAD_DIMS", "PERSISTENT_TOP", "Grid", "Recorded", "sampled", "sweep"]

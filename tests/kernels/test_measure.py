@@ -145,9 +145,10 @@ def _model_gpu(profile_name: str):
 
 @pytest.mark.slow(seconds=30)
 def test_a_sweep_writes_what_calibrate_fits_and_the_fit_predicts_it(tmp_path):
-    """A sweep of attention and causal attention whose times are the calibrated H100 model's own: every
-    configuration the model ranks legal is recorded, and napkin calibrate, fitting the two sweeps written
-    into one recording, predicts them and finds the tensor cores' efficiency the times were made with."""
+    """A sweep of attention and causal attention whose times are the calibrated H100 model's own: the
+    configurations of the sampled design are recorded (every one the model ranks legal with --design full),
+    and napkin calibrate, fitting the two sweeps written into one recording, predicts them and finds the
+    tensor cores' efficiency the times were made with."""
     from analyzer import hardware
     from analyzer.calibrate.hopper import calibrate, predict
     from analyzer.calibrate.hopper import load as load_recording
@@ -159,6 +160,14 @@ def test_a_sweep_writes_what_calibrate_fits_and_the_fit_predicts_it(tmp_path):
     for diagram in ("attention", "causal_attention"):
         doc = sweep(diagram, device=H100, tensors_on="cpu", grid=Grid(**SMALL_GRID), timer=timer, launch=launch)
         assert all(r["status"] == "ok" for r in doc["records"]) and doc["meta"]["profile"] == "h100-sxm5"
+        if diagram == "attention":       # the full design times a superset, each at the same model rank
+            full = sweep(diagram, device=H100, tensors_on="cpu", grid=Grid(**SMALL_GRID, design="full"),
+                         timer=timer, launch=launch)["records"]
+            ranks = {(r["seq_q"], r["head_dim"], json.dumps(r["config"], sort_keys=True)): r["model_rank"]
+                     for r in full}
+            assert len(full) > len(doc["records"]) and all(
+                ranks[(r["seq_q"], r["head_dim"], json.dumps(r["config"], sort_keys=True))] == r["model_rank"]
+                for r in doc["records"])
         records += doc["records"]
     path.write_text(json.dumps({"meta": doc["meta"], "records": records}))
     rec, measured = load_recording(str(path))
