@@ -7,11 +7,14 @@ Parts (--parts, comma-separated):
   the drafted profile's and the shipped datasheet profile's predictions (napkin analyze's, the idealised
   model both) of each diagram at its defaults, and their ratio (the target: within 15 %).
 - `sweep`: the Hopper attention kernel's sweep of attention and causal_attention at the head dims
-  --head-dims names (every legal configuration, at FlashAttention-3's lengths; analyzer.measure.sweep),
-  added to sweep_<gpu>.json in --out (each run adds to the file); its configurations compiled ahead by
+  --head-dims names (at FlashAttention-3's lengths, the configurations --design names: sampled, the
+  shipped fits' design, or full, every legal one; timed as --timer says; analyzer.measure.sweep), added
+  to sweep_<gpu>.json in --out (each run adds to the file); its configurations compiled ahead by
   --workers processes.
 - `fit`: `napkin calibrate` of that recording (analyzer.calibrate.hopper), each fitted parameter beside
-  the shipped fit's with both standard errors, and whether they agree within them (the target).
+  the shipped fit's with both standard errors, and whether they agree within them (the target); with
+  `--design sampled`, of the records of a full recording that a sampled sweep times (the same
+  configurations at the same shapes, analyzer.measure.sweep.sampled).
 - `contraction-sweep`: `napkin measure --sweep` of matmul and matmul_bias_gelu, the Hopper contraction
   kernel's (analyzer.measure.sweep_contraction), into contraction_<gpu>.json in --out.
 - `contraction-fit`: `napkin calibrate --kernel contraction` of that recording against the shipped fit, as
@@ -75,14 +78,17 @@ def draft_part(gpu_name: str) -> dict:
             "matmul_flops_per_s": measured.matmul_flops_per_s, "rows": rows}
 
 
-def sweep_part(out: Path, gpu_name: str, head_dims: tuple[int, ...], rep_ms: float, workers: int | None) -> dict:
+def sweep_part(out: Path, gpu_name: str, head_dims: tuple[int, ...], rep_ms: float, workers: int | None,
+               timer: str = "auto", design: str = "sampled") -> dict:
     from analyzer.measure.sweep import Grid, sweep
+    from analyzer.measure.timing import timer_named
     path = out / f"sweep_{gpu_name}.json"
     doc = json.loads(path.read_text()) if path.exists() else {"meta": {}, "records": []}
     for diagram in ("attention", "causal_attention"):
-        new = sweep(diagram, grid=Grid(head_dims=head_dims), rep_ms=rep_ms, workers=workers,
+        new = sweep(diagram, grid=Grid(head_dims=head_dims, design=design), rep_ms=rep_ms, workers=workers,
+                    timer=timer_named(timer),
                     command=f"python bench/measure_check.py --parts sweep --head-dims "
-                            f"{','.join(map(str, head_dims))} --rep-ms {rep_ms:g}",
+                            f"{','.join(map(str, head_dims))} --rep-ms {rep_ms:g} --timer {timer} --design {design}",
                     progress=lambda what, done, total: log(f"{diagram} {what} {done}/{total}") if done % 20 == 0
                     else None)
         doc = {"meta": new["meta"], "records": [*doc["records"], *new["records"]]}
@@ -92,14 +98,45 @@ def sweep_part(out: Path, gpu_name: str, head_dims: tuple[int, ...], rep_ms: flo
     return {"recording": str(path), "records": len(doc["records"])}
 
 
-def fit_part(out: Path, gpu_name: str, profile: str) -> dict:
+def sampled_records(path: Path, profile: str, into: Path) -> Path:
+    """The records of the recording at `path` that a sweep of the sampled design times (its configurations
+    at each of the grid's shapes, ranked by `profile`'s model), written to `into`."""
+    from analyzer import hardware
+    from analyzer.codegen import generate
+    from analyzer.config import hopper
+    from analyzer.measure.reference import inputs
+    from analyzer.measure.sweep import Grid, json_key, sampled
+    from analyzer.measure.trial import attention_sizes
+    doc, grid, p = json.loads(path.read_text()), Grid(), hardware.load(profile)
+    keep = set()
+    for diagram in ("attention", "causal_attention"):
+        g = generate(diagram, p)
+        chain = hopper.scores(g.as_launch.configured)
+        for d in grid.head_dims:
+            for length in grid.lengths:
+                shapes, _ = inputs(g, attention_sizes(g, grid.tokens, grid.hidden, length, d))
+                ranked = hopper.ranked(p, d, g.dtype, seq_q=length, seq_k=length,
+                                       instances=shapes[0][0] * shapes[0][1], causal=g.roles.causal, scores=chain)
+                keep |= {(d, g.roles.causal, length, json_key(c.entry())) for _, c in sampled(ranked, length)}
+    records = [r for r in doc["records"] if (r["head_dim"], r["causal"], r["seq_q"], json_key(r["config"])) in keep]
+    log(f"{len(records)} of {len(doc['records'])} records are the sampled design's ({len(keep)} configurations "
+        "and shapes)")
+    into.write_text(json.dumps({**doc, "records": records}))
+    return into
+
+
+def fit_part(out: Path, gpu_name: str, profile: str, design: str = "full") -> dict:
     import numpy as np
 
     from analyzer import hardware
     from analyzer.calibrate.hopper import Errors, calibrate, predict
     from analyzer.config.hopper_params import HopperParams
     from analyzer.hardware import hopper_fit
-    result = calibrate(str(out / f"sweep_{gpu_name}.json"), profile)
+    recording = out / f"sweep_{gpu_name}.json"
+    with tempfile.TemporaryDirectory() as tmp:
+        if design == "sampled":
+            recording = sampled_records(recording, profile, Path(tmp) / recording.name)
+        result = calibrate(str(recording), profile)
     shipped, _ = hopper_fit(hardware.load(profile))
     rows = []
     for name, err in result.fitted.uncertainty.items():
@@ -115,7 +152,8 @@ def fit_part(out: Path, gpu_name: str, profile: str) -> dict:
     predictions = {"fits_apart": _errors(Errors.of(ours, theirs)),
                    "this_fit_held_out": _errors(Errors.of(ours[held], measured[held])),
                    "shipped_fit": _errors(Errors.of(theirs, measured))}
-    return {"rows": rows, "predictions": predictions, "same_configurations": _shift(result.records, gpu_name)}
+    return {"rows": rows, "predictions": predictions, "same_configurations": _shift(result.records, gpu_name),
+            "design": design, "records": len(result.records)}
 
 
 def kernel_sweep_part(kernel: str, out: Path, gpu_name: str, rep_ms: float, workers: int | None) -> dict:
@@ -209,7 +247,10 @@ def markdown(doc: dict) -> str:
     if "sweep" in doc:
         md += ["## The sweep", "", f"{doc['sweep']['records']} records in `{doc['sweep']['recording']}`.", ""]
     if "fit" in doc:
-        md += ["## Its fit against the shipped fit", "", *_agreement_table(doc["fit"]["rows"]), "",
+        f = doc["fit"]
+        md += ["## Its fit against the shipped fit", "",
+               *([f"Fitted on {f['records']} records, the {f['design']} design's.", ""] if "design" in f else []),
+               *_agreement_table(doc["fit"]["rows"]), "",
                "| predictions | records | median | 90th percentile | largest |", "|---|---|---|---|---|"]
         what = {"fits_apart": "this fit against the shipped fit, every record",
                 "this_fit_held_out": "this fit against the measured, held out of it",
@@ -239,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", default=None, help="the profile the fit is held against (default: the device's)")
     ap.add_argument("--head-dims", default="128", help="the sweep's head dims, comma-separated")
     ap.add_argument("--rep-ms", type=float, default=20.0)
+    ap.add_argument("--timer", default="auto", choices=("auto", "graph"),
+                    help="the sweep's timer (napkin measure --timer): graph, as the shipped fits' recordings")
+    ap.add_argument("--design", default="sampled", choices=("sampled", "full"),
+                    help="the sweep's configurations (napkin measure --design)")
     ap.add_argument("--workers", type=int, default=None, help="processes compiling ahead (default: a core "
                                                                 "each but one)")
     ap.add_argument("--out", type=Path,
@@ -261,9 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         doc["draft"] = draft_part(name)
     if "sweep" in parts:
         doc["sweep"] = sweep_part(args.out, name, tuple(int(d) for d in args.head_dims.split(",")), args.rep_ms,
-                                   args.workers)
+                                   args.workers, args.timer, args.design)
     if "fit" in parts:
-        doc["fit"] = fit_part(args.out, name, profile or name)
+        doc["fit"] = fit_part(args.out, name, profile or name, args.design)
     for kernel in ("contraction", "chain"):
         if f"{kernel}-sweep" in parts:
             doc[f"{kernel}_sweep"] = kernel_sweep_part(kernel, args.out, name, args.rep_ms, args.workers)
