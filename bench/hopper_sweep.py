@@ -60,7 +60,6 @@ TOKENS, HIDDEN = 16384, 2048                      # FlashAttention-3's forward b
 SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 HEAD_DIMS = (128, 64, 256)                        # 128 first: the targets' head dim
 REPEATS = 3                                       # persistent schedule: separate timings
-ALL_STAGES_AT = (2048, 8192)      # grid seqlens timed with every stage count; elsewhere the fewest legal
 DTYPE = "fp16"
 
 
@@ -147,16 +146,12 @@ def candidates(run: Run, shape: Shape):
     these. With --schedules tiles,persistent,prefetch each of them also with each persistent schedule named,
     where it fits (prefetch's second query buffer and output buffer take SMEM)."""
     from analyzer.config import hopper as model
+    from analyzer.measure.sweep import ALL_STAGES_AT, fewest_stages
     ranked = [c for _, c in model.ranked(run.profile, shape.d, DTYPE, seq_q=shape.seq_q, seq_k=shape.seq_k,
                                          instances=shape.batch * shape.heads_q, causal=shape.causal)
               if c.schedule == "tiles"]
     if not (shape.kind == "grid" and shape.seq_q in ALL_STAGES_AT):
-        fewest = {}
-        for c in ranked:
-            key = (c.warpgroups, c.chunk, c.overlap)
-            fewest[key] = min(fewest.get(key, c.stages), c.stages)
-        ranked = [c for i, c in enumerate(ranked)
-                  if i == 0 or c.stages == fewest[(c.warpgroups, c.chunk, c.overlap)]]
+        ranked = fewest_stages(ranked)
     ranked = ranked[:run.args.top or None]
     for schedule in run.args.schedules.split(","):
         if schedule != "tiles":

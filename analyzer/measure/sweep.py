@@ -64,6 +64,17 @@ class Grid:
     design: str = "sampled"       # which configurations a length times (sampled; DESIGNS)
 
 
+def fewest_stages(tiles: list[Any]) -> list[Any]:
+    """Configurations in the model's order, only the fewest stages of each (warpgroups, chunk, overlap) and
+    the model's first choice: what the sampled design times outside ALL_STAGES_AT (bench/hopper_sweep.py's
+    candidates too), the stage count being what moves a time least."""
+    fewest: dict[tuple, int] = {}
+    for c in tiles:
+        key = (c.warpgroups, c.chunk, c.overlap)
+        fewest[key] = min(fewest.get(key, c.stages), c.stages)
+    return [c for i, c in enumerate(tiles) if i == 0 or c.stages == fewest[(c.warpgroups, c.chunk, c.overlap)]]
+
+
 def sampled(ranked: list[tuple[float, Any]], length: int) -> list[tuple[float, Any]]:
     """The configurations the shipped fits' recordings timed at a length (bench/hopper_sweep.py's
     candidates; the model's order kept): with the tiles schedule, every one at ALL_STAGES_AT and elsewhere
@@ -72,12 +83,7 @@ def sampled(ranked: list[tuple[float, Any]], length: int) -> list[tuple[float, A
     the GPU (docs/measure.md): the same GPU's full grid and this one differ beyond the fits' standard
     errors in the schedules' parameters, so a user's fit is held against the shipped one on this design."""
     tiles = [c for _, c in ranked if c.schedule == "tiles"]
-    if length not in ALL_STAGES_AT:
-        fewest: dict[tuple, int] = {}
-        for c in tiles:
-            key = (c.warpgroups, c.chunk, c.overlap)
-            fewest[key] = min(fewest.get(key, c.stages), c.stages)
-        tiles = [c for i, c in enumerate(tiles) if i == 0 or c.stages == fewest[(c.warpgroups, c.chunk, c.overlap)]]
+    tiles = tiles if length in ALL_STAGES_AT else fewest_stages(tiles)
     first = {(c.warpgroups, c.chunk, c.stages, c.overlap) for c in tiles[:PERSISTENT_TOP]}
     kept = {id(c) for c in tiles}
     return [(t, c) for t, c in ranked if id(c) in kept
@@ -215,4 +221,5 @@ def json_key(entry: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(entry.items()))
 
 
-__all__ = ["ALL_STAGES_AT", "DESIGNS", "HEAD_DIMS", "PERSISTENT_TOP", "Grid", "Recorded", "sampled", "sweep"]
+__all__ = ["ALL_STAGES_AT", "DESIGNS", "HEAD_DIMS", "PERSISTENT_TOP", "Grid", "Recorded", "fewest_stages", "sampled",
+           "sweep"]
