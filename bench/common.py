@@ -37,6 +37,7 @@ DTYPE = "fp16"
 CAUSAL = {"attention": False, "causal_attention": True}     # the attention diagrams timed: causal?
 WARMUP_MS, REP_MS = 25, 100                       # triton.testing.do_bench
 TOLERANCE = 1e-2                                  # ||out - ref|| / ||ref|| against the reference
+FP8_TOLERANCE = 8e-2    # e4m3: 2^-3/sqrt(12) = 3.6 % RMS a rounding, three reach the output: 6.2 %, bounded by 8 %
 
 
 # ----------------------------------------------------------------------------------- plumbing

@@ -74,7 +74,9 @@ def predicted(gpu: str, diagram: str, heads: int, kv_heads: int, seqlen: int, mo
     sets.update({"h": kv_heads, "g": heads // kv_heads} if "gqa" in diagram else {"heads": heads})
     found = context_parallel(diagram, gpu, most, sets=sets, rotation=rotation, merge=merge)
     return {c.devices: {"time_s": c.time_s, "kernel_s": c.kernel_s, "engine_s": c.engine_s, "link_s": c.link_s,
-                        "waits_s": c.waits_s, "bound": c.bound, "efficiency": found.efficiency(c)}
+                        "waits_s": c.waits_s, "bound": c.bound, "efficiency": found.efficiency(c),
+                        # the slowest rank's steps: its block, and the engine's work and wait after it
+                        "steps_ms": [(s.kernel_s * 1e3, (s.engine_s + s.waits_s) * 1e3) for s in c.steps]}
             for c in found.counts}
 
 

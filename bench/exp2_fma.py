@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
+    FP8_TOLERANCE,
     REP_MS,
     TOLERANCE,
     attention_inputs,
@@ -29,11 +30,9 @@ from bench.common import (  # noqa: E402
     reference_attention,
     rel_err,
     save_results,
-    timed,
 )
-from bench.module_variants import MODEL_DIM, TOKENS, call, chosen, compile_ahead, loaded, written  # noqa: E402
+from bench.module_variants import MODEL_DIM, TOKENS, grid_inputs, loaded, prepared, timed_row  # noqa: E402
 
-FP8_TOLERANCE = 8e-2       # e4m3's rounding, as bench/hopper_fp8.py grounds it
 COUNTS = (0, 1, 2, 3, 4)
 CASES = (("fp8", 64), ("fp8", 128), ("fp8", 256), ("fp16", 64), ("fp16", 128))
 LENGTHS = (8192, 16384)
@@ -58,30 +57,21 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import triton
 
-    from analyzer.codegen import generate
     doc = {"command": command("exp2_fma.py", argv), "date": datetime.date.today().isoformat(),
            "environment": environment(), "rows": []}
-    sources = {dtype: generate("attention", args.gpu, dtype=dtype).source for dtype in {d for d, _ in CASES}}
-    paths = written(sources, COUNTS, variant, Path("/tmp/napkin_exp2_fma"), "napkin_exp2")
-    plain = {dtype: loaded(paths, dtype, 0) for dtype in sources}
-    kernel = next(iter(plain["fp16"].CONFIGS))
-    configs = {(dtype, d, seq): chosen(plain[dtype], d, seq) for dtype, d in CASES for seq in LENGTHS}
-    compile_ahead(paths, configs, kernel, args.workers)
+    paths, kernel, configs = prepared(args.gpu, CASES, LENGTHS, COUNTS, variant, "napkin_exp2", args.workers)
     for dtype, d in CASES:
         q, k, v = attention_inputs(torch, 1, 2, 2, 1000, 1000, d, torch.float16, False, False, seed=1)
         ref = reference_attention(torch, q, k, v, False, False)
         for count in COUNTS:
             module = loaded(paths, dtype, count)
             for seq in LENGTHS:
-                batch, heads = TOKENS // seq, MODEL_DIM // d
                 cfg = configs[dtype, d, seq]
                 err = rel_err(torch, module.attention(q, k, v, config={kernel: cfg}), ref)
                 row = {"dtype": dtype, "head_dim": d, "seqlen": seq, "exp2_fma": count, "config": cfg,
                        "rel_err": err}
-                x = [torch.randn(batch, heads, seq, d, device="cuda", dtype=torch.float16) for _ in range(3)]
                 if err < (FP8_TOLERANCE if dtype == "fp8" else TOLERANCE):
-                    t = timed(triton, call(module, kernel, cfg, x, torch.empty_like(x[0])))
-                    row.update(t, tflops=round(4 * batch * heads * seq * seq * d / t["time_s"] / 1e12, 1))
+                    row.update(timed_row(triton, module, kernel, cfg, grid_inputs(torch, d, seq)))
                 doc["rows"].append(row)
                 log(f"{dtype} d={d} L={seq} fma={count}: err {err:.2e} {row.get('tflops', '-')} TFLOP/s")
     lines = [f"# exp2 on the FMA lanes in the Hopper attention kernel ({doc['environment']['gpu']})", "",

@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
+    FP8_TOLERANCE,
     REP_MS,
     WARMUP_MS,
     attention_inputs,
@@ -29,7 +30,6 @@ from bench.common import (  # noqa: E402
     written_module,
 )
 
-FP8_TOLERANCE = 8e-2       # e4m3's rounding, as bench/hopper_fp8.py grounds it
 HEAD_DIM, TOKENS, MODEL_DIM = 256, 16384, 2048
 CONFIGS = [{"WARPGROUPS": n, "BLOCK_X": chunk, "STAGES": stages, "OVERLAP": overlap, "SCHEDULE": "tiles"}
            for n, chunk, stages, overlap in ((2, 64, 2, "intra"), (2, 64, 3, "intra"), (2, 128, 2, "none"),

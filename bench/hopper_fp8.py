@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.budgeted import BudgetedRun, heading, parse  # noqa: E402
 from bench.common import (  # noqa: E402
+    FP8_TOLERANCE,
     REP_MS,
     WARMUP_MS,
     attention_inputs,
@@ -42,10 +43,6 @@ from bench.common import (  # noqa: E402
     written_module,
 )
 
-# e4m3 keeps 3 bits of mantissa: a value rounds by up to 2^-4 of itself, about 2^-3 / sqrt(12) = 3.6 % RMS.
-# Three roundings reach the output (the scores through q and k, the probabilities, v): sqrt(3) x 3.6 % =
-# 6.2 % of relative error expected on random inputs, bounded here by 8 %
-FP8_TOLERANCE = 8e-2
 TOKENS, MODEL_DIM = 16384, 2048
 SEQLENS = (4096, 8192, 16384)
 HEAD_DIMS = (64, 128, 256)

@@ -47,6 +47,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
+    FP8_TOLERANCE,
     TOLERANCE,
     Sampler,
     causal_bias,
@@ -73,9 +74,6 @@ RANKS = (0, 1, 2, 3, 6, 10)        # the model's ranking positions timed at each
 DTYPE = "bf16"
 REP_MS = 20.0
 SPREAD = 2.0                       # the bias's and the sinks' standard deviation
-# e4m3 keeps 3 bits of mantissa: about 3.6 % RMS a rounding, three of which reach the output (the scores
-# through q and k, the probabilities, v): 6.2 % expected on random inputs (bench/hopper_fp8.py)
-FP8_TOLERANCE = 8e-2
 
 
 # ------------------------------------------------------------------------------ a variant, read off

@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
+    FP8_TOLERANCE,
     REP_MS,
     TOLERANCE,
     attention_inputs,
@@ -28,11 +29,9 @@ from bench.common import (  # noqa: E402
     reference_attention,
     rel_err,
     save_results,
-    timed,
 )
-from bench.module_variants import MODEL_DIM, TOKENS, call, chosen, compile_ahead, loaded, written  # noqa: E402
+from bench.module_variants import MODEL_DIM, TOKENS, grid_inputs, loaded, prepared, timed_row  # noqa: E402
 
-FP8_TOLERANCE = 8e-2       # e4m3's rounding, as bench/hopper_fp8.py grounds it
 CASES = (("fp8", 64), ("fp8", 128), ("fp8", 256), ("fp16", 64), ("fp16", 128), ("fp16", 256))
 LENGTHS = (8192, 16384)
 # the checks: (name, q's factor, keys' factor from the first key to the last, outliers): N(0, 1) inputs,
@@ -58,15 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import triton
 
-    from analyzer.codegen import generate
     doc = {"command": command("lazy_rescale.py", argv), "date": datetime.date.today().isoformat(),
            "environment": environment(), "checks": [], "rows": []}
-    sources = {dtype: generate("attention", args.gpu, dtype=dtype).source for dtype in {d for d, _ in CASES}}
-    paths = written(sources, (False, True), variant, Path("/tmp/napkin_lazy_rescale"), "napkin_lazy")
-    plain = {dtype: loaded(paths, dtype, False) for dtype in sources}
-    kernel = next(iter(plain["fp16"].CONFIGS))
-    configs = {(dtype, d, seq): chosen(plain[dtype], d, seq) for dtype, d in CASES for seq in LENGTHS}
-    compile_ahead(paths, configs, kernel, args.workers)
+    paths, kernel, configs = prepared(args.gpu, CASES, LENGTHS, (False, True), variant, "napkin_lazy", args.workers)
     for dtype, d in CASES:
         tolerance = FP8_TOLERANCE if dtype == "fp8" else TOLERANCE
         modules = {lazy: loaded(paths, dtype, lazy) for lazy in (False, True)}
@@ -84,14 +77,12 @@ def main(argv: list[str] | None = None) -> int:
                                   "lazy": errs[True], "tolerance": tolerance})
             log(f"{dtype} d={d} {name}: eager {errs[False]:.2e} lazy {errs[True]:.2e}")
         for seq in LENGTHS:
-            batch, heads = TOKENS // seq, MODEL_DIM // d
             cfg = configs[dtype, d, seq]
-            x = [torch.randn(batch, heads, seq, d, device="cuda", dtype=torch.float16) for _ in range(3)]
+            x = grid_inputs(torch, d, seq)          # the same inputs for both: lazy rescaling reads the data
             for lazy, module in modules.items():
                 row = {"dtype": dtype, "head_dim": d, "seqlen": seq, "lazy": lazy, "config": cfg}
                 if passed or not lazy:
-                    t = timed(triton, call(module, kernel, cfg, x, torch.empty_like(x[0])))
-                    row.update(t, tflops=round(4 * batch * heads * seq * seq * d / t["time_s"] / 1e12, 1))
+                    row.update(timed_row(triton, module, kernel, cfg, x))
                 doc["rows"].append(row)
                 log(f"{dtype} d={d} L={seq} lazy={lazy}: {row.get('tflops', '-')} TFLOP/s")
     lines = [f"# Conditional rescaling in the Hopper attention kernel ({doc['environment']['gpu']})", "",

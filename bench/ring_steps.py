@@ -73,15 +73,13 @@ def main(argv: list[str] | None = None) -> int:
                                   "--seqlen", str(args.seqlen), "--gpu", args.gpu])
     group = dist.group.WORLD
     causal = "causal" in args.diagram
-    unit = 2 * world if causal else world
-    padded = -(-args.seqlen // unit) * unit
+    padded, valid = ex.padding(args.seqlen, world, causal)
     gen = torch.Generator(device="cuda").manual_seed(0)
     q = torch.randn(1, args.heads, padded, 128, generator=gen, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(1, kv_heads, padded, 128, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     local = [ex.shard(x, rank, world, causal) for x in (q, k, v)]
     with tempfile.TemporaryDirectory(prefix=f"napkin-steps-{rank}-") as tmp:
         _, wrappers = ex.napkin_blocks(args.diagram, args.gpu, None, Path(tmp))
-        valid = padded // world if causal else args.seqlen - (padded - padded // world)   # as the example's
         block = ex.SdpaOp() if args.peer else ex.BlockOp(*wrappers, rank, world, valid)
         op = Stamped(block, torch)
         blocks, gaps, totals = [], [], []
@@ -105,14 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     everyone = [None] * world
     dist.all_gather_object(everyone, mine)
     if rank == 0:
-        from analyzer.config.context_parallel import context_parallel
         model = predicted(args.gpu, args.diagram, args.heads, kv_heads, args.seqlen, world, run.rotation,
                           args.merge)[world]
-        sets = {"q": args.seqlen, "batch": 1}
-        sets.update({"h": kv_heads, "g": args.heads // kv_heads} if "gqa" in args.diagram else {"heads": args.heads})
-        slowest = context_parallel(args.diagram, args.gpu, world, sets=sets, rotation=run.rotation,
-                                   merge=args.merge).counts[-1]
-        model["steps_ms"] = [(s.kernel_s * 1e3, (s.engine_s + s.waits_s) * 1e3) for s in slowest.steps]
         doc = {"command": "torchrun --standalone --nproc-per-node " + str(world) + " "
                + command("ring_steps.py", argv).removeprefix("python "), "environment": environment(),
                "diagram": args.diagram, "heads": args.heads, "kv_heads": kv_heads, "seqlen": args.seqlen,

@@ -119,6 +119,15 @@ def shard(x, rank: int, world: int, causal: bool):
     return torch.cat([chunks[rank], chunks[2 * world - 1 - rank]], dim=2).contiguous()
 
 
+def padding(length: int, world: int, causal: bool) -> tuple[int, int]:
+    """The sequence padded to what the ranks divide (2W chunks under a causal mask, else W), and the last
+    rank's real keys (without a mask; under one, the padding is the end of rank 0's second chunk and every
+    rank's keys are real to the queries that see them)."""
+    unit = 2 * world if causal else world
+    padded = -(-length // unit) * unit
+    return padded, padded // world if causal else length - (padded - padded // world)
+
+
 def unshard(parts: list, causal: bool):
     """The whole sequence from every rank's slice (shard's inverse)."""
     import torch
@@ -243,10 +252,7 @@ def _run(args, group, rank: int, world: int, causal: bool, kv_heads: int, elemen
     import torch.distributed as dist
 
     cuda = device == "cuda"
-    unit = 2 * world if causal else world
-    padded = -(-args.seqlen // unit) * unit
-    # the last rank's real keys (without a mask; under one, the padding is the end of rank 0's second chunk)
-    valid = padded // world if causal else args.seqlen - (padded - padded // world)
+    padded, valid = padding(args.seqlen, world, causal)
     gen = torch.Generator(device=device).manual_seed(0)          # the same tensors on every rank
     q = torch.randn(args.batch, args.heads, padded, args.head_dim, generator=gen, device=device, dtype=element)
     k, v = (torch.randn(args.batch, kv_heads, padded, args.head_dim, generator=gen, device=device, dtype=element)
