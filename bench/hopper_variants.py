@@ -198,7 +198,7 @@ def predicted(profile, v: Variant, d: int, seq: int, chain, config: dict) -> flo
     from analyzer.config.hopper import HopperParams, configuration, predicted_time
     c = configuration(profile, d, v.dtype, warpgroups=config["WARPGROUPS"], chunk=config["BLOCK_X"],
                       stages=config["STAGES"], overlap=config["OVERLAP"], schedule=config["SCHEDULE"],
-                      causal=v.causal, value_dim=v.value_dim, bias=chain.bias is not None)
+                      causal=v.causal, value_dim=v.value_dim, scores=chain)
     return predicted_time(profile, c, d, v.dtype, seq_q=seq, seq_k=seq, instances=BATCH * HEADS, causal=v.causal,
                           params=HopperParams.of(profile), scores=chain, value_dim=v.value_dim)
 

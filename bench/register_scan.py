@@ -4,9 +4,10 @@ at most 24 above what setmaxnreg gives it) compiled for sm_90a, and the bytes pt
 compiler with a Hopper target (tests.kernels.hopper_build), one process.
 
 The rule (analyzer.config.hopper.configuration) counts the output accumulator, one chunk's scores and the
-previous chunk's probabilities, a reserve, and the causal mask's indices; it counts nothing for the ops a
-diagram adds to the scores. A configuration it calls legal that spills is a miss of the rule; one it
-refuses that does not spill, a configuration it gives away.
+previous chunk's probabilities, a reserve, the causal mask's indices, and what the ops a diagram adds to the
+scores hold (analyzer.config.scores.REGISTERS_PER_SCORE and RECOMPUTED_PER_SCORE, fitted to this scan:
+ALiBi's vector held where it fits, else recomputed a chunk). A configuration it calls legal that spills is
+a miss of the rule; one it refuses that does not spill, a configuration it gives away.
 
     python bench/register_scan.py [--gpu h100] [--diagrams attention,sigmoid_attention,...] [--out DIR]
 
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for diagram in args.diagrams.split(","):
         g = generate(diagram, profile)
+        chain = g.hopper.scores          # the chain of scores the module was generated for
         (path,) = g.write(tmp / f"{diagram}.py")
         module = import_file(path, diagram)
         for head_dim in HEAD_DIMS:
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                 for chunk in (64, 128, 256):
                     for overlap in ("none", "intra") if groups == 1 else ("intra", "inter+intra"):
                         c = configuration(profile, head_dim, g.dtype, warpgroups=groups, chunk=chunk, stages=2,
-                                          overlap=overlap, causal=module.RIGHT == 0, bias=bool(module.BIAS))
+                                          overlap=overlap, causal=module.RIGHT == 0, scores=chain)
                         if c.registers_needed > c.registers + MARGIN or c.smem_bytes > smem:
                             continue
                         entry = {"WARPGROUPS": groups, "BLOCK_X": chunk, "STAGES": 2, "OVERLAP": overlap,

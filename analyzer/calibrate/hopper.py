@@ -136,7 +136,7 @@ def config_of(profile: Profile, r: HopperRecord, chain: Scores = SOFTMAX) -> Hop
     c = r.config
     return configuration(profile, r.head_dim, r.dtype, warpgroups=c.WARPGROUPS, chunk=c.BLOCK_X, stages=c.STAGES,
                          overlap=c.OVERLAP, schedule=c.SCHEDULE, causal=r.causal, value_dim=r.value_dim,
-                         bias=chain.bias is not None)
+                         scores=chain)
 
 
 def predict(profile: Profile, records: list[HopperRecord], params: HopperParams,

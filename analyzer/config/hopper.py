@@ -15,9 +15,11 @@ Legality is Tables 1 and 2 with the profile's numbers:
   rest of the register file, as FlashAttention-3 does; a consumer thread holds its share of the output
   accumulator (w d fp32), of one chunk's scores (w s_x fp32) and of the previous chunk's probabilities
   (w s_x in 16 bits, packed two a register; in FP8 counted so too, with FP8_RESERVE more), plus
-  REGISTER_RESERVE for indices, addresses and the running max and sum. The reserve is a bound fitted to
-  what ptxas did on an H100: the rule refuses the two configurations it could not build and admits all
-  it built but one (tests/kernels/test_hopper.py).
+  REGISTER_RESERVE for indices, addresses and the running max and sum, and what the diagram's score ops
+  hold (Scores.registers: ALiBi's distances, a bias's tile, an SFU op's constants). The reserve is a
+  bound fitted to what ptxas did on an H100: the rule refuses the two configurations it could not build
+  and admits all it built but one (tests/kernels/test_hopper.py); the ops' counts are fitted so to every
+  variant's configurations near the edge (bench/register_scan.py).
 
 The ranking is the paper's model: per chunk, a block's tensor-core work takes the overlap schedule's
 period (Section 6: analyzer.config.overlap's bound for N warpgroups and the strategy, with Section 6.3's
@@ -104,6 +106,8 @@ class HopperConfig:
     smem_bytes: int
     registers: int            # per consumer thread, as setmaxnreg gives them
     registers_needed: int
+    held: bool = True         # the ops' vectors held through the chunks; False: recomputed a chunk, where held
+    # ones do not fit the registers (the shifted ALiBi's m (j - r): the kernel's ALIBI 2, _attn_alibi_cols)
 
     @property
     def block_rows(self) -> int:
@@ -150,11 +154,11 @@ def registers_per_consumer(profile: Profile, warpgroups: int) -> int:
 
 def configuration(profile: Profile, head_dim: int, dtype: str, *, warpgroups: int, chunk: int, stages: int,
                   overlap: str, schedule: str = "tiles", causal: bool = False,
-                  value_dim: int | None = None, bias: bool = False) -> HopperConfig:
+                  value_dim: int | None = None, scores: Scores = SOFTMAX) -> HopperConfig:
     """The configuration with its SMEM and register needs (Tables 1-2); `legal` says whether it fits.
     `value_dim`: V's and the output's head dim where it is not the queries' and keys' (MLA's 192/128).
-    `bias`: the chain adds a bias from memory, which the producer lands a tile a consumer and stage
-    beside V."""
+    `scores`: the diagram's chain of scores: the registers its ops hold (Scores.registers), and a bias
+    from memory, which the producer lands a tile a consumer and stage beside V."""
     e = value_dim or head_dim
     rows = profile.divisors.mma[dtype].m
     threads = profile.divisors.mma_threads
@@ -165,7 +169,7 @@ def configuration(profile: Profile, head_dim: int, dtype: str, *, warpgroups: in
         # through the query tile's first column block (MLA's 128 of 192, as FlashAttention-3); FP8's is 16-bit
         smem += warpgroups * rows * e * max(size, 2)
     # the query tile's ready and empty, each stage's K and V ready and empty, and a turn per consumer
-    if bias:
+    if scores.bias is not None:
         smem += stages * warpgroups * rows * chunk * size  # each consumer's tile of the bias a stage
     smem += MBARRIER_BYTES * (2 * q_buffers + 4 * stages + warpgroups) + PARTITION_BYTES
     fp32 = rows * (e + chunk) // threads                   # O accumulator and one chunk's scores
@@ -173,10 +177,15 @@ def configuration(profile: Profile, head_dim: int, dtype: str, *, warpgroups: in
     # before four share a register, and a chunk of them counts as 16-bit (ptxas spilled 1.1 to 2.5 KB
     # at head dim 256, s_x = 128 and 64, s_x = 256, two consumers, which one byte a value admitted)
     packed = rows * chunk * max(size, 2) // (4 * threads)
+    given = registers_per_consumer(profile, warpgroups)
+    tiles = fp32 + packed + REGISTER_RESERVE + (CAUSAL_RESERVE if causal else 0) + \
+        (FP8_RESERVE if dtype == "fp8" else 0)
+    # the ops' vectors held where they fit, else recomputed a chunk where the kernel can (measured: holding
+    # ALiBi's is 3-4 % faster at head dim 64, recomputing it 1 % faster at 128, where held it spilled)
+    held = tiles + scores.registers(rows * chunk // threads) <= given or not scores.recomputable
     return HopperConfig(warpgroups=warpgroups, rows=rows, chunk=chunk, stages=stages, overlap=overlap,
-                        schedule=schedule, smem_bytes=smem, registers=registers_per_consumer(profile, warpgroups),
-                        registers_needed=fp32 + packed + REGISTER_RESERVE + (CAUSAL_RESERVE if causal else 0)
-                        + (FP8_RESERVE if dtype == "fp8" else 0))
+                        schedule=schedule, smem_bytes=smem, registers=given,
+                        registers_needed=tiles + scores.registers(rows * chunk // threads, held), held=held)
 
 
 def head_blocks(head_dim: int) -> tuple[int, int]:
@@ -196,7 +205,7 @@ def legal(profile: Profile, c: HopperConfig) -> bool:
 
 def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False,
                schedules: tuple[str, ...] = ("tiles",), value_dim: int | None = None,
-               bias: bool = False) -> list[HopperConfig]:
+               scores: Scores = SOFTMAX) -> list[HopperConfig]:
     """Every legal configuration for `head_dim`: N up to what the register file holds; persistent where
     it is ranked (under a mask each persistent block takes its place one further every round of tiles,
     so that it takes every length of the heads' unequal tiles in turn: `ROTATE` in the kernel)."""
@@ -210,7 +219,7 @@ def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False
                     for schedule in schedules:
                         c = configuration(profile, head_dim, dtype, warpgroups=n, chunk=chunk, stages=stages,
                                           overlap=overlap, schedule=schedule, causal=causal,
-                                          value_dim=value_dim, bias=bias)
+                                          value_dim=value_dim, scores=scores)
                         if legal(profile, c):
                             out.append(c)
     return out
@@ -333,7 +342,7 @@ def _priced(profile: Profile, head_dim: int, dtype: str, causal: bool, params: H
     return [(c, _chunk_s(profile, c, head_dim, dtype, None, params, scores, value_dim),
              _tie(profile, c, head_dim, dtype, params, scores, value_dim))
             for c in candidates(profile, head_dim, dtype, band_walk(causal, scores) is not None,
-                                schedules=ranked_schedules(params), value_dim=value_dim, bias=scores.bias is not None)]
+                                schedules=ranked_schedules(params), value_dim=value_dim, scores=scores)]
 
 
 def _ranked(profile: Profile, priced: list[tuple[HopperConfig, float, tuple]], *, seq_q: int, seq_k: int,
@@ -462,8 +471,10 @@ def named(profile: Profile, c: Configured, name: str) -> tuple[int, HopperConfig
     head_dim = spec.sizes.get(str(base.size(c.roles.head_dim)))
     if head_dim is None:       # the configuration leaves it open: the diagram's default
         head_dim = int(base.size(c.roles.head_dim).subs(base.defaults))
+    chain = scores(c)
     config = configuration(profile, head_dim, c.dtype, warpgroups=(spec.warpgroups or 1) * rows // m, chunk=chunk,
-                           stages=spec.stages, overlap=spec.overlap, causal=c.roles.causal)
+                           stages=spec.stages, overlap=spec.overlap, causal=c.roles.causal,
+                           scores=SOFTMAX if isinstance(chain, str) else chain)
     if not legal(profile, config):
         return (f"--config {name} as the Hopper kernel runs it ({config.label()}) does not fit {profile.name}: "
                 f"{config.smem_bytes} bytes of SMEM, {config.registers_needed} registers a consumer thread")
@@ -474,7 +485,8 @@ def one_config_tables(profile: Profile, head_dim: int, config: HopperConfig) -> 
     """Tables that launch `config` at every size (a named configuration)."""
     table = HopperTable(LENGTHS, INSTANCES, (config,), tuple(tuple(0 for _ in INSTANCES) for _ in LENGTHS))
     n = config.warpgroups
-    return HopperTables({head_dim: table}, {n: register_cap(profile, n)}, {n: registers_per_consumer(profile, n)})
+    return HopperTables({head_dim: table}, {n: register_cap(profile, n)}, {n: registers_per_consumer(profile, n)},
+                        recomputed=frozenset() if config.held else frozenset({(head_dim, n, config.chunk)}))
 
 
 @dataclass(frozen=True)
@@ -487,6 +499,9 @@ class HopperTables:
     consumer_registers: dict[int, int]
     scores: Scores = SOFTMAX          # what the consumers do between the contractions (the diagram's)
     value_dim: int | None = None      # V's head dim where it is not the queries' (one for every table)
+    # (head dim, consumer warpgroups, s_x) at which the kernel recomputes the ops' vectors a chunk, where
+    # held ones do not fit the registers (HopperConfig.held; stages, overlap and schedule do not change it)
+    recomputed: frozenset[tuple[int, int, int]] = frozenset()
 
 
 _TABLES: dict[tuple, HopperTables] = {}
@@ -516,12 +531,15 @@ def _hopper_tables(profile: Profile, head_dims: tuple[int, ...], dtype: str, *, 
     tables = {d: hopper_table(profile, d, dtype, causal=causal, params=params, scores=scores, value_dim=value_dim)
               for d in head_dims}
     # every warpgroup count a legal configuration has, not only the tables': config= may launch any
-    used = sorted({c.warpgroups for d in head_dims for c in candidates(profile, d, dtype,
-                                                                         band_walk(causal, scores) is not None,
-                                                                         value_dim=value_dim,
-                                                                         bias=scores.bias is not None)})
+    masked = band_walk(causal, scores) is not None
+    used = sorted({c.warpgroups for d in head_dims for c in candidates(profile, d, dtype, masked,
+                                                                         value_dim=value_dim, scores=scores)})
+    recomputed = frozenset((d, n, chunk) for d in head_dims for n in used for chunk in CHUNKS
+                           if not configuration(profile, d, dtype, warpgroups=n, chunk=chunk, stages=STAGES[0],
+                                                overlap="intra", causal=masked, value_dim=value_dim,
+                                                scores=scores).held)
     return HopperTables(tables, {n: register_cap(profile, n) for n in used},
-                        {n: registers_per_consumer(profile, n) for n in used}, scores, value_dim)
+                        {n: registers_per_consumer(profile, n) for n in used}, scores, value_dim, recomputed)
 
 
 def realisable(c: Configured) -> str | None:

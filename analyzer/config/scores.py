@@ -54,6 +54,22 @@ VECTOR_PER_SCORE = {"alibi": 2, "alibi shifted": 1, "add": 1,
                     # FP8's probabilities rounded to e4m3 for P V: a cvt.rn.satfinite.e4m3x2.f32 two scores, as
                     # the 16-bit one it replaces, and a prmt four (packed to a register): a quarter beyond
                     "e4m3": 0.25}
+# Registers a consumer thread holds for an op beyond the softmax's, as ptxas for sm_90a allocates them
+# (bench/register_scan.py, bench/results/register_scan_h100.md: every configuration of the shipped
+# variants within 24 registers of the rule's edge compiled, and where each spilled):
+# - per score of a chunk a thread holds (rows x s_x / 128): ALiBi keeps its distances as fp32 beside the
+#   scores, 3/4 of a chunk's (it spilled 60 B with 40 registers free at s_x = 128, none with 48; 156 B with
+#   8 free at s_x = 64, none with 40); the bias its 16-bit tile, half a chunk's (92 B with 8 free at
+#   s_x = 64, none with 40 at s_x = 64 or 128);
+# - a few a thread for an op on the special function unit (its constants and the tanh's operand):
+#   sigmoid and softcap spilled 384-492 B with none free at head dim 64, s_x = 256, none with 8
+REGISTERS_PER_SCORE = {"alibi": 0.75, "add": 0.5}
+REGISTERS_PER_SFU_OP = 8
+# ... and where the kernel recomputes an op's vector each chunk instead of holding it (the shifted ALiBi's
+# m (j - r) from the key indices, where the held one does not fit: HopperConfig.held): half a chunk's
+# (the same scan of that lowering: 104 B spilled with 8 registers free at s_x = 64, none with 40 at
+# s_x = 64 or 128)
+RECOMPUTED_PER_SCORE = {"alibi shifted": 0.5}
 E4M3 = "e4m3"              # the costed lowering of FP8's rounding of the probabilities (Scores.e4m3)
 SLOPED = ("alibi",)        # ops whose second input is a slope a head (an extra input of the call)
 BIASED = ("add",)          # ops whose second input is a bias read from memory a chunk (an extra input)
@@ -119,6 +135,22 @@ class Scores:
     def vector_per_score(self) -> int:
         """fp32 vector-lane operations a score the ops add (ALiBi's distance and multiply-add)."""
         return sum(VECTOR_PER_SCORE.get(o.lowering, 0) for o in self.ops)
+
+    def registers(self, scores_per_thread: int, held: bool = True) -> int:
+        """Registers a consumer thread needs for the ops beyond the softmax's, where a thread holds
+        `scores_per_thread` scores of a chunk (REGISTERS_PER_SCORE, REGISTERS_PER_SFU_OP); `held` False:
+        with the vectors the kernel may recompute a chunk recomputed (RECOMPUTED_PER_SCORE)."""
+        def per_score(o: ScoreOp) -> float:
+            if not held and o.lowering in RECOMPUTED_PER_SCORE:
+                return RECOMPUTED_PER_SCORE[o.lowering]
+            return REGISTERS_PER_SCORE.get(o.primitive, 0)
+        return sum(math.ceil(per_score(o) * scores_per_thread)
+                   + (REGISTERS_PER_SFU_OP if SFU_PER_SCORE.get(o.primitive, 0) else 0) for o in self.ops)
+
+    @property
+    def recomputable(self) -> bool:
+        """Whether the kernel may recompute a vector of the ops a chunk rather than hold it (the shifted ALiBi)."""
+        return any(o.lowering in RECOMPUTED_PER_SCORE for o in self.ops)
 
     @property
     def costed(self) -> tuple[str, ...]:
@@ -275,5 +307,5 @@ def _shifted(op: ScoreOp, after: list[ScoreOp], softmax: bool, causal: bool) -> 
     return ScoreOp(op.name, op.primitive, shifted=True)
 
 
-__all__ = ["BIASED", "E4M3", "MASKS", "SFU_PER_SCORE", "SLOPED", "SOFTMAX", "VECTOR_PER_SCORE", "ScoreOp", "Scores",
+__all__ = ["BIASED", "E4M3", "MASKS", "RECOMPUTED_PER_SCORE", "REGISTERS_PER_SCORE", "REGISTERS_PER_SFU_OP", "SFU_PER_SCORE", "SLOPED", "SOFTMAX", "VECTOR_PER_SCORE", "ScoreOp", "Scores",
            "counted_clocks", "pairs", "scores_of"]

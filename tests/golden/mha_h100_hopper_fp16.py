@@ -223,13 +223,31 @@ def _attn_load(descs, smem, kv_bars, c, idx_b, idx_hk, key0, bias_row0, ROWS: gl
 
 
 @gluon.jit
-def _attn_scores(s, score_scale, slope, slope_cols, bias, rows, col0, cols, MASKED: gl.constexpr):
+def _attn_alibi_cols(slope, slope_cols, col0, cols, ALIBI: gl.constexpr):
+    """ALiBi's column part m (j - r) at a chunk's keys j (its first col0, all of them `cols`), r the tile's
+    first row (the shifted form: analyzer.config.scores). ALIBI 1, held: slope_cols is m (j - r) at the
+    first chunk's columns, a vector the loop carries, and m col0 moves it to this chunk's. ALIBI 2,
+    recomputed from the keys the mask reads too, where the held vector does not fit the registers
+    (analyzer.config.hopper.configuration): the bits 0x4B000000 | j are the float 2^23 + j for
+    0 <= j < 2^23, so less slope_cols = 2^23 + r they give j - r exactly, with an OR and a subtract on the
+    lanes and no conversion (measured: bench/results/alibi_lowering_h200.md)."""
+    if ALIBI == 1:
+        part = slope_cols + slope * col0
+    else:
+        part = slope * ((cols | 0x4B000000).to(gl.float32, bitcast=True) - slope_cols)
+    return part
+
+
+@gluon.jit
+def _attn_scores(s, score_scale, slope, slope_cols, bias, rows, col0, cols, MASKED: gl.constexpr,
+                 ALIBI: gl.constexpr):
     """The scores' ops of diagrams/mha.yaml, in its order; none: the online softmax follows."""
     return s
 
 @gluon.jit
 def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, slope, slope_cols, bias, rows, col0, cols, size_x,
-                        MASKED: gl.constexpr, SOFTMAX: gl.constexpr, EXP2: gl.constexpr, LAZY: gl.constexpr):
+                        MASKED: gl.constexpr, SOFTMAX: gl.constexpr, EXP2: gl.constexpr, LAZY: gl.constexpr,
+                        ALIBI: gl.constexpr):
     """What weights V for one chunk in registers: the diagram's ops on the scores (_attn_scores), then the
     online softmax (Appendix A.3.2, base 2: exp(t) = exp2(t log2 e); EXP2: _attn_exp2's), with the factor that rescales what
     was accumulated and the new running max and sum; or, without SOFTMAX, the ops' values as they are (a
@@ -240,7 +258,7 @@ def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, slope, slope_col
     _attn_rescale's warps skip the output's multiplies. Only chunks past the end of the keys, on
     the diagonal or on a window's left edge are MASKED: the diagram's masks set -inf where it puts them
     among the ops, and keys past the end weigh nothing."""
-    s_val = _attn_scores(s_val, score_scale, slope, slope_cols, bias, rows, col0, cols, MASKED)
+    s_val = _attn_scores(s_val, score_scale, slope, slope_cols, bias, rows, col0, cols, MASKED, ALIBI)
     if MASKED:
         if SOFTMAX:
             s_val = gl.where(cols[None, :] < size_x, s_val, float("-inf"))
@@ -406,7 +424,7 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
                STAGES: gl.constexpr, MASKED: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
                FIRST: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr,
                FP8: gl.constexpr, KEY_BLOCK: gl.constexpr, LINEAR: gl.constexpr, EXP2: gl.constexpr,
-               LAZY: gl.constexpr, layouts: gl.constexpr):
+               LAZY: gl.constexpr, ALIBI: gl.constexpr, layouts: gl.constexpr):
     """One consumer warpgroup, chunk j of the tile (chunk it + j of the ring): S_j = Q K_j^T and
     O += P_(j-1) V_(j-1) on the tensor cores, the probabilities of S_j on the threads. INTRA issues both
     contractions before waiting for S_j alone, so the softmax runs under P V; otherwise it waits for both.
@@ -451,7 +469,7 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
         qk_chunk = qk_scale
     p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_chunk, score_scale, slope, slope_cols, bias, rows,
                                              j * BLOCK_X, j * BLOCK_X + arange_x, size_x, MASKED, SOFTMAX, EXP2,
-                                             LAZY)
+                                             LAZY, ALIBI)
     if INTRA:
         acc, v_prev = warpgroup_mma_wait(0, deps=(o_tok, v_prev))
     mbarrier.arrive(v_empty.index(sp), count=1)
@@ -525,9 +543,12 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
             t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT)
         first_row = row0 + GROUP * ROWS
         rows = first_row + gl.arange(0, ROWS, row_layout)
-        if ALIBI:   # the head's slope, and its bias at the chunk's columns relative to the tile's first row
+        if ALIBI:   # the head's slope, and what _attn_alibi_cols reads for its bias at a chunk's columns
             slope = gl.load(slope_ptr + idx_b * slope_stride_b + idx_h * slope_stride_h).to(gl.float32) * slope_scale
-            slope_cols = slope * (arange_x - first_row).to(gl.float32)
+            if ALIBI == 1:      # held: m (j - r) at the first chunk's columns, r the tile's first row
+                slope_cols = slope * (arange_x - first_row).to(gl.float32)
+            else:               # recomputed a chunk: 2^23 + r
+                slope_cols = 8388608.0 + first_row
         else:
             slope = 0.0
             slope_cols = 0.0
@@ -573,7 +594,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
         l_i = gl.full([ROWS], 0.0, gl.float32, row_layout)
         p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_chunk, score_scale, slope, slope_cols, bias,
                                                  rows, first * BLOCK_X, first * BLOCK_X + arange_x, size_x, True,
-                                                 SOFTMAX, EXP2, LAZY)
+                                                 SOFTMAX, EXP2, LAZY, ALIBI)
         p_prev = _attn_operand(p, q_smem.dtype, ROWS, BLOCK_X, FP8, p_layout)
         acc = gl.zeros([ROWS, HEAD_E], gl.float32, o_layout)
 
@@ -583,19 +604,19 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
             acc, p_prev, m_i, l_i = _attn_step(
                 j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
                 HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK,
-                LINEAR, EXP2, LAZY, layouts)
+                LINEAR, EXP2, LAZY, ALIBI, layouts)
         # chunks every row of the tile sees whole: no mask
         for j in range(gl.maximum(whole, first + 1), unmasked):
             acc, p_prev, m_i, l_i = _attn_step(
                 j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
                 HEAD_D, HEAD_DH, HEAD_E, STAGES, False, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK,
-                LINEAR, EXP2, LAZY, layouts)
+                LINEAR, EXP2, LAZY, ALIBI, layouts)
         # chunks on the diagonal or past the last key: masked
         for j in range(gl.maximum(unmasked, first + 1), chunks):
             acc, p_prev, m_i, l_i = _attn_step(
                 j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
                 HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK,
-                LINEAR, EXP2, LAZY, layouts)
+                LINEAR, EXP2, LAZY, ALIBI, layouts)
 
         if PREFETCH:    # every Q K^T of the tile has run: the producer may land the tile after next's queries
             mbarrier.arrive(q_empty.index(qb), count=1)
@@ -882,6 +903,9 @@ CONSUMER_REGISTERS = {1: 248, 2: 240, 3: 160, 4: 112}
 RIGHT = -1  # keys after its own a query sees under the diagram's mask (0: causal, top-left aligned); -1: all
 LEFT = -1  # keys before its own a query sees under the diagram's sliding window; -1: all
 ALIBI = False  # whether the scores take ALiBi's bias, a slope a head (an input of the call)
+# (head dim, consumer warpgroups, BLOCK_X) at which ALiBi's m (j - r) is recomputed a chunk from the keys, where
+# holding it through the chunks does not fit the registers (the kernel's ALIBI 2; elsewhere 1, held)
+ALIBI_RECOMPUTED = frozenset()
 BIAS = False  # whether the scores take an additive bias, a tile of it a chunk (an input of the call)
 SINK = False  # whether the softmax's sum takes a sink, a logit a head that weighs no value (an input of the call)
 SOFTMAX = True  # the online softmax normalises the scores (else a plain sum: softmax)
@@ -1133,7 +1157,8 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
         grid = (tiles,)  # a block a tile, scheduled by the hardware
     sizes = (size_q, v.shape[2], batch * heads, heads, heads // k.shape[1])     # FP8's k may be padded
     constexprs = dict(ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, RIGHT=RIGHT,
-                      LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
+                      LEFT=LEFT, ALIBI=((2 if (head_dim, groups, cfg['BLOCK_X']) in ALIBI_RECOMPUTED else 1)
+                                        if ALIBI else 0), BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
                       ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
@@ -1252,7 +1277,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_4af123a6b15cc222'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_4c29a71beacfc1bd'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 

@@ -174,3 +174,15 @@ def test_slopes_that_do_not_broadcast_are_refused(tmp_path):
     q = torch.randn(2, 4, 8, 64).half()
     with pytest.raises(ValueError, match=r"m must broadcast to \(batch, heads\) = \(2, 4\); got shape \(3,\)"):
         m.attention(q, q, q, torch.ones(3).half(), causal=True)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_recomputed_distance_is_exact_below_two_to_the_23(seed):
+    """_attn_alibi_cols's recomputed lowering: the bits 0x4B000000 | j are the float 2^23 + j, and less
+    the float 2^23 + r they give j - r exactly for keys and rows below 2^23 (what the launcher admits)."""
+    rng = np.random.default_rng(seed)
+    j = rng.integers(0, 1 << 23, 100_000, dtype=np.uint32)
+    r = rng.integers(0, 1 << 23, 100_000)
+    got = (j | np.uint32(0x4B000000)).view(np.float32) - (8388608.0 + r).astype(np.float32)
+    np.testing.assert_array_equal(got, (j.astype(np.int64) - r).astype(np.float32))
+    assert np.array_equal(got.astype(np.int64), j.astype(np.int64) - r)

@@ -44,9 +44,9 @@ def test_the_kernel_holds_a_tile_of_the_bias_a_consumer_and_stage_and_the_model_
     """SMEM: stages x N tiles of 64 rows x s_x beside the plain kernel's; the loads of a chunk: K and V
     from L2 and the block's rows of the bias from HBM, and a request a row of them."""
     plain = hopper.configuration(H100, 128, "fp16", warpgroups=2, chunk=64, stages=2, overlap="intra")
-    biased = hopper.configuration(H100, 128, "fp16", warpgroups=2, chunk=64, stages=2, overlap="intra", bias=True)
-    assert biased.smem_bytes - plain.smem_bytes == 2 * 2 * 64 * 64 * 2
     add = Scores((ScoreOp("Sb", "add"),))
+    biased = hopper.configuration(H100, 128, "fp16", warpgroups=2, chunk=64, stages=2, overlap="intra", scores=add)
+    assert biased.smem_bytes - plain.smem_bytes == 2 * 2 * 64 * 64 * 2
     with_bias = hopper.chunk_times(H100, plain, 128, "fp16", scores=add)["loads"]
     without = hopper.chunk_times(H100, plain, 128, "fp16")["loads"]
     params = hopper.HopperParams.of(H100)                 # as fitted

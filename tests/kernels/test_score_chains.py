@@ -6,6 +6,7 @@ sm_90a (tests/kernels/test_allocation.py compiles every shipped diagram's defaul
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -223,3 +224,44 @@ def test_a_cap_no_fp32_kernel_can_compute_is_refused(tmp_path, cap, message):
     with pytest.raises(NapkinError) as refused:
         generate(path, "h100")
     assert message in str(refused.value)
+
+
+# -- the registers the ops hold (bench/register_scan.py: every variant near the rule's edge against ptxas) -----
+
+@pytest.mark.parametrize("diagram, head_dim, groups, chunk", [("sigmoid_attention", 64, 1, 256),
+                                                              ("softcap_attention", 64, 1, 256),
+                                                              ("bias_attention", 128, 3, 64)])
+def test_a_configuration_whose_score_ops_spilled_is_refused(diagram, head_dim, groups, chunk):
+    """ptxas for sm_90a spilled 384-492 bytes a thread building sigmoid's and softcap's one consumer of
+    256-key chunks at head dim 64, and 92 the bias's three consumers of 64-key chunks at 128, which the
+    rule admitted while it counted nothing for the ops (bench/results/register_scan_h100.md)."""
+    chain = generate(diagram, H100).hopper.scores
+
+    def config(scores):
+        return hopper.configuration(H100, head_dim, "fp16", warpgroups=groups, chunk=chunk, stages=2,
+                                    overlap="intra", causal=chain.causal, scores=scores)
+    without = replace(config(SOFTMAX), smem_bytes=config(chain).smem_bytes)     # the same SMEM: registers alone
+    assert hopper.legal(H100, without) and not hopper.legal(H100, config(chain))
+
+
+def test_alibis_vector_is_held_where_it_fits_and_recomputed_a_chunk_where_it_does_not(tmp_path):
+    """ALiBi's m (j - r) held through the chunks costs 3/4 of a chunk's scores a thread, recomputed from
+    the keys half (analyzer.config.scores); at head dim 128 with two consumers of 128-key chunks (the
+    long-sequence choice) only the recomputed one fits, and both build without a spill."""
+    g = generate("alibi_attention", H100)
+    chain = g.hopper.scores
+
+    def config(head_dim, scores=chain):
+        return hopper.configuration(H100, head_dim, "fp16", warpgroups=2, chunk=128, stages=2, overlap="intra",
+                                    causal=True, scores=scores)
+    low, high = config(64), config(128)
+    scores_a_thread = 64 * 128 // 128
+    assert low.held and low.registers_needed - config(64, SOFTMAX).registers_needed == 3 * scores_a_thread // 4
+    assert not high.held and high.registers_needed - config(128, SOFTMAX).registers_needed == scores_a_thread // 2
+    assert hopper.legal(H100, low) and hopper.legal(H100, high)
+    assert (128, 2, 128) in g.hopper.recomputed and (64, 2, 128) not in g.hopper.recomputed
+    module = tmp_path / "alibi_hopper.py"
+    g.write(module)
+    entry = {"WARPGROUPS": 2, "BLOCK_X": 128, "STAGES": 2, "OVERLAP": "intra", "SCHEDULE": "tiles"}
+    built = compiled(module, [{"entry": entry, "head_dim": d, "dtype": "fp16"} for d in (64, 128)])
+    assert [r["spills"] for r in built] == [0, 0]

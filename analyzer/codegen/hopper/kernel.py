@@ -25,7 +25,7 @@ from analyzer.config.scores import MASKS, SOFTMAX, Scores
 HELPERS = ("_attn_ring", "_attn_turns", "_attn_turn", "_attn_tile", "_attn_producer", "_attn_load", "_attn_scores",
            "_attn_probabilities", "_attn_qk", "_attn_v", "_attn_operand", "_attn_fp8_keys", "_attn_descale",
            "_attn_step", "_attn_consumer", "_attn_tanh", "_attn_exp2", "_attn_rescale",
-           "_attn_e4m3")
+           "_attn_e4m3", "_attn_alibi_cols")
 
 # The kernel's text: attention.gluon (package data beside this module) without its note, everything from
 # the first @gluon.jit on; $kernel, $scores and $partitions are what render_kernel fills in
@@ -60,9 +60,9 @@ SCORE_OPS = {
               "ALiBi's v - m |i - j|, m the head's slope: positions as floats (exact below 2^24), a subtract and "
               "a multiply-add a score"),
     "add": ("s = s + bias.to(gl.float32)", "plus the chunk's tile of the bias (landed in SMEM with V)"),
-    "alibi shifted": ("s = s + (slope_cols + slope * col0)[None, :]",
-                      "ALiBi's v - m |i - j| as v + m (j - r), r the tile's first row (slope_cols: m (j - r) at the "
-                      "first chunk's columns): the softmax ignores the row's part, -m (i - r), and the mask keeps "
+    "alibi shifted": ("s = s + _attn_alibi_cols(slope, slope_cols, col0, cols, ALIBI)[None, :]",
+                      "ALiBi's v - m |i - j| as v + m (j - r), r the tile's first row (_attn_alibi_cols: held "
+                      "or recomputed a chunk): the softmax ignores the row's part, -m (i - r), and the mask keeps "
                       "j <= i; one add a score"),
 }
 TANHS = ("sigmoid", "tanh", "softcap")     # the ops that call _attn_tanh
@@ -82,7 +82,8 @@ def _attn_tanh(x):
 def score_function(scores: Scores, source: str) -> str:
     """`_attn_scores`: the ops of the diagram `source` on a chunk of scores, in its order, one line each."""
     lines = ["@gluon.jit",
-             "def _attn_scores(s, score_scale, slope, slope_cols, bias, rows, col0, cols, MASKED: gl.constexpr):",
+             "def _attn_scores(s, score_scale, slope, slope_cols, bias, rows, col0, cols, MASKED: gl.constexpr,",
+             "                 ALIBI: gl.constexpr):",
              f'    """The scores\' ops of {py_doc(source)}, in its order; '
              + ("none: the online softmax follows." if not scores.ops else
                 ("the online softmax follows." if scores.softmax else "their values weight V as they are.")) + '"""']

@@ -31,7 +31,7 @@ from analyzer.config.scores import MASKS
 
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
-           "CONSUMER_REGISTERS", "RIGHT", "LEFT", "ALIBI", "BIAS", "SINK", "SOFTMAX", "LSE_SHIFT", "VALUE_DIM", "_tma_ready", "_tma_able", "_descriptor", "_sm_count",
+           "CONSUMER_REGISTERS", "RIGHT", "LEFT", "ALIBI", "ALIBI_RECOMPUTED", "BIAS", "SINK", "SOFTMAX", "LSE_SHIFT", "VALUE_DIM", "_tma_ready", "_tma_able", "_descriptor", "_sm_count",
            "_bias_descriptor", "knobs", "driver", "_Plan", "_PLANS", "PLANS_KEPT", "_plan",
            "_unbound", "_bound", "FP8", "QUANT_BLOCK", "KEY_BLOCK", "LINEAR", "E4M3_MAX", "quantize", "_hadamard",
            "_by_blocks", "KEY_ORDER", "_key_order", "tl", "_quantize_rows", "_quantize_columns", "_quantized_on_gpu",
@@ -85,6 +85,11 @@ def _configuration_lines(g, tables: dict[int, HopperTable]) -> list[str]:
     return lines
 
 
+def _frozenset_text(items: frozenset[tuple[int, ...]]) -> str:
+    """A frozenset of int tuples as Python text, sorted (the generated text is deterministic)."""
+    return f"frozenset({{{', '.join(map(repr, sorted(items)))}}})" if items else "frozenset()"
+
+
 def _entry(c: HopperConfig) -> str:
     return "{" + ", ".join(f"{py_str(k)}: {v!r}" for k, v in c.entry().items()) + "}"
 
@@ -123,6 +128,10 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               "under the diagram's sliding window; -1: all",
               f"ALIBI = {g.hopper.scores.slope is not None}  # whether the scores take ALiBi's bias, a slope a head "
               "(an input of the call)",
+              "# (head dim, consumer warpgroups, BLOCK_X) at which ALiBi's m (j - r) is recomputed a chunk from the "
+              "keys, where",
+              "# holding it through the chunks does not fit the registers (the kernel's ALIBI 2; elsewhere 1, held)",
+              f"ALIBI_RECOMPUTED = {_frozenset_text(g.hopper.recomputed)}",
               f"BIAS = {g.hopper.scores.bias is not None}  # whether the scores take an additive bias, a tile of it "
               "a chunk (an input of the call)",
               f"SINK = {g.hopper.scores.sink}  # whether the softmax's sum takes a sink, a logit a head that weighs "
@@ -390,6 +399,9 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
                          f"{{max(REGISTER_CAP)}} consumer warpgroups and a producer")
     batch, heads, size_q, head_dim = q.shape
     value_dim = v.shape[3]
+    if ALIBI and max(size_q, k.shape[2]) > 1 << 23:    # _attn_alibi_cols: positions exact below 2^23
+        raise ValueError(f"{{max(size_q, k.shape[2])}} positions: this kernel's ALiBi distances are exact for "
+                         "sequences of at most 2^23 (8,388,608); split the call")
     if VALUE_DIM is None and value_dim != head_dim:
         raise ValueError(f"v's head dim is {{value_dim}}, q's {{head_dim}}: this diagram gives them one axis")
     if VALUE_DIM is not None and (value_dim > VALUE_DIM or value_dim < 16 or value_dim & (value_dim - 1)):
@@ -408,7 +420,8 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
         grid = (tiles,)  # a block a tile, scheduled by the hardware
     sizes = (size_q, v.shape[2], batch * heads, heads, heads // k.shape[1])     # FP8's k may be padded
     constexprs = dict(ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, RIGHT=RIGHT,
-                      LEFT=LEFT, ALIBI=ALIBI, BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
+                      LEFT=LEFT, ALIBI=((2 if (head_dim, groups, cfg['BLOCK_X']) in ALIBI_RECOMPUTED else 1)
+                                        if ALIBI else 0), BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
                       ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
