@@ -7,11 +7,14 @@ over X, and r applied in the matmul's tail. Timed in one run, on one GPU, at rms
   prologue on each chunk of X);
 - the folded form: the row factor by torch (one pass over X, fp32 sums), then napkin's kernel of a row-scaled
   matmul diagram (Y = (X W') r, r in the tail), written here, with and without the fold of W' per call;
-- torch: F.rms_norm, then a matmul.
+- torch: F.rms_norm, then a matmul;
+- the pieces, for the bound: napkin's plain matmul of the same shape (what a fused kernel whose prologue
+  cost nothing would take), torch's matmul alone and F.rms_norm alone. torch's pair over napkin's plain
+  matmul is the most any fused form can gain on the unfused sequence here.
 
 Each napkin form is checked against float64 first.
 
-    python bench/rmsnorm_folded.py [--out DIR]
+    python bench/rmsnorm_folded.py [--gpu h200] [--out DIR]
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import environment, import_file, log, rel_err, save_results, timed  # noqa: E402
+from bench.common import command, environment, import_file, log, rel_err, save_results, timed  # noqa: E402
 from bench.hopper_contraction import EPS, RMSNORM, inputs, reference  # noqa: E402
 
 ROW_SCALED = """\
@@ -60,6 +63,7 @@ kernels:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gpu", default="h100", help="the profile the modules are generated for")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = ap.parse_args(argv)
     import torch
@@ -69,12 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     from analyzer.codegen import generate
 
     env = environment()
-    profile = hardware.load("h100")
+    profile = hardware.load(args.gpu)
     tmp = Path(tempfile.mkdtemp())
     diagram = tmp / "row_scaled_matmul.yaml"
     diagram.write_text(ROW_SCALED)
     modules = {}
-    for name, source in (("rmsnorm_matmul", "rmsnorm_matmul"), ("row_scaled_matmul", str(diagram))):
+    for name, source in (("rmsnorm_matmul", "rmsnorm_matmul"), ("row_scaled_matmul", str(diagram)),
+                         ("matmul", "matmul")):
         g = generate(source, profile, dtype="fp16")
         path = tmp / f"{name}.py"
         g.write(path)
@@ -96,25 +101,32 @@ def main(argv: list[str] | None = None) -> int:
         "the same, folding W' every call": lambda: modules["row_scaled_matmul"].row_scaled_matmul(
             x, (gain[:, None] * w), row_factor()),
         "torch row factor alone": row_factor,
+        "napkin matmul alone, same shape (the bound)": lambda: modules["matmul"].matmul(x, w),
+        "torch matmul alone": lambda: torch.matmul(x, w),
+        "torch F.rms_norm alone": lambda: F.rms_norm(x, (x.shape[1],), gain, eps=EPS),
         "torch F.rms_norm + matmul": lambda: torch.matmul(F.rms_norm(x, (x.shape[1],), gain, eps=EPS), w),
     }
     rows = []
     for name, fn in calls.items():
         row = {"callable": name}
-        if name.startswith("napkin"):
+        if name.startswith("napkin") and "alone" not in name:
             row["rel_err"] = rel_err(torch, fn(), ref)
         row["time_s"] = timed(triton, fn, graph=True, rep_ms=50)["time_s"]
         rows.append(row)
         log(json.dumps(row))
     torch_s = rows[-1]["time_s"]
     md = [f"# RMSNorm-matmul folded or fused, on {env['gpu']}", "",
-          "`python bench/rmsnorm_folded.py`: 16384 x 4096 -> 4096 fp16, CUDA graph replays, median", "",
+          f"`{command('rmsnorm_folded.py', argv)}`: 16384 x 4096 -> 4096 fp16, CUDA graph replays, median", "",
           "| callable | time | torch / it | error against float64 |", "|---|---|---|---|"]
     md += [f"| {r['callable']} | {r['time_s'] * 1e6:.1f} us | {torch_s / r['time_s']:.3f}x | "
            f"{r['rel_err']:.1e} |" if "rel_err" in r else
            f"| {r['callable']} | {r['time_s'] * 1e6:.1f} us | {torch_s / r['time_s']:.3f}x | |" for r in rows]
+    bound = torch_s / next(r["time_s"] for r in rows if "(the bound)" in r["callable"])
+    md += ["", f"The bound: torch's pair over napkin's plain matmul of the same shape, {bound:.3f}x: what a fused "
+           "kernel reaches if its prologue costs nothing."]
     save_results(args.out, "rmsnorm_folded_" + ("h200" if "H200" in env["gpu"] else "h100"),
-                 {"env": env, "rows": rows}, "\n".join(md) + "\n")
+                 {"env": env, "command": command("rmsnorm_folded.py", argv), "rows": rows, "bound": bound},
+                 "\n".join(md) + "\n")
     return 0 if all(r.get("rel_err", 0) < 1e-2 for r in rows) else 1
 
 
