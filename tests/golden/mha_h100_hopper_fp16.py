@@ -1139,6 +1139,9 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
                          f"{max(REGISTER_CAP)} consumer warpgroups and a producer")
     batch, heads, size_q, head_dim = q.shape
     value_dim = v.shape[3]
+    if ALIBI and max(size_q, k.shape[2]) > 1 << 23:    # _attn_alibi_cols: positions exact below 2^23
+        raise ValueError(f"{max(size_q, k.shape[2])} positions: this kernel's ALiBi distances are exact for "
+                         "sequences of at most 2^23 (8,388,608); split the call")
     if VALUE_DIM is None and value_dim != head_dim:
         raise ValueError(f"v's head dim is {value_dim}, q's {head_dim}: this diagram gives them one axis")
     if VALUE_DIM is not None and (value_dim > VALUE_DIM or value_dim < 16 or value_dim & (value_dim - 1)):
@@ -1277,7 +1280,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_4c29a71beacfc1bd'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_187644240e6e6be1'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 
