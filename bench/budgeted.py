@@ -28,9 +28,10 @@ def heading(doc: dict, title: str) -> list[str]:
 
 
 def parse(argv: list[str] | None, description: str, *, budget_s: float = 420.0, dry_run: bool = False,
-          out_from_env: bool = False) -> argparse.Namespace:
+          out_from_env: bool = False, quick: str | None = None) -> argparse.Namespace:
     """The script's arguments: --gpu (the profile its kernels are generated for), --out, --budget-s (when
-    it stops timing), with `dry_run` --dry-run; `out_from_env`: --out defaults to $OUT where it is set."""
+    it stops timing), with `dry_run` --dry-run; `out_from_env`: --out defaults to $OUT where it is set;
+    `quick`: a --quick flag, its help that text (what the script leaves out with it)."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--gpu", default="h100", help="the profile the kernels are generated for")
     out = os.environ.get("OUT", "bench/results") if out_from_env else "bench/results"
@@ -38,6 +39,8 @@ def parse(argv: list[str] | None, description: str, *, budget_s: float = 420.0, 
     ap.add_argument("--budget-s", type=float, default=budget_s, help="stop timing after this many seconds")
     if dry_run:
         ap.add_argument("--dry-run", action="store_true", help="generate the modules and stop (no GPU needed)")
+    if quick:
+        ap.add_argument("--quick", action="store_true", help=quick)
     return ap.parse_args(argv)
 
 
