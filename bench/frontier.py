@@ -168,7 +168,7 @@ def persistent_checks(run: Run) -> list[dict]:
                 for schedule in PERSISTENT_SCHEDULES:
                     c = configuration(run.profile, d, "bf16", warpgroups=own["WARPGROUPS"], chunk=own["BLOCK_X"],
                                       stages=own["STAGES"], overlap=own["OVERLAP"], schedule=schedule,
-                                      causal=v.causal, value_dim=v.value_dim, bias=v.extra == "bias")
+                                      causal=v.causal, value_dim=v.value_dim, scores=v.chain)
                     if legal(run.profile, c):
                         rows.append(check(run.torch, v, module, d, seq, dict(own, SCHEDULE=schedule),
                                           outlier=seq == 1000))

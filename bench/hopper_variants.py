@@ -90,6 +90,7 @@ class Variant:
     reference: dict                # reference_attention's keywords the chain implies (sigmoid, cap, masks)
     extra: str | None              # the call's input beyond q, k, v: "slopes", "bias" or "sinks"
     dtype: str = DTYPE             # the kernel's element type (fp8: e4m3 inputs, bf16 ones quantised)
+    chain: Any = None              # the generated module's chain of scores (analyzer.config.scores.Scores)
 
     def module(self):
         return import_file(Path(self.path), f"variant_{self.diagram}")
@@ -114,7 +115,7 @@ def read_off(diagram: str, gpu: str, tmp: Path, dtype: str = DTYPE) -> Variant:
     dims = tuple(sorted(import_file(path, f"probe_{diagram}").CONFIGS["flash"]))
     if g.hopper.value_dim:       # V's head dim of its own: the diagram's head dims alone (MLA's 192/128)
         dims = (g.expected.sizes[g.roles.head_dim],)
-    return Variant(diagram, str(path), causal, dims, g.hopper.value_dim, ref, extra, dtype)
+    return Variant(diagram, str(path), causal, dims, g.hopper.value_dim, ref, extra, dtype, chain)
 
 
 def inputs(torch, v: Variant, batch: int, heads: int, seq: int, d: int, dtype, *, strided=False, outlier=False,
