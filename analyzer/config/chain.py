@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.config.choose import TIE
 from analyzer.config.contraction import ELEMENTWISE, ContractionParams, Counts
-from analyzer.config.hopper import (
+from analyzer.config.plan import WHOLE, KernelPlan, next_pow2
+from analyzer.config.warp_specialised import (
     MBARRIER_BYTES,
     PARTITION_BYTES,
     REGISTER_RESERVE,
     registers_per_consumer,
 )
-from analyzer.config.plan import WHOLE, KernelPlan, next_pow2
 from analyzer.diagram.compiled import Op
 from analyzer.hardware import Profile
 from analyzer.model.analysis import TermModel

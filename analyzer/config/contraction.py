@@ -34,7 +34,8 @@ from dataclasses import dataclass, fields
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.config.by_size import LENGTHS, nearest
 from analyzer.config.choose import TIE
-from analyzer.config.hopper import (
+from analyzer.config.plan import KernelPlan
+from analyzer.config.warp_specialised import (
     MBARRIER_BYTES,
     PARTITION_BYTES,
     REGISTER_RESERVE,
@@ -42,7 +43,6 @@ from analyzer.config.hopper import (
     register_cap,
     registers_per_consumer,
 )
-from analyzer.config.plan import KernelPlan
 from analyzer.diagram.compiled import Op
 from analyzer.hardware import Profile, chain_fit, contraction_fit
 from analyzer.model.analysis import TermModel

@@ -50,12 +50,18 @@ from analyzer.config.hopper_params import PERSISTENT_SCHEDULES, SCHEDULES, Hoppe
 from analyzer.config.kernels import Configured
 from analyzer.config.overlap import Stage, bound
 from analyzer.config.scores import SOFTMAX, Scores, scores_of
+from analyzer.config.warp_specialised import (
+    MBARRIER_BYTES,
+    PARTITION_BYTES,
+    REGISTER_RESERVE,
+    hopper_capable,
+    register_cap,
+    registers_per_consumer,
+)
 from analyzer.diagram.interface import Attention
 from analyzer.hardware import Profile
 
-PRODUCER_REGISTERS = 24       # setmaxnreg's minimum (PTX): the producer only issues TMA copies
-REGISTER_RESERVE = 24         # per consumer thread beyond the tiles (see the module docstring)
-# ... and beyond those, where the kernel masks keys causally (the row and column indices it compares): on
+# Beyond the warp-specialised kernel's REGISTER_RESERVE (analyzer.config.warp_specialised), where the kernel masks keys causally (the row and column indices it compares): on
 # an H100 ptxas spilled 320 bytes building the causal kernel with 4 consumers of 112 registers at head
 # dim 64, s_x = 64, which the mha reserve admits (tests/kernels/test_hopper.py)
 CAUSAL_RESERVE = 16
@@ -63,12 +69,6 @@ CAUSAL_RESERVE = 16
 # 80 to 440 bytes a thread where the tiles left 8 registers of a consumer's free, 4 bytes where 24, none
 # where 40 or more (head dims 64 to 256, 1 to 4 consumers, s_x 64 to 256; tests/kernels/test_hopper_fp8.py)
 FP8_RESERVE = 32
-MBARRIER_BYTES = 8
-# What Triton allocates beside the kernel's own buffers: gl.warp_specialize hands the worker partitions
-# their arguments through SMEM, and a called function keeps its scratch there; 228 to 320 bytes for the
-# shipped kernel compiled for sm_90a at 1 to 4 consumers (tests/kernels/test_allocation.py), counted as
-# this bound
-PARTITION_BYTES = 512
 CHUNKS = (64, 128, 256)       # s_x: powers of two (TMA boxes, gl.arange) up to wgmma's largest n
 STAGES = (2, 3, 4)
 OVERLAPS = ("none", "inter", "intra", "inter+intra")
@@ -131,25 +131,6 @@ class HopperConfig:
         groups = "warpgroup" if self.warpgroups == 1 else "warpgroups"
         return (f"N={self.warpgroups} consumer {groups} of {self.rows} rows, s_x={self.chunk}, "
                 f"{self.stages} stages, overlap {self.overlap}, {self.schedule}")
-
-
-def hopper_capable(profile: Profile) -> bool:
-    """Whether `profile` describes a GPU with warpgroup MMA, TMA and setmaxnreg (sm_90)."""
-    return profile.divisors.mma_instruction == "wgmma" and profile.threads.warp_size == 32
-
-
-def register_cap(profile: Profile, warpgroups: int) -> int:
-    """The kernel's registers a thread at launch (maxnreg): the register file shared by the N consumer
-    warpgroups and the producer's, in steps of 8 (setmaxnreg's granule)."""
-    per_thread = profile.registers.per_sm // profile.divisors.mma_threads     # one warpgroup alone
-    return min(per_thread // (warpgroups + 1), profile.registers.per_thread_max + 1) // 8 * 8
-
-
-def registers_per_consumer(profile: Profile, warpgroups: int) -> int:
-    """What setmaxnreg gives each consumer thread: the cap of every warpgroup less the producer's 24,
-    shared by the N consumers, in steps of 8, at most a thread's maximum."""
-    pool = register_cap(profile, warpgroups) * (warpgroups + 1) - PRODUCER_REGISTERS
-    return min(pool // warpgroups, profile.registers.per_thread_max) // 8 * 8
 
 
 def configuration(profile: Profile, head_dim: int, dtype: str, *, warpgroups: int, chunk: int, stages: int,

@@ -11,7 +11,7 @@ import pytest
 from analyzer import hardware
 from analyzer.codegen import generate
 from analyzer.common.errors import NapkinError
-from analyzer.config import hopper
+from analyzer.config import hopper, warp_specialised
 from tests.kernels.hopper_build import INSTRUCTIONS, compiled, compiled_each
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
@@ -79,12 +79,13 @@ def test_legality_is_conservative(key):
 def test_registers_split_as_table_2():
     """setmaxnreg: the producer keeps 24; the consumers share the rest in steps of 8 (FlashAttention-3
     gives 240 each to two consumers and 160 to three)."""
-    assert hopper.registers_per_consumer(H100, 2) == 240
-    assert hopper.registers_per_consumer(H100, 3) == 160
+    ws = warp_specialised
+    assert ws.registers_per_consumer(H100, 2) == 240
+    assert ws.registers_per_consumer(H100, 3) == 160
     for n in (1, 2, 3, 4):
-        cap = hopper.register_cap(H100, n)
+        cap = ws.register_cap(H100, n)
         assert cap * (n + 1) * 128 <= H100.registers.per_sm
-        assert n * hopper.registers_per_consumer(H100, n) + hopper.PRODUCER_REGISTERS <= cap * (n + 1)
+        assert n * ws.registers_per_consumer(H100, n) + ws.PRODUCER_REGISTERS <= cap * (n + 1)
 
 
 def test_model_prefers_overlap_when_the_softmax_is_slow():

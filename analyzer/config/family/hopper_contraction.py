@@ -35,9 +35,9 @@ from analyzer.config.contraction import (
     size_table,
 )
 from analyzer.config.family.base import Accuracy, Expected, Family, Launch
-from analyzer.config.hopper import registers_per_consumer
 from analyzer.config.kernels import Configured, configure_kernels
 from analyzer.config.ranking import ContractionRow, Sweep
+from analyzer.config.warp_specialised import registers_per_consumer
 from analyzer.diagram.compiled import Diagram
 from analyzer.diagram.interface import Attention
 from analyzer.hardware import Profile, contraction_fit
