@@ -55,30 +55,23 @@ CONFIGS = {128: ((2, 128, "intra"), (2, 64, "intra"), (1, 128, "intra"), (2, 128
 SEQLENS = (8192, 16384)
 
 
-HELD = "\n\nALIBI_RECOMPUTED = frozenset()  # this probe's: held at every configuration\n"
-EVERY = '''
+# the launcher's choice of the lowering, replaced: one lowering at every configuration (1 held, 2 recomputed)
+EVERYWHERE = """
 
 
-class _Every:
-    """Every (head dim, consumer warpgroups, BLOCK_X): this probe's."""
-
-    def __contains__(self, key):
-        return True
-
-
-ALIBI_RECOMPUTED = _Every()  # this probe's: recomputed at every configuration
-'''
+def _alibi_mode(head_dim, groups, block_x):
+    \"\"\"This probe's: ALiBi's column part lowered one way at every configuration.\"\"\"
+    return {mode}
+"""
 
 
 def lowered(source: str, name: str) -> str:
     """The generated module's text with ALiBi's column part lowered as `name` at every configuration: its
-    ALIBI_RECOMPUTED set again at its end (the launcher reads it at each call's plan)."""
+    _alibi_mode defined again at its end (the launcher calls it at each call's plan)."""
     assert all(line in source for line in RECOMPUTED), "the generated module's recomputed lowering has moved"
-    if name == "held":
-        return source + HELD
     if name == "converted":
         source = source.replace(RECOMPUTED[0], CONVERTED[0]).replace(RECOMPUTED[1], CONVERTED[1])
-    return source + EVERY
+    return source + EVERYWHERE.format(mode=1 if name == "held" else 2)
 
 
 def entry(groups: int, chunk: int, overlap: str) -> dict:

@@ -61,9 +61,10 @@ from analyzer.config.warp_specialised import (
 from analyzer.diagram.interface import Attention
 from analyzer.hardware import Profile
 
-# Beyond the warp-specialised kernel's REGISTER_RESERVE (analyzer.config.warp_specialised), where the kernel masks keys causally (the row and column indices it compares): on
-# an H100 ptxas spilled 320 bytes building the causal kernel with 4 consumers of 112 registers at head
-# dim 64, s_x = 64, which the mha reserve admits (tests/kernels/test_hopper.py)
+# Beyond the warp-specialised kernel's REGISTER_RESERVE (analyzer.config.warp_specialised), where the
+# kernel masks keys causally (the row and column indices it compares): on an H100 ptxas spilled 320 bytes
+# building the causal kernel with 4 consumers of 112 registers at head dim 64, s_x = 64, which the mha
+# reserve admits (tests/kernels/test_hopper.py)
 CAUSAL_RESERVE = 16
 # ... and beyond those with FP8 (e4m3 conversions, the key order, the scales): ptxas for sm_90a spilled
 # 80 to 440 bytes a thread where the tiles left 8 registers of a consumer's free, 4 bytes where 24, none

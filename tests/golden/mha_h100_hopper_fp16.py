@@ -1130,6 +1130,14 @@ def _launch_flash(t, size, scale, cfg=None, lse=None, descale=None):
         out.copy_(o)
 
 
+def _alibi_mode(head_dim, groups, block_x):
+    """The kernel's ALIBI at a configuration: 0 without ALiBi; 1 where its m (j - r) is held through the
+    chunks; 2 where it is recomputed a chunk (ALIBI_RECOMPUTED)."""
+    if not ALIBI:
+        return 0
+    return 2 if (head_dim, groups, block_x) in ALIBI_RECOMPUTED else 1
+
+
 def _plan(q, k, v, out, entry, size, cfg, lse=False):
     """The launch plan of a call signature: the configuration (CONFIGS' choice at the call's sizes where cfg
     is None), checked against the kernel's register file, and what follows from it; `lse`: whether the
@@ -1166,8 +1174,8 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
         grid = (tiles,)  # a block a tile, scheduled by the hardware
     sizes = (size_q, v.shape[2], batch * heads, heads, heads // k.shape[1])     # FP8's k may be padded
     constexprs = dict(ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, RIGHT=RIGHT,
-                      LEFT=LEFT, ALIBI=((2 if (head_dim, groups, cfg['BLOCK_X']) in ALIBI_RECOMPUTED else 1)
-                                        if ALIBI else 0), BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
+                      LEFT=LEFT, ALIBI=_alibi_mode(head_dim, groups, cfg['BLOCK_X']), BIAS=BIAS, SINK=SINK,
+                      INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
                       ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
@@ -1286,7 +1294,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_84fea1ce0543061e'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_cfbb32bc3b2dad3f'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 

@@ -101,9 +101,7 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
     unused = ({"qh_desc": None, "kh_desc": None} if not hi else {}) | ({} if module.BIAS else {"b_desc": None})
     constexprs = {**unused, "ROWS": module.ROWS, "BLOCK_X": entry["BLOCK_X"], "STAGES": entry["STAGES"], "GROUPS": groups,
                   "RIGHT": module.RIGHT, "LEFT": module.LEFT, "BIAS": module.BIAS,
-                  # ALiBi's column part held (1) or recomputed a chunk (2), as the launcher decides
-                  "ALIBI": (2 if (head_dim, groups, entry["BLOCK_X"]) in module.ALIBI_RECOMPUTED else 1)
-                  if module.ALIBI else 0,
+                  "ALIBI": module._alibi_mode(head_dim, groups, entry["BLOCK_X"]),     # the launcher's
                   "SINK": module.SINK, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
                   "SOFTMAX": module.SOFTMAX, "SPLIT": hi > 0, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups],
                   "ROTATE": entry["SCHEDULE"] != "tiles" and (module.RIGHT >= 0 or module.LEFT >= 0),

@@ -32,7 +32,7 @@ from analyzer.config.scores import MASKS
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
            "CONSUMER_REGISTERS", "RIGHT", "LEFT", "ALIBI", "ALIBI_RECOMPUTED", "BIAS", "SINK", "SOFTMAX", "LSE_SHIFT", "VALUE_DIM", "_tma_ready", "_tma_able", "_descriptor", "_sm_count",
-           "_bias_descriptor", "knobs", "driver", "_Plan", "_PLANS", "PLANS_KEPT", "_plan",
+           "_bias_descriptor", "knobs", "driver", "_Plan", "_PLANS", "PLANS_KEPT", "_plan", "_alibi_mode",
            "_unbound", "_bound", "FP8", "QUANT_BLOCK", "KEY_BLOCK", "LINEAR", "E4M3_MAX", "quantize", "_hadamard",
            "_by_blocks", "KEY_ORDER", "_key_order", "tl", "_quantize_rows", "_quantize_columns", "_quantized_on_gpu",
            "_quantized_by_torch", "EXP2_FMA", "EXP2_PTX", "LAZY_RESCALE")
@@ -384,6 +384,14 @@ def {ids.launch[p.name]}(t, size, scale, cfg=None, lse=None, descale=None):
         out.copy_(o)
 
 
+def _alibi_mode(head_dim, groups, block_x):
+    """The kernel's ALIBI at a configuration: 0 without ALiBi; 1 where its m (j - r) is held through the
+    chunks; 2 where it is recomputed a chunk (ALIBI_RECOMPUTED)."""
+    if not ALIBI:
+        return 0
+    return 2 if (head_dim, groups, block_x) in ALIBI_RECOMPUTED else 1
+
+
 def _plan(q, k, v, out, entry, size, cfg, lse=False):
     """The launch plan of a call signature: the configuration (CONFIGS' choice at the call's sizes where cfg
     is None), checked against the kernel's register file, and what follows from it; `lse`: whether the
@@ -420,8 +428,8 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
         grid = (tiles,)  # a block a tile, scheduled by the hardware
     sizes = (size_q, v.shape[2], batch * heads, heads, heads // k.shape[1])     # FP8's k may be padded
     constexprs = dict(ROWS=ROWS, BLOCK_X=cfg['BLOCK_X'], STAGES=cfg['STAGES'], GROUPS=groups, RIGHT=RIGHT,
-                      LEFT=LEFT, ALIBI=((2 if (head_dim, groups, cfg['BLOCK_X']) in ALIBI_RECOMPUTED else 1)
-                                        if ALIBI else 0), BIAS=BIAS, SINK=SINK, INTRA='intra' in cfg['OVERLAP'],
+                      LEFT=LEFT, ALIBI=_alibi_mode(head_dim, groups, cfg['BLOCK_X']), BIAS=BIAS, SINK=SINK,
+                      INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
                       ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
