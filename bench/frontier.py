@@ -151,10 +151,15 @@ def checks(run: Run) -> bool:
     return not bad
 
 
+# The persistent checks' heads at each length: tiles enough that every block takes several (two to four on
+# 132 SMs), so that the prefetch schedule runs tiles after one another as one pipeline
+PIPELINED_HEADS = {17: 400, 1000: 48}
+
+
 def persistent_checks(run: Run) -> list[dict]:
     """Every shipped Hopper diagram, its model's configuration at 17 and 1000 with each persistent schedule
     forced where it fits (prefetch's second query buffer and output buffer take SMEM; bench/hopper_variants.py's
-    reading of what each computes, and its check)."""
+    reading of what each computes, and its check), on PIPELINED_HEADS heads."""
     from analyzer.config.hopper import PERSISTENT_SCHEDULES, configuration, legal
     from bench.hopper_variants import check, inputs, read_off
     rows = []
@@ -171,7 +176,7 @@ def persistent_checks(run: Run) -> list[dict]:
                                       causal=v.causal, value_dim=v.value_dim, scores=v.chain)
                     if legal(run.profile, c):
                         rows.append(check(run.torch, v, module, d, seq, dict(own, SCHEDULE=schedule),
-                                          outlier=seq == 1000))
+                                          outlier=seq == 1000, heads=PIPELINED_HEADS[seq]))
     return rows
 
 

@@ -55,12 +55,14 @@ def test_model_configuration(diagram, causal, dim, seq, dtype, tmp_path):
 
 @pytest.mark.parametrize("warpgroups, chunk", [(1, 128), (2, 128), (3, 64)])
 @pytest.mark.parametrize("overlap", ("none", "inter", "intra", "inter+intra"))
-@pytest.mark.parametrize("schedule", ("tiles", "persistent"))
+@pytest.mark.parametrize("schedule", ("tiles", "persistent", "prefetch"))
 def test_every_configuration(warpgroups, chunk, overlap, schedule, tmp_path):
+    """Causal at 700 keys under every configuration; 96 heads, so that a persistent block takes several tiles
+    (4 to 12 where the SMs are 132: prefetch runs each next tile's head under the last P V of the one before)."""
     if warpgroups == 1 and "inter" in overlap:
         pytest.skip("one warpgroup has no turn to pass")
     m = _module("causal_attention", tmp_path, torch.float16)
-    q, k, v = (torch.randn(2, 3, 700, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    q, k, v = (torch.randn(2, 48, 700, 128, device="cuda", dtype=torch.float16) for _ in range(3))
     config = {"WARPGROUPS": warpgroups, "BLOCK_X": chunk, "STAGES": 2, "OVERLAP": overlap, "SCHEDULE": schedule}
     assert _rel(m.attention(q, k, v, causal=True, config=config), _reference(q, k, v, True)) < 1e-2
 
