@@ -145,9 +145,10 @@ def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOC
     K and V into a ring of STAGES SMEM buffers: wait until every consumer has released a buffer (its
     `empty` mbarrier), then let the TMA engine fill it and signal its `ready` mbarrier with the bytes.
     The next tile's first chunks load while the consumers finish this one; its queries wait until they
-    have stored their output (which passes through the query buffers), or, with PREFETCH, land in the
-    second of two query buffers as soon as the consumers have issued the tile before's last Q K^T, under
-    that tile's last P V and its epilogue. A head dim that is no power of two
+    have stored their output (which passes through the query buffers), or, with PREFETCH, land first, in
+    the second of two query buffers, as soon as every Q K^T of the tile before last has run: the
+    consumers issue a tile's first Q K^T beside the last P V of the tile before, so that tile's last V
+    is released only once this tile's queries and first K are there. A head dim that is no power of two
     (SPLIT: 192 = 128 + 64) loads in two column blocks, q and qh, k and kh, under one mbarrier. With BIAS
     each chunk's V comes with each consumer's tile of the bias (its rows at the chunk's keys), under V's
     mbarrier: a consumer reads its bias before the chunk's softmax and releases it with V after PV.
@@ -166,7 +167,14 @@ def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOC
         idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = _attn_tile(
             t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT)
         n = chunks - first
-        ahead = gl.minimum(n, STAGES)
+        # the chunks the ring has room for, before the queries (which wait until the tile before has stored
+        # its output); with PREFETCH none: the queries first, since the consumers release the tile before's
+        # last V only once they have issued this tile's first Q K^T (_attn_head), and its queries' buffer
+        # is free since the tile before last's Q K^T
+        if PREFETCH:
+            ahead = 0
+        else:
+            ahead = gl.minimum(n, STAGES)
         for j in range(ahead):
             _attn_load(descs, smem, kv_bars, it + j, idx_b, idx_hk, (first + j) * BLOCK_X,
                        idx_b * bias_b_rows + idx_h * bias_h_rows + row0, ROWS, STAGES, GROUPS, SPLIT, BIAS, FP8)
@@ -487,6 +495,221 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
 
 
 @gluon.jit
+def _attn_setup(k, sched, slopes, descales, size_q, arange_x, GROUPS: gl.constexpr, GROUP: gl.constexpr,
+                ROWS: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
+                ROTATE: gl.constexpr, ALIBI: gl.constexpr, FP8: gl.constexpr, QUANT: gl.constexpr,
+                KEY_BLOCK: gl.constexpr, row_layout: gl.constexpr):
+    """What consumer GROUP reads of its k-th tile: the tile (_attn_tile's), the first of its own rows, and
+    its rows with what the scores' ops read of the tile: with ALIBI the head's slope (ALiBi's m, one
+    number a (batch, head) at slope_ptr, times slope_scale) and what _attn_alibi_cols takes from it; with
+    FP8 the tile's query scale (one a QUANT = ROWS rows) and where the head's key scales start."""
+    tiles, blocks_q, heads, kv_group, size_x = sched
+    slope_ptr, slope_stride_b, slope_stride_h, slope_scale = slopes
+    tile = _attn_tile(_attn_turn(k, ROTATE), sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT)
+    idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = tile
+    first_row = row0 + GROUP * ROWS
+    rows = first_row + gl.arange(0, ROWS, row_layout)
+    if ALIBI:
+        slope = gl.load(slope_ptr + idx_b * slope_stride_b + idx_h * slope_stride_h).to(gl.float32) * slope_scale
+        if ALIBI == 1:      # held: m (j - r) at the first chunk's columns, r the tile's first row
+            slope_cols = slope * (arange_x - first_row).to(gl.float32)
+        else:               # recomputed a chunk: 2^23 + r
+            slope_cols = 8388608.0 + first_row
+    else:
+        slope = 0.0
+        slope_cols = 0.0
+    if FP8:
+        q_scale_ptr, k_scale_ptr, v_scale_ptr = descales
+        q_blocks = gl.cdiv(size_q, QUANT)
+        k_blocks = gl.cdiv(size_x, KEY_BLOCK)
+        q_scale = gl.load(q_scale_ptr + (idx_b * heads + idx_h) * q_blocks
+                          + gl.minimum(first_row // QUANT, q_blocks - 1))
+        descale = (k_scale_ptr + (idx_b * (heads // kv_group) + idx_hk) * k_blocks, q_scale, k_blocks)
+    else:
+        descale = 0.0
+    return tile, first_row, rows, slope, slope_cols, descale
+
+
+@gluon.jit
+def _attn_queries(q_smem, qh_smem, q_ready, done, GROUPS: gl.constexpr, GROUP: gl.constexpr, ROWS: gl.constexpr,
+                  PREFETCH: gl.constexpr, WAIT: gl.constexpr):
+    """This consumer's query tile (its column blocks) for the tile it takes after `done` others: the one
+    buffer, or with PREFETCH the two in turn; WAIT: once landed (else it was waited for already)."""
+    qb, q_phase = _attn_ring(done, 2 if PREFETCH else 1)
+    HEAD_D: gl.constexpr = q_smem.shape[4]
+    HEAD_DH: gl.constexpr = qh_smem.shape[4]
+    q_tiles = (q_smem.index(qb * GROUPS + GROUP).reshape([ROWS, HEAD_D]),
+               qh_smem.index(qb * GROUPS + GROUP).reshape([ROWS, HEAD_DH]))
+    if WAIT:
+        mbarrier.wait(q_ready.index(qb), q_phase)
+    return q_tiles
+
+
+@gluon.jit
+def _attn_head(it, q_tiles, smem, kv_bars, turn, first, scores, pending, b_first: gl.constexpr, ROWS: gl.constexpr,
+               BLOCK_X: gl.constexpr, STAGES: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
+               FIRST: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr,
+               FP8: gl.constexpr, KEY_BLOCK: gl.constexpr, LINEAR: gl.constexpr, EXP2: gl.constexpr,
+               LAZY: gl.constexpr, ALIBI: gl.constexpr, PENDING: gl.constexpr, layouts: gl.constexpr):
+    """A tile's first chunk (`first`, chunk `it` of the ring): S = Q K^T and its probabilities, the running
+    max and sum started from them (masked: it may be the last chunk, on the diagonal or on a window's left
+    edge). PENDING (the persistent schedule that prefetches, between two tiles): `pending` is the tile
+    before's accumulator, its last P and the ring's place of its last chunk, whose P V is issued beside this
+    Q K^T (under one INTER turn) and, with INTRA, runs under these probabilities, as a step's does: the
+    tile before's last contraction and this one's first no longer run alone. Returns P as the next P V
+    takes it, m, l and the tile before's accumulator (with PENDING, its P V done; else zeros)."""
+    q_smem, k_smem, v_smem, o_smem, qh_smem, kh_smem, b_smem = smem
+    k_ready, k_empty, v_ready, v_empty = kv_bars
+    turn_mine, turn_next = turn
+    rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols, descale = scores
+    s_layout, o_layout, p_layout = layouts
+    acc, p_last, last = pending
+    HEAD_D: gl.constexpr = k_smem.shape[4]
+    HEAD_DH: gl.constexpr = kh_smem.shape[4]
+    HEAD_E: gl.constexpr = o_smem.shape[4]
+    s, phase = _attn_ring(it, STAGES)
+    k_tile = k_smem.index(s).reshape([BLOCK_X, HEAD_D])
+    kh_tile = kh_smem.index(s).reshape([BLOCK_X, HEAD_DH])
+    mbarrier.wait(k_ready.index(s), phase)
+    if INTER:
+        mbarrier.wait(turn_mine, (it & 1) ^ FIRST)
+    s_tok = _attn_qk(q_tiles, k_tile, kh_tile, ROWS, BLOCK_X, SPLIT, s_layout)
+    if PENDING:
+        sp, phase_prev = _attn_ring(last, STAGES)
+        v_prev = _attn_v(v_smem, sp, BLOCK_X, HEAD_E, FP8)
+        mbarrier.wait(v_ready.index(sp), phase_prev)
+        o_tok = warpgroup_mma(_attn_e4m3(p_last, FP8), v_prev, acc, is_async=True)
+    if INTER:
+        mbarrier.arrive(turn_next, count=1)
+    if PENDING and INTRA:
+        s_val, k_tile, kh_tile = warpgroup_mma_wait(1, deps=(s_tok, k_tile, kh_tile))   # S done; P V may run
+    elif PENDING:
+        s_val, acc, k_tile, kh_tile, v_prev = warpgroup_mma_wait(0, deps=(s_tok, o_tok, k_tile, kh_tile, v_prev))
+    else:
+        s_val, k_tile, kh_tile = warpgroup_mma_wait(0, deps=(s_tok, k_tile, kh_tile))
+    mbarrier.arrive(k_empty.index(s), count=1)
+    if BIAS:
+        mbarrier.wait(v_ready.index(s), phase)
+        bias = b_smem.index(b_first + s).load(s_layout)
+    else:
+        bias = 0.0
+    if FP8:
+        s_val, qk_chunk = _attn_descale(s_val, qk_scale, descale, first * BLOCK_X, arange_x, BLOCK_X, KEY_BLOCK,
+                                        LINEAR)
+    else:
+        qk_chunk = qk_scale
+    m_i = gl.full([ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+    l_i = gl.full([ROWS], 0.0, gl.float32, gl.SliceLayout(1, s_layout))
+    p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_chunk, score_scale, slope, slope_cols, bias, rows,
+                                             first * BLOCK_X, first * BLOCK_X + arange_x, size_x, True, SOFTMAX,
+                                             EXP2, LAZY, ALIBI, FP8)
+    if PENDING:
+        if INTRA:
+            acc, v_prev = warpgroup_mma_wait(0, deps=(o_tok, v_prev))
+        mbarrier.arrive(v_empty.index(sp), count=1)
+    else:
+        acc = gl.zeros([ROWS, HEAD_E], gl.float32, o_layout)
+    return _attn_operand(p, q_smem.dtype, ROWS, BLOCK_X, FP8, p_layout), m_i, l_i, acc
+
+
+@gluon.jit
+def _attn_last_pv(acc, p_last, last, v_smem, kv_bars, BLOCK_X: gl.constexpr, STAGES: gl.constexpr,
+                  FP8: gl.constexpr):
+    """A tile's last P V (chunk `last` of the ring), alone: nothing follows it in this block."""
+    k_ready, k_empty, v_ready, v_empty = kv_bars
+    HEAD_E: gl.constexpr = acc.shape[1]
+    s, phase = _attn_ring(last, STAGES)
+    v_tile = _attn_v(v_smem, s, BLOCK_X, HEAD_E, FP8)
+    mbarrier.wait(v_ready.index(s), phase)
+    o_tok = warpgroup_mma(_attn_e4m3(p_last, FP8), v_tile, acc, is_async=True)
+    acc, v_tile = warpgroup_mma_wait(0, deps=(o_tok, v_tile))
+    mbarrier.arrive(v_empty.index(s), count=1)
+    return acc
+
+
+@gluon.jit
+def _attn_epilogue(acc, m_i, l_i, tile, first_row, rows, slope, qk_scale, o_desc, o_smem, sinks, lses, descales,
+                   heads, kv_group, GROUP: gl.constexpr, ROWS: gl.constexpr, SOFTMAX: gl.constexpr,
+                   SINK: gl.constexpr, LSE: gl.constexpr, FP8: gl.constexpr, PREFETCH: gl.constexpr,
+                   o_layout: gl.constexpr):
+    """O = acc / l (acc itself with a plain sum), through o_smem to GMEM by TMA, rows past the end of the
+    queries clipped by the TMA engine: o_smem is this consumer's query buffer (no longer read) where the
+    head dims agree and the queries have one buffer, else a buffer of its own, which with PREFETCH is
+    waited for only before the next tile's output takes it. With SINK the head's sink joins the sum first;
+    with LSE each row's log-sum-exp goes out as well; with FP8 V's column scales weigh the output."""
+    idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = tile
+    sink_ptr, sink_stride_b, sink_stride_h = sinks
+    lse_ptr, lse_stride_b, lse_stride_h, size_q, lse_shift = lses
+    HEAD_E: gl.constexpr = acc.shape[1]
+    if SOFTMAX:
+        if SINK:    # the head's sink joins the sum: exp(sink - m), log2 e times the sink in exp2's units
+            sink = gl.load(sink_ptr + idx_b * sink_stride_b + idx_h * sink_stride_h).to(gl.float32)
+            l_i = l_i + gl.exp2(sink * 1.4426950408889634 - m_i)
+        if LSE:     # the log-sum-exp of each row's scores, natural log: ln 2 (m + log2 l) in exp2's units;
+            # a shifted ALiBi's row part (m (i - r), which the softmax ignores) put back; -inf where no key
+            lse2 = m_i + gl.log2(l_i) - lse_shift * qk_scale * slope * (rows - first_row).to(gl.float32)
+            lse = gl.where(l_i == 0.0, float("-inf"), lse2 * 0.6931471805599453)
+            gl.store(lse_ptr + idx_b * lse_stride_b + idx_h * lse_stride_h + rows, lse, mask=rows < size_q)
+        l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+        o_val = acc / gl.where(l_o == 0.0, 1.0, l_o)[:, None]   # a row that saw no key: 0, not 0 / 0
+    else:
+        o_val = acc
+    if FP8:     # V's scale a column of the head (its keys weighed by P, which sums them unscaled)
+        q_scale_ptr, k_scale_ptr, v_scale_ptr = descales
+        o_val = o_val * gl.load(v_scale_ptr + (idx_b * (heads // kv_group) + idx_hk) * HEAD_E
+                                + gl.arange(0, HEAD_E, gl.SliceLayout(0, o_layout)))[None, :]
+    if PREFETCH:
+        tma.store_wait(0)
+    o_smem.index(GROUP).store(o_val.to(o_smem.dtype).reshape([1, 1, ROWS, HEAD_E]))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [idx_b, idx_h, row0 + GROUP * ROWS, 0], o_smem.index(GROUP))
+
+
+@gluon.jit
+def _attn_steps(it, tile, q_tiles, state, scores, smem, kv_bars, turn, b_first: gl.constexpr, ROWS: gl.constexpr,
+                BLOCK_X: gl.constexpr, STAGES: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
+                FIRST: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr, FP8: gl.constexpr,
+                KEY_BLOCK: gl.constexpr, LINEAR: gl.constexpr, EXP2: gl.constexpr, LAZY: gl.constexpr,
+                ALIBI: gl.constexpr, layouts: gl.constexpr):
+    """The steps of a tile's chunks after its first (`it`: the ring's place of that first chunk), from
+    `state`, what its head left (acc, P, m, l): the chunks on a window's left edge masked, those every row
+    of the tile sees whole without a mask, those on the diagonal or past the last key masked. Returns the
+    state after the last chunk's softmax, its P V still to run. The caller runs the tile's head (its first
+    Q K^T, from the same `q_tiles`) before these loops, in the same iteration: ptxas for sm_90a (Triton
+    3.6) computes the query tile's wgmma descriptors once for the loops below, and where none of their
+    computations came before them it placed them before the unmasked loop alone, so that the masked loop
+    after an unmasked loop of no trip read a stale descriptor (with two query buffers, the tile before's
+    queries; measured on an H200: a tile of its head and one masked step wrong, or SMEM read out of bounds).
+    The head's, which come before both loops, are the ones it takes."""
+    q_smem, k_smem, v_smem, o_smem, qh_smem, kh_smem, b_smem = smem
+    HEAD_D: gl.constexpr = k_smem.shape[4]
+    HEAD_DH: gl.constexpr = kh_smem.shape[4]
+    HEAD_E: gl.constexpr = o_smem.shape[4]
+    idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = tile
+    ring = it - first       # chunk j of the tile is chunk ring + j of the ring
+    acc, p_prev, m_i, l_i = state
+    # chunks on a window's left edge: masked
+    for j in range(first + 1, whole):
+        acc, p_prev, m_i, l_i = _attn_step(
+            j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X, HEAD_D,
+            HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK, LINEAR, EXP2,
+            LAZY, ALIBI, layouts)
+    # chunks every row of the tile sees whole: no mask
+    for j in range(gl.maximum(whole, first + 1), unmasked):
+        acc, p_prev, m_i, l_i = _attn_step(
+            j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X, HEAD_D,
+            HEAD_DH, HEAD_E, STAGES, False, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK, LINEAR, EXP2,
+            LAZY, ALIBI, layouts)
+    # chunks on the diagonal or past the last key: masked
+    for j in range(gl.maximum(unmasked, first + 1), chunks):
+        acc, p_prev, m_i, l_i = _attn_step(
+            j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X, HEAD_D,
+            HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK, LINEAR, EXP2,
+            LAZY, ALIBI, layouts)
+    return acc, p_prev, m_i, l_i
+
+
+@gluon.jit
 def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS: gl.constexpr,
                    BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr, GROUP: gl.constexpr,
                    RIGHT: gl.constexpr, LEFT: gl.constexpr, ROTATE: gl.constexpr, PREFETCH: gl.constexpr,
@@ -495,25 +718,24 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
                    descales, FP8: gl.constexpr, QUANT: gl.constexpr, KEY_BLOCK: gl.constexpr,
                    LINEAR: gl.constexpr, EXP2: gl.constexpr, LAZY: gl.constexpr):
     """Consumer warpgroup GROUP: per tile, its ROWS query rows against every chunk of keys. Scores and the
-    output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring. The
-    output (HEAD_E columns, V's head dim) leaves through o_smem: the query tile's (first column block's)
-    buffer where that is V's head dim wide and the queries have one buffer, a buffer of its own otherwise
-    (PREFETCH: the query buffer is released once the tile's last Q K^T has run, and the output's store
-    is waited for only before the next tile's output takes the buffer). With ALIBI, the tile's head has a slope (ALiBi's m,
-    one number a (batch, head) at slope_ptr), loaded once a tile. With BIAS, each chunk's scores take this
-    warpgroup's tile of the bias, which the producer lands in b_smem with the chunk's V. With FP8 the
-    scores are taken back to scale before their ops (_attn_descale), the probabilities weigh V in e4m3,
-    and the output is scaled by V's column scales before it leaves in 16 bits. Its grouped arguments are
-    the kernel's (descs, smem, bars, sched, scales, slopes, descales: see there)."""
+    output accumulate in registers in wgmma's layout; K and V come from the producer's SMEM ring. A tile
+    is its first chunk (_attn_head), the steps of the chunks after it (_attn_step: S of one, P V of the
+    one before), its last P V and its epilogue (_attn_epilogue). With PREFETCH (a persistent block whose
+    queries have two buffers and whose output has one of its own) the tiles run as one pipeline: a tile's
+    head issues its Q K^T beside the tile before's last P V and computes its probabilities under it, then
+    the tile before's output leaves, so that no contraction of a short tile runs alone but the block's
+    first Q K^T and last P V; a query buffer is released once its tile's last Q K^T has run. With BIAS,
+    each chunk's scores take this warpgroup's tile of the bias, which the producer lands in b_smem with
+    the chunk's V. With FP8 the scores are taken back to scale before their ops (_attn_descale), the
+    probabilities weigh V in e4m3, and the output is scaled by V's column scales before it leaves in 16
+    bits. Its grouped arguments are the kernel's (descs, smem, bars, sched, scales, slopes, descales:
+    see there)."""
     q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, b_desc = descs
     q_smem, k_smem, v_smem, o_smem, qh_smem, kh_smem, b_smem = smem
     q_ready, q_empty, kv_bars = bars
-    k_ready, k_empty, v_ready, v_empty = kv_bars
     tiles, blocks_q, heads, kv_group, size_x = sched
     qk_scale, score_scale = scales
-    slope_ptr, slope_stride_b, slope_stride_h, slope_scale = slopes
-    sink_ptr, sink_stride_b, sink_stride_h = sinks
-    lse_ptr, lse_stride_b, lse_stride_h, size_q, lse_shift = lses
+    size_q = lses[3]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[3]       # the head dim's (first) column block
     if SPLIT:
         HEAD_DH: gl.constexpr = qh_desc.block_type.shape[3]     # its second
@@ -530,141 +752,83 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4 if FP8 else 2)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     FIRST: gl.constexpr = 1 if GROUP == 0 else 0        # warpgroup 0 takes the first turn
-    turn_mine = turns.index(GROUP)
-    turn_next = turns.index((GROUP + 1) % GROUPS)
+    turn = (turns.index(GROUP), turns.index((GROUP + 1) % GROUPS))
     arange_x = gl.arange(0, BLOCK_X, gl.SliceLayout(0, s_layout))
     if FP8:     # the key each column of S holds: K lands in _attn_operand's order (quantize stores it so)
         arange_x = _attn_fp8_keys(arange_x)
     b_first: gl.constexpr = GROUP * STAGES          # this warpgroup's bias tiles in b_smem, one a stage
-    # what every chunk's step takes besides the kernel's groups: this warpgroup's turn, the layouts (and, a
-    # tile, the query tile's column blocks and what the scores' ops read)
-    turn = (turn_mine, turn_next)
     layouts: gl.constexpr = (s_layout, o_layout, p_layout)
 
-    it = 0          # chunks consumed so far, over all tiles: the ring's position (and the turns taken)
-    done = 0        # tiles done so far
-    for k in range(_attn_turns(tiles, ROTATE)):
-        t = _attn_turn(k, ROTATE)
-        idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = _attn_tile(
-            t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT)
-        first_row = row0 + GROUP * ROWS
-        rows = first_row + gl.arange(0, ROWS, row_layout)
-        if ALIBI:   # the head's slope, and what _attn_alibi_cols reads for its bias at a chunk's columns
-            slope = gl.load(slope_ptr + idx_b * slope_stride_b + idx_h * slope_stride_h).to(gl.float32) * slope_scale
-            if ALIBI == 1:      # held: m (j - r) at the first chunk's columns, r the tile's first row
-                slope_cols = slope * (arange_x - first_row).to(gl.float32)
-            else:               # recomputed a chunk: 2^23 + r
-                slope_cols = 8388608.0 + first_row
-        else:
-            slope = 0.0
-            slope_cols = 0.0
-        if FP8:     # the tile's query scale (a scale every QUANT = ROWS rows) and the head's key scales
-            q_scale_ptr, k_scale_ptr, v_scale_ptr = descales
-            q_blocks = gl.cdiv(size_q, QUANT)
-            k_blocks = gl.cdiv(size_x, KEY_BLOCK)
-            q_scale = gl.load(q_scale_ptr + (idx_b * heads + idx_h) * q_blocks
-                              + gl.minimum(first_row // QUANT, q_blocks - 1))
-            descale = (k_scale_ptr + (idx_b * (heads // kv_group) + idx_hk) * k_blocks, q_scale, k_blocks)
-        else:
-            descale = 0.0
-        ring = it - first       # chunk j of the tile is chunk ring + j of the ring
-        qb, q_phase = _attn_ring(done, 2 if PREFETCH else 1)       # the tile's query buffer
-        q_tiles = (q_smem.index(qb * GROUPS + GROUP).reshape([ROWS, HEAD_D]),
-                   qh_smem.index(qb * GROUPS + GROUP).reshape([ROWS, HEAD_DH]))
-        mbarrier.wait(q_ready.index(qb), q_phase)
-
-        # chunk `first`: S only, nothing to accumulate yet (masked: it may be the last, on the diagonal or on a
-        # window's left edge)
-        s, phase = _attn_ring(it, STAGES)
-        k_tile = k_smem.index(s).reshape([BLOCK_X, HEAD_D])
-        kh_tile = kh_smem.index(s).reshape([BLOCK_X, HEAD_DH])
-        mbarrier.wait(k_ready.index(s), phase)
-        if INTER:
-            mbarrier.wait(turn_mine, (it & 1) ^ FIRST)
-        s_tok = _attn_qk(q_tiles, k_tile, kh_tile, ROWS, BLOCK_X, SPLIT, s_layout)
-        if INTER:
-            mbarrier.arrive(turn_next, count=1)
-        s_val, k_tile, kh_tile = warpgroup_mma_wait(0, deps=(s_tok, k_tile, kh_tile))
-        mbarrier.arrive(k_empty.index(s), count=1)
-        if BIAS:
-            mbarrier.wait(v_ready.index(s), phase)
-            bias = b_smem.index(b_first + s).load(s_layout)
-        else:
-            bias = 0.0
-        if FP8:
-            s_val, qk_chunk = _attn_descale(s_val, qk_scale, descale, first * BLOCK_X, arange_x, BLOCK_X, KEY_BLOCK,
-                                            LINEAR)
-        else:
-            qk_chunk = qk_scale
-        m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
-        l_i = gl.full([ROWS], 0.0, gl.float32, row_layout)
-        p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_chunk, score_scale, slope, slope_cols, bias,
-                                                 rows, first * BLOCK_X, first * BLOCK_X + arange_x, size_x, True,
-                                                 SOFTMAX, EXP2, LAZY, ALIBI, FP8)
-        p_prev = _attn_operand(p, q_smem.dtype, ROWS, BLOCK_X, FP8, p_layout)
-        acc = gl.zeros([ROWS, HEAD_E], gl.float32, o_layout)
-
-        scores = (rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols, descale)  # what the scores read
-        # chunks on a window's left edge: masked
-        for j in range(first + 1, whole):
-            acc, p_prev, m_i, l_i = _attn_step(
-                j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
-                HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK,
-                LINEAR, EXP2, LAZY, ALIBI, layouts)
-        # chunks every row of the tile sees whole: no mask
-        for j in range(gl.maximum(whole, first + 1), unmasked):
-            acc, p_prev, m_i, l_i = _attn_step(
-                j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
-                HEAD_D, HEAD_DH, HEAD_E, STAGES, False, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK,
-                LINEAR, EXP2, LAZY, ALIBI, layouts)
-        # chunks on the diagonal or past the last key: masked
-        for j in range(gl.maximum(unmasked, first + 1), chunks):
-            acc, p_prev, m_i, l_i = _attn_step(
-                j, ring, q_tiles, smem, kv_bars, turn, (acc, p_prev, m_i, l_i), scores, b_first, ROWS, BLOCK_X,
-                HEAD_D, HEAD_DH, HEAD_E, STAGES, True, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK,
-                LINEAR, EXP2, LAZY, ALIBI, layouts)
-
-        if PREFETCH:    # every Q K^T of the tile has run: the producer may land the tile after next's queries
-            mbarrier.arrive(q_empty.index(qb), count=1)
-
-        # the last chunk's P V
-        s, phase = _attn_ring(ring + chunks - 1, STAGES)
-        v_tile = _attn_v(v_smem, s, BLOCK_X, HEAD_E, FP8)
-        mbarrier.wait(v_ready.index(s), phase)
-        o_tok = warpgroup_mma(_attn_e4m3(p_prev, FP8), v_tile, acc, is_async=True)
-        acc, v_tile = warpgroup_mma_wait(0, deps=(o_tok, v_tile))
-        mbarrier.arrive(v_empty.index(s), count=1)
-
-        # O = acc / l (acc itself with a plain sum), through o_smem (this warpgroup's query buffer, no longer
-        # read, where the head dims agree and the queries have one buffer) to GMEM by TMA, rows past the end
-        # of the queries clipped by the TMA engine; then the query buffer is free for the next tile's queries
-        # (PREFETCH: the output has a buffer of its own, free once the tile before's store has left)
-        if SOFTMAX:
-            if SINK:    # the head's sink joins the sum: exp(sink - m), log2 e times the sink in exp2's units
-                sink = gl.load(sink_ptr + idx_b * sink_stride_b + idx_h * sink_stride_h).to(gl.float32)
-                l_i = l_i + gl.exp2(sink * 1.4426950408889634 - m_i)
-            if LSE:     # the log-sum-exp of each row's scores, natural log: ln 2 (m + log2 l) in exp2's units;
-                # a shifted ALiBi's row part (m (i - r), which the softmax ignores) put back; -inf where no key
-                lse2 = m_i + gl.log2(l_i) - lse_shift * qk_scale * slope * (rows - first_row).to(gl.float32)
-                lse = gl.where(l_i == 0.0, float("-inf"), lse2 * 0.6931471805599453)
-                gl.store(lse_ptr + idx_b * lse_stride_b + idx_h * lse_stride_h + rows, lse, mask=rows < size_q)
-            l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
-            o_val = acc / gl.where(l_o == 0.0, 1.0, l_o)[:, None]   # a row that saw no key: 0, not 0 / 0
-        else:
-            o_val = acc
-        if FP8:     # V's scale a column of the head (its keys weighed by P, which sums them unscaled)
-            o_val = o_val * gl.load(v_scale_ptr + (idx_b * (heads // kv_group) + idx_hk) * HEAD_E
-                                    + gl.arange(0, HEAD_E, gl.SliceLayout(0, o_layout)))[None, :]
-        if PREFETCH:
-            tma.store_wait(0)
-        o_smem.index(GROUP).store(o_val.to(o_smem.dtype).reshape([1, 1, ROWS, HEAD_E]))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [idx_b, idx_h, row0 + GROUP * ROWS, 0], o_smem.index(GROUP))
-        if not PREFETCH:
+    turns_n = _attn_turns(tiles, ROTATE)
+    if PREFETCH:
+        # the block's first tile: its head alone, then its steps
+        tile, first_row, rows, slope, slope_cols, descale = _attn_setup(
+            0, sched, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
+            ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
+        scores = (rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols, descale)
+        q_tiles = _attn_queries(q_smem, qh_smem, q_ready, 0, GROUPS, GROUP, ROWS, PREFETCH, True)
+        p_prev, m_i, l_i, acc = _attn_head(
+            0, q_tiles, smem, kv_bars, turn, tile[4], scores, (0.0, 0.0, 0), b_first, ROWS, BLOCK_X, STAGES, INTRA,
+            INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK, LINEAR, EXP2, LAZY, ALIBI, False, layouts)
+        acc, p_prev, m_i, l_i = _attn_steps(
+            0, tile, q_tiles, (acc, p_prev, m_i, l_i), scores, smem, kv_bars, turn, b_first, ROWS,
+            BLOCK_X, STAGES, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK, LINEAR, EXP2, LAZY, ALIBI,
+            layouts)
+        mbarrier.arrive(q_empty.index(0), count=1)      # every Q K^T of the tile has run
+        last = tile[7] - tile[4] - 1    # the ring's place of the tile's last chunk
+        for k in range(1, turns_n):
+            # this tile's first Q K^T beside the tile before's last P V, its softmax under that P V
+            tile, first_row, rows, slope, slope_cols, descale = _attn_setup(
+                k, sched, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
+                ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
+            scores = (rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols, descale)
+            q_tiles = _attn_queries(q_smem, qh_smem, q_ready, k, GROUPS, GROUP, ROWS, PREFETCH, True)
+            p_k, m_k, l_k, acc = _attn_head(
+                last + 1, q_tiles, smem, kv_bars, turn, tile[4], scores, (acc, p_prev, last), b_first, ROWS,
+                BLOCK_X, STAGES, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK, LINEAR, EXP2, LAZY, ALIBI,
+                True, layouts)
+            # the tile before's output
+            tile_b, first_row_b, rows_b, slope_b, slope_cols_b, descale_b = _attn_setup(
+                k - 1, sched, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
+                ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
+            _attn_epilogue(acc, m_i, l_i, tile_b, first_row_b, rows_b, slope_b, qk_scale, o_desc, o_smem, sinks, lses,
+                           descales, heads, kv_group, GROUP, ROWS, SOFTMAX, SINK, LSE, FP8, PREFETCH, o_layout)
+            acc, p_prev, m_i, l_i = _attn_steps(
+                last + 1, tile, q_tiles, (gl.zeros([ROWS, HEAD_E], gl.float32, o_layout), p_k, m_k, l_k), scores,
+                smem, kv_bars, turn, b_first, ROWS, BLOCK_X, STAGES, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8,
+                KEY_BLOCK, LINEAR, EXP2, LAZY, ALIBI, layouts)
+            mbarrier.arrive(q_empty.index(k % 2), count=1)     # the producer may land the tile after next's queries
+            last += tile[7] - tile[4]
+        # the block's last tile: its last P V alone, its output
+        acc = _attn_last_pv(acc, p_prev, last, v_smem, kv_bars, BLOCK_X, STAGES, FP8)
+        tile, first_row, rows, slope, slope_cols, descale = _attn_setup(
+            turns_n - 1, sched, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
+            ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
+        _attn_epilogue(acc, m_i, l_i, tile, first_row, rows, slope, qk_scale, o_desc, o_smem, sinks, lses, descales,
+                       heads, kv_group, GROUP, ROWS, SOFTMAX, SINK, LSE, FP8, PREFETCH, o_layout)
+    else:
+        it = 0      # the ring's place of the tile's first chunk: chunks consumed so far, over all tiles
+        for k in range(turns_n):
+            tile, first_row, rows, slope, slope_cols, descale = _attn_setup(
+                k, sched, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
+                ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
+            scores = (rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols, descale)
+            q_tiles = _attn_queries(q_smem, qh_smem, q_ready, k, GROUPS, GROUP, ROWS, PREFETCH, True)
+            p_prev, m_i, l_i, acc = _attn_head(
+                it, q_tiles, smem, kv_bars, turn, tile[4], scores, (0.0, 0.0, 0), b_first, ROWS, BLOCK_X, STAGES,
+                INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK, LINEAR, EXP2, LAZY, ALIBI, False, layouts)
+            acc, p_prev, m_i, l_i = _attn_steps(
+                it, tile, q_tiles, (acc, p_prev, m_i, l_i), scores, smem, kv_bars, turn, b_first, ROWS, BLOCK_X,
+                STAGES, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK, LINEAR, EXP2, LAZY, ALIBI,
+                layouts)
+            it += tile[7] - tile[4]
+            acc = _attn_last_pv(acc, p_prev, it - 1, v_smem, kv_bars, BLOCK_X, STAGES, FP8)
+            # the output leaves through this warpgroup's query buffer (where the head dims agree): once it has
+            # left, the buffer is free for the next tile's queries
+            _attn_epilogue(acc, m_i, l_i, tile, first_row, rows, slope, qk_scale, o_desc, o_smem, sinks, lses,
+                           descales, heads, kv_group, GROUP, ROWS, SOFTMAX, SINK, LSE, FP8, PREFETCH, o_layout)
             tma.store_wait(0)
             mbarrier.arrive(q_empty.index(0), count=1)
-        it += chunks - first
-        done += 1
     tma.store_wait(0)
 
 
@@ -1294,7 +1458,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_cfbb32bc3b2dad3f'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_84837e5b57497e29'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 

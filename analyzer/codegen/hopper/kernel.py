@@ -25,7 +25,8 @@ from analyzer.config.scores import MASKS, SOFTMAX, Scores
 HELPERS = ("_attn_ring", "_attn_turns", "_attn_turn", "_attn_tile", "_attn_producer", "_attn_load", "_attn_scores",
            "_attn_probabilities", "_attn_qk", "_attn_v", "_attn_operand", "_attn_fp8_keys", "_attn_descale",
            "_attn_step", "_attn_consumer", "_attn_tanh", "_attn_exp2", "_attn_rescale",
-           "_attn_e4m3", "_attn_alibi_cols")
+           "_attn_e4m3", "_attn_alibi_cols", "_attn_setup", "_attn_queries", "_attn_head", "_attn_last_pv",
+           "_attn_epilogue", "_attn_steps")
 
 # The kernel's text: attention.gluon (package data beside this module) without its note, everything from
 # the first @gluon.jit on; $kernel, $scores and $partitions are what render_kernel fills in
