@@ -39,7 +39,7 @@ from analyzer.config.hopper import (
     predicted_time,
     ranked,
 )
-from analyzer.config.hopper_params import MODELLED_SCHEDULES
+from analyzer.config.hopper_params import MODELLED_SCHEDULES, UNMASKED_ONLY
 from analyzer.config.scores import SOFTMAX, Scores
 from analyzer.hardware import Estimate, HopperFit, Profile
 
@@ -69,8 +69,12 @@ PARAMETERS = {
     # recording holds the persistent schedule (otherwise absent, and the model does not rank it)
     "persistent_hidden": (0.5, 0.0, 1.0, 1.0),
     "persistent_slowdown": (0.0, 0.0, 0.3, 0.01),
+    # the prefetch schedule's: fitted only where the recording holds it
+    "prefetch_hidden": (0.5, 0.0, 1.0, 1.0),
 }
-PERSISTENT = ("persistent_hidden", "persistent_slowdown")   # the persistent schedule's own terms
+# each persistent schedule's own terms, fitted where a record runs it
+SCHEDULE_TERMS = {"persistent": ("persistent_hidden", "persistent_slowdown"),
+                  "prefetch": ("prefetch_hidden", "persistent_slowdown")}
 
 
 class HopperConfigEntry(BaseModel):
@@ -125,8 +129,10 @@ def load(path: str, field: str = "RECORDING", bench: str = "hopper_sweep") -> tu
     rec = read_json(Path(path), HopperRecording, missing=f"no such recording: {path}", field=field,
                     hint=f"give a recording's path, or record one with python bench/{bench}.py on "
                          f"an H100 or H200; napkin ships bench/results/{bench}_h100.json")
-    # a schedule the model has no terms for (prefetch: MODELLED_SCHEDULES) would be priced as another's
-    measured = [r for r in rec.records if r.status == "ok" and r.time_s and r.config.SCHEDULE in MODELLED_SCHEDULES]
+    # a schedule the model has no terms for (MODELLED_SCHEDULES) would be priced as another's, and one it
+    # does not rank under a mask (UNMASKED_ONLY) would pull its term toward what it does not explain
+    measured = [r for r in rec.records if r.status == "ok" and r.time_s and r.config.SCHEDULE in MODELLED_SCHEDULES
+                and not (r.causal and r.config.SCHEDULE in UNMASKED_ONLY)]
     if not measured:
         raise NapkinError(f"{path} has no measured records of the Hopper kernel", file=path, field="records")
     return rec, measured
@@ -154,10 +160,12 @@ def _params(spec: dict, x: np.ndarray, source: str = HopperParams.source) -> Hop
 
 
 def parameters(records: list[HopperRecord]) -> dict[str, tuple[float, float, float, float]]:
-    """What a fit on `records` can fit: PARAMETERS, less the persistent schedule's terms where no record
+    """What a fit on `records` can fit: PARAMETERS, less each persistent schedule's terms where no record
     runs it."""
-    persistent = any(r.config.SCHEDULE == "persistent" for r in records)
-    return {k: v for k, v in PARAMETERS.items() if k not in PERSISTENT or persistent}
+    ran = {r.config.SCHEDULE for r in records}
+    terms = {t for terms in SCHEDULE_TERMS.values() for t in terms}
+    kept = {t for s, terms in SCHEDULE_TERMS.items() if s in ran for t in terms}
+    return {k: v for k, v in PARAMETERS.items() if k not in terms or k in kept}
 
 
 @dataclass(frozen=True)
@@ -275,6 +283,7 @@ class Result:
     # the score ops' costs fitted on a sweep of the variants (analyzer.calibrate.hopper_variants.Variants,
     # which that module's calibrate sets), or None
     variants: Any = None
+    unranked: int = 0       # measured records of a schedule the model does not rank under a mask (UNMASKED_ONLY)
 
 
 def split_of(r: HopperRecord, held_out: int) -> str:
@@ -340,7 +349,10 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SE
                   **{s: Errors.of(predicted[ix], t[ix]) for s in ("train", "held-out configs", "held-out size",
                                                                      "beyond")
                      if (ix := [i for i, r in enumerate(theirs) if split_of(r, held_out) == s])}}
-    return Result(recording, rec, records, base, fitted, split, errors, picked, across, other, refused)
+    unranked = sum(r.status == "ok" and bool(r.time_s) and r.causal and r.config.SCHEDULE in UNMASKED_ONLY
+                   for r in rec.records)
+    return Result(recording, rec, records, base, fitted, split, errors, picked, across, other, refused,
+                  unranked=unranked)
 
 
 def hopper_fit(r: Result, command: str) -> HopperFit:

@@ -28,12 +28,15 @@ from L2: every block of a head reads the same chunks, as the paper's FlashAttent
 model with rows_per_load 999); a chunk costs the larger. Blocks run one an SM (the SMEM of one
 fills most of it) in waves; each adds one chunk for its prologue and epilogue (the first QK^T and the
 last PV run alone), unless the schedule is persistent: a block an SM takes the tiles in turn, and a share
-of each tile's fixed cost (`persistent_hidden`) runs under the tile before. Causal tiles are counted
+of each tile's fixed cost (`persistent_hidden`) runs under the tile before; the prefetch schedule hides
+its own share (`prefetch_hidden`: the next tile's queries land early and its first QK^T runs beside this
+tile's last PV). Causal tiles are counted
 as the kernel walks them (`causal_tiles`): block skipping streams a tile's chunks up to its diagonal,
 and the steps that run the causal mask (the first chunk, which the kernel always masks, and those on
 the diagonal) each add `mask_overhead` of a chunk: the mask's index compares and selects on every
-score, on the masked step's own code path. The persistent schedule is ranked where a profile's fit
-measured what it hides (`ranked_schedules`).
+score, on the masked step's own code path. A persistent schedule is ranked where a profile's fit
+measured what it hides (`ranked_schedules`); prefetch not under a mask, where it measured slower at
+128-key chunks for a reason no term states (`UNMASKED_ONLY`).
 """
 
 from __future__ import annotations
@@ -301,7 +304,8 @@ def _time(profile: Profile, c: HopperConfig, chunk: tuple[float, float], *, seq_
     steps_s = chunks * chunk_s + params.mask_overhead * masked * mask_s
     fixed_s = params.prologue_chunks * chunk_s + params.tile_overhead_s      # a tile's prologue and overhead
     if c.schedule in PERSISTENT_SCHEDULES:     # a share of each tile's fixed cost runs under the tile before it;
-        hidden = 1.0 if params.persistent_hidden is None else params.persistent_hidden   # unfitted: all of it
+        share = params.prefetch_hidden if c.schedule == "prefetch" else params.persistent_hidden
+        hidden = 1.0 if share is None else share    # unfitted: all of it
         steps_s *= 1 + params.persistent_slowdown
         return params.launch_overhead_s + waves * (steps_s + (1 - hidden) * fixed_s) + hidden * fixed_s
     return params.launch_overhead_s + waves * (steps_s + fixed_s)
@@ -321,10 +325,11 @@ def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: in
 def _priced(profile: Profile, head_dim: int, dtype: str, causal: bool, params: HopperParams, scores: Scores,
             value_dim: int | None) -> list[tuple[HopperConfig, float, tuple]]:
     """Each legal configuration with what no size changes: its seconds a chunk and its tie key."""
+    masked = band_walk(causal, scores) is not None
     return [(c, _chunk_s(profile, c, head_dim, dtype, None, params, scores, value_dim),
              _tie(profile, c, head_dim, dtype, params, scores, value_dim))
-            for c in candidates(profile, head_dim, dtype, band_walk(causal, scores) is not None,
-                                schedules=ranked_schedules(params), value_dim=value_dim, scores=scores)]
+            for c in candidates(profile, head_dim, dtype, masked, schedules=ranked_schedules(params, masked),
+                                value_dim=value_dim, scores=scores)]
 
 
 def _ranked(profile: Profile, priced: list[tuple[HopperConfig, float, tuple]], *, seq_q: int, seq_k: int,

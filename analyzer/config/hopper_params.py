@@ -13,13 +13,12 @@ from analyzer.hardware import Profile, hopper_fit
 OVERHEAD = 0.66               # o: Section 6.3's hypothesis, the threads' work Table 3 leaves out
 # The kernel's schedules, in the order a tie goes (the hardware's own first): tiles (a block a tile), persistent
 # (a block an SM, taking the tiles in turn) and prefetch (persistent, with two query buffers and the output's
-# own, so that the next tile's queries land under this one's last P V and epilogue)
+# own, so that the next tile's queries land early and its first Q K^T runs beside this one's last P V)
 SCHEDULES = ("tiles", "persistent", "prefetch")
 PERSISTENT_SCHEDULES = ("persistent", "prefetch")
-# What the model ranks where a fit measured the persistent schedule: prefetch has no term of its own, since
-# it measured no faster than persistent (bench/results/hopper_sweep_h100_prefetch.md: per configuration
-# 0.84-1.14 of its time, the best of each shape within 3 %)
-MODELLED_SCHEDULES = ("tiles", "persistent")
+# The schedules the model has terms for; each persistent one is ranked where a fit measured it
+# (ranked_schedules)
+MODELLED_SCHEDULES = ("tiles", "persistent", "prefetch")
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,11 @@ class HopperParams:
     # the tile before it; None: no sweep of that schedule was fitted, so the model does not rank it (and
     # prices it as the paper would, every prologue but the first hidden)
     persistent_hidden: float | None = None
-    persistent_slowdown: float = 0.0   # what a streamed chunk costs the persistent schedule more, as a fraction
+    persistent_slowdown: float = 0.0   # what a streamed chunk costs the persistent schedules more, as a fraction
+    # share of a tile's fixed cost the prefetch schedule runs under the tile before it (its first Q K^T beside
+    # that tile's last P V, its queries landed early); None: no sweep of that schedule was fitted, and the
+    # model does not rank it
+    prefetch_hidden: float | None = None
     source: str = "the paper's idealised model"     # where the values come from, for headers and reports
 
     @classmethod
@@ -72,10 +75,21 @@ class HopperParams:
         return self.source != HopperParams.source
 
 
-def ranked_schedules(params: HopperParams) -> tuple[str, ...]:
-    """The schedules the model ranks: persistent only where a sweep of it (bench/hopper_sweep.py
-    --schedules tiles,persistent) fitted what it hides; prefetch not (MODELLED_SCHEDULES)."""
-    return MODELLED_SCHEDULES if params.persistent_hidden is not None else ("tiles",)
+# Schedules the model does not rank under a mask (causal, a window): measured on an H200, the prefetch
+# schedule runs causal tiles of 128-key chunks at 0.79-0.96x the persistent schedule's speed from 512 to 1k
+# tokens (and of 64-key chunks at 1.02-1.09x), an effect none of its terms explains
+# (bench/results/hopper_sweep_h200_prefetch.md); its term is fitted on unmasked records alone
+UNMASKED_ONLY = ("prefetch",)
 
 
-__all__ = ["MODELLED_SCHEDULES", "OVERHEAD", "PERSISTENT_SCHEDULES", "SCHEDULES", "HopperParams", "ranked_schedules"]
+def ranked_schedules(params: HopperParams, masked: bool = False) -> tuple[str, ...]:
+    """The schedules the model ranks: a persistent one only where a sweep of it (bench/hopper_sweep.py
+    --schedules tiles,persistent,prefetch) fitted what it hides, and under a mask (`masked`) not those
+    of UNMASKED_ONLY."""
+    fitted = {"persistent": params.persistent_hidden, "prefetch": params.prefetch_hidden}
+    return tuple(s for s in MODELLED_SCHEDULES
+                 if fitted.get(s, 0.0) is not None and not (masked and s in UNMASKED_ONLY))
+
+
+__all__ = ["MODELLED_SCHEDULES", "OVERHEAD", "PERSISTENT_SCHEDULES", "SCHEDULES", "UNMASKED_ONLY", "HopperParams",
+           "ranked_schedules"]

@@ -249,8 +249,12 @@ class HopperFit(Exact):
                           "schedule runs under the tile before it; absent where no sweep of that schedule was "
                           "fitted, and then the model does not rank it.")
     persistent_slowdown: Estimate | None = Field(
-        None, description="What a streamed chunk costs the persistent schedule beyond a block a tile's, as a "
+        None, description="What a streamed chunk costs the persistent schedules beyond a block a tile's, as a "
                           "fraction of it; fitted with persistent_hidden.")
+    prefetch_hidden: Estimate | None = Field(
+        None, description="Share of a tile's fixed cost the prefetch schedule (two query buffers; the next "
+                          "tile's first QK^T beside this one's last PV) runs under the tile before it; absent "
+                          "where no sweep of that schedule was fitted, and then the model does not rank it.")
     fit: dict[str, float | int | str] = Field(default_factory=dict,
                                               description="How well the fit did (informative).")
 

@@ -28,7 +28,8 @@ MEANING = {
     "mask_overhead": "chunk times a causal tile's masked step adds (its first chunk and those on the diagonal)",
     "overlap_softness": "1/p of the p-norm the tensor cores' and threads' work combine by (paper: 0, the longer alone)",
     "persistent_hidden": "share of a tile's prologue and overhead the persistent schedule runs under the tile before",
-    "persistent_slowdown": "what a streamed chunk costs the persistent schedule more, as a fraction of its time",
+    "persistent_slowdown": "what a streamed chunk costs the persistent schedules more, as a fraction of its time",
+    "prefetch_hidden": "share of a tile's prologue and overhead the prefetch schedule runs under the tile before",
 }
 REGENERATE = "#   "            # the header's lines that say how the file was made
 
@@ -187,7 +188,9 @@ def report_markdown(r: Result, command: str) -> str:
            f"`{command}`: {len(r.records)} measured configurations of {r.source} "
            f"({meta.get('command', '?')}, {meta.get('date', '?')}), timed by CUDA graph replays"
            + (f"; {r.refused} more measured configurations the legality rule now refuses are left out"
-              if r.refused else "") + ".",
+              if r.refused else "")
+           + (f"; {r.unranked} records of the prefetch schedule under a causal mask, which the model does not "
+              "rank there (analyzer.config.hopper_params.UNMASKED_ONLY), are left out" if r.unranked else "") + ".",
            "The fit: least squares on log(predicted / measured) with a Huber loss (scipy.optimize.least_squares), "
            "each parameter bounded to its meaning; uncertainties are one standard error from the fit's Jacobian. "
            "Trained on the FlashAttention-3 grid less one sequence length and one configuration in "
@@ -217,7 +220,7 @@ def report_markdown(r: Result, command: str) -> str:
             "|---|---|---|---|---|"]
     ideal = {c.shape: c for c in r.choices["idealised"]}
     label = (lambda c: f"N={c['WARPGROUPS']} s_x={c['BLOCK_X']} {c['STAGES']}st {c['OVERLAP']}"
-             + (" persistent" if c["SCHEDULE"] == "persistent" else ""))
+             + ("" if c["SCHEDULE"] == "tiles" else f" {c['SCHEDULE']}"))
     for c in r.choices["calibrated"]:
         i = ideal.get(c.shape)
         out.append(f"| {c.label} | {_pct(i.regret) if i else '-'} | {label(c.chosen)} | {_pct(c.regret)} "

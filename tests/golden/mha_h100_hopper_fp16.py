@@ -999,7 +999,7 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
 # warpgroups N; BLOCK_X: keys per chunk s_x; STAGES: SMEM buffers per streamed load; OVERLAP:
 # none, inter (ping-pong), intra (softmax under the next QK^T) or inter+intra; SCHEDULE: tiles (a
 # block a tile), persistent (a block an SM, taking every grid-th tile) or prefetch (persistent,
-# the next tile's queries landing under this one's epilogue: config= only, the model ranks it not).
+# two query buffers: a tile's first QK^T beside the tile before's last PV; ranked where fitted).
 LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 INSTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CONFIGS = {
@@ -1458,7 +1458,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_84837e5b57497e29'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_c2e44b1646e75b70'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 

@@ -102,7 +102,7 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
              "# warpgroups N; BLOCK_X: keys per chunk s_x; STAGES: SMEM buffers per streamed load; OVERLAP:",
              "# none, inter (ping-pong), intra (softmax under the next QK^T) or inter+intra; SCHEDULE: tiles (a",
              "# block a tile), persistent (a block an SM, taking every grid-th tile) or prefetch (persistent,",
-             "# the next tile's queries landing under this one's epilogue: config= only, the model ranks it not).",
+             "# two query buffers: a tile's first QK^T beside the tile before's last PV; ranked where fitted).",
              f"LENGTHS = {first.lengths!r}", f"INSTANCES = {first.instances!r}", "CONFIGS = {",
              f"    {py_str(g.kernels[0].plan.name)}: {{"]
     for d, t in tables.items():
