@@ -49,6 +49,7 @@ HEAD_DIMS = (64, 128, 256)    # where V's head dim is the query's: FlashAttentio
 DESIGNS = ("sampled", "full")
 ALL_STAGES_AT = (2048, 8192)  # sampled: the lengths at which every stage count is timed
 PERSISTENT_TOP = 6            # sampled: the block-an-SM schedules timed for the model's first tile configurations
+PREFETCH_AT = (512, 1024, 2048)   # sampled: the lengths at which the prefetch schedule is timed (where it ranks)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ def sampled(ranked: list[tuple[float, Any]], length: int) -> list[tuple[float, A
     """The configurations the shipped fits' recordings timed at a length (bench/hopper_sweep.py's
     candidates; the model's order kept): with the tiles schedule, every one at ALL_STAGES_AT and elsewhere
     the fewest stages of each (warpgroups, chunk, overlap) and the model's first choice; with a schedule of
-    a block an SM, the model's first PERSISTENT_TOP of those. A fit depends on the design as well as on
+    a block an SM, the model's first PERSISTENT_TOP of those (prefetch at PREFETCH_AT alone, the lengths of
+    the H200's sweep of it). A fit depends on the design as well as on
     the GPU (docs/measure.md): the same GPU's full grid and this one differ beyond the fits' standard
     errors in the schedules' parameters, so a user's fit is held against the shipped one on this design."""
     tiles = [c for _, c in ranked if c.schedule == "tiles"]
@@ -87,7 +89,8 @@ def sampled(ranked: list[tuple[float, Any]], length: int) -> list[tuple[float, A
     first = {(c.warpgroups, c.chunk, c.stages, c.overlap) for c in tiles[:PERSISTENT_TOP]}
     kept = {id(c) for c in tiles}
     return [(t, c) for t, c in ranked if id(c) in kept
-            or (c.schedule != "tiles" and (c.warpgroups, c.chunk, c.stages, c.overlap) in first)]
+            or (c.schedule != "tiles" and (c.warpgroups, c.chunk, c.stages, c.overlap) in first
+                and (c.schedule != "prefetch" or length in PREFETCH_AT))]
 
 
 def sweep(diagram: str, gpu: str | None = None, *, sets: dict[str, int] | None = None, grid: Grid = Grid(),
@@ -221,5 +224,5 @@ def json_key(entry: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(entry.items()))
 
 
-__all__ = ["ALL_STAGES_AT", "DESIGNS", "HEAD_DIMS", "PERSISTENT_TOP", "Grid", "Recorded", "fewest_stages", "sampled",
-           "sweep"]
+__all__ = ["ALL_STAGES_AT", "DESIGNS", "HEAD_DIMS", "PERSISTENT_TOP", "PREFETCH_AT", "Grid", "Recorded", "fewest_stages",
+           "sampled", "sweep"]

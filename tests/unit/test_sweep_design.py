@@ -10,7 +10,8 @@ import pytest
 
 from analyzer import hardware
 from analyzer.config import hopper
-from analyzer.measure.sweep import ALL_STAGES_AT, PERSISTENT_TOP, Grid, json_key, sampled
+from analyzer.config.hopper_params import HopperParams, ranked_schedules
+from analyzer.measure.sweep import ALL_STAGES_AT, PERSISTENT_TOP, PREFETCH_AT, Grid, json_key, sampled
 from bench.hopper_sweep import Shape, candidates
 
 GRID = Grid()
@@ -25,7 +26,8 @@ def _key(c) -> str:
 def test_the_sampled_design_is_the_bench_sweeps(gpu, causal):
     """At every length and head dim of the grid: the tiles configurations of a sweep of every one
     (`--schedules tiles`) and the persistent ones of a sweep of the model's first six (`--schedules
-    tiles,persistent --top 6`), the two runs the shipped recordings join."""
+    tiles,persistent --top 6`, and on the H200 `tiles,persistent,prefetch` at PREFETCH_AT, its prefetch
+    records where the model ranks them: no mask), the runs the shipped recordings join."""
     profile = hardware.load(gpu)
     for d in GRID.head_dims:
         for length in GRID.lengths:
@@ -33,8 +35,9 @@ def test_the_sampled_design_is_the_bench_sweeps(gpu, causal):
                           GRID.hidden // d, length, length, d)
             every = candidates(SimpleNamespace(profile=profile, args=SimpleNamespace(top=0, schedules="tiles")),
                                shape)
+            prefetch = length in PREFETCH_AT and "prefetch" in ranked_schedules(HopperParams.of(profile), causal)
             firsts = candidates(SimpleNamespace(profile=profile, args=SimpleNamespace(
-                top=PERSISTENT_TOP, schedules="tiles,persistent")), shape)
+                top=PERSISTENT_TOP, schedules="tiles,persistent" + ",prefetch" * prefetch)), shape)
             bench = {_key(c) for c in every} | {_key(c) for c in firsts if c.schedule != "tiles"}
             ranked = hopper.ranked(profile, d, "fp16", seq_q=length, seq_k=length,
                                    instances=shape.batch * shape.heads_q, causal=causal)
