@@ -224,5 +224,5 @@ def json_key(entry: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(entry.items()))
 
 
-__all__ = ["ALL_STAGES_AT", "DESIGNS", "HEAD_DIMS", "PERSISTENT_TOP", "PREFETCH_AT", "Grid", "Recorded", "fewest_stages",
-           "sampled", "sweep"]
+__all__ = ["ALL_STAGES_AT", "DESIGNS", "HEAD_DIMS", "PERSISTENT_TOP", "PREFETCH_AT", "Grid", "Recorded",
+           "fewest_stages", "sampled", "sweep"]
