@@ -130,12 +130,17 @@ def load(path: str, field: str = "RECORDING", bench: str = "hopper_sweep") -> tu
                     hint=f"give a recording's path, or record one with python bench/{bench}.py on "
                          f"an H100 or H200; napkin ships bench/results/{bench}_h100.json")
     # a schedule the model has no terms for (MODELLED_SCHEDULES) would be priced as another's, and one it
-    # does not rank under a mask (UNMASKED_ONLY) would pull its term toward what it does not explain
+    # does not rank under a mask (`unranked`) would pull its term toward what it does not explain
     measured = [r for r in rec.records if r.status == "ok" and r.time_s and r.config.SCHEDULE in MODELLED_SCHEDULES
-                and not (r.causal and r.config.SCHEDULE in UNMASKED_ONLY)]
+                and not unranked(r)]
     if not measured:
         raise NapkinError(f"{path} has no measured records of the Hopper kernel", file=path, field="records")
     return rec, measured
+
+
+def unranked(r: HopperRecord) -> bool:
+    """Whether `r` is a measured record of a schedule the model does not rank under its mask (UNMASKED_ONLY)."""
+    return r.status == "ok" and bool(r.time_s) and r.causal and r.config.SCHEDULE in UNMASKED_ONLY
 
 
 def config_of(profile: Profile, r: HopperRecord, chain: Scores = SOFTMAX) -> HopperConfig:
@@ -349,10 +354,8 @@ def calibrate(recording: str, gpu: str | Profile, *, held_out: int = HELD_OUT_SE
                   **{s: Errors.of(predicted[ix], t[ix]) for s in ("train", "held-out configs", "held-out size",
                                                                      "beyond")
                      if (ix := [i for i, r in enumerate(theirs) if split_of(r, held_out) == s])}}
-    unranked = sum(r.status == "ok" and bool(r.time_s) and r.causal and r.config.SCHEDULE in UNMASKED_ONLY
-                   for r in rec.records)
     return Result(recording, rec, records, base, fitted, split, errors, picked, across, other, refused,
-                  unranked=unranked)
+                  unranked=sum(map(unranked, rec.records)))
 
 
 def hopper_fit(r: Result, command: str) -> HopperFit:

@@ -495,14 +495,16 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
 
 
 @gluon.jit
-def _attn_setup(k, sched, slopes, descales, size_q, arange_x, GROUPS: gl.constexpr, GROUP: gl.constexpr,
+def _attn_setup(k, sched, scales, slopes, descales, size_q, arange_x, GROUPS: gl.constexpr, GROUP: gl.constexpr,
                 ROWS: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
                 ROTATE: gl.constexpr, ALIBI: gl.constexpr, FP8: gl.constexpr, QUANT: gl.constexpr,
                 KEY_BLOCK: gl.constexpr, row_layout: gl.constexpr):
     """What consumer GROUP reads of its k-th tile: the tile (_attn_tile's), the first of its own rows, and
     its rows with what the scores' ops read of the tile: with ALIBI the head's slope (ALiBi's m, one
     number a (batch, head) at slope_ptr, times slope_scale) and what _attn_alibi_cols takes from it; with
-    FP8 the tile's query scale (one a QUANT = ROWS rows) and where the head's key scales start."""
+    FP8 the tile's query scale (one a QUANT = ROWS rows) and where the head's key scales start: the tile,
+    its first row, its rows, the slope (the epilogue's) and `scores`, what a chunk's step reads besides
+    the chunk (_attn_step)."""
     tiles, blocks_q, heads, kv_group, size_x = sched
     slope_ptr, slope_stride_b, slope_stride_h, slope_scale = slopes
     tile = _attn_tile(_attn_turn(k, ROTATE), sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT)
@@ -527,7 +529,8 @@ def _attn_setup(k, sched, slopes, descales, size_q, arange_x, GROUPS: gl.constex
         descale = (k_scale_ptr + (idx_b * (heads // kv_group) + idx_hk) * k_blocks, q_scale, k_blocks)
     else:
         descale = 0.0
-    return tile, first_row, rows, slope, slope_cols, descale
+    qk_scale, score_scale = scales
+    return tile, first_row, rows, slope, (rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols, descale)
 
 
 @gluon.jit
@@ -762,10 +765,9 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
     turns_n = _attn_turns(tiles, ROTATE)
     if PREFETCH:
         # the block's first tile: its head alone, then its steps
-        tile, first_row, rows, slope, slope_cols, descale = _attn_setup(
-            0, sched, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
+        tile, first_row, rows, slope, scores = _attn_setup(
+            0, sched, scales, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
             ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
-        scores = (rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols, descale)
         q_tiles = _attn_queries(q_smem, qh_smem, q_ready, 0, GROUPS, GROUP, ROWS, PREFETCH, True)
         p_prev, m_i, l_i, acc = _attn_head(
             0, q_tiles, smem, kv_bars, turn, tile[4], scores, (0.0, 0.0, 0), b_first, ROWS, BLOCK_X, STAGES, INTRA,
@@ -778,18 +780,17 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
         last = tile[7] - tile[4] - 1    # the ring's place of the tile's last chunk
         for k in range(1, turns_n):
             # this tile's first Q K^T beside the tile before's last P V, its softmax under that P V
-            tile, first_row, rows, slope, slope_cols, descale = _attn_setup(
-                k, sched, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
+            tile, first_row, rows, slope, scores = _attn_setup(
+                k, sched, scales, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
                 ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
-            scores = (rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols, descale)
             q_tiles = _attn_queries(q_smem, qh_smem, q_ready, k, GROUPS, GROUP, ROWS, PREFETCH, True)
             p_k, m_k, l_k, acc = _attn_head(
                 last + 1, q_tiles, smem, kv_bars, turn, tile[4], scores, (acc, p_prev, last), b_first, ROWS,
                 BLOCK_X, STAGES, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK, LINEAR, EXP2, LAZY, ALIBI,
                 True, layouts)
             # the tile before's output
-            tile_b, first_row_b, rows_b, slope_b, slope_cols_b, descale_b = _attn_setup(
-                k - 1, sched, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
+            tile_b, first_row_b, rows_b, slope_b, scores_b = _attn_setup(
+                k - 1, sched, scales, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
                 ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
             _attn_epilogue(acc, m_i, l_i, tile_b, first_row_b, rows_b, slope_b, qk_scale, o_desc, o_smem, sinks, lses,
                            descales, heads, kv_group, GROUP, ROWS, SOFTMAX, SINK, LSE, FP8, PREFETCH, o_layout)
@@ -801,18 +802,17 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
             last += tile[7] - tile[4]
         # the block's last tile: its last P V alone, its output
         acc = _attn_last_pv(acc, p_prev, last, v_smem, kv_bars, BLOCK_X, STAGES, FP8)
-        tile, first_row, rows, slope, slope_cols, descale = _attn_setup(
-            turns_n - 1, sched, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
+        tile, first_row, rows, slope, scores = _attn_setup(
+            turns_n - 1, sched, scales, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
             ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
         _attn_epilogue(acc, m_i, l_i, tile, first_row, rows, slope, qk_scale, o_desc, o_smem, sinks, lses, descales,
                        heads, kv_group, GROUP, ROWS, SOFTMAX, SINK, LSE, FP8, PREFETCH, o_layout)
     else:
         it = 0      # the ring's place of the tile's first chunk: chunks consumed so far, over all tiles
         for k in range(turns_n):
-            tile, first_row, rows, slope, slope_cols, descale = _attn_setup(
-                k, sched, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
+            tile, first_row, rows, slope, scores = _attn_setup(
+                k, sched, scales, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
                 ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
-            scores = (rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols, descale)
             q_tiles = _attn_queries(q_smem, qh_smem, q_ready, k, GROUPS, GROUP, ROWS, PREFETCH, True)
             p_prev, m_i, l_i, acc = _attn_head(
                 it, q_tiles, smem, kv_bars, turn, tile[4], scores, (0.0, 0.0, 0), b_first, ROWS, BLOCK_X, STAGES,
@@ -1458,7 +1458,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_c2e44b1646e75b70'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_0f336ec42ac328e3'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 
