@@ -34,8 +34,8 @@ def causal_tiles(c: Tiled, seq_q: int, seq_k: int, window: int | None = None,
     (analyzer.codegen.hopper: _attn_tile, _attn_consumer): the block at rows row0.. streams the chunks up
     to its last row's last key, ceil((row0 + g_q + R) / s_x) of them (block skipping; R = `right`, the keys
     after a row's own it sees, 0 under a causal mask, None: all), of which the first
-    floor((row0 + 1 + R) / s_x) need no mask; chunk 0 always runs the masked step (it is the prologue's),
-    and so do the chunks from there to the last. The last block's rows past seq_q are computed and
+    floor((row0 + 1 + R) / s_x) need no mask; the chunks from there to the last run the masked step (the
+    first chunk, the prologue's, where it is one of them). The last block's rows past seq_q are computed and
     clipped. Under a sliding window of `window` keys (W = window - 1 before a row's own) the block starts
     at chunk floor((row0 - W) / s_x), and the chunks before the first that its last row sees whole are
     masked."""
@@ -59,7 +59,9 @@ def _causal_tiles(block_rows: int, chunk: int, seq_q: int, seq_k: int, left: int
             first = min(max(row0 - left, 0) // chunk, end - 1)     # a tile that sees no key streams one
             whole = min(max(first, -(-max(row0 + block_rows - 1 - left, 0) // chunk)), unmasked)
         chunks += end - first
-        masked += 1 + max(0, whole - first - 1) + max(0, end - max(unmasked, first + 1))
+        # the first chunk (the tile's head) where it is not whole, then the left edge's, the diagonal's
+        masked += ((first < whole or first >= unmasked) + max(0, whole - first - 1)
+                   + max(0, end - max(unmasked, first + 1)))
     return chunks / blocks, masked / blocks
 
 

@@ -32,11 +32,11 @@ of each tile's fixed cost (`persistent_hidden`) runs under the tile before; the 
 its own share (`prefetch_hidden`: the next tile's queries land early and its first QK^T runs beside this
 tile's last PV). Causal tiles are counted
 as the kernel walks them (`causal_tiles`): block skipping streams a tile's chunks up to its diagonal,
-and the steps that run the causal mask (the first chunk, which the kernel always masks, and those on
-the diagonal) each add `mask_overhead` of a chunk: the mask's index compares and selects on every
-score, on the masked step's own code path. A persistent schedule is ranked where a profile's fit
-measured what it hides (`ranked_schedules`); prefetch not under a mask, where it measured slower at
-128-key chunks for a reason no term states (`UNMASKED_ONLY`).
+and the steps that run the causal mask (those on the diagonal or a window's edge, the tile's first
+chunk only where it is one of them) each add `mask_overhead` of a chunk: the mask's compare and
+select on every score, on the masked step's own code path. A persistent schedule is ranked where a profile's fit
+measured what it hides (`ranked_schedules`); prefetch not under a mask, where ranked it took the
+128-key chunks that short causal tiles run slower on, for a reason no term states (`UNMASKED_ONLY`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Hopper model's walk of a causal tile under a sliding window, and the pairs a window attends,
 against brute force: the chunks a query block streams are those holding a key some row of it sees, and
-the masked steps those where some row does not see every key (the first always: the prologue's)."""
+the masked steps those where some row does not see every key, the tile's first chunk included."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def brute(block_rows: int, chunk: int, seq_q: int, seq_k: int, window: int | Non
         full = [c for c in touched if (c + 1) * chunk <= seq_k and all(
             (c + 1) * chunk - 1 <= r and (window is None or c * chunk > r - window)
             for r in range(b * block_rows, (b + 1) * block_rows))]
-        masked += sum(1 for c in touched if c == touched[0] or c not in full)
+        masked += sum(1 for c in touched if c not in full)
     return chunks / blocks, masked / blocks
 
 

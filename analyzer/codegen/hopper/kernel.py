@@ -26,7 +26,7 @@ HELPERS = ("_attn_ring", "_attn_turns", "_attn_turn", "_attn_tile", "_attn_produ
            "_attn_probabilities", "_attn_qk", "_attn_v", "_attn_operand", "_attn_fp8_keys", "_attn_descale",
            "_attn_step", "_attn_consumer", "_attn_tanh", "_attn_exp2", "_attn_rescale",
            "_attn_e4m3", "_attn_alibi_cols", "_attn_setup", "_attn_queries", "_attn_head", "_attn_last_pv",
-           "_attn_epilogue", "_attn_steps")
+           "_attn_epilogue", "_attn_steps", "_attn_keep", "_attn_band")
 
 # The kernel's text: attention.gluon (package data beside this module) without its note, everything from
 # the first @gluon.jit on; $kernel, $scores and $partitions are what render_kernel fills in
@@ -83,12 +83,17 @@ def _attn_tanh(x):
 def score_function(scores: Scores, source: str) -> str:
     """`_attn_scores`: the ops of the diagram `source` on a chunk of scores, in its order, one line each."""
     lines = ["@gluon.jit",
-             "def _attn_scores(s, score_scale, slope, slope_cols, bias, rows, col0, cols, MASKED: gl.constexpr,",
-             "                 ALIBI: gl.constexpr):",
+             "def _attn_scores(s, score_scale, slope, slope_cols, bias, rows, col0, cols, size_x,",
+             "                 MASKED: gl.constexpr, ALIBI: gl.constexpr):",
              f'    """The scores\' ops of {py_doc(source)}, in its order; '
              + ("none: the online softmax follows." if not scores.ops else
-                ("the online softmax follows." if scores.softmax else "their values weight V as they are.")) + '"""']
+                ("the online softmax follows." if scores.softmax else "their values weight V as they are."))
+             + " Where MASKED, the keys past size_x are masked too." + '"""']
     folded = scores.folded
+    # The keys' end joins every mask's bound (min(i + right, size_x - 1) a row, one compare a score, not
+    # two); the ops after a mask carry its -inf to what the normalisation ignores (analyzer.config.scores),
+    # so it is the same as masking them after every op. Without a mask the end is masked after the ops.
+    masked = any(o.primitive in MASKS for o in scores.ops)
     for op in scores.ops:
         if folded and op.primitive == "scale":
             lines.append(f"    # {py_comment(op.name)}: scale, folded into the softmax's exp2 factor (the ops after it are "
@@ -96,22 +101,28 @@ def score_function(scores: Scores, source: str) -> str:
             continue
         if op.primitive in MASKS:       # only where a chunk may hold masked keys: outside the mask's band
             # the band's edges are whole numbers of the diagram's, written as int literals
-            keeps, words = [], []
+            words = []
+            last = "size_x - 1"
             if op.right is not None:
-                keeps.append("cols[None, :] <= rows[:, None]" + (f" + {int(op.right)}" if op.right else ""))
+                last = "gl.minimum(rows" + (f" + {int(op.right)}" if op.right else "") + ", size_x - 1)"
                 words.append("after the query" if op.right == 0 else f"more than {int(op.right)} keys after it")
             if op.window is not None:
-                keeps.append(f"cols[None, :] > rows[:, None] - {int(op.window)}")
+                code = f"_attn_band(s, cols, rows - {int(op.window)}, {last})"
                 words.append(f"more than {int(op.window) - 1} keys before it")
-            inside = " & ".join(f"({k})" for k in keeps) if len(keeps) > 1 else keeps[0]
-            what = "-inf " + " or ".join(words)
+            else:
+                code = f"_attn_keep(s, cols, {last})"
+            what = "-inf " + " or ".join(words) + " or past the keys' end"
             lines += [f"    if MASKED:  # {py_comment(op.name)}: {op.primitive}, {what}",
-                      f"        s = gl.where({inside}, s, float(\"-inf\"))"]
+                      f"        s = {code}"]
             continue
         code, what = SCORE_OPS[op.lowering]
         if op.cap is not None:      # a number of the diagram, written as a literal (repr of a float)
             code = code.format(cap=repr(float(op.cap)), inverse=repr(1 / float(op.cap)))
         lines.append(f"    {code}  # {py_comment(op.name)}: {op.primitive}, {what}")
+    if not masked:
+        ignored = 'float("-inf")' if scores.softmax else "0.0"
+        lines += ["    if MASKED:  # the keys past the end weigh nothing",
+                  f"        s = gl.where(cols[None, :] < size_x, s, {ignored})"]
     lines.append("    return s")
     text = "\n".join(lines)
     return text + (TANH if any(o.primitive in TANHS for o in scores.ops) else "")
