@@ -1,0 +1,145 @@
+"""Where the causal mask's time goes at short sequences (issue 34), and what the masked chunks' new text
+buys: one GPU, fp16, in one run.
+
+1. Checks against float64 (common.reference_attention): the masked diagrams (causal, a band of 256/256
+   and one of 100/37, Gemma 2's softcap and window, its window cut to 300 keys so that tiles start on
+   its left edge) and plain attention, at 17, 1000 and 4099 tokens, head dims 64 and 128, under four
+   configurations (every schedule, 64- and 128-key chunks).
+2. Timing, 4 x 16384 tokens of 32 heads (16 at head dim 128), by CUDA graph replays
+   (triton.testing.do_bench_cudagraph, rep=20, the faster of two): the causal and unmasked kernels as
+   generated now beside the modules of an earlier text where --before names them (a folder of
+   causal.py and mha.py, each generated from diagrams/causal_attention.yaml and mha.yaml).
+
+    python bench/causal_probe.py [--before DIR]   # one H200, about three minutes; time.txt, time.json to $OUT
+
+The first run (bench/results/causal_probe_h200_before.txt) timed variants of the text of then with parts
+of the mask's work taken out: the mask on every tile's first chunk and the masked steps' compares were
+most of what the causal kernel spent beyond its chunks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CHECK_CONFIGS = ((2, 128, "persistent", "intra"), (2, 64, "prefetch", "intra"), (3, 64, "tiles", "inter+intra"),
+                 (1, 128, "prefetch", "none"))      # N, s_x, schedule, overlap
+TIME_CONFIGS = ((2, 128, "persistent"), (2, 64, "persistent"), (2, 128, "prefetch"), (2, 64, "prefetch"),
+                (2, 128, "tiles"))                  # two stages, intra-warpgroup overlap
+TOKENS = 4 * 16384
+TOLERANCE = 1e-2        # fp16 inputs and output: as tests/kernels/test_hopper_on_gpu.py
+
+
+def diagrams(tmp: Path) -> dict[str, tuple[Path, dict]]:
+    """The diagrams checked, by name: each file and what the float64 reference takes of its masks."""
+    out = {"mha": (ROOT / "diagrams/mha.yaml", {}),
+           "causal_attention": (ROOT / "diagrams/causal_attention.yaml", {"causal": True}),
+           "band_attention": (ROOT / "diagrams/band_attention.yaml", {"band": (256, 256)})}
+    band = yaml.safe_load((ROOT / "diagrams/band_attention.yaml").read_text())
+    for op in band["ops"]:
+        if op["primitive"] == "band_mask":
+            op["before"], op["after"] = 100, 37
+    band["name"] = "band_100_37"
+    (tmp / "band_100_37.yaml").write_text(yaml.safe_dump(band))
+    out["band_100_37"] = (tmp / "band_100_37.yaml", {"band": (100, 37)})
+    gemma = yaml.safe_load((ROOT / "diagrams/gemma2_local_attention.yaml").read_text())
+    cap = next(float(op["cap"]) for op in gemma["ops"] if op["primitive"] == "softcap")
+    out["gemma2_local_attention"] = (ROOT / "diagrams/gemma2_local_attention.yaml",
+                                     {"causal": True, "softcap": cap,
+                                      "window": next(int(op["window"]) for op in gemma["ops"]
+                                                     if op["primitive"] == "window_mask")})
+    cut = copy.deepcopy(gemma)
+    for op in cut["ops"]:
+        if op["primitive"] == "window_mask":
+            op["window"] = 300
+    cut["name"] = "gemma2_window_300"
+    (tmp / "gemma2_window_300.yaml").write_text(yaml.safe_dump(cut))
+    out["gemma2_window_300"] = (tmp / "gemma2_window_300.yaml", {"causal": True, "softcap": cap, "window": 300})
+    return out
+
+
+def checks(torch, modules: dict, say) -> list[dict]:
+    """Every masked diagram against float64 under CHECK_CONFIGS."""
+    from bench.common import reference_attention, rel_err
+    rows = []
+    for name, (module, masks) in modules.items():
+        for d in (64, 128):
+            for seq in (17, 1000, 4099):
+                q, k, v = (torch.randn(2, 4, seq, d, device="cuda", dtype=torch.float16) for _ in range(3))
+                ref = reference_attention(torch, q, k, v, masks.get("causal", False), False,
+                                          softcap=masks.get("softcap"), window=masks.get("window"),
+                                          band=masks.get("band"))
+                for n, chunk, schedule, overlap in CHECK_CONFIGS:
+                    config = dict(WARPGROUPS=n, BLOCK_X=chunk, STAGES=2, OVERLAP=overlap, SCHEDULE=schedule)
+                    out = module.attention(q, k, v, causal=masks.get("causal", False), config=config)
+                    err = rel_err(torch, out, ref)
+                    rows.append({"diagram": name, "d": d, "seq": seq, "config": config, "rel_err": err,
+                                 "ok": bool(err < TOLERANCE)})
+        bad = [r for r in rows if r["diagram"] == name and not r["ok"]]
+        say(f"check {name}: {sum(r['diagram'] == name for r in rows) - len(bad)} ok, {len(bad)} beyond {TOLERANCE}"
+            + "".join(f"\n  d={r['d']} seq={r['seq']} {r['config']}: {r['rel_err']:.3g}" for r in bad))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", type=Path, help="a folder of causal.py and mha.py generated from an earlier text")
+    parser.add_argument("--no-checks", action="store_true", help="time only (the checks compile 144 kernels)")
+    args = parser.parse_args()
+    import torch
+    import triton
+
+    from analyzer.codegen import generate
+    from analyzer.codegen.files import import_file
+    out = Path(os.environ.get("OUT", "/tmp/out"))
+    mods = out / "mods"
+    mods.mkdir(parents=True, exist_ok=True)
+    loaded = {}
+    for name, (path, masks) in diagrams(mods).items():
+        if args.no_checks and name not in ("mha", "causal_attention"):
+            continue
+        generate(str(path), "h200", dtype="fp16").write(mods / f"{name}.py")
+        loaded[name] = (import_file(mods / f"{name}.py", f"probe_{name}"), masks)
+    results = {"gpu": torch.cuda.get_device_name(), "checks": [], "us": {}}
+    with open(out / "time.txt", "w") as log:
+        def say(line: str) -> None:
+            print(line, flush=True)
+            print(line, file=log, flush=True)
+
+        say(f"{results['gpu']}; fp16")
+        if not args.no_checks:
+            results["checks"] = checks(torch, loaded, say)
+        timed = {"causal": loaded["causal_attention"][0], "mha": loaded["mha"][0]}
+        if args.before:
+            for name in ("causal", "mha"):
+                timed[f"{name} before"] = import_file(args.before / f"{name}.py", f"before_{name}")
+        say("microseconds, 4 x 16384 tokens")
+        for d, heads, length in ((64, 32, 512), (64, 32, 1024), (128, 16, 512)):
+            batch = TOKENS // length
+            q, k, v = (torch.randn(batch, heads, length, d, device="cuda", dtype=torch.float16) for _ in range(3))
+            for n, chunk, schedule in TIME_CONFIGS:
+                config = dict(WARPGROUPS=n, BLOCK_X=chunk, STAGES=2, OVERLAP="intra", SCHEDULE=schedule)
+                times = {}
+                for name, module in timed.items():
+                    def call(module=module, causal=name.startswith("causal")):
+                        return module.attention(q, k, v, causal=causal, config=config)
+                    call()
+                    times[name] = 1e3 * min(triton.testing.do_bench_cudagraph(call, rep=20) for _ in range(2))
+                key = f"d={d} L={length} N={n} s_x={chunk} {schedule}"
+                results["us"][key] = times
+                say(f"{key}: " + ", ".join(f"{name} {us:.0f}" for name, us in times.items()))
+    (out / "time.json").write_text(json.dumps(results, indent=1))
+    return 0 if all(r["ok"] for r in results["checks"]) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
