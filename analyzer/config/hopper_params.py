@@ -76,9 +76,10 @@ class HopperParams:
 
 
 # Schedules the model does not rank under a mask (causal, a window): measured on an H200, the prefetch
-# schedule runs causal tiles of 128-key chunks at 0.79-0.96x the persistent schedule's speed from 512 to 1k
-# tokens (and of 64-key chunks at 1.02-1.09x), an effect none of its terms explains
-# (bench/results/hopper_sweep_h200_prefetch.md); its term is fitted on unmasked records alone
+# schedule runs causal tiles of 128-key chunks at 0.91-1.07x the persistent schedule's speed from 512 to 2k
+# tokens (and of 64-key chunks at 0.85-1.10x; bench/results/hopper_sweep_h200_masks.md), and ranked there the
+# H200's fit chose it at 128-key chunks where 64-key ones ran 1.23-1.33x faster (docs/section6.md, "The
+# mask's own cost"); its term is fitted on unmasked records alone
 UNMASKED_ONLY = ("prefetch",)
 
 

@@ -10,8 +10,8 @@
 #   d=64: by problem size (the call's nearest seqlen and batch x heads):
 #     seqlen     1     2     4     8    16    32    64   128   256   512  1024
 #        256     A     A     A     A     A     A     B     C     D     D     D
-#        512     A     A     A     A     A     B     C     D     D     D     D
-#       1024     A     A     A     A     B     C     C     C     C     C     D
+#        512     A     A     A     A     A     B     C     C     D     D     D
+#       1024     A     A     A     A     B     C     C     C     C     C     C
 #       2048     A     A     A     B     C     C     C     E     E     E     E
 #       4096     A     A     B     B     B     B     E     E     E     E     E
 #       8192     A     B     B     B     B     E     E     E     E     E     E
@@ -24,7 +24,7 @@
 #     E: N=3 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, tiles
 #   d=128: by problem size (the call's nearest seqlen and batch x heads):
 #     seqlen     1     2     4     8    16    32    64   128   256   512  1024
-#        256     A     A     A     A     A     A     B     C     C     C     C
+#        256     A     A     A     A     A     A     B     C     D     D     D
 #        512     A     A     A     A     A     B     C     C     C     C     C
 #       1024     A     A     A     A     B     B     C     C     C     C     C
 #       2048     A     A     A     B     B     B     B     B     B     B     B
@@ -35,6 +35,7 @@
 #     A: N=1 consumer warpgroup of 64 rows, s_x=128, 2 stages, overlap intra, tiles
 #     B: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles
 #     C: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, persistent
+#     D: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, persistent
 #   d=256: by problem size (the call's nearest seqlen and batch x heads):
 #     seqlen     1     2     4     8    16    32    64   128   256   512  1024
 #        256     A     A     A     A     A     A     B     C     C     C     C
@@ -49,7 +50,7 @@
 #     B: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, tiles
 #     C: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, persistent
 #   from the Hopper configurations ranked by the paper's model (h100-sxm5; analyzer.config.hopper), or the configuration the command names
-# Predicted (h100-sxm5, batch=1, h=16, q=4096, x=4096, d=128): 247.1 us, 556 TFLOP/s (N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles), tensor-bound; the Hopper kernel's model calibrated on h100-calibrated
+# Predicted (h100-sxm5, batch=1, h=16, q=4096, x=4096, d=128): 247 us, 556 TFLOP/s (N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles), tensor-bound; the Hopper kernel's model calibrated on h100-calibrated
 # Accumulators are fp32 (the tensor cores' accumulate type).
 
 import math
@@ -247,9 +248,31 @@ def _attn_alibi_cols(slope, slope_cols, col0, cols, ALIBI: gl.constexpr):
 
 
 @gluon.jit
-def _attn_scores(s, score_scale, slope, slope_cols, bias, rows, col0, cols, MASKED: gl.constexpr,
-                 ALIBI: gl.constexpr):
-    """The scores' ops of diagrams/mha.yaml, in its order; none: the online softmax follows."""
+def _attn_keep(s, cols, last):
+    """A mask's select: each score s where its key (cols, a column each) is at most `last` (a bound a row),
+    -inf elsewhere; one compare and one select a score in inline PTX. Written as gl.where, ptxas for sm_90a
+    (Triton 3.6) moved the 64 compares of a thread above the wait that lands S and, short of predicate
+    registers, packed their results into general registers and out again: 724 SASS instructions a masked
+    step where this takes 642 (causal, head dim 64, s_x = 128; an unmasked step: 446)."""
+    return gl.inline_asm_elementwise("{\n.reg .pred p;\nsetp.le.s32 p, $2, $3;\nselp.f32 $0, $1, 0fFF800000, p;\n}",
+                                     "=f,f,r,r", [s, cols[None, :], last[:, None]], dtype=gl.float32,
+                                     is_pure=True, pack=1)
+
+
+@gluon.jit
+def _attn_band(s, cols, first, last):
+    """_attn_keep's select with a left edge as well: s where first < key <= last (bounds a row)."""
+    return gl.inline_asm_elementwise(
+        "{\n.reg .pred p;\nsetp.le.s32 p, $2, $4;\nsetp.gt.and.s32 p, $2, $3, p;\nselp.f32 $0, $1, 0fFF800000, p;\n}",
+        "=f,f,r,r,r", [s, cols[None, :], first[:, None], last[:, None]], dtype=gl.float32, is_pure=True, pack=1)
+
+
+@gluon.jit
+def _attn_scores(s, score_scale, slope, slope_cols, bias, rows, col0, cols, size_x,
+                 MASKED: gl.constexpr, ALIBI: gl.constexpr):
+    """The scores' ops of diagrams/mha.yaml, in its order; none: the online softmax follows. Where MASKED, the keys past size_x are masked too."""
+    if MASKED:  # the keys past the end weigh nothing
+        s = gl.where(cols[None, :] < size_x, s, float("-inf"))
     return s
 
 @gluon.jit
@@ -265,16 +288,11 @@ def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, slope, slope_col
     row's first chunks alpha is 1 and
     _attn_rescale's warps skip the output's multiplies. Only chunks past the end of the keys, on
     the diagonal or on a window's left edge are MASKED: the diagram's masks set -inf where it puts them
-    among the ops, and keys past the end weigh nothing. FP8 (without LAZY): the running max is kept 8 below
+    among the ops, and keys past the end weigh nothing (_attn_scores masks them too). FP8 (without LAZY): the running max is kept 8 below
     the scores' (exp2's units), so P reaches 2^8 and its rounding to e4m3 (at most 448) keeps a normal
     value down to 2^-14 of the row's max, not 2^-6 (the sum and the log-sum-exp read the same m:
     bench/fp8_error_budget.py)."""
-    s_val = _attn_scores(s_val, score_scale, slope, slope_cols, bias, rows, col0, cols, MASKED, ALIBI)
-    if MASKED:
-        if SOFTMAX:
-            s_val = gl.where(cols[None, :] < size_x, s_val, float("-inf"))
-        else:
-            s_val = gl.where(cols[None, :] < size_x, s_val, 0.0)
+    s_val = _attn_scores(s_val, score_scale, slope, slope_cols, bias, rows, col0, cols, size_x, MASKED, ALIBI)
     if SOFTMAX:
         row_max = gl.max(s_val, 1) * qk_scale
         if FP8 and not LAZY:
@@ -549,14 +567,15 @@ def _attn_queries(q_smem, qh_smem, q_ready, done, GROUPS: gl.constexpr, GROUP: g
 
 
 @gluon.jit
-def _attn_head(it, q_tiles, smem, kv_bars, turn, first, scores, pending, b_first: gl.constexpr, ROWS: gl.constexpr,
+def _attn_head(it, q_tiles, smem, kv_bars, turn, tile, scores, pending, b_first: gl.constexpr, ROWS: gl.constexpr,
                BLOCK_X: gl.constexpr, STAGES: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
                FIRST: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr,
                FP8: gl.constexpr, KEY_BLOCK: gl.constexpr, LINEAR: gl.constexpr, EXP2: gl.constexpr,
                LAZY: gl.constexpr, ALIBI: gl.constexpr, PENDING: gl.constexpr, layouts: gl.constexpr):
-    """A tile's first chunk (`first`, chunk `it` of the ring): S = Q K^T and its probabilities, the running
-    max and sum started from them (masked: it may be the last chunk, on the diagonal or on a window's left
-    edge). PENDING (the persistent schedule that prefetches, between two tiles): `pending` is the tile
+    """A tile's first chunk (`tile`'s `first`, chunk `it` of the ring): S = Q K^T and its probabilities, the
+    running max and sum started from them, masked only where the chunk is on a window's left edge, on the
+    diagonal or over the keys' end (measured on an H200, head dim 64, 512 tokens: the mask on every tile's
+    first chunk cost 0.2x the causal kernel's time, bench/results/causal_probe_h200_before.txt). PENDING (the persistent schedule that prefetches, between two tiles): `pending` is the tile
     before's accumulator, its last P and the ring's place of its last chunk, whose P V is issued beside this
     Q K^T (under one INTER turn) and, with INTRA, runs under these probabilities, as a step's does: the
     tile before's last contraction and this one's first no longer run alone. Returns P as the next P V
@@ -567,6 +586,7 @@ def _attn_head(it, q_tiles, smem, kv_bars, turn, first, scores, pending, b_first
     rows, arange_x, size_x, qk_scale, score_scale, slope, slope_cols, descale = scores
     s_layout, o_layout, p_layout = layouts
     acc, p_last, last = pending
+    idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = tile
     HEAD_D: gl.constexpr = k_smem.shape[4]
     HEAD_DH: gl.constexpr = kh_smem.shape[4]
     HEAD_E: gl.constexpr = o_smem.shape[4]
@@ -603,9 +623,16 @@ def _attn_head(it, q_tiles, smem, kv_bars, turn, first, scores, pending, b_first
         qk_chunk = qk_scale
     m_i = gl.full([ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
     l_i = gl.full([ROWS], 0.0, gl.float32, gl.SliceLayout(1, s_layout))
-    p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_chunk, score_scale, slope, slope_cols, bias, rows,
-                                             first * BLOCK_X, first * BLOCK_X + arange_x, size_x, True, SOFTMAX,
-                                             EXP2, LAZY, ALIBI, FP8)
+    # the masked softmax where the chunk holds masked keys (a branch all threads take alike); PENDING always
+    # (two softmax paths beside the tile before's accumulator spilled: 72 B at head dim 128, s_x = 128)
+    if PENDING or (first < whole) | (first >= unmasked):
+        p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_chunk, score_scale, slope, slope_cols, bias,
+                                                 rows, first * BLOCK_X, first * BLOCK_X + arange_x, size_x, True,
+                                                 SOFTMAX, EXP2, LAZY, ALIBI, FP8)
+    else:
+        p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_chunk, score_scale, slope, slope_cols, bias,
+                                                 rows, first * BLOCK_X, first * BLOCK_X + arange_x, size_x, False,
+                                                 SOFTMAX, EXP2, LAZY, ALIBI, FP8)
     if PENDING:
         if INTRA:
             acc, v_prev = warpgroup_mma_wait(0, deps=(o_tok, v_prev))
@@ -770,7 +797,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
             ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
         q_tiles = _attn_queries(q_smem, qh_smem, q_ready, 0, GROUPS, GROUP, ROWS, PREFETCH, True)
         p_prev, m_i, l_i, acc = _attn_head(
-            0, q_tiles, smem, kv_bars, turn, tile[4], scores, (0.0, 0.0, 0), b_first, ROWS, BLOCK_X, STAGES, INTRA,
+            0, q_tiles, smem, kv_bars, turn, tile, scores, (0.0, 0.0, 0), b_first, ROWS, BLOCK_X, STAGES, INTRA,
             INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK, LINEAR, EXP2, LAZY, ALIBI, False, layouts)
         acc, p_prev, m_i, l_i = _attn_steps(
             0, tile, q_tiles, (acc, p_prev, m_i, l_i), scores, smem, kv_bars, turn, b_first, ROWS,
@@ -785,7 +812,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
                 ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
             q_tiles = _attn_queries(q_smem, qh_smem, q_ready, k, GROUPS, GROUP, ROWS, PREFETCH, True)
             p_k, m_k, l_k, acc = _attn_head(
-                last + 1, q_tiles, smem, kv_bars, turn, tile[4], scores, (acc, p_prev, last), b_first, ROWS,
+                last + 1, q_tiles, smem, kv_bars, turn, tile, scores, (acc, p_prev, last), b_first, ROWS,
                 BLOCK_X, STAGES, INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK, LINEAR, EXP2, LAZY, ALIBI,
                 True, layouts)
             # the tile before's output
@@ -815,7 +842,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
                 ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
             q_tiles = _attn_queries(q_smem, qh_smem, q_ready, k, GROUPS, GROUP, ROWS, PREFETCH, True)
             p_prev, m_i, l_i, acc = _attn_head(
-                it, q_tiles, smem, kv_bars, turn, tile[4], scores, (0.0, 0.0, 0), b_first, ROWS, BLOCK_X, STAGES,
+                it, q_tiles, smem, kv_bars, turn, tile, scores, (0.0, 0.0, 0), b_first, ROWS, BLOCK_X, STAGES,
                 INTRA, INTER, FIRST, SOFTMAX, SPLIT, BIAS, FP8, KEY_BLOCK, LINEAR, EXP2, LAZY, ALIBI, False, layouts)
             acc, p_prev, m_i, l_i = _attn_steps(
                 it, tile, q_tiles, (acc, p_prev, m_i, l_i), scores, smem, kv_bars, turn, b_first, ROWS, BLOCK_X,
@@ -1014,8 +1041,8 @@ CONFIGS = {
             ),
             'by_size': (
                 (0, 0, 0, 0, 0, 0, 1, 2, 3, 3, 3),  # length 256
-                (0, 0, 0, 0, 0, 1, 2, 3, 3, 3, 3),  # length 512
-                (0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 3),  # length 1024
+                (0, 0, 0, 0, 0, 1, 2, 2, 3, 3, 3),  # length 512
+                (0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2),  # length 1024
                 (0, 0, 0, 1, 2, 2, 2, 4, 4, 4, 4),  # length 2048
                 (0, 0, 1, 1, 1, 1, 4, 4, 4, 4, 4),  # length 4096
                 (0, 1, 1, 1, 1, 4, 4, 4, 4, 4, 4),  # length 8192
@@ -1028,9 +1055,10 @@ CONFIGS = {
                 {'WARPGROUPS': 1, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # A
                 {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # B
                 {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # C
+                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # D
             ),
             'by_size': (
-                (0, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2),  # length 256
+                (0, 0, 0, 0, 0, 0, 1, 2, 3, 3, 3),  # length 256
                 (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # length 512
                 (0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 2),  # length 1024
                 (0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),  # length 2048
@@ -1458,7 +1486,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_0f336ec42ac328e3'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_2719e7de122fc98c'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 
