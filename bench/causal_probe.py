@@ -11,6 +11,7 @@ buys: one GPU, fp16, in one run.
    causal.py and mha.py, each generated from diagrams/causal_attention.yaml and mha.yaml).
 
     python bench/causal_probe.py [--before DIR]   # one H200, about three minutes; time.txt, time.json to $OUT
+    python bench/causal_probe.py --no-timing --only causal_attention,band_100_37   # some checks alone
 
 The first run (bench/results/causal_probe_h200_before.txt) timed variants of the text of then with parts
 of the mask's work taken out: the mask on every tile's first chunk and the masked steps' compares were
@@ -94,6 +95,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, help="a folder of causal.py and mha.py generated from an earlier text")
     parser.add_argument("--no-checks", action="store_true", help="time only (the checks compile 144 kernels)")
+    parser.add_argument("--only", help="check these diagrams alone (comma-separated names of `diagrams`)")
+    parser.add_argument("--no-timing", action="store_true", help="checks only")
     args = parser.parse_args()
     import torch
     import triton
@@ -107,6 +110,9 @@ def main() -> int:
     for name, (path, masks) in diagrams(mods).items():
         if args.no_checks and name not in ("mha", "causal_attention"):
             continue
+        for_timing = name in ("mha", "causal_attention") and not args.no_timing
+        if args.only and name not in args.only.split(",") and not for_timing:
+            continue
         generate(str(path), "h200", dtype="fp16").write(mods / f"{name}.py")
         loaded[name] = (import_file(mods / f"{name}.py", f"probe_{name}"), masks)
     results = {"gpu": torch.cuda.get_device_name(), "checks": [], "us": {}}
@@ -117,7 +123,11 @@ def main() -> int:
 
         say(f"{results['gpu']}; fp16")
         if not args.no_checks:
-            results["checks"] = checks(torch, loaded, say)
+            results["checks"] = checks(torch, {n: m for n, m in loaded.items()
+                                               if not args.only or n in args.only.split(",")}, say)
+        if args.no_timing:
+            (out / "time.json").write_text(json.dumps(results, indent=1))
+            return 0 if all(r["ok"] for r in results["checks"]) else 1
         timed = {"causal": loaded["causal_attention"][0], "mha": loaded["mha"][0]}
         if args.before:
             for name in ("causal", "mha"):
