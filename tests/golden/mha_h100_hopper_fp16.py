@@ -574,8 +574,9 @@ def _attn_head(it, q_tiles, smem, kv_bars, turn, tile, scores, pending, b_first:
                LAZY: gl.constexpr, ALIBI: gl.constexpr, PENDING: gl.constexpr, layouts: gl.constexpr):
     """A tile's first chunk (`tile`'s `first`, chunk `it` of the ring): S = Q K^T and its probabilities, the
     running max and sum started from them, masked only where the chunk is on a window's left edge, on the
-    diagonal or over the keys' end (measured on an H200, head dim 64, 512 tokens: the mask on every tile's
-    first chunk cost 0.2x the causal kernel's time, bench/results/causal_probe_h200_before.txt). PENDING (the persistent schedule that prefetches, between two tiles): `pending` is the tile
+    diagonal or over the keys' end, or with PENDING (measured on an H200, head dim 64, 512 tokens: the mask
+    on every tile's first chunk cost 0.2x the causal kernel's time, bench/results/causal_probe_h200_before.txt).
+    PENDING (the persistent schedule that prefetches, between two tiles): `pending` is the tile
     before's accumulator, its last P and the ring's place of its last chunk, whose P V is issued beside this
     Q K^T (under one INTER turn) and, with INTRA, runs under these probabilities, as a step's does: the
     tile before's last contraction and this one's first no longer run alone. Returns P as the next P V
@@ -1486,7 +1487,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_2719e7de122fc98c'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_90a1d975802b73d5'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 
