@@ -30,7 +30,8 @@ fills most of it) in waves; each adds one chunk for its prologue and epilogue (t
 last PV run alone), unless the schedule is persistent: a block an SM takes the tiles in turn, and a share
 of each tile's fixed cost (`persistent_hidden`) runs under the tile before; the prefetch schedule hides
 its own share (`prefetch_hidden`: the next tile's queries land early and its first QK^T runs beside this
-tile's last PV). Causal tiles are counted
+tile's last PV); under a mask the busiest persistent block, as the kernel hands out the unequal tiles
+(`persistent_loads`), ends the grid. Causal tiles are counted
 as the kernel walks them (`causal_tiles`): block skipping streams a tile's chunks up to its diagonal,
 and the steps that run the causal mask (those on the diagonal or a window's edge, the tile's first
 chunk only where it is one of them) each add `mask_overhead` of a chunk: the mask's compare and
@@ -46,7 +47,7 @@ from dataclasses import dataclass, replace
 
 from analyzer.common.dtypes import bytes_per_value
 from analyzer.common.errors import NapkinError
-from analyzer.config.band_walk import _causal_tiles, band_walk, causal_tiles
+from analyzer.config.band_walk import _causal_tiles, band_walk, causal_tiles, persistent_loads
 from analyzer.config.by_size import INSTANCES, LENGTHS, nearest
 from analyzer.config.configure import configurations, names_of, schedule_of
 from analyzer.config.hopper_params import PERSISTENT_SCHEDULES, SCHEDULES, HopperParams, ranked_schedules
@@ -306,8 +307,14 @@ def _time(profile: Profile, c: HopperConfig, chunk: tuple[float, float], *, seq_
     if c.schedule in PERSISTENT_SCHEDULES:     # a share of each tile's fixed cost runs under the tile before it;
         share = params.prefetch_hidden if c.schedule == "prefetch" else params.persistent_hidden
         hidden = 1.0 if share is None else share    # unfitted: all of it
-        steps_s *= 1 + params.persistent_slowdown
-        return params.launch_overhead_s + waves * (steps_s + (1 - hidden) * fixed_s) + hidden * fixed_s
+        slower = 1 + params.persistent_slowdown
+        if walk:        # unequal tiles: the busiest block, as the kernel hands them out, ends the grid
+            b_chunks, b_masked, b_tiles = persistent_loads(c.block_rows, c.chunk, seq_q, seq_k, *walk, instances,
+                                                           min(instances * blocks_q, profile.sm_count))
+            busiest = ((b_chunks * chunk_s + params.mask_overhead * b_masked * mask_s) * slower
+                       + b_tiles * (1 - hidden) * fixed_s).max()
+            return params.launch_overhead_s + float(busiest) + hidden * fixed_s
+        return params.launch_overhead_s + waves * (steps_s * slower + (1 - hidden) * fixed_s) + hidden * fixed_s
     return params.launch_overhead_s + waves * (steps_s + fixed_s)
 
 
