@@ -32,40 +32,36 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.band_attention import band_of, moved  # noqa: E402
+from bench.common import TOLERANCE  # noqa: E402
+from bench.local_attention import cap_and_window  # noqa: E402
+
 CHECK_CONFIGS = ((2, 128, "persistent", "intra"), (2, 64, "prefetch", "intra"), (3, 64, "tiles", "inter+intra"),
                  (1, 128, "prefetch", "none"))      # N, s_x, schedule, overlap
 TIME_CONFIGS = ((2, 128, "persistent"), (2, 64, "persistent"), (2, 128, "prefetch"), (2, 64, "prefetch"),
                 (2, 128, "tiles"))                  # two stages, intra-warpgroup overlap
 TOKENS = 4 * 16384
-TOLERANCE = 1e-2        # fp16 inputs and output: as tests/kernels/test_hopper_on_gpu.py
 
 
 def diagrams(tmp: Path) -> dict[str, tuple[Path, dict]]:
     """The diagrams checked, by name: each file and what the float64 reference takes of its masks."""
-    out = {"mha": (ROOT / "diagrams/mha.yaml", {}),
-           "causal_attention": (ROOT / "diagrams/causal_attention.yaml", {"causal": True}),
-           "band_attention": (ROOT / "diagrams/band_attention.yaml", {"band": (256, 256)})}
+    def written(data: dict, name: str) -> Path:
+        data = {**data, "name": name}
+        (tmp / f"{name}.yaml").write_text(yaml.safe_dump(data))
+        return tmp / f"{name}.yaml"
+
     band = yaml.safe_load((ROOT / "diagrams/band_attention.yaml").read_text())
-    for op in band["ops"]:
-        if op["primitive"] == "band_mask":
-            op["before"], op["after"] = 100, 37
-    band["name"] = "band_100_37"
-    (tmp / "band_100_37.yaml").write_text(yaml.safe_dump(band))
-    out["band_100_37"] = (tmp / "band_100_37.yaml", {"band": (100, 37)})
     gemma = yaml.safe_load((ROOT / "diagrams/gemma2_local_attention.yaml").read_text())
-    cap = next(float(op["cap"]) for op in gemma["ops"] if op["primitive"] == "softcap")
-    out["gemma2_local_attention"] = (ROOT / "diagrams/gemma2_local_attention.yaml",
-                                     {"causal": True, "softcap": cap,
-                                      "window": next(int(op["window"]) for op in gemma["ops"]
-                                                     if op["primitive"] == "window_mask")})
+    cap, window = cap_and_window(gemma)
     cut = copy.deepcopy(gemma)
-    for op in cut["ops"]:
-        if op["primitive"] == "window_mask":
-            op["window"] = 300
-    cut["name"] = "gemma2_window_300"
-    (tmp / "gemma2_window_300.yaml").write_text(yaml.safe_dump(cut))
-    out["gemma2_window_300"] = (tmp / "gemma2_window_300.yaml", {"causal": True, "softcap": cap, "window": 300})
-    return out
+    next(op for op in cut["ops"] if op["primitive"] == "window_mask")["window"] = 300
+    return {"mha": (ROOT / "diagrams/mha.yaml", {}),
+            "causal_attention": (ROOT / "diagrams/causal_attention.yaml", {"causal": True}),
+            "band_attention": (ROOT / "diagrams/band_attention.yaml", {"band": band_of(band)}),
+            "band_100_37": (written(moved(band, 100, 37, False), "band_100_37"), {"band": (100, 37)}),
+            "gemma2_local_attention": (ROOT / "diagrams/gemma2_local_attention.yaml",
+                                       {"causal": True, "softcap": cap, "window": window}),
+            "gemma2_window_300": (written(cut, "gemma2_window_300"), {"causal": True, "softcap": cap, "window": 300})}
 
 
 def checks(torch, modules: dict, say) -> list[dict]:

@@ -265,7 +265,8 @@ def _attn_keep(s, cols, last):
 def _attn_band(s, cols, first, last):
     """_attn_keep's select with a left edge as well: s where first < key <= last (bounds a row)."""
     return gl.inline_asm_elementwise(
-        "{\n.reg .pred p;\nsetp.le.s32 p, $2, $4;\nsetp.gt.and.s32 p, $2, $3, p;\nselp.f32 $0, $1, 0fFF800000, p;\n}",
+        "{\n.reg .pred p;\nsetp.le.s32 p, $2, $4;\nsetp.gt.and.s32 p, $2, $3, p;\n"
+        "selp.f32 $0, $1, 0fFF800000, p;\n}",
         "=f,f,r,r,r", [s, cols[None, :], first[:, None], last[:, None]], dtype=gl.float32, is_pure=True, pack=1)
 
 
@@ -290,10 +291,10 @@ def _attn_probabilities(s_val, m_i, l_i, qk_scale, score_scale, slope, slope_col
     row's first chunks alpha is 1 and
     _attn_rescale's warps skip the output's multiplies. Only chunks past the end of the keys, on
     the diagonal or on a window's left edge are MASKED: the diagram's masks set -inf where it puts them
-    among the ops, and keys past the end weigh nothing (_attn_scores masks them too). FP8 (without LAZY): the running max is kept 8 below
-    the scores' (exp2's units), so P reaches 2^8 and its rounding to e4m3 (at most 448) keeps a normal
-    value down to 2^-14 of the row's max, not 2^-6 (the sum and the log-sum-exp read the same m:
-    bench/fp8_error_budget.py)."""
+    among the ops, and keys past the end weigh nothing (_attn_scores masks both). FP8 (without LAZY): the
+    running max is kept 8 below the scores' (exp2's units), so P reaches 2^8 and its rounding to e4m3 (at
+    most 448) keeps a normal value down to 2^-14 of the row's max, not 2^-6 (the sum and the log-sum-exp
+    read the same m: bench/fp8_error_budget.py)."""
     s_val = _attn_scores(s_val, score_scale, slope, slope_cols, bias, rows, col0, cols, size_x, MASKED, ALIBI)
     if SOFTMAX:
         row_max = gl.max(s_val, 1) * qk_scale
@@ -628,14 +629,15 @@ def _attn_head(it, q_tiles, smem, kv_bars, turn, tile, scores, pending, b_first:
     l_i = gl.full([ROWS], 0.0, gl.float32, gl.SliceLayout(1, s_layout))
     # the masked softmax where the chunk holds masked keys (a branch all threads take alike); PENDING always
     # (two softmax paths beside the tile before's accumulator spilled: 72 B at head dim 128, s_x = 128)
+    col0 = first * BLOCK_X
     if PENDING or (first < whole) | (first >= unmasked):
         p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_chunk, score_scale, slope, slope_cols, bias,
-                                                 rows, first * BLOCK_X, first * BLOCK_X + arange_x, size_x, True,
-                                                 SOFTMAX, EXP2, LAZY, ALIBI, FP8)
+                                                 rows, col0, col0 + arange_x, size_x, True, SOFTMAX, EXP2, LAZY,
+                                                 ALIBI, FP8)
     else:
         p, alpha, m_i, l_i = _attn_probabilities(s_val, m_i, l_i, qk_chunk, score_scale, slope, slope_cols, bias,
-                                                 rows, first * BLOCK_X, first * BLOCK_X + arange_x, size_x, False,
-                                                 SOFTMAX, EXP2, LAZY, ALIBI, FP8)
+                                                 rows, col0, col0 + arange_x, size_x, False, SOFTMAX, EXP2, LAZY,
+                                                 ALIBI, FP8)
     if PENDING:
         if INTRA:
             acc, v_prev = warpgroup_mma_wait(0, deps=(o_tok, v_prev))
@@ -1491,7 +1493,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_20467a26e6febe83'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_2c007664b911870b'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 
