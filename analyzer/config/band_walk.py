@@ -13,6 +13,8 @@ import numpy as np
 
 from analyzer.config.scores import SOFTMAX, Scores
 
+SHARERS = 4     # a head's tiles a round must hold for the whole grid's longest-first order (_attn_tile's literal 4)
+
 
 class Tiled(Protocol):
     """What the walk reads of a configuration (analyzer.config.hopper.HopperConfig): its block's rows
@@ -78,21 +80,22 @@ def _walk(block_rows: int, chunk: int, seq_q: int, seq_k: int, left: int, right:
 def persistent_loads(block_rows: int, chunk: int, seq_q: int, seq_k: int, left: int, right: int, instances: int,
                      blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What each block of a persistent schedule under a mask takes, as the kernel hands out the tiles
-    (analyzer.codegen.hopper: _attn_turns, _attn_turn, _attn_tile with ROTATE): its chunks, masked steps
-    and tiles, one of each a block. The tiles of a head are consecutive, longest first where the mask has
-    a right edge (block skipping makes them unequal), and in round k a block takes the tile k rounds
-    further along than its own place: its sums of unequal tiles differ from the mean by what the rounds
-    give it (at 16k causal tokens and 16 heads on 132 SMs, the busiest 1.49x the mean: docs/section6.md)."""
+    (analyzer.codegen.hopper: _attn_turns, _attn_place, _attn_turn, _attn_tile with BALANCE): its chunks,
+    masked steps and tiles, one of each a block. The tiles come longest first where the mask has a right
+    edge (block skipping makes them unequal): over the whole grid where a round holds SHARERS tiles of
+    each (batch, head), else a head's consecutive; a block takes its own place in even rounds and its
+    mirror in odd ones (a boustrophedon), so that the blocks' sums stay within about a tile of each other."""
     chunks, masked = _walk(block_rows, chunk, seq_q, seq_k, left, right)
     blocks_q = len(chunks)
     tiles = instances * blocks_q
     rounds = -(-tiles // blocks)
     k, pid = np.arange(rounds)[:, None], np.arange(blocks)[None, :]
-    t = k * blocks + (pid + k) % blocks
+    t = k * blocks + np.where(k % 2 == 0, pid, blocks - 1 - pid)
     taken = t < tiles
-    blk = t % blocks_q
+    blk = t // instances if instances * SHARERS <= blocks else t % blocks_q
     if right >= 0:
         blk = blocks_q - 1 - blk
+    blk = np.where(taken, blk, 0)
     return ((chunks[blk] * taken).sum(0), (masked[blk] * taken).sum(0), taken.sum(0))
 
 

@@ -193,8 +193,9 @@ def candidates(profile: Profile, head_dim: int, dtype: str, causal: bool = False
                schedules: tuple[str, ...] = ("tiles",), value_dim: int | None = None,
                scores: Scores = SOFTMAX) -> list[HopperConfig]:
     """Every legal configuration for `head_dim`: N up to what the register file holds; persistent where
-    it is ranked (under a mask each persistent block takes its place one further every round of tiles,
-    so that it takes every length of the heads' unequal tiles in turn: `ROTATE` in the kernel)."""
+    it is ranked (under a mask the persistent blocks take the heads' unequal tiles longest first, the
+    rounds in alternating order, so that their sums of lengths stay within a tile: `BALANCE` in the
+    kernel)."""
     out = []
     if not head_blocks(head_dim)[0]:
         return out

@@ -12,39 +12,38 @@
 #        256     A     A     A     A     A     A     B     C     D     D     D
 #        512     A     A     A     A     A     B     C     D     D     D     D
 #       1024     A     A     A     A     B     C     D     D     D     D     D
-#       2048     A     A     A     B     E     E     E     F     F     F     F
-#       4096     A     A     B     E     E     E     F     F     F     F     F
-#       8192     A     B     B     E     E     F     F     F     F     F     F
-#      16384     B     B     B     B     G     G     G     G     G     G     G
-#      32768     B     B     B     G     G     G     G     G     G     G     G
+#       2048     A     A     A     B     C     C     C     E     E     E     E
+#       4096     A     A     B     B     B     B     F     F     F     F     F
+#       8192     A     B     B     B     B     F     F     F     F     F     F
+#      16384     B     B     B     B     F     F     F     F     F     F     F
+#      32768     B     B     B     F     F     F     F     F     F     F     F
 #     A: N=1 consumer warpgroup of 64 rows, s_x=256, 2 stages, overlap intra, tiles
 #     B: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, tiles
 #     C: N=4 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap inter+intra, tiles
 #     D: N=4 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap inter+intra, persistent
-#     E: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, persistent
-#     F: N=3 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, persistent
-#     G: N=3 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, tiles
+#     E: N=3 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, persistent
+#     F: N=3 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, tiles
 #   d=128: by problem size (the call's nearest seqlen and batch x heads):
 #     seqlen     1     2     4     8    16    32    64   128   256   512  1024
-#        256     A     A     A     A     A     A     B     C     C     C     C
-#        512     A     A     A     A     A     B     D     D     D     D     D
-#       1024     A     A     A     A     B     D     D     D     D     D     D
-#       2048     A     A     A     B     D     D     D     D     D     D     D
-#       4096     A     A     B     D     D     D     D     D     D     D     D
-#       8192     A     B     B     D     D     D     D     D     D     D     D
+#        256     A     A     A     A     A     A     B     C     C     D     D
+#        512     A     A     A     A     A     B     C     C     C     C     C
+#       1024     A     A     A     A     B     C     C     C     C     C     C
+#       2048     A     A     A     B     B     C     C     C     C     C     C
+#       4096     A     A     B     B     B     B     B     B     B     B     B
+#       8192     A     B     B     B     B     B     B     B     B     B     B
 #      16384     B     B     B     B     B     B     B     B     B     B     B
 #      32768     B     B     B     B     B     B     B     B     B     B     B
 #     A: N=1 consumer warpgroup of 64 rows, s_x=128, 2 stages, overlap intra, tiles
 #     B: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles
-#     C: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, persistent
-#     D: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, persistent
+#     C: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, persistent
+#     D: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, persistent
 #   d=256: by problem size (the call's nearest seqlen and batch x heads):
 #     seqlen     1     2     4     8    16    32    64   128   256   512  1024
 #        256     A     A     A     A     A     A     B     C     C     C     C
 #        512     A     A     A     A     A     B     C     C     C     C     C
-#       1024     A     A     A     A     B     C     C     C     C     C     C
-#       2048     A     A     A     B     C     C     C     C     C     C     C
-#       4096     A     A     B     B     C     C     C     C     C     C     C
+#       1024     A     A     A     A     B     B     C     C     C     C     C
+#       2048     A     A     A     B     B     B     B     B     B     B     B
+#       4096     A     A     B     B     B     B     B     B     B     B     B
 #       8192     A     B     B     B     B     B     B     B     B     B     B
 #      16384     B     B     B     B     B     B     B     B     B     B     B
 #      32768     B     B     B     B     B     B     B     B     B     B     B
@@ -52,7 +51,7 @@
 #     B: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, tiles
 #     C: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, persistent
 #   from the Hopper configurations ranked by the paper's model (h100-sxm5; analyzer.config.hopper), or the configuration the command names
-# Predicted (h100-sxm5, batch=1, h=16, q=4096, x=4096, d=128): 245.1 us, 561 TFLOP/s (N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, persistent), tensor-bound; the Hopper kernel's model calibrated on h100-calibrated
+# Predicted (h100-sxm5, batch=1, h=16, q=4096, x=4096, d=128): 246.7 us, 557 TFLOP/s (N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles), tensor-bound; the Hopper kernel's model calibrated on h100-calibrated
 # Accumulators are fp32 (the tensor cores' accumulate type).
 
 import math
@@ -82,42 +81,57 @@ def _attn_ring(c, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def _attn_turns(tiles, ROTATE: gl.constexpr):
+def _attn_turns(tiles, BALANCE: gl.constexpr):
     """How many tiles this block takes: one in every round of as many tiles as blocks (a block a tile: the
     one round), the last round's where it reaches that far (_attn_turn)."""
     blocks = gl.num_programs(0)
     rounds = gl.cdiv(tiles, blocks)
-    if ROTATE:
-        offset = (gl.program_id(0) + rounds - 1) % blocks
+    return rounds - 1 + (_attn_place(rounds - 1, BALANCE) < tiles - (rounds - 1) * blocks).to(gl.int32)
+
+
+@gluon.jit
+def _attn_place(k, BALANCE: gl.constexpr):
+    """This block's place in round k: its own, or with BALANCE (a persistent schedule under a mask, whose
+    tiles are unequal and come longest first: _attn_tile) its own in even rounds and its mirror in odd
+    ones, so that a block that took one of the longest tiles of a round takes one of the shortest of the
+    next (a boustrophedon: the blocks' sums of tile lengths stay within one tile of each other)."""
+    pid = gl.program_id(0)
+    if BALANCE:
+        place = gl.where(k % 2 == 0, pid, gl.num_programs(0) - 1 - pid)
     else:
-        offset = gl.program_id(0)
-    return rounds - 1 + (offset < tiles - (rounds - 1) * blocks).to(gl.int32)
+        place = pid
+    return place
 
 
 @gluon.jit
-def _attn_turn(k, ROTATE: gl.constexpr):
-    """The tile this block takes in round k: its own place in the round, or with ROTATE (a persistent
-    schedule under a mask) the place one further each round, so that where the tiles of a head are
-    unequal (block skipping) and as many as divide the blocks, no block takes the same length each time:
-    every block takes every length in turn, and a head's tiles stay consecutive (its K and V shared in L2)."""
-    blocks = gl.num_programs(0)
-    if ROTATE:
-        return k * blocks + (gl.program_id(0) + k) % blocks
-    return k * blocks + gl.program_id(0)
+def _attn_turn(k, BALANCE: gl.constexpr):
+    """The tile this block takes in round k: the one at its place in the round (_attn_place)."""
+    return k * gl.num_programs(0) + _attn_place(k, BALANCE)
 
 
 @gluon.jit
-def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr):
+def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
+               BALANCE: gl.constexpr):
     """Tile t of the persistent schedule (sched: tiles, blocks_q, heads, kv_group, size_x): which (batch,
     head) and which query rows, and the chunks of keys it streams, first .. chunks - 1, of which those
     from `whole` to `unmasked` need no mask. The tiles of one head are consecutive, so the SMs share its
     K and V in L2. Under the diagram's mask a row sees the LEFT keys before its own (-1: all) and the
     RIGHT keys after it (0: causal; -1: all): the tile streams from the chunk of its first row's first key
     to that of its last row's last (block skipping), its rows see whole chunks from `whole` (left edge) to
-    `unmasked` (right edge), and masked tiles run longest first (block skipping makes them unequal)."""
+    `unmasked` (right edge), and masked tiles run longest first (block skipping makes them unequal): with
+    BALANCE (a persistent schedule under a mask), where a round of the grid's blocks holds at least four
+    tiles of each (batch, head), longest first over the whole grid (a head's tiles in a round stream its K
+    and V together and share them in L2), so that the rounds' boustrophedon (_attn_place) balances the
+    blocks; else a head's tiles consecutive, longest first within it (with fewer sharers a round reads
+    every chunk from HBM: 2048 tokens of 128 heads ran 0.88x the tiles schedule on an H200)."""
     tiles, blocks_q, heads, kv_group, size_x = sched
     bh = t // blocks_q
     blk = t % blocks_q
+    if BALANCE:
+        heads_all = tiles // blocks_q          # batch x heads
+        by_length = heads_all * 4 <= gl.num_programs(0)
+        bh = gl.where(by_length, t % heads_all, bh)
+        blk = gl.where(by_length, t // heads_all, blk)
     if RIGHT >= 0:
         blk = blocks_q - 1 - blk
     idx_b = bh // heads
@@ -142,7 +156,7 @@ def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl
 @gluon.jit
 def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOCK_X: gl.constexpr,
                    STAGES: gl.constexpr, GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
-                   ROTATE: gl.constexpr, PREFETCH: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr,
+                   BALANCE: gl.constexpr, PREFETCH: gl.constexpr, SPLIT: gl.constexpr, BIAS: gl.constexpr,
                    FP8: gl.constexpr):
     """The producer: one warp with few registers. Per tile it loads the query tiles, then every chunk of
     K and V into a ring of STAGES SMEM buffers: wait until every consumer has released a buffer (its
@@ -165,10 +179,10 @@ def _attn_producer(descs, smem, bars, sched, bias_rows, ROWS: gl.constexpr, BLOC
     bias_b_rows, bias_h_rows = bias_rows
     it = 0          # chunks loaded so far, over all tiles: the ring's position
     done = 0        # tiles loaded so far
-    for k in range(_attn_turns(tiles, ROTATE)):
-        t = _attn_turn(k, ROTATE)
+    for k in range(_attn_turns(tiles, BALANCE)):
+        t = _attn_turn(k, BALANCE)
         idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = _attn_tile(
-            t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT)
+            t, sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT, BALANCE)
         n = chunks - first
         # the chunks the ring has room for, before the queries (which wait until the tile before has stored
         # its output); with PREFETCH none: the queries first, since the consumers release the tile before's
@@ -518,7 +532,7 @@ def _attn_step(j, it, q_tiles, smem, kv_bars, turn, state, scores, b_first: gl.c
 @gluon.jit
 def _attn_setup(k, sched, scales, slopes, descales, size_q, arange_x, GROUPS: gl.constexpr, GROUP: gl.constexpr,
                 ROWS: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
-                ROTATE: gl.constexpr, ALIBI: gl.constexpr, FP8: gl.constexpr, QUANT: gl.constexpr,
+                BALANCE: gl.constexpr, ALIBI: gl.constexpr, FP8: gl.constexpr, QUANT: gl.constexpr,
                 KEY_BLOCK: gl.constexpr, row_layout: gl.constexpr):
     """What consumer GROUP reads of its k-th tile: the tile (_attn_tile's), the first of its own rows, and
     its rows with what the scores' ops read of the tile: with ALIBI the head's slope (ALiBi's m, one
@@ -528,7 +542,7 @@ def _attn_setup(k, sched, scales, slopes, descales, size_q, arange_x, GROUPS: gl
     the chunk (_attn_step)."""
     tiles, blocks_q, heads, kv_group, size_x = sched
     slope_ptr, slope_stride_b, slope_stride_h, slope_scale = slopes
-    tile = _attn_tile(_attn_turn(k, ROTATE), sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT)
+    tile = _attn_tile(_attn_turn(k, BALANCE), sched, GROUPS * ROWS, BLOCK_X, RIGHT, LEFT, BALANCE)
     idx_b, idx_h, idx_hk, row0, first, whole, unmasked, chunks = tile
     first_row = row0 + GROUP * ROWS
     rows = first_row + gl.arange(0, ROWS, row_layout)
@@ -747,7 +761,7 @@ def _attn_steps(it, tile, q_tiles, state, scores, smem, kv_bars, turn, b_first: 
 @gluon.jit
 def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS: gl.constexpr,
                    BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr, GROUP: gl.constexpr,
-                   RIGHT: gl.constexpr, LEFT: gl.constexpr, ROTATE: gl.constexpr, PREFETCH: gl.constexpr,
+                   RIGHT: gl.constexpr, LEFT: gl.constexpr, BALANCE: gl.constexpr, PREFETCH: gl.constexpr,
                    ALIBI: gl.constexpr, BIAS: gl.constexpr, SINK: gl.constexpr, INTRA: gl.constexpr,
                    INTER: gl.constexpr, SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, LSE: gl.constexpr,
                    descales, FP8: gl.constexpr, QUANT: gl.constexpr, KEY_BLOCK: gl.constexpr,
@@ -794,12 +808,12 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
     b_first: gl.constexpr = GROUP * STAGES          # this warpgroup's bias tiles in b_smem, one a stage
     layouts: gl.constexpr = (s_layout, o_layout, p_layout)
 
-    turns_n = _attn_turns(tiles, ROTATE)
+    turns_n = _attn_turns(tiles, BALANCE)
     if PREFETCH:
         # the block's first tile: its head alone, then its steps
         tile, first_row, rows, slope, scores = _attn_setup(
             0, sched, scales, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
-            ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
+            BALANCE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
         q_tiles = _attn_queries(q_smem, qh_smem, q_ready, 0, GROUPS, GROUP, ROWS, PREFETCH, True)
         p_prev, m_i, l_i, acc = _attn_head(
             0, q_tiles, smem, kv_bars, turn, tile, scores, (0.0, 0.0, 0), b_first, ROWS, BLOCK_X, STAGES, INTRA,
@@ -814,7 +828,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
             # this tile's first Q K^T beside the tile before's last P V, its softmax under that P V
             tile, first_row, rows, slope, scores = _attn_setup(
                 k, sched, scales, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
-                ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
+                BALANCE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
             q_tiles = _attn_queries(q_smem, qh_smem, q_ready, k, GROUPS, GROUP, ROWS, PREFETCH, True)
             p_k, m_k, l_k, acc = _attn_head(
                 last + 1, q_tiles, smem, kv_bars, turn, tile, scores, (acc, p_prev, last), b_first, ROWS,
@@ -823,7 +837,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
             # the tile before's output
             tile_b, first_row_b, rows_b, slope_b, scores_b = _attn_setup(
                 k - 1, sched, scales, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
-                ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
+                BALANCE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
             _attn_epilogue(acc, m_i, l_i, tile_b, first_row_b, rows_b, slope_b, qk_scale, o_desc, o_smem, sinks, lses,
                            descales, heads, kv_group, GROUP, ROWS, SOFTMAX, SINK, LSE, FP8, PREFETCH, o_layout)
             acc, p_prev, m_i, l_i = _attn_steps(
@@ -836,7 +850,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
         acc = _attn_last_pv(acc, p_prev, last, v_smem, kv_bars, BLOCK_X, STAGES, FP8)
         tile, first_row, rows, slope, scores = _attn_setup(
             turns_n - 1, sched, scales, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
-            ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
+            BALANCE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
         _attn_epilogue(acc, m_i, l_i, tile, first_row, rows, slope, qk_scale, o_desc, o_smem, sinks, lses, descales,
                        heads, kv_group, GROUP, ROWS, SOFTMAX, SINK, LSE, FP8, PREFETCH, o_layout)
     else:
@@ -844,7 +858,7 @@ def _attn_consumer(descs, smem, bars, turns, sched, scales, slopes, sinks, lses,
         for k in range(turns_n):
             tile, first_row, rows, slope, scores = _attn_setup(
                 k, sched, scales, slopes, descales, size_q, arange_x, GROUPS, GROUP, ROWS, BLOCK_X, RIGHT, LEFT,
-                ROTATE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
+                BALANCE, ALIBI, FP8, QUANT, KEY_BLOCK, row_layout)
             q_tiles = _attn_queries(q_smem, qh_smem, q_ready, k, GROUPS, GROUP, ROWS, PREFETCH, True)
             p_prev, m_i, l_i, acc = _attn_head(
                 it, q_tiles, smem, kv_bars, turn, tile, scores, (0.0, 0.0, 0), b_first, ROWS, BLOCK_X, STAGES,
@@ -871,7 +885,7 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
         k_scale_ptr, v_scale_ptr, ROWS: gl.constexpr,
         BLOCK_X: gl.constexpr, STAGES: gl.constexpr, GROUPS: gl.constexpr, RIGHT: gl.constexpr, LEFT: gl.constexpr,
         ALIBI: gl.constexpr, BIAS: gl.constexpr, SINK: gl.constexpr, INTRA: gl.constexpr, INTER: gl.constexpr,
-        SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, CONSUMER_REGS: gl.constexpr, ROTATE: gl.constexpr,
+        SOFTMAX: gl.constexpr, SPLIT: gl.constexpr, CONSUMER_REGS: gl.constexpr, BALANCE: gl.constexpr,
         PREFETCH: gl.constexpr, LSE: gl.constexpr, FP8: gl.constexpr, QUANT: gl.constexpr, KEY_BLOCK: gl.constexpr,
         LINEAR: gl.constexpr, EXP2: gl.constexpr, LAZY: gl.constexpr):
     """A persistent block: it takes tiles of GROUPS x ROWS query rows of one (batch, head) in turn (every
@@ -889,7 +903,7 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     (attention sinks); otherwise unused. With LSE, each query row's log-sum-exp of its scores (natural log,
     float32) goes to lse_ptr, a (batch, head) lse_stride_b and lse_stride_h apart and its rows contiguous;
     lse_shift is 1 where the chain's ALiBi is shifted (the row's part left to the softmax, put back in the
-    log-sum-exp), else 0. ROTATE (a persistent block under a mask) takes its place in each
+    log-sum-exp), else 0. BALANCE (a persistent block under a mask) takes its place in each
     round of tiles one further than in the round before (_attn_turn), so that no block takes only the
     longest or only the shortest of the heads' unequal tiles. PREFETCH (a persistent block) gives the queries
     two buffers and the output one of its own, so that the next tile's queries land under this one's
@@ -964,62 +978,62 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     if GROUPS == 1:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
-                              GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              GROUPS, 0, RIGHT, LEFT, BALANCE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
                               SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
                               LAZY)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ROTATE, PREFETCH, SPLIT, BIAS, FP8)),
+                              BALANCE, PREFETCH, SPLIT, BIAS, FP8)),
         ], [1], [24])
     elif GROUPS == 2:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
-                              GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              GROUPS, 0, RIGHT, LEFT, BALANCE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
                               SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
                               LAZY)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
-                              GROUPS, 1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              GROUPS, 1, RIGHT, LEFT, BALANCE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
                               SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
                               LAZY)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ROTATE, PREFETCH, SPLIT, BIAS, FP8)),
+                              BALANCE, PREFETCH, SPLIT, BIAS, FP8)),
         ], [4, 1], [CONSUMER_REGS, 24])
     elif GROUPS == 3:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
-                              GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              GROUPS, 0, RIGHT, LEFT, BALANCE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
                               SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
                               LAZY)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
-                              GROUPS, 1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              GROUPS, 1, RIGHT, LEFT, BALANCE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
                               SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
                               LAZY)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
-                              GROUPS, 2, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              GROUPS, 2, RIGHT, LEFT, BALANCE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
                               SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
                               LAZY)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ROTATE, PREFETCH, SPLIT, BIAS, FP8)),
+                              BALANCE, PREFETCH, SPLIT, BIAS, FP8)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
     elif GROUPS == 4:
         gl.warp_specialize([
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
-                              GROUPS, 0, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              GROUPS, 0, RIGHT, LEFT, BALANCE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
                               SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
                               LAZY)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
-                              GROUPS, 1, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              GROUPS, 1, RIGHT, LEFT, BALANCE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
                               SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
                               LAZY)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
-                              GROUPS, 2, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              GROUPS, 2, RIGHT, LEFT, BALANCE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
                               SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
                               LAZY)),
             (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
-                              GROUPS, 3, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+                              GROUPS, 3, RIGHT, LEFT, BALANCE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
                               SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
                               LAZY)),
             (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-                              ROTATE, PREFETCH, SPLIT, BIAS, FP8)),
+                              BALANCE, PREFETCH, SPLIT, BIAS, FP8)),
         ], [4, 4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, 24])
     else:
         gl.static_assert(False, "no partition list for this many consumer warpgroups")
@@ -1042,35 +1056,34 @@ CONFIGS = {
                 {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # B
                 {'WARPGROUPS': 4, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # C
                 {'WARPGROUPS': 4, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # D
-                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # E
-                {'WARPGROUPS': 3, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # F
-                {'WARPGROUPS': 3, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # G
+                {'WARPGROUPS': 3, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # E
+                {'WARPGROUPS': 3, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # F
             ),
             'by_size': (
                 (0, 0, 0, 0, 0, 0, 1, 2, 3, 3, 3),  # length 256
                 (0, 0, 0, 0, 0, 1, 2, 3, 3, 3, 3),  # length 512
                 (0, 0, 0, 0, 1, 2, 3, 3, 3, 3, 3),  # length 1024
-                (0, 0, 0, 1, 4, 4, 4, 5, 5, 5, 5),  # length 2048
-                (0, 0, 1, 4, 4, 4, 5, 5, 5, 5, 5),  # length 4096
-                (0, 1, 1, 4, 4, 5, 5, 5, 5, 5, 5),  # length 8192
-                (1, 1, 1, 1, 6, 6, 6, 6, 6, 6, 6),  # length 16384
-                (1, 1, 1, 6, 6, 6, 6, 6, 6, 6, 6),  # length 32768
+                (0, 0, 0, 1, 2, 2, 2, 4, 4, 4, 4),  # length 2048
+                (0, 0, 1, 1, 1, 1, 5, 5, 5, 5, 5),  # length 4096
+                (0, 1, 1, 1, 1, 5, 5, 5, 5, 5, 5),  # length 8192
+                (1, 1, 1, 1, 5, 5, 5, 5, 5, 5, 5),  # length 16384
+                (1, 1, 1, 5, 5, 5, 5, 5, 5, 5, 5),  # length 32768
             ),
         },
         128: {
             'configs': (
                 {'WARPGROUPS': 1, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # A
                 {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # B
-                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # C
-                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # D
+                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # C
+                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # D
             ),
             'by_size': (
-                (0, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2),  # length 256
-                (0, 0, 0, 0, 0, 1, 3, 3, 3, 3, 3),  # length 512
-                (0, 0, 0, 0, 1, 3, 3, 3, 3, 3, 3),  # length 1024
-                (0, 0, 0, 1, 3, 3, 3, 3, 3, 3, 3),  # length 2048
-                (0, 0, 1, 3, 3, 3, 3, 3, 3, 3, 3),  # length 4096
-                (0, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3),  # length 8192
+                (0, 0, 0, 0, 0, 0, 1, 2, 2, 3, 3),  # length 256
+                (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # length 512
+                (0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2),  # length 1024
+                (0, 0, 0, 1, 1, 2, 2, 2, 2, 2, 2),  # length 2048
+                (0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 4096
+                (0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 8192
                 (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 16384
                 (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 32768
             ),
@@ -1084,9 +1097,9 @@ CONFIGS = {
             'by_size': (
                 (0, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2),  # length 256
                 (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # length 512
-                (0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2),  # length 1024
-                (0, 0, 0, 1, 2, 2, 2, 2, 2, 2, 2),  # length 2048
-                (0, 0, 1, 1, 2, 2, 2, 2, 2, 2, 2),  # length 4096
+                (0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 2),  # length 1024
+                (0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),  # length 2048
+                (0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 4096
                 (0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 8192
                 (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 16384
                 (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 32768
@@ -1377,7 +1390,7 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
                       INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
-                      ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
+                      BALANCE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # unequal tiles balanced
                       PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
                       LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR, EXP2=EXP2_PTX,
                       LAZY=LAZY_RESCALE and cfg['BLOCK_X'] >= value_dim)
@@ -1493,7 +1506,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_2c007664b911870b'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_c4c625b6e7826ba5'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 

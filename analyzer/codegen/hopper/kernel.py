@@ -22,9 +22,9 @@ from analyzer.codegen.escape import py_comment, py_doc
 from analyzer.config.scores import MASKS, SOFTMAX, Scores
 
 # The module-level names this text defines; the module's scope never hands them out
-HELPERS = ("_attn_ring", "_attn_turns", "_attn_turn", "_attn_tile", "_attn_producer", "_attn_load", "_attn_scores",
-           "_attn_probabilities", "_attn_qk", "_attn_v", "_attn_operand", "_attn_fp8_keys", "_attn_descale",
-           "_attn_step", "_attn_consumer", "_attn_tanh", "_attn_exp2", "_attn_rescale",
+HELPERS = ("_attn_ring", "_attn_turns", "_attn_turn", "_attn_place", "_attn_tile", "_attn_producer", "_attn_load",
+           "_attn_scores", "_attn_probabilities", "_attn_qk", "_attn_v", "_attn_operand", "_attn_fp8_keys",
+           "_attn_descale", "_attn_step", "_attn_consumer", "_attn_tanh", "_attn_exp2", "_attn_rescale",
            "_attn_e4m3", "_attn_alibi_cols", "_attn_setup", "_attn_queries", "_attn_head", "_attn_last_pv",
            "_attn_epilogue", "_attn_steps", "_attn_keep", "_attn_band")
 
@@ -39,12 +39,12 @@ PARTITION = Template('''\
 ${indent}gl.warp_specialize([
 ${consumers}
 ${indent}    (_attn_producer, (descs, smem, bars, sched, bias_rows, ROWS, BLOCK_X, STAGES, GROUPS, RIGHT, LEFT,
-${indent}                      ROTATE, PREFETCH, SPLIT, BIAS, FP8)),
+${indent}                      BALANCE, PREFETCH, SPLIT, BIAS, FP8)),
 ${indent}], [${warps}], [${regs}])''')
 
 CONSUMER = Template('''\
 ${indent}    (_attn_consumer, (descs, smem, bars, turns, sched, scales, slopes, sinks, lses, ROWS, BLOCK_X, STAGES,
-${indent}                      GROUPS, ${group}, RIGHT, LEFT, ROTATE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
+${indent}                      GROUPS, ${group}, RIGHT, LEFT, BALANCE, PREFETCH, ALIBI, BIAS, SINK, INTRA, INTER,
 ${indent}                      SOFTMAX, SPLIT, LSE, descales, FP8, QUANT, KEY_BLOCK, LINEAR, EXP2,
 ${indent}                      LAZY)),''')
 

@@ -432,7 +432,7 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
                       INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
-                      ROTATE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # a place further each round
+                      BALANCE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # unequal tiles balanced
                       PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
                       LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR, EXP2=EXP2_PTX,
                       LAZY=LAZY_RESCALE and cfg['BLOCK_X'] >= value_dim)
