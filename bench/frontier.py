@@ -8,8 +8,8 @@ configuration.
    strided inputs, 4096; 4096 queries against 77 keys), and every shipped Hopper diagram (causal, sigmoid,
    MLA 192/128, softcaps, Gemma 2's window, ALiBi, a bias, sinks, a band; bench/hopper_variants.py reads
    what each computes off its module) with each persistent schedule forced where it fits (persistent,
-   prefetch), at 17 and 1000, since the model launches them at short sequences (under a mask, each
-   block's place rotating round by round).
+   prefetch), at 17 and 1000, since the model launches them at short sequences (under a mask, the
+   tiles longest first in boustrophedon rounds).
 2. The grid: 16k tokens, hidden 2048; head dims 64, 128, 256; lengths 512 to 16k; causal and not; fp16
    (bf16 at head dim 128, 4k and 16k). Each kernel is timed by CUDA graph replays, which leave the
    host out (its Python launch is bench/host_cost.py's), in ROUNDS rounds in turn; the faster round's
