@@ -13,7 +13,7 @@ import numpy as np
 
 from analyzer.config.scores import SOFTMAX, Scores
 
-SHARERS = 4     # a head's tiles a round must hold for the whole grid's longest-first order (_attn_tile's literal 4)
+SHARERS = 4     # a head's tiles a round must hold for the whole grid's longest-first order (the kernel's BALANCE)
 
 
 class Tiled(Protocol):

@@ -119,8 +119,8 @@ def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl
     RIGHT keys after it (0: causal; -1: all): the tile streams from the chunk of its first row's first key
     to that of its last row's last (block skipping), its rows see whole chunks from `whole` (left edge) to
     `unmasked` (right edge), and masked tiles run longest first (block skipping makes them unequal): with
-    BALANCE (a persistent schedule under a mask), where a round of the grid's blocks holds at least four
-    tiles of each (batch, head), longest first over the whole grid (a head's tiles in a round stream its K
+    BALANCE (a persistent schedule under a mask: the sharers, 0 off), where a round of the grid's blocks
+    holds at least BALANCE tiles of each (batch, head), longest first over the whole grid (a head's tiles in a round stream its K
     and V together and share them in L2), so that the rounds' boustrophedon (_attn_place) balances the
     blocks; else a head's tiles consecutive, longest first within it (with fewer sharers a round reads
     every chunk from HBM: 2048 tokens of 128 heads ran 0.88x the tiles schedule on an H200)."""
@@ -129,7 +129,7 @@ def _attn_tile(t, sched, BLOCK_Q: gl.constexpr, BLOCK_X: gl.constexpr, RIGHT: gl
     blk = t % blocks_q
     if BALANCE:
         heads_all = tiles // blocks_q          # batch x heads
-        by_length = heads_all * 4 <= gl.num_programs(0)
+        by_length = heads_all * BALANCE <= gl.num_programs(0)
         bh = gl.where(by_length, t % heads_all, bh)
         blk = gl.where(by_length, t // heads_all, blk)
     if RIGHT >= 0:
@@ -903,9 +903,10 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
     (attention sinks); otherwise unused. With LSE, each query row's log-sum-exp of its scores (natural log,
     float32) goes to lse_ptr, a (batch, head) lse_stride_b and lse_stride_h apart and its rows contiguous;
     lse_shift is 1 where the chain's ALiBi is shifted (the row's part left to the softmax, put back in the
-    log-sum-exp), else 0. BALANCE (a persistent block under a mask) takes its place in each
-    round of tiles one further than in the round before (_attn_turn), so that no block takes only the
-    longest or only the shortest of the heads' unequal tiles. PREFETCH (a persistent block) gives the queries
+    log-sum-exp), else 0. BALANCE (a persistent block under a mask; 0: off) takes the heads' unequal tiles
+    longest first, each round in the order opposite the round before (_attn_place), over the whole grid
+    where a round holds BALANCE tiles of each (batch, head), else a head's consecutive (_attn_tile), so
+    that no block takes only the longest or only the shortest tiles. PREFETCH (a persistent block) gives the queries
     two buffers and the output one of its own, so that the next tile's queries land under this one's
     last P V and epilogue. With FP8, q, k and v are e4m3 (FlashAttention-3's FP8, Section 6.2 of the
     paper): v_desc views V transposed, (batch, heads, value dim, keys), and each is quantised by blocks,
@@ -1118,6 +1119,9 @@ ROWS = 64  # query rows of a consumer warpgroup: wgmma's m
 # setmaxnreg gives a consumer thread (the producer keeps 24): the register file of h100-sxm5
 REGISTER_CAP = {1: 256, 2: 168, 3: 128, 4: 96}
 CONSUMER_REGISTERS = {1: 248, 2: 240, 3: 160, 4: 112}
+# A persistent schedule under a mask takes the tiles longest first over the whole grid where a round
+# holds this many of each (batch, head), else a head's consecutive (their K and V shared in L2)
+SHARERS = 4
 RIGHT = -1  # keys after its own a query sees under the diagram's mask (0: causal, top-left aligned); -1: all
 LEFT = -1  # keys before its own a query sees under the diagram's sliding window; -1: all
 ALIBI = False  # whether the scores take ALiBi's bias, a slope a head (an input of the call)
@@ -1390,7 +1394,8 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
                       INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
-                      BALANCE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # unequal tiles balanced
+                      # unequal tiles balanced: over the whole grid where a round holds SHARERS of each head
+                      BALANCE=SHARERS if cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0) else 0,
                       PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
                       LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR, EXP2=EXP2_PTX,
                       LAZY=LAZY_RESCALE and cfg['BLOCK_X'] >= value_dim)
@@ -1506,7 +1511,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_c4c625b6e7826ba5'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_883963f378ec90cf'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 

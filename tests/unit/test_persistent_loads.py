@@ -23,7 +23,7 @@ def kernel_turns(tiles: int, blocks: int, pid: int) -> list[int]:
 def kernel_block(t: int, tiles: int, blocks_q: int, blocks: int) -> int:
     """The query block of tile t before the mask's reversal, as _attn_tile (BALANCE) places it."""
     heads_all = tiles // blocks_q
-    return t // heads_all if heads_all * SHARERS <= blocks else t % blocks_q   # _attn_tile's literal 4
+    return t // heads_all if heads_all * SHARERS <= blocks else t % blocks_q   # the module's BALANCE
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)

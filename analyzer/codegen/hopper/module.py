@@ -26,12 +26,13 @@ from analyzer.codegen.pymodule import (
     wrapper,
 )
 from analyzer.codegen.wrapper_text import str_tuple
+from analyzer.config.band_walk import SHARERS
 from analyzer.config.hopper import OVERLAPS, SCHEDULES, HopperConfig, HopperTable
 from analyzer.config.scores import MASKS
 
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
-           "CONSUMER_REGISTERS", "RIGHT", "LEFT", "ALIBI", "ALIBI_RECOMPUTED", "BIAS", "SINK", "SOFTMAX", "LSE_SHIFT", "VALUE_DIM", "_tma_ready", "_tma_able", "_descriptor", "_sm_count",
+           "CONSUMER_REGISTERS", "SHARERS", "RIGHT", "LEFT", "ALIBI", "ALIBI_RECOMPUTED", "BIAS", "SINK", "SOFTMAX", "LSE_SHIFT", "VALUE_DIM", "_tma_ready", "_tma_able", "_descriptor", "_sm_count",
            "_bias_descriptor", "knobs", "driver", "_Plan", "_PLANS", "PLANS_KEPT", "_plan", "_alibi_mode",
            "_unbound", "_bound", "FP8", "QUANT_BLOCK", "KEY_BLOCK", "LINEAR", "E4M3_MAX", "quantize", "_hadamard",
            "_by_blocks", "KEY_ORDER", "_key_order", "tl", "_quantize_rows", "_quantize_columns", "_quantized_on_gpu",
@@ -122,6 +123,9 @@ def _configs(g, tables: dict[int, HopperTable]) -> list[str]:
               "# setmaxnreg gives a consumer thread (the producer keeps 24): the register file of " + py_comment(g.gpu),
               f"REGISTER_CAP = {g.hopper.register_cap!r}",
               f"CONSUMER_REGISTERS = {g.hopper.consumer_registers!r}",
+              "# A persistent schedule under a mask takes the tiles longest first over the whole grid where a round",
+              "# holds this many of each (batch, head), else a head's consecutive (their K and V shared in L2)",
+              f"SHARERS = {int(SHARERS)}",
               f"RIGHT = {-1 if g.hopper.scores.right is None else g.hopper.scores.right}  # keys after its own a query "
               "sees under the diagram's mask (0: causal, top-left aligned); -1: all",
               f"LEFT = {-1 if g.hopper.scores.window is None else g.hopper.scores.window - 1}  # keys before its own a query sees "
@@ -432,7 +436,8 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
                       INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
-                      BALANCE=cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0),  # unequal tiles balanced
+                      # unequal tiles balanced: over the whole grid where a round holds SHARERS of each head
+                      BALANCE=SHARERS if cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0) else 0,
                       PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
                       LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR, EXP2=EXP2_PTX,
                       LAZY=LAZY_RESCALE and cfg['BLOCK_X'] >= value_dim)
