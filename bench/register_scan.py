@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         (path,) = g.write(tmp / f"{diagram}.py")
         module = import_file(path, diagram)
         for head_dim in HEAD_DIMS:
-            for groups in (1, 2, 3):
+            for groups in sorted(module.REGISTER_CAP):     # every consumer count the module has
                 for chunk in (64, 128, 256):
                     for overlap in ("none", "intra") if groups == 1 else ("intra", "inter+intra"):
                         c = configuration(profile, head_dim, g.dtype, warpgroups=groups, chunk=chunk, stages=2,

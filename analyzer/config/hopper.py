@@ -66,10 +66,12 @@ from analyzer.diagram.interface import Attention
 from analyzer.hardware import Profile
 
 # Beyond the warp-specialised kernel's REGISTER_RESERVE (analyzer.config.warp_specialised), where the
-# kernel masks keys causally (the row and column indices it compares): on an H100 ptxas spilled 320 bytes
-# building the causal kernel with 4 consumers of 112 registers at head dim 64, s_x = 64, which the mha
-# reserve admits (tests/kernels/test_hopper.py)
-CAUSAL_RESERVE = 16
+# kernel masks keys (each row's bounds, the columns it compares; _attn_keep compares a pair of keys
+# through one column). Compiled for sm_90a at the rule's edge, 8 admits what ptxas builds without a
+# spill: head dim 64, 3 consumers of 160 registers at s_x = 128 and 4 of 112 at s_x = 64 need the 8 and
+# spill nothing; with a column a key they spilled 8 B and 288 B, and a reserve of 16 refused them
+# (bench/results/register_scan_h100.md)
+CAUSAL_RESERVE = 8
 # ... and beyond those with FP8 (e4m3 conversions, the key order, the scales): ptxas for sm_90a spilled
 # 80 to 440 bytes a thread where the tiles left 8 registers of a consumer's free, 4 bytes where 24, none
 # where 40 or more (head dims 64 to 256, 1 to 4 consumers, s_x 64 to 256; tests/kernels/test_hopper_fp8.py)

@@ -65,6 +65,15 @@ VECTOR_PER_SCORE = {"alibi": 2, "alibi shifted": 1, "add": 1,
 #   sigmoid and softcap spilled 384-492 B with none free at head dim 64, s_x = 256, none with 8
 REGISTERS_PER_SCORE = {"alibi": 0.75, "add": 0.5}
 REGISTERS_PER_SFU_OP = 8
+# - and 8 a thread for the op itself: ALiBi's slope, its rows' term and first row; the bias's tile
+#   descriptor and rows. The counts above were fitted beside the causal mask's reserve of 16, both
+#   diagrams being causal; with the mask's 8 (analyzer.config.hopper.CAUSAL_RESERVE: a pair of keys
+#   compared through one column) these keep the ops' counts where the scan put them: without them ALiBi's
+#   three consumers of 64-key chunks at head dim 128 were admitted and spilled 56 B, the bias's 120 B;
+#   and 8 for sigmoid beyond its special-function op's (its 1/2 + tanh(v/2)/2 and the plain sum): three
+#   consumers of 128-key chunks at head dim 64 spilled 264 B with its op's 8 counted and none free, where
+#   softcap's, counted alike, spilled nothing (the scan of 2026-11-29; the one before passed it)
+REGISTERS_PER_OP = {"alibi": 8, "add": 8, "sigmoid": 8}
 # ... and where the kernel recomputes an op's vector each chunk instead of holding it (the shifted ALiBi's
 # m (j - r) from the key indices, where the held one does not fit: HopperConfig.held): half a chunk's
 # (the same scan of that lowering: 104 B spilled with 8 registers free at s_x = 64, none with 40 at
@@ -138,13 +147,14 @@ class Scores:
 
     def registers(self, scores_per_thread: int, held: bool = True) -> int:
         """Registers a consumer thread needs for the ops beyond the softmax's, where a thread holds
-        `scores_per_thread` scores of a chunk (REGISTERS_PER_SCORE, REGISTERS_PER_SFU_OP); `held` False:
-        with the vectors the kernel may recompute a chunk recomputed (RECOMPUTED_PER_SCORE)."""
+        `scores_per_thread` scores of a chunk (REGISTERS_PER_SCORE, REGISTERS_PER_OP,
+        REGISTERS_PER_SFU_OP); `held` False: with the vectors the kernel may recompute a chunk recomputed
+        (RECOMPUTED_PER_SCORE)."""
         def per_score(o: ScoreOp) -> float:
             if not held and o.lowering in RECOMPUTED_PER_SCORE:
                 return RECOMPUTED_PER_SCORE[o.lowering]
             return REGISTERS_PER_SCORE.get(o.primitive, 0)
-        return sum(math.ceil(per_score(o) * scores_per_thread)
+        return sum(math.ceil(per_score(o) * scores_per_thread) + REGISTERS_PER_OP.get(o.primitive, 0)
                    + (REGISTERS_PER_SFU_OP if SFU_PER_SCORE.get(o.primitive, 0) else 0) for o in self.ops)
 
     @property
@@ -307,5 +317,6 @@ def _shifted(op: ScoreOp, after: list[ScoreOp], softmax: bool, causal: bool) -> 
     return ScoreOp(op.name, op.primitive, shifted=True)
 
 
-__all__ = ["BIASED", "E4M3", "MASKS", "RECOMPUTED_PER_SCORE", "REGISTERS_PER_SCORE", "REGISTERS_PER_SFU_OP", "SFU_PER_SCORE", "SLOPED", "SOFTMAX", "VECTOR_PER_SCORE", "ScoreOp", "Scores",
+__all__ = ["BIASED", "E4M3", "MASKS", "RECOMPUTED_PER_SCORE", "REGISTERS_PER_OP", "REGISTERS_PER_SCORE",
+           "REGISTERS_PER_SFU_OP", "SFU_PER_SCORE", "SLOPED", "SOFTMAX", "VECTOR_PER_SCORE", "ScoreOp", "Scores",
            "counted_clocks", "pairs", "scores_of"]

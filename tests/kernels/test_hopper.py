@@ -216,11 +216,12 @@ def test_configurations_of_every_kind_compile_for_sm90a(generated):
     jobs = [(name, d, e, dtype) for name, dtype in (("mha", "fp16"), ("causal_attention", "fp16"), ("gqa", "bf16"))
             for d, e in _configs(generated[name][0]) if name == "mha" or d == 128]
     # config= may launch any legal configuration: the kernel has a branch, and the module registers, for
-    # every warpgroup count one has (the causal kernel's mask needs registers: 4 consumers are not legal)
+    # every warpgroup count one has (the causal kernel's too: its mask's 8 registers leave 4 consumers of 112
+    # legal at head dim 64, s_x = 64)
     for name, causal in (("mha", False), ("causal_attention", True)):
         g = generated[name][0]
         legal = {c.warpgroups for d in (64, 128, 256) for c in hopper.candidates(H100, d, "fp16", causal=causal)}
-        assert set(g.hopper.register_cap) == legal == ({1, 2, 3} if causal else {1, 2, 3, 4})
+        assert set(g.hopper.register_cap) == legal == {1, 2, 3, 4}
         assert all(f"GROUPS == {n}:" in g.source for n in legal)
     picked = _covering(jobs)
     assert {e["WARPGROUPS"] for _, _, e, _ in picked} == {1, 2, 3, 4} and len(picked) < len(jobs)

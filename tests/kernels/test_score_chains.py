@@ -19,7 +19,7 @@ from analyzer.codegen.hopper.kernel import SCORE_OPS, score_function
 from analyzer.common.errors import NapkinError
 from analyzer.config import hopper
 from analyzer.config.kernels import configure_kernels
-from analyzer.config.scores import SFU_PER_SCORE, SOFTMAX, ScoreOp, Scores
+from analyzer.config.scores import REGISTERS_PER_OP, SFU_PER_SCORE, SOFTMAX, ScoreOp, Scores
 from tests.kernels.hopper_build import compiled
 
 H100 = hardware.load("h100")
@@ -246,8 +246,9 @@ def test_a_configuration_whose_score_ops_spilled_is_refused(diagram, head_dim, g
 
 def test_alibis_vector_is_held_where_it_fits_and_recomputed_a_chunk_where_it_does_not(tmp_path):
     """ALiBi's m (j - r) held through the chunks costs 3/4 of a chunk's scores a thread, recomputed from
-    the keys half (analyzer.config.scores); at head dim 128 with two consumers of 128-key chunks (the
-    long-sequence choice) only the recomputed one fits, and both build without a spill."""
+    the keys half, and 8 of its own either way (analyzer.config.scores); at head dim 128 with two consumers
+    of 128-key chunks (the long-sequence choice) only the recomputed one fits, and both build without a
+    spill."""
     g = generate("alibi_attention", H100)
     chain = g.hopper.scores
 
@@ -256,8 +257,10 @@ def test_alibis_vector_is_held_where_it_fits_and_recomputed_a_chunk_where_it_doe
                                     causal=True, scores=scores)
     low, high = config(64), config(128)
     scores_a_thread = 64 * 128 // 128
-    assert low.held and low.registers_needed - config(64, SOFTMAX).registers_needed == 3 * scores_a_thread // 4
-    assert not high.held and high.registers_needed - config(128, SOFTMAX).registers_needed == scores_a_thread // 2
+    own = REGISTERS_PER_OP["alibi"]      # its slope and rows, whether the vector is held or not
+    assert low.held and low.registers_needed - config(64, SOFTMAX).registers_needed == 3 * scores_a_thread // 4 + own
+    assert not high.held and high.registers_needed - config(128, SOFTMAX).registers_needed == \
+        scores_a_thread // 2 + own
     assert hopper.legal(H100, low) and hopper.legal(H100, high)
     assert (128, 2, 128) in g.hopper.recomputed and (64, 2, 128) not in g.hopper.recomputed
     module = tmp_path / "alibi_hopper.py"
