@@ -18,7 +18,8 @@ timed REPEATS times, each with its own graph, to see whether its spread is the k
 The SM clock, power and temperature are sampled beside every timing (bench/common.py, Sampler).
 
     python bench/hopper_sweep.py --gpu h100 [--out DIR] [--budget-s S] [--rep-ms MS] [--parts grid,beyond]
-        [--schedules tiles,persistent,prefetch] [--top N] [--diagrams mha,causal_attention,gqa]
+        [--schedules tiles,persistent,prefetch] [--top N] [--overlaps inter+intra]
+        [--diagrams mha,causal_attention,gqa]
 
 Writes hopper_sweep_<gpu>.json (meta, records, peers, persistent) and .md after every shape.
 """
@@ -143,13 +144,13 @@ class Run:
 def candidates(run: Run, shape: Shape):
     """The legal configurations in the model's order; outside ALL_STAGES_AT only the fewest stages of
     each (warpgroups, chunk, overlap), and the model's first choice; with --top, the first that many of
-    these. With --schedules tiles,persistent,prefetch each of them also with each persistent schedule named,
-    where it fits (prefetch's second query buffer and output buffer take SMEM)."""
+    these; with --overlaps, those of the overlaps named alone. With --schedules tiles,persistent,prefetch
+    each of them also with each persistent schedule named, where it fits (prefetch's second query buffer and output buffer take SMEM)."""
     from analyzer.config import hopper as model
     from analyzer.measure.sweep import ALL_STAGES_AT, fewest_stages
     ranked = [c for _, c in model.ranked(run.profile, shape.d, DTYPE, seq_q=shape.seq_q, seq_k=shape.seq_k,
                                          instances=shape.batch * shape.heads_q, causal=shape.causal)
-              if c.schedule == "tiles"]
+              if c.schedule == "tiles" and (not run.args.overlaps or c.overlap in run.args.overlaps.split(","))]
     if not (shape.kind == "grid" and shape.seq_q in ALL_STAGES_AT):
         ranked = fewest_stages(ranked)
     ranked = ranked[:run.args.top or None]
@@ -384,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--schedules", default="tiles", help="tiles, or tiles and persistent schedules (persistent, "
                                                          "prefetch): each configuration timed also with each")
     ap.add_argument("--diagrams", default="mha,causal_attention,gqa", help="the shapes of these diagrams only")
+    ap.add_argument("--overlaps", default="", help="time only these overlaps (comma-separated; default: all)")
     ap.add_argument("--top", type=int, default=0, help="time only the model's first N configurations a shape "
                                                         "(0: every one)")
     args = ap.parse_args(argv)

@@ -10,33 +10,36 @@
 #   d=64: by problem size (the call's nearest seqlen and batch x heads):
 #     seqlen     1     2     4     8    16    32    64   128   256   512  1024
 #        256     A     A     A     A     A     A     B     C     D     D     D
-#        512     A     A     A     A     A     B     C     D     D     D     D
-#       1024     A     A     A     A     B     C     D     D     D     D     D
-#       2048     A     A     A     B     C     C     C     E     E     E     E
-#       4096     A     A     B     B     B     B     F     F     F     F     F
-#       8192     A     B     B     B     B     F     F     F     F     F     F
-#      16384     B     B     B     B     F     F     F     F     F     F     F
-#      32768     B     B     B     F     F     F     F     F     F     F     F
-#     A: N=1 consumer warpgroup of 64 rows, s_x=256, 2 stages, overlap intra, tiles
+#        512     E     E     E     E     E     B     C     D     D     D     D
+#       1024     E     E     E     E     B     C     C     D     D     D     D
+#       2048     E     E     E     B     C     C     F     G     G     G     G
+#       4096     E     E     B     B     B     B     H     H     H     H     H
+#       8192     E     B     B     B     B     H     H     H     H     H     H
+#      16384     B     B     B     B     H     H     H     H     H     H     H
+#      32768     B     B     B     H     H     H     H     H     H     H     H
+#     A: N=1 consumer warpgroup of 64 rows, s_x=128, 2 stages, overlap intra, tiles
 #     B: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, tiles
 #     C: N=4 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap inter+intra, tiles
 #     D: N=4 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap inter+intra, persistent
-#     E: N=3 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, persistent
-#     F: N=3 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, tiles
+#     E: N=1 consumer warpgroup of 64 rows, s_x=256, 2 stages, overlap intra, tiles
+#     F: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, persistent
+#     G: N=3 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, persistent
+#     H: N=3 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, tiles
 #   d=128: by problem size (the call's nearest seqlen and batch x heads):
 #     seqlen     1     2     4     8    16    32    64   128   256   512  1024
-#        256     A     A     A     A     A     A     B     C     C     D     D
-#        512     A     A     A     A     A     B     C     C     C     C     C
-#       1024     A     A     A     A     B     C     C     C     C     C     C
-#       2048     A     A     A     B     B     C     C     C     C     C     C
-#       4096     A     A     B     B     B     B     B     B     B     B     B
-#       8192     A     B     B     B     B     B     B     B     B     B     B
-#      16384     B     B     B     B     B     B     B     B     B     B     B
-#      32768     B     B     B     B     B     B     B     B     B     B     B
+#        256     A     A     A     A     A     A     B     C     C     C     C
+#        512     A     A     A     A     A     D     E     E     E     E     E
+#       1024     A     A     A     A     D     E     E     E     E     E     E
+#       2048     A     A     A     D     D     E     E     E     E     E     E
+#       4096     A     A     D     D     D     D     D     D     D     D     D
+#       8192     A     D     D     D     D     D     D     D     D     D     D
+#      16384     D     D     D     D     D     D     D     D     D     D     D
+#      32768     D     D     D     D     D     D     D     D     D     D     D
 #     A: N=1 consumer warpgroup of 64 rows, s_x=128, 2 stages, overlap intra, tiles
-#     B: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles
-#     C: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, persistent
-#     D: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, persistent
+#     B: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, tiles
+#     C: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, persistent
+#     D: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles
+#     E: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, persistent
 #   d=256: by problem size (the call's nearest seqlen and batch x heads):
 #     seqlen     1     2     4     8    16    32    64   128   256   512  1024
 #        256     A     A     A     A     A     A     B     C     C     C     C
@@ -51,7 +54,7 @@
 #     B: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, tiles
 #     C: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, persistent
 #   from the Hopper configurations ranked by the paper's model (h100-sxm5; analyzer.config.hopper), or the configuration the command names
-# Predicted (h100-sxm5, batch=1, h=16, q=4096, x=4096, d=128): 246.7 us, 557 TFLOP/s (N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles), tensor-bound; the Hopper kernel's model calibrated on h100-calibrated
+# Predicted (h100-sxm5, batch=1, h=16, q=4096, x=4096, d=128): 246.2 us, 558 TFLOP/s (N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles), tensor-bound; the Hopper kernel's model calibrated on h100-calibrated
 # Accumulators are fp32 (the tensor cores' accumulate type).
 
 import math
@@ -266,22 +269,31 @@ def _attn_alibi_cols(slope, slope_cols, col0, cols, ALIBI: gl.constexpr):
 @gluon.jit
 def _attn_keep(s, cols, last):
     """A mask's select: each score s where its key (cols, a column each) is at most `last` (a bound a row),
-    -inf elsewhere; one compare and one select a score in inline PTX. Written as gl.where, ptxas for sm_90a
-    (Triton 3.6) moved the 64 compares of a thread above the wait that lands S and, short of predicate
-    registers, packed their results into general registers and out again: 724 SASS instructions a masked
-    step where this takes 642 (causal, head dim 64, s_x = 128; an unmasked step: 446)."""
-    return gl.inline_asm_elementwise("{\n.reg .pred p;\nsetp.le.s32 p, $2, $3;\nselp.f32 $0, $1, 0fFF800000, p;\n}",
-                                     "=f,f,r,r", [s, cols[None, :], last[:, None]], dtype=gl.float32,
-                                     is_pure=True, pack=1)
+    -inf elsewhere; one compare and one select a score in inline PTX, two scores a call. wgmma's
+    accumulator holds a row's keys in pairs (c, c + 1), c even, in consecutive registers (its layout's
+    first register basis; FP8's key order keeps the pairs), so the pair's second key is compared through
+    the first's column, c < last: ptxas then keeps half the columns, not all. Written as gl.where, ptxas
+    for sm_90a (Triton 3.6) moved the 64 compares of a thread above the wait that lands S and, short of
+    predicate registers, packed their results into general registers and out again: 724 SASS instructions
+    a masked step where a compare a score took 642 (causal, head dim 64, s_x = 128; an unmasked step: 446).
+    With a column a score, ptxas held 14 columns across the tile and spilled 8 B at three consumers of 160
+    registers (head dim 64, s_x = 128; tests/kernels/test_mask_pairs.py holds the layout's pairs)."""
+    return gl.inline_asm_elementwise(
+        "{\n.reg .pred p;\nsetp.le.s32 p, $4, $6;\nselp.f32 $0, $2, 0fFF800000, p;\n"
+        "setp.lt.s32 p, $4, $6;\nselp.f32 $1, $3, 0fFF800000, p;\n}",
+        "=f,=f,f,f,r,r,r,r", [s, cols[None, :], last[:, None]], dtype=gl.float32, is_pure=True, pack=2)
 
 
 @gluon.jit
 def _attn_band(s, cols, first, last):
-    """_attn_keep's select with a left edge as well: s where first < key <= last (bounds a row)."""
+    """_attn_keep's select with a left edge as well: s where first < key <= last (bounds a row), two
+    scores (c, c + 1) a call: the second's c + 1 > first is c >= first, c + 1 <= last is c < last."""
     return gl.inline_asm_elementwise(
-        "{\n.reg .pred p;\nsetp.le.s32 p, $2, $4;\nsetp.gt.and.s32 p, $2, $3, p;\n"
-        "selp.f32 $0, $1, 0fFF800000, p;\n}",
-        "=f,f,r,r,r", [s, cols[None, :], first[:, None], last[:, None]], dtype=gl.float32, is_pure=True, pack=1)
+        "{\n.reg .pred p;\nsetp.le.s32 p, $4, $8;\nsetp.gt.and.s32 p, $4, $6, p;\n"
+        "selp.f32 $0, $2, 0fFF800000, p;\nsetp.lt.s32 p, $4, $8;\nsetp.ge.and.s32 p, $4, $6, p;\n"
+        "selp.f32 $1, $3, 0fFF800000, p;\n}",
+        "=f,=f,f,f,r,r,r,r,r,r", [s, cols[None, :], first[:, None], last[:, None]], dtype=gl.float32,
+        is_pure=True, pack=2)
 
 
 @gluon.jit
@@ -1053,40 +1065,43 @@ CONFIGS = {
     'flash': {
         64: {
             'configs': (
-                {'WARPGROUPS': 1, 'BLOCK_X': 256, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # A
+                {'WARPGROUPS': 1, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # A
                 {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # B
                 {'WARPGROUPS': 4, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # C
                 {'WARPGROUPS': 4, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # D
-                {'WARPGROUPS': 3, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # E
-                {'WARPGROUPS': 3, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # F
+                {'WARPGROUPS': 1, 'BLOCK_X': 256, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # E
+                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # F
+                {'WARPGROUPS': 3, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # G
+                {'WARPGROUPS': 3, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # H
             ),
             'by_size': (
                 (0, 0, 0, 0, 0, 0, 1, 2, 3, 3, 3),  # length 256
-                (0, 0, 0, 0, 0, 1, 2, 3, 3, 3, 3),  # length 512
-                (0, 0, 0, 0, 1, 2, 3, 3, 3, 3, 3),  # length 1024
-                (0, 0, 0, 1, 2, 2, 2, 4, 4, 4, 4),  # length 2048
-                (0, 0, 1, 1, 1, 1, 5, 5, 5, 5, 5),  # length 4096
-                (0, 1, 1, 1, 1, 5, 5, 5, 5, 5, 5),  # length 8192
-                (1, 1, 1, 1, 5, 5, 5, 5, 5, 5, 5),  # length 16384
-                (1, 1, 1, 5, 5, 5, 5, 5, 5, 5, 5),  # length 32768
+                (4, 4, 4, 4, 4, 1, 2, 3, 3, 3, 3),  # length 512
+                (4, 4, 4, 4, 1, 2, 2, 3, 3, 3, 3),  # length 1024
+                (4, 4, 4, 1, 2, 2, 5, 6, 6, 6, 6),  # length 2048
+                (4, 4, 1, 1, 1, 1, 7, 7, 7, 7, 7),  # length 4096
+                (4, 1, 1, 1, 1, 7, 7, 7, 7, 7, 7),  # length 8192
+                (1, 1, 1, 1, 7, 7, 7, 7, 7, 7, 7),  # length 16384
+                (1, 1, 1, 7, 7, 7, 7, 7, 7, 7, 7),  # length 32768
             ),
         },
         128: {
             'configs': (
                 {'WARPGROUPS': 1, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # A
-                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # B
-                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # C
-                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # D
+                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # B
+                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # C
+                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # D
+                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # E
             ),
             'by_size': (
-                (0, 0, 0, 0, 0, 0, 1, 2, 2, 3, 3),  # length 256
-                (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # length 512
-                (0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2),  # length 1024
-                (0, 0, 0, 1, 1, 2, 2, 2, 2, 2, 2),  # length 2048
-                (0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 4096
-                (0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 8192
-                (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 16384
-                (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 32768
+                (0, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2),  # length 256
+                (0, 0, 0, 0, 0, 3, 4, 4, 4, 4, 4),  # length 512
+                (0, 0, 0, 0, 3, 4, 4, 4, 4, 4, 4),  # length 1024
+                (0, 0, 0, 3, 3, 4, 4, 4, 4, 4, 4),  # length 2048
+                (0, 0, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 4096
+                (0, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 8192
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 16384
+                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 32768
             ),
         },
         256: {
@@ -1511,7 +1526,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_883963f378ec90cf'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_753b366c5261438a'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 

@@ -156,20 +156,19 @@ def test_the_shipped_fit_ranks_the_persistent_schedule_where_it_measured_faster(
     on the H200 also _prefetch.json: persistent 1.05-1.09x a block a tile at FlashAttention-3's 512 tokens
     on the H100, causal up to 1.15x at 1k, 0.97-0.99x from 8k; prefetch up to 1.17x persistent at 512 on
     the H200) puts a persistent schedule first at short sequences, causal or not, and at long ones a block
-    a tile (causal, the H100's: or a schedule within 3 % of it), or, not causal, a schedule it predicts
-    within 1 % of it (the H200's: a persistent block of
-    one tile measured 1.6 % slower than a block a tile at 16k, FlashAttention-3's configuration, where the
-    fit, its persistent blocks' unequal causal tiles walked, finds no slowdown a chunk)."""
+    a tile or, causal, a schedule it predicts within 3 % of it, or, not causal, within 1 % (the H200's: a
+    persistent block of one tile measured 1.6 % slower than a block a tile at 16k, FlashAttention-3's
+    configuration, where the fit, its persistent blocks' unequal causal tiles walked, finds no slowdown a
+    chunk)."""
     profile = hardware.load(gpu)
     ranked = (lambda seq, causal: model.ranked(profile, 128, "fp16", seq_q=seq, seq_k=seq,
                                                instances=16384 // seq * 16, causal=causal))
     assert all(ranked(512, c)[0][1].schedule in model.PERSISTENT_SCHEDULES for c in (False, True))
     causal = ranked(16384, True)
-    if gpu == "h200":       # measured: a block a tile 591 TFLOP/s, the balanced persistent order 576
-        assert causal[0][1].schedule == "tiles"
-    else:   # the H100's masked persistent records ran the order before and left its recording: unmeasured,
-        # its fit puts the balanced order within 3 % of a block a tile
-        assert causal[0][0] > 0.97 * min(s for s, c in causal if c.schedule == "tiles")
+    # a block a tile, or a schedule predicted within 3 % of it: on the H200 a block a tile ran 607 TFLOP/s
+    # and the balanced persistent order 595 (bench/results/hopper_sweep_h200_pairs_128_256.md); the H100's
+    # masked persistent records ran the order before and left its recording (unmeasured there)
+    assert causal[0][1].schedule == "tiles" or causal[0][0] > 0.97 * min(s for s, c in causal if c.schedule == "tiles")
     plain = ranked(16384, False)
     tiles = min(s for s, c in plain if c.schedule == "tiles")
     assert plain[0][1].schedule == "tiles" or plain[0][0] > 0.99 * tiles

@@ -33,11 +33,11 @@ def test_the_sampled_design_is_the_bench_sweeps(gpu, causal):
         for length in GRID.lengths:
             shape = Shape("grid", "causal_attention" if causal else "mha", GRID.tokens // length, GRID.hidden // d,
                           GRID.hidden // d, length, length, d)
-            every = candidates(SimpleNamespace(profile=profile, args=SimpleNamespace(top=0, schedules="tiles")),
-                               shape)
+            every = candidates(SimpleNamespace(profile=profile, args=SimpleNamespace(top=0, schedules="tiles",
+                                                                                     overlaps="")), shape)
             prefetch = length in PREFETCH_AT and "prefetch" in ranked_schedules(HopperParams.of(profile), causal)
             firsts = candidates(SimpleNamespace(profile=profile, args=SimpleNamespace(
-                top=PERSISTENT_TOP, schedules="tiles,persistent" + ",prefetch" * prefetch)), shape)
+                top=PERSISTENT_TOP, overlaps="", schedules="tiles,persistent" + ",prefetch" * prefetch)), shape)
             bench = {_key(c) for c in every} | {_key(c) for c in firsts if c.schedule != "tiles"}
             ranked = hopper.ranked(profile, d, "fp16", seq_q=length, seq_k=length,
                                    instances=shape.batch * shape.heads_q, causal=causal)
