@@ -10,9 +10,14 @@ tokens streams one to four chunks: the hypothesis to test is that each short til
 loop misses the instruction cache (warp stalls on no instruction), not the mask's arithmetic. Each
 configuration below is launched twice, the unmasked prefetch one beside it as the control.
 
-    ncu --kernel-name regex:_attention_flash --launch-skip 0 --section WarpStateStats \\
+The same hypothesis may hold for three consumers at 128-key chunks under the causal mask (docs/section6.md,
+"A pair of keys through one column"): with a column a key it ran 5 % faster at 8k-16k tokens than the
+text now, though the consumers' loops are the same instructions in both. With --before DIR (a folder with
+causal.py of that text) both are launched at 16k tokens of 32 heads, a block a tile, inter+intra.
+
+    ncu --kernel-name "regex:_(causal_attention|mha)_flash" --launch-skip 0 --section WarpStateStats \\
         --section InstructionStats --section SchedulerStats --section SpeedOfLight \\
-        python bench/prefetch_ncu.py --gpu h200
+        python bench/prefetch_ncu.py --gpu h200 [--before DIR]
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ LAUNCHES = (                                      # diagram, chunk, schedule (tw
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", default="h200", help="the profile the modules are generated for")
+    ap.add_argument("--before", type=Path, help="a folder with causal.py of an earlier text (three consumers)")
     args = ap.parse_args(argv)
     import torch
 
@@ -51,6 +57,16 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(2):
             modules[name].attention(q, k, v, causal=name != "mha", config=config)
         print(name, config, flush=True)
+    three = {"now": modules["causal_attention"]}
+    if args.before:
+        from analyzer.codegen.files import import_file
+        three["before"] = import_file(args.before / "causal.py", "ncu_before")
+    q, k, v = (torch.randn(1, HEADS, 16384, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    config = dict(WARPGROUPS=3, BLOCK_X=128, STAGES=2, OVERLAP="inter+intra", SCHEDULE="tiles")
+    for text, module in three.items():
+        for _ in range(2):
+            module.attention(q, k, v, causal=True, config=config)
+        print(text, "causal_attention 16k", config, flush=True)
     torch.cuda.synchronize()
     return 0
 
