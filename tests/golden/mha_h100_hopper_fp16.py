@@ -1369,6 +1369,13 @@ def _alibi_mode(head_dim, groups, block_x):
     return 2 if (head_dim, groups, block_x) in ALIBI_RECOMPUTED else 1
 
 
+def _balance(schedule):
+    """The kernel's BALANCE for a schedule: under the diagram's mask the persistent schedules take the tiles
+    longest first, over the whole grid where a round holds SHARERS tiles of each (batch, head); 0: a block
+    a tile, or no mask (equal tiles)."""
+    return SHARERS if schedule != 'tiles' and (RIGHT >= 0 or LEFT >= 0) else 0
+
+
 def _plan(q, k, v, out, entry, size, cfg, lse=False):
     """The launch plan of a call signature: the configuration (CONFIGS' choice at the call's sizes where cfg
     is None), checked against the kernel's register file, and what follows from it; `lse`: whether the
@@ -1409,8 +1416,7 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
                       INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
-                      # unequal tiles balanced: over the whole grid where a round holds SHARERS of each head
-                      BALANCE=SHARERS if cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0) else 0,
+                      BALANCE=_balance(cfg['SCHEDULE']),  # unequal tiles longest first
                       PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
                       LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR, EXP2=EXP2_PTX,
                       LAZY=LAZY_RESCALE and cfg['BLOCK_X'] >= value_dim)
@@ -1526,7 +1532,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_753b366c5261438a'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_9084e0e81acaceaf'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 

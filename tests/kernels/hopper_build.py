@@ -104,8 +104,7 @@ def hopper_source(module, entry: dict, head_dim: int, dtype: str):
                   "ALIBI": module._alibi_mode(head_dim, groups, entry["BLOCK_X"]),     # the launcher's
                   "SINK": module.SINK, "INTRA": "intra" in entry["OVERLAP"], "INTER": "inter" in entry["OVERLAP"],
                   "SOFTMAX": module.SOFTMAX, "SPLIT": hi > 0, "CONSUMER_REGS": module.CONSUMER_REGISTERS[groups],
-                  "BALANCE": (module.SHARERS if entry["SCHEDULE"] != "tiles" and (module.RIGHT >= 0 or module.LEFT >= 0)
-                              else 0),
+                  "BALANCE": module._balance(entry["SCHEDULE"]),       # the launcher's
                   "PREFETCH": entry["SCHEDULE"] == "prefetch",
                   "LSE": LSE,      # the rows' log-sum-exp written (return_lse=True)
                   "FP8": fp8, "QUANT": module.ROWS, "KEY_BLOCK": getattr(module, "KEY_BLOCK", 128),

@@ -33,7 +33,7 @@ from analyzer.config.scores import MASKS
 GLOBALS = (*MODULE_GLOBALS, *HELPERS, "gluon", "gl", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait",
            "fence_async_shared", "TensorDescriptor", "GL_DTYPES", "LOG2E", "ROWS", "REGISTER_CAP",
            "CONSUMER_REGISTERS", "SHARERS", "RIGHT", "LEFT", "ALIBI", "ALIBI_RECOMPUTED", "BIAS", "SINK", "SOFTMAX", "LSE_SHIFT", "VALUE_DIM", "_tma_ready", "_tma_able", "_descriptor", "_sm_count",
-           "_bias_descriptor", "knobs", "driver", "_Plan", "_PLANS", "PLANS_KEPT", "_plan", "_alibi_mode",
+           "_bias_descriptor", "knobs", "driver", "_Plan", "_PLANS", "PLANS_KEPT", "_plan", "_alibi_mode", "_balance",
            "_unbound", "_bound", "FP8", "QUANT_BLOCK", "KEY_BLOCK", "LINEAR", "E4M3_MAX", "quantize", "_hadamard",
            "_by_blocks", "KEY_ORDER", "_key_order", "tl", "_quantize_rows", "_quantize_columns", "_quantized_on_gpu",
            "_quantized_by_torch", "EXP2_FMA", "EXP2_PTX", "LAZY_RESCALE")
@@ -396,6 +396,13 @@ def _alibi_mode(head_dim, groups, block_x):
     return 2 if (head_dim, groups, block_x) in ALIBI_RECOMPUTED else 1
 
 
+def _balance(schedule):
+    """The kernel's BALANCE for a schedule: under the diagram's mask the persistent schedules take the tiles
+    longest first, over the whole grid where a round holds SHARERS tiles of each (batch, head); 0: a block
+    a tile, or no mask (equal tiles)."""
+    return SHARERS if schedule != 'tiles' and (RIGHT >= 0 or LEFT >= 0) else 0
+
+
 def _plan(q, k, v, out, entry, size, cfg, lse=False):
     """The launch plan of a call signature: the configuration (CONFIGS' choice at the call's sizes where cfg
     is None), checked against the kernel's register file, and what follows from it; `lse`: whether the
@@ -436,8 +443,7 @@ def _plan(q, k, v, out, entry, size, cfg, lse=False):
                       INTRA='intra' in cfg['OVERLAP'],
                       INTER='inter' in cfg['OVERLAP'], SOFTMAX=SOFTMAX, SPLIT=hi > 0,
                       CONSUMER_REGS=CONSUMER_REGISTERS[groups],
-                      # unequal tiles balanced: over the whole grid where a round holds SHARERS of each head
-                      BALANCE=SHARERS if cfg['SCHEDULE'] != 'tiles' and (RIGHT >= 0 or LEFT >= 0) else 0,
+                      BALANCE=_balance(cfg['SCHEDULE']),  # unequal tiles longest first
                       PREFETCH=cfg['SCHEDULE'] == 'prefetch',  # two query buffers, the output its own
                       LSE=lse, FP8=FP8, QUANT=QUANT_BLOCK, KEY_BLOCK=KEY_BLOCK, LINEAR=LINEAR, EXP2=EXP2_PTX,
                       LAZY=LAZY_RESCALE and cfg['BLOCK_X'] >= value_dim)
