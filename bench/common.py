@@ -37,6 +37,12 @@ DTYPE = "fp16"
 CAUSAL = {"attention": False, "causal_attention": True}     # the attention diagrams timed: causal?
 WARMUP_MS, REP_MS = 25, 100                       # triton.testing.do_bench
 TOLERANCE = 1e-2                                  # ||out - ref|| / ||ref|| against the reference
+# name -> (batch, heads, query length, key length, head dim): real models' attention at inference, the short
+# shapes issue 34 names (bench/frontier.py times them beside the peers, bench/hopper_sweep.py --parts real every
+# configuration at them)
+REAL_SHAPES = {"ViT-L/14 at 336 px, batch 8": (8, 16, 577, 577, 64),
+               "BERT-large, batch 8": (8, 16, 512, 512, 64),
+               "SDXL cross-attention, batch 2": (2, 10, 4096, 77, 64)}
 FP8_TOLERANCE = 8e-2    # e4m3: 2^-3/sqrt(12) = 3.6 % RMS a rounding, three reach the output: 6.2 %, bounded by 8 %
 
 

@@ -15,7 +15,7 @@ configuration.
    host out (its Python launch is bench/host_cost.py's), in ROUNDS rounds in turn; the faster round's
    median is reported for every kernel alike.
 3. Real shapes: ViT-L/14 at 336 px (577 tokens), BERT-large (512 tokens), Stable Diffusion XL's
-   cross-attention (4096 queries against 77 text tokens), as SHAPES gives them.
+   cross-attention (4096 queries against 77 text tokens), as bench/common.py's REAL_SHAPES gives them.
 
 napkin's module is the one `napkin kernel` writes for the profile (its own configuration: no config=).
 FlashAttention-4 gets its own layout, (batch, seqlen, heads, dim) contiguous, made before timing
@@ -42,6 +42,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
+    REAL_SHAPES,
     TOLERANCE,
     attention_inputs,
     command,
@@ -61,10 +62,6 @@ SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 HEAD_DIMS = (128, 64, 256)
 ROUNDS = 2
 REP_MS = 20.0
-# name -> (batch, heads, query length, key length, head dim): real models' attention at inference
-SHAPES = {"ViT-L/14 at 336 px, batch 8": (8, 16, 577, 577, 64),
-          "BERT-large, batch 8": (8, 16, 512, 512, 64),
-          "SDXL cross-attention, batch 2": (2, 10, 4096, 77, 64)}
 VARIANTS = ("causal_attention", "sigmoid_attention", "mla_attention", "softcap_attention", "gemma2_local_attention",
             "alibi_attention", "bias_attention", "sink_attention", "band_attention")   # every shipped Hopper diagram
 CUDNN_AT_LEAST, FA4_AT_LEAST, FA4_MEDIAN = 1.0, 0.95, 1.0     # issue 34's targets, napkin's speed over each
@@ -240,7 +237,7 @@ def precompile_rows(run: Run) -> None:
     from bench.hopper_sweep import Shape, small
     timed_shapes = [(TOKENS // seq, HIDDEN // d, seq, seq, d, causal) for d, seq, causal, dt in grid_rows()
                     if dt == "fp16"]
-    timed_shapes += [(b, h, sq, sk, d, False) for b, h, sq, sk, d in SHAPES.values()]
+    timed_shapes += [(b, h, sq, sk, d, False) for b, h, sq, sk, d in REAL_SHAPES.values()]
     jobs = []
     for batch, heads, sq, sk, d, causal in timed_shapes:
         diagram = "causal_attention" if causal else "mha"
@@ -268,7 +265,7 @@ def grid(run: Run) -> None:
 
 
 def shapes(run: Run) -> None:
-    for name, (batch, heads, sq, sk, d) in SHAPES.items():
+    for name, (batch, heads, sq, sk, d) in REAL_SHAPES.items():
         if run.left() < 0:
             run.doc["skipped"].append(name)
             continue

@@ -17,7 +17,7 @@ host's share. At short sequences, not causal, the launched configuration with th
 timed REPEATS times, each with its own graph, to see whether its spread is the kernel's or the timer's.
 The SM clock, power and temperature are sampled beside every timing (bench/common.py, Sampler).
 
-    python bench/hopper_sweep.py --gpu h100 [--out DIR] [--budget-s S] [--rep-ms MS] [--parts grid,beyond]
+    python bench/hopper_sweep.py --gpu h100 [--out DIR] [--budget-s S] [--rep-ms MS] [--parts grid,beyond,real]
         [--schedules tiles,persistent,prefetch] [--top N] [--overlaps inter+intra]
         [--diagrams mha,causal_attention,gqa]
 
@@ -108,6 +108,9 @@ def shapes(parts: set[str], head_dims: tuple[int, ...] = HEAD_DIMS, seqlens: tup
                 Shape("cross-attention, short keys", "mha", 8, 16, 16, 4096, 512, 64),
                 Shape("encoder", "mha", 64, 12, 12, 512, 512, 64),
                 Shape("head dim 256", "causal_attention", 4, 8, 8, 3000, 3000, 256)]
+    if "real" in parts:
+        from bench.common import REAL_SHAPES
+        out += [Shape(name, "mha", b, h, h, sq, sk, d) for name, (b, h, sq, sk, d) in REAL_SHAPES.items()]
     return out
 
 
@@ -378,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=480.0, help="stop timing after this many seconds")
     ap.add_argument("--rep-ms", type=float, default=10.0, help="each timing's repetition, ms")
     ap.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
-    ap.add_argument("--parts", default="grid,beyond", help="grid, beyond, or both (comma-separated)")
+    ap.add_argument("--parts", default="grid,beyond", help="grid, beyond, real (comma-separated)")
     ap.add_argument("--head-dims", default=",".join(map(str, HEAD_DIMS)), help="the grid's head dims")
     ap.add_argument("--seqlens", default=",".join(map(str, SEQLENS)), help="the grid's sequence lengths")
     ap.add_argument("--merge", nargs="+", help="join these hopper_sweep_<gpu>.json files into --out")
