@@ -37,12 +37,6 @@ DTYPE = "fp16"
 CAUSAL = {"attention": False, "causal_attention": True}     # the attention diagrams timed: causal?
 WARMUP_MS, REP_MS = 25, 100                       # triton.testing.do_bench
 TOLERANCE = 1e-2                                  # ||out - ref|| / ||ref|| against the reference
-# name -> (batch, heads, query length, key length, head dim): real models' attention at inference, the short
-# shapes issue 34 names (bench/frontier.py times them beside the peers, bench/hopper_sweep.py --parts real every
-# configuration at them)
-REAL_SHAPES = {"ViT-L/14 at 336 px, batch 8": (8, 16, 577, 577, 64),
-               "BERT-large, batch 8": (8, 16, 512, 512, 64),
-               "SDXL cross-attention, batch 2": (2, 10, 4096, 77, 64)}
 FP8_TOLERANCE = 8e-2    # e4m3: 2^-3/sqrt(12) = 3.6 % RMS a rounding, three reach the output: 6.2 %, bounded by 8 %
 
 
@@ -408,14 +402,14 @@ def fa4_softcap(cap: float | None, window: int | None, causal: bool = True) -> C
 
 def hopper_predicted(profile: Any, g: Any, seq: int, d: int, dtype: str, instances: int) -> tuple[str, float]:
     """The configuration generated Hopper module `g` launches for `instances` (batch x heads) attention
-    problems of `seq` queries and keys at head dim `d`, and the model's seconds for it (its chain of
-    scores and value head dim, as the module's own)."""
-    from analyzer.config.hopper import HopperParams, chosen_at, predicted_time
-    params = HopperParams.of(profile)
-    chain, e = g.hopper.scores, g.hopper.value_dim
-    causal = g.roles.causal
-    chosen = chosen_at(profile, d, dtype, causal=causal, length=seq, instances=instances, params=params,
-                       scores=chain, value_dim=e)
+    problems of `seq` queries and keys at head dim `d` (the cell its _sized reads), and the model's seconds
+    for it (its chain of scores and value head dim, as the module's own)."""
+    from analyzer.config.hopper import HopperParams, predicted_time
+    from analyzer.config.hopper_table import chosen_at, table_point
+    params, chain, e, causal = HopperParams.of(profile), g.hopper.scores, g.hopper.value_dim, g.roles.causal
+    length, alike, per_key = table_point(seq, seq, instances)
+    chosen = chosen_at(profile, d, dtype, causal=causal, length=length, instances=alike, ratio=per_key,
+                       params=params, scores=chain, value_dim=e)
     return chosen.label(), predicted_time(profile, chosen, d, dtype, seq_q=seq, seq_k=seq, instances=instances,
                                           causal=causal, params=params, scores=chain, value_dim=e)
 

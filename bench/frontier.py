@@ -15,7 +15,7 @@ configuration.
    host out (its Python launch is bench/host_cost.py's), in ROUNDS rounds in turn; the faster round's
    median is reported for every kernel alike.
 3. Real shapes: ViT-L/14 at 336 px (577 tokens), BERT-large (512 tokens), Stable Diffusion XL's
-   cross-attention (4096 queries against 77 text tokens), as bench/common.py's REAL_SHAPES gives them.
+   cross-attention (4096 queries against 77 text tokens), as bench/shapes.py's REAL_SHAPES gives them.
 
 napkin's module is the one `napkin kernel` writes for the profile (its own configuration: no config=).
 FlashAttention-4 gets its own layout, (batch, seqlen, heads, dim) contiguous, made before timing
@@ -42,7 +42,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
-    REAL_SHAPES,
     TOLERANCE,
     attention_inputs,
     command,
@@ -56,6 +55,7 @@ from bench.common import (  # noqa: E402
     save_results,
     timed,
 )
+from bench.shapes import REAL_SHAPES  # noqa: E402
 
 TOKENS, HIDDEN = 16384, 2048                     # FlashAttention-3's forward benchmark
 SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)

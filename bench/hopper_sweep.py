@@ -6,7 +6,11 @@ Shapes:
 - grid: FlashAttention-3's forward benchmark (16k tokens, hidden 2048): head dims 64, 128, 256; seqlen
   512 ... 16384; causal and not; fp16;
 - beyond (the validation's shape classes, none of them in the grid): grouped-query prefill, odd lengths,
-  batch 1 long context, cross-attention with short key sequences, an encoder's short sequences.
+  batch 1 long context, cross-attention with short key sequences, an encoder's short sequences;
+- real: real models' short shapes (bench/shapes.py's REAL_SHAPES: ViT-L/14, BERT-large, SDXL's
+  cross-attention), where the frontier's rows miss cuDNN; the fit trains on them beside the grid;
+- short: more short shapes (SHORT_SHAPES: ViT-B/16, BERT-base at 128 tokens, Whisper's encoder, SDXL's
+  smaller cross-attention, cross-attention at head dim 128), held out of the fit.
 Configurations: every legal one the model ranks (analyzer.config.hopper.candidates: warpgroups, chunk,
 stages, overlap; a block a tile), or its first N (--top N), each also with the persistent schedules
 where they fit (--schedules tiles,persistent,prefetch), each checked against SDPA (relative error < 1e-2) and then timed by
@@ -17,7 +21,7 @@ host's share. At short sequences, not causal, the launched configuration with th
 timed REPEATS times, each with its own graph, to see whether its spread is the kernel's or the timer's.
 The SM clock, power and temperature are sampled beside every timing (bench/common.py, Sampler).
 
-    python bench/hopper_sweep.py --gpu h100 [--out DIR] [--budget-s S] [--rep-ms MS] [--parts grid,beyond,real]
+    python bench/hopper_sweep.py --gpu h100 [--out DIR] [--budget-s S] [--rep-ms MS] [--parts grid,beyond,real,short]
         [--schedules tiles,persistent,prefetch] [--top N] [--overlaps inter+intra]
         [--diagrams mha,causal_attention,gqa]
 
@@ -109,8 +113,14 @@ def shapes(parts: set[str], head_dims: tuple[int, ...] = HEAD_DIMS, seqlens: tup
                 Shape("encoder", "mha", 64, 12, 12, 512, 512, 64),
                 Shape("head dim 256", "causal_attention", 4, 8, 8, 3000, 3000, 256)]
     if "real" in parts:
-        from bench.common import REAL_SHAPES
-        out += [Shape(name, "mha", b, h, h, sq, sk, d) for name, (b, h, sq, sk, d) in REAL_SHAPES.items()]
+        from analyzer.calibrate.hopper import REAL_MODEL
+        from bench.shapes import REAL_SHAPES
+        out += [Shape(f"{REAL_MODEL}{name}", "mha", b, h, h, sq, sk, d)
+                for name, (b, h, sq, sk, d) in REAL_SHAPES.items()]
+    if "short" in parts:
+        from bench.shapes import SHORT_SHAPES
+        out += [Shape(f"short: {name}", "mha", b, h, h, sq, sk, d)
+                for name, (b, h, sq, sk, d) in SHORT_SHAPES.items()]
     return out
 
 
@@ -381,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=480.0, help="stop timing after this many seconds")
     ap.add_argument("--rep-ms", type=float, default=10.0, help="each timing's repetition, ms")
     ap.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
-    ap.add_argument("--parts", default="grid,beyond", help="grid, beyond, real (comma-separated)")
+    ap.add_argument("--parts", default="grid,beyond", help="grid, beyond, real, short (comma-separated)")
     ap.add_argument("--head-dims", default=",".join(map(str, HEAD_DIMS)), help="the grid's head dims")
     ap.add_argument("--seqlens", default=",".join(map(str, SEQLENS)), help="the grid's sequence lengths")
     ap.add_argument("--merge", nargs="+", help="join these hopper_sweep_<gpu>.json files into --out")

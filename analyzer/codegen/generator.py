@@ -36,7 +36,7 @@ from analyzer.common.units import seconds, si
 from analyzer.config.contraction import Tables
 from analyzer.config.element_type import GENERATED
 from analyzer.config.family import FAMILIES, Family, family
-from analyzer.config.hopper import HopperTables
+from analyzer.config.hopper_table import HopperTables
 from analyzer.config.kernels import Configured, KernelConfigs
 from analyzer.config.launch import Expected, Launch, expected, launch, sizes_of
 from analyzer.diagram.compiled import Diagram

@@ -29,7 +29,13 @@ from analyzer.codegen.call import OP_DIGEST, custom_op
 from analyzer.codegen.escape import py_comment, py_doc, py_str
 from analyzer.codegen.names import PYTHON_RESERVED, Scope
 from analyzer.codegen.render import scaled_ops
-from analyzer.codegen.wrapper_text import common_checks, config_check, config_doc, str_list, str_tuple
+from analyzer.codegen.wrapper_text import (
+    common_checks,
+    config_check,
+    config_doc,
+    str_list,
+    str_tuple,
+)
 from analyzer.common.errors import NapkinError
 from analyzer.common.version import __version__
 from analyzer.config.by_size import instance_axes, length_axes
@@ -39,7 +45,7 @@ from analyzer.diagram.interface import Attention, Plain
 INDENT = "    "
 # The names a generated module defines or imports itself, besides what it claims per diagram
 MODULE_GLOBALS = ("math", "os", "torch", "triton", "tl", "_missing", "DTYPES", "HEAD_DIMS", "CONFIGS", "CONFIG",
-                  "CONFIG_KEYS", "LENGTHS", "INSTANCES", "SM_COUNT", "_nearest", "_sized", "_per_kernel",
+                  "CONFIG_KEYS", "LENGTHS", "RATIOS", "INSTANCES", "SM_COUNT", "_nearest", "_sized", "_per_kernel",
                   "_band", "_overlapping", "OP_NAME", "_OPS", "attention_op",
                   "_CHECKED", "CHECKED_KEPT")
 
@@ -173,19 +179,26 @@ def checked_python(source: str, origin: str) -> str:
     return source
 
 
-def sized_helpers(g) -> list[str]:
+def sized_helpers(g, chunk: int | None = None) -> list[str]:
     """The module's by-size lookup (_nearest, _sized: analyzer.config.by_size), for launchers whose
-    CONFIGS entries carry a 'by_size' table."""
+    CONFIGS entries carry a 'by_size' table; `chunk`, the Hopper attention table's (its keys in whole
+    chunks of this many, and a queries-a-key axis: analyzer.config.hopper_table.table_point)."""
     axes = length_axes(g.diagram, g.roles)
     instances = " * ".join(f"size[{py_str(a)}]" for a in instance_axes(g.roles)) or "1"
     if isinstance(g.roles, Attention):     # the square problem alike (analyzer.config.by_size.grid_point)
         queries, keys = (f"size[{py_str(a)}]" for a in axes)
-        point = [f"{INDENT}length = max({keys}, 1)  # the keys: each tile's chunks",
+        point = [f"{INDENT}length = max({keys}, 1)  # the keys: each tile's chunks" if chunk is None else
+                 f"{INDENT}length = -(-max({keys}, 1) // {int(chunk)}) * {int(chunk)}  # the keys, in whole chunks",
                  f"{INDENT}instances = {instances} * {queries} / length  # batch x query heads, in query rows "
                  "as many as that length"]
     else:
         point = [f"{INDENT}length = math.prod(size[a] for a in {str_tuple(axes)}) ** (1 / {len(axes)})"
                  "  # geometric mean", f"{INDENT}instances = {instances}"]
+    if chunk is not None:
+        point.append(f"{INDENT}ratio = {queries} / length  # queries a key")
+        lookup = [f"{INDENT}row = entry['by_size'][_nearest(LENGTHS, length)][_nearest(RATIOS, ratio)]"]
+    else:
+        lookup = [f"{INDENT}row = entry['by_size'][_nearest(LENGTHS, length)]"]
     return ["", "", "def _nearest(grid, value):",
             f'{INDENT}"""Index of the grid point nearest `value` in log2; ties go to the smaller."""',
             f"{INDENT}x = math.log2(max(value, 1))",
@@ -196,7 +209,7 @@ def sized_helpers(g) -> list[str]:
             f"{INDENT}if 'by_size' not in entry:",
             f"{INDENT * 2}return entry",
             *point,
-            f"{INDENT}row = entry['by_size'][_nearest(LENGTHS, length)]",
+            *lookup,
             f"{INDENT}return entry['configs'][row[_nearest(INSTANCES, instances)]]"]
 
 

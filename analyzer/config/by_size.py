@@ -12,7 +12,9 @@ grid point nearest its call (in log2, ties to the smaller) and launches that poi
   heads, the independent problems of a call). A call whose queries and keys differ takes the square
   problem alike in what the kernel sees (`grid_point`): as many key positions (each tile's chunks) and
   as many query rows (instances x queries / keys), so that 4096 queries against 77 keys read as 64
-  keys with 53 times the instances, not as a lone problem of 561.
+  keys with 53 times the instances, not as a lone problem of 561. The Hopper kernel's table adds the
+  queries a key as a third axis, and ranks a cell over the calls that read it
+  (analyzer.config.hopper_table.HopperTable).
 - Any other diagram (matmul, an MLP, linear attention): the diagram's default sizes scaled alike by
   powers of two (`shaped_grid`: the shape its file states, larger and smaller, over LENGTHS' span of
   geometric means, and the defaults themselves), one column; a call's length is the geometric mean of

@@ -46,11 +46,19 @@ import math
 from dataclasses import dataclass, replace
 
 from analyzer.common.dtypes import bytes_per_value
-from analyzer.common.errors import NapkinError
-from analyzer.config.band_walk import _causal_tiles, band_walk, causal_tiles, persistent_loads
-from analyzer.config.by_size import INSTANCES, LENGTHS, nearest
+from analyzer.config.band_walk import (
+    _causal_tiles,
+    band_walk,
+    causal_tiles,
+    persistent_loads,
+)
 from analyzer.config.configure import configurations, names_of, schedule_of
-from analyzer.config.hopper_params import PERSISTENT_SCHEDULES, SCHEDULES, HopperParams, ranked_schedules
+from analyzer.config.hopper_params import (
+    PERSISTENT_SCHEDULES,
+    SCHEDULES,
+    HopperParams,
+    ranked_schedules,
+)
 from analyzer.config.kernels import Configured
 from analyzer.config.overlap import Stage, bound
 from analyzer.config.scores import SOFTMAX, Scores, scores_of
@@ -299,26 +307,49 @@ def _chunk_s(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, overh
 def _time(profile: Profile, c: HopperConfig, chunk: tuple[float, float], *, seq_q: int, seq_k: int, instances: int,
           causal: bool, params: HopperParams, scores: Scores) -> float:
     """predicted_time from the configuration's seconds a chunk and a masked step's share (`_chunk_s`)."""
+    walk = band_walk(causal, scores)
+    if not walk:
+        once_s, wave_s, blocks_q = unmasked_parts(profile, c, chunk[0], seq_q=seq_q, seq_k=seq_k, params=params)
+        return once_s + math.ceil(instances * blocks_q / profile.sm_count) * wave_s
     chunk_s, mask_s = chunk
     blocks_q = math.ceil(seq_q / c.block_rows)
-    walk = band_walk(causal, scores)
-    chunks, masked = _causal_tiles(c.block_rows, c.chunk, seq_q, seq_k, *walk) if walk else \
-        (math.ceil(seq_k / c.chunk), 0.0)
+    chunks, masked = _causal_tiles(c.block_rows, c.chunk, seq_q, seq_k, *walk)
     waves = math.ceil(instances * blocks_q / profile.sm_count)
     steps_s = chunks * chunk_s + params.mask_overhead * masked * mask_s
-    fixed_s = params.prologue_chunks * chunk_s + params.tile_overhead_s      # a tile's prologue and overhead
-    if c.schedule in PERSISTENT_SCHEDULES:     # a share of each tile's fixed cost runs under the tile before it;
-        share = params.prefetch_hidden if c.schedule == "prefetch" else params.persistent_hidden
-        hidden = 1.0 if share is None else share    # unfitted: all of it
-        slower = 1 + params.persistent_slowdown
-        if walk:        # unequal tiles: the busiest block, as the kernel hands them out, ends the grid
-            b_chunks, b_masked, b_tiles = persistent_loads(c.block_rows, c.chunk, seq_q, seq_k, *walk, instances,
-                                                           min(instances * blocks_q, profile.sm_count))
-            busiest = ((b_chunks * chunk_s + params.mask_overhead * b_masked * mask_s) * slower
-                       + b_tiles * (1 - hidden) * fixed_s).max()
-            return params.launch_overhead_s + float(busiest) + hidden * fixed_s
-        return params.launch_overhead_s + waves * (steps_s * slower + (1 - hidden) * fixed_s) + hidden * fixed_s
+    fixed_s = _fixed(c, chunk_s, params)
+    if c.schedule in PERSISTENT_SCHEDULES:     # unequal tiles: the busiest block, as the kernel hands them out, ends
+        hidden, slower = _hidden(c, params)     # the grid
+        b_chunks, b_masked, b_tiles = persistent_loads(c.block_rows, c.chunk, seq_q, seq_k, *walk, instances,
+                                                       min(instances * blocks_q, profile.sm_count))
+        busiest = ((b_chunks * chunk_s + params.mask_overhead * b_masked * mask_s) * slower
+                   + b_tiles * (1 - hidden) * fixed_s).max()
+        return params.launch_overhead_s + float(busiest) + hidden * fixed_s
     return params.launch_overhead_s + waves * (steps_s + fixed_s)
+
+
+def _fixed(c: HopperConfig, chunk_s: float, params: HopperParams) -> float:
+    """A tile's prologue and overheads: its own, and each consumer warpgroup's (its epilogue, in turn)."""
+    return params.prologue_chunks * chunk_s + params.tile_overhead_s + params.consumer_overhead_s * c.warpgroups
+
+
+def _hidden(c: HopperConfig, params: HopperParams) -> tuple[float, float]:
+    """A persistent schedule's share of each tile's fixed cost that runs under the tile before it, and how
+    much slower it streams a chunk (1 + the slowdown)."""
+    share = params.prefetch_hidden if c.schedule == "prefetch" else params.persistent_hidden
+    return (1.0 if share is None else share), 1 + params.persistent_slowdown      # unfitted: all of it hidden
+
+
+def unmasked_parts(profile: Profile, c: HopperConfig, chunk_s: float, *, seq_q: float, seq_k: float,
+              params: HopperParams) -> tuple[float, float, int]:
+    """An unmasked call's time as (once, a wave, query blocks an instance): the time is once + ceil(instances
+    x blocks / SMs) x a wave, every tile alike (a persistent block's tiles each a wave: its turns)."""
+    blocks_q = math.ceil(seq_q / c.block_rows)
+    steps_s = math.ceil(seq_k / c.chunk) * chunk_s
+    fixed_s = _fixed(c, chunk_s, params)
+    if c.schedule in PERSISTENT_SCHEDULES:     # a share of each tile's fixed cost runs under the tile before it
+        hidden, slower = _hidden(c, params)
+        return params.launch_overhead_s + hidden * fixed_s, steps_s * slower + (1 - hidden) * fixed_s, blocks_q
+    return params.launch_overhead_s, steps_s + fixed_s, blocks_q
 
 
 def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: int, instances: int,
@@ -328,11 +359,11 @@ def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: in
     within ALIKE of the fastest are ones the model cannot tell apart, and among them the tie rule
     (`_tie`) decides; the rest follow, fastest first."""
     params = params or HopperParams.of(profile)
-    return _ranked(profile, _priced(profile, head_dim, dtype, causal, params, scores, value_dim), seq_q=seq_q,
+    return ranked_priced(profile, priced(profile, head_dim, dtype, causal, params, scores, value_dim), seq_q=seq_q,
                    seq_k=seq_k, instances=instances, causal=causal, params=params, scores=scores)
 
 
-def _priced(profile: Profile, head_dim: int, dtype: str, causal: bool, params: HopperParams, scores: Scores,
+def priced(profile: Profile, head_dim: int, dtype: str, causal: bool, params: HopperParams, scores: Scores,
             value_dim: int | None) -> list[tuple[HopperConfig, float, tuple]]:
     """Each legal configuration with what no size changes: its seconds a chunk and its tie key."""
     masked = band_walk(causal, scores) is not None
@@ -342,11 +373,18 @@ def _priced(profile: Profile, head_dim: int, dtype: str, causal: bool, params: H
                                 value_dim=value_dim, scores=scores)]
 
 
-def _ranked(profile: Profile, priced: list[tuple[HopperConfig, float, tuple]], *, seq_q: int, seq_k: int,
-            instances: int, causal: bool, params: HopperParams, scores: Scores) -> list[tuple[float, HopperConfig]]:
-    scored = [(_time(profile, c, chunk_s, seq_q=seq_q, seq_k=seq_k, instances=instances, causal=causal,
-                     params=params, scores=scores), c, tie) for c, chunk_s, tie in priced]
-    band = min((t for t, _, _ in scored), default=0.0) * (1 + ALIKE)   # the tie rule decides within, the time beyond
+def ranked_priced(profile: Profile, costed: list[tuple[HopperConfig, float, tuple]], *, seq_q: int, seq_k: int,
+                  instances: int, causal: bool, params: HopperParams,
+                  scores: Scores) -> list[tuple[float, HopperConfig]]:
+    """`ranked` of the configurations `priced` gave, at one problem."""
+    return ordered([(_time(profile, c, chunk_s, seq_q=seq_q, seq_k=seq_k, instances=instances, causal=causal,
+                           params=params, scores=scores), c, tie) for c, chunk_s, tie in costed])
+
+
+def ordered(scored: list[tuple[float, HopperConfig, tuple]]) -> list[tuple[float, HopperConfig]]:
+    """(score, configuration, tie key) ranked: scores within ALIKE of the least are ones the model cannot tell
+    apart, and among them the tie rule decides; the rest follow, least first."""
+    band = min((t for t, _, _ in scored), default=0.0) * (1 + ALIKE)
     return [(t, c) for t, c, _ in sorted(scored, key=lambda s: (0, *s[2], s[0]) if s[0] <= band else (1, s[0], *s[2]))]
 
 
@@ -373,57 +411,6 @@ def _tie(profile: Profile, c: HopperConfig, head_dim: int, dtype: str, params: H
                           "threads" if threads_bound(profile, c, head_dim, dtype, params=params, scores=scores,
                                                      value_dim=value_dim) else "tensor"]
     return (-c.chunk, c.stages, -c.warpgroups, preferred.index(c.overlap))
-
-
-@dataclass(frozen=True)
-class HopperTable:
-    """The model's choice at each point of the by-size grid (analyzer.config.by_size), for one head dim."""
-
-    lengths: tuple[int, ...]
-    instances: tuple[int, ...]
-    configs: tuple[HopperConfig, ...]           # the distinct choices, in grid order
-    cells: tuple[tuple[int, ...], ...]          # [length][instances] -> index into configs
-
-    def at(self, length: float, instances: float) -> HopperConfig:
-        return self.configs[self.cells[nearest(self.lengths, length)][nearest(self.instances, instances)]]
-
-
-def hopper_table(profile: Profile, head_dim: int, dtype: str, *, causal: bool,
-                 params: HopperParams | None = None, scores: Scores = SOFTMAX,
-                 value_dim: int | None = None) -> HopperTable:
-    """The first of `ranked` at every grid point (queries = keys = the length)."""
-    params = params or HopperParams.of(profile)
-    priced = _priced(profile, head_dim, dtype, causal, params, scores, value_dim)    # once, not at each point
-    configs: list[HopperConfig] = []
-    cells = []
-    for length in LENGTHS:
-        row = []
-        for instances in INSTANCES:
-            first = _first(_ranked(profile, priced, seq_q=length, seq_k=length, instances=instances,
-                                   causal=causal, params=params, scores=scores), profile, head_dim)
-            if first not in configs:
-                configs.append(first)
-            row.append(configs.index(first))
-        cells.append(tuple(row))
-    return HopperTable(LENGTHS, INSTANCES, tuple(configs), tuple(cells))
-
-
-def chosen_at(profile: Profile, head_dim: int, dtype: str, *, causal: bool, length: float, instances: float,
-              params: HopperParams | None = None, scores: Scores = SOFTMAX,
-              value_dim: int | None = None) -> HopperConfig:
-    """The configuration hopper_table's cell nearest (`length`, `instances`) holds, computed alone: the
-    first of `ranked` at that grid point."""
-    ranking = ranked(profile, head_dim, dtype, seq_q=LENGTHS[nearest(LENGTHS, length)],
-                     seq_k=LENGTHS[nearest(LENGTHS, length)], instances=INSTANCES[nearest(INSTANCES, instances)],
-                     causal=causal, params=params, scores=scores, value_dim=value_dim)
-    return _first(ranking, profile, head_dim)
-
-
-def _first(ranking: list[tuple[float, HopperConfig]], profile: Profile, head_dim: int) -> HopperConfig:
-    if not ranking:
-        raise NapkinError(f"no configuration of the Hopper kernel fits head dim {head_dim} on {profile.name}",
-                          file=profile.source, field="levels.smem", hint="use --backend triton")
-    return ranking[0][1]
 
 
 def refusal(profile: Profile, c: Configured, sets: dict[str, int] | None = None) -> str | None:
@@ -478,67 +465,6 @@ def named(profile: Profile, c: Configured, name: str) -> tuple[int, HopperConfig
     return head_dim, config
 
 
-def one_config_tables(profile: Profile, head_dim: int, config: HopperConfig) -> HopperTables:
-    """Tables that launch `config` at every size (a named configuration)."""
-    table = HopperTable(LENGTHS, INSTANCES, (config,), tuple(tuple(0 for _ in INSTANCES) for _ in LENGTHS))
-    n = config.warpgroups
-    return HopperTables({head_dim: table}, {n: register_cap(profile, n)}, {n: registers_per_consumer(profile, n)},
-                        recomputed=frozenset() if config.held else frozenset({(head_dim, n, config.chunk)}))
-
-
-@dataclass(frozen=True)
-class HopperTables:
-    """What the generated Hopper module carries: per head dim its by-size table, and per number of
-    consumer warpgroups the register cap at launch and each consumer's registers."""
-
-    tables: dict[int, HopperTable]
-    register_cap: dict[int, int]
-    consumer_registers: dict[int, int]
-    scores: Scores = SOFTMAX          # what the consumers do between the contractions (the diagram's)
-    value_dim: int | None = None      # V's head dim where it is not the queries' (one for every table)
-    # (head dim, consumer warpgroups, s_x) at which the kernel recomputes the ops' vectors a chunk, where
-    # held ones do not fit the registers (HopperConfig.held; stages, overlap and schedule do not change it)
-    recomputed: frozenset[tuple[int, int, int]] = frozenset()
-
-
-_TABLES: dict[tuple, HopperTables] = {}
-_TABLES_MAX = 64
-
-
-def hopper_tables(profile: Profile, head_dims: tuple[int, ...], dtype: str, *, causal: bool,
-                  scores: Scores = SOFTMAX, value_dim: int | None = None) -> HopperTables:
-    """`value_dim`: V's head dim where the diagram gives it an axis of its own (one for every head dim).
-
-    Remembered by the profile's content and the arguments (a second ranking of each head dim's legal
-    configurations at 264 sizes): attention, mha and gqa ask for the same tables, and so does every command
-    and test that generates one of them again in a process. Callers read the tables; none changes them."""
-    key = (profile.model_dump_json(), tuple(head_dims), dtype, causal, scores, value_dim)
-    found = _TABLES.get(key)
-    if found is None:
-        if len(_TABLES) >= _TABLES_MAX:
-            _TABLES.clear()
-        found = _TABLES[key] = _hopper_tables(profile, tuple(head_dims), dtype, causal=causal, scores=scores,
-                                              value_dim=value_dim)
-    return found
-
-
-def _hopper_tables(profile: Profile, head_dims: tuple[int, ...], dtype: str, *, causal: bool,
-                   scores: Scores, value_dim: int | None) -> HopperTables:
-    params = HopperParams.of(profile)
-    tables = {d: hopper_table(profile, d, dtype, causal=causal, params=params, scores=scores, value_dim=value_dim)
-              for d in head_dims}
-    # every warpgroup count a legal configuration has, not only the tables': config= may launch any
-    masked = band_walk(causal, scores) is not None
-    used = sorted({c.warpgroups for d in head_dims for c in candidates(profile, d, dtype, masked,
-                                                                         value_dim=value_dim, scores=scores)})
-    recomputed = frozenset((d, n, chunk) for d in head_dims for n in used for chunk in CHUNKS
-                           if not configuration(profile, d, dtype, warpgroups=n, chunk=chunk, stages=STAGES[0],
-                                                overlap="intra", causal=masked, value_dim=value_dim,
-                                                scores=scores).held)
-    return HopperTables(tables, {n: register_cap(profile, n) for n in used},
-                        {n: registers_per_consumer(profile, n) for n in used}, scores, value_dim, recomputed)
-
-
 def realisable(c: Configured) -> str | None:
     """None if the Hopper kernel realises `c`, else why not (one line): attention with one fused,
     streamed kernel, S = Q K^T over the head dim, the chain of scores analyzer.config.scores reads (a
@@ -587,4 +513,4 @@ def scores(c: Configured) -> Scores | str:
     return replace(found, e4m3=True) if c.dtype == "fp8" and not isinstance(found, str) else found
 
 
-__all__ = ["PERSISTENT_SCHEDULES", "SCHEDULES", "HopperConfig", "HopperParams", "HopperTable", "HopperTables", "band_walk", "candidates", "causal_tiles", "chosen_at", "chunk_times", "configuration", "head_blocks", "hopper_capable", "hopper_table", "hopper_tables", "legal", "named", "one_config_tables", "predicted_time", "ranked", "ranked_schedules", "realisable", "refusal", "register_cap", "registers_per_consumer", "scores", "value_dim"]
+__all__ = ["PERSISTENT_SCHEDULES", "SCHEDULES", "HopperConfig", "HopperParams", "band_walk", "candidates", "causal_tiles", "chunk_times", "configuration", "head_blocks", "hopper_capable", "legal", "named", "ordered", "predicted_time", "priced", "ranked", "ranked_priced", "ranked_schedules", "realisable", "refusal", "register_cap", "registers_per_consumer", "scores", "unmasked_parts", "value_dim"]

@@ -33,6 +33,7 @@ class HopperParams:
     chunk_overhead_s: float = 0.0
     prologue_chunks: float = 1.0
     tile_overhead_s: float = 0.0
+    consumer_overhead_s: float = 0.0   # a tile's seconds per consumer warpgroup (its epilogue)
     launch_overhead_s: float = 0.0
     lone_overlap: float = 0.0      # share of the way from no overlap to intra a lone warpgroup goes unasked
     mask_overhead: float = 0.0     # chunk times a causally masked step adds (the paper counts no mask work)

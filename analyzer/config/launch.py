@@ -7,7 +7,7 @@ configuration named, if any, is one it runs (analyzer.config.hopper.named); the 
 everywhere else. Each family times, sizes and ranks its own kernels; this module asks it.
 
 The configuration at a problem size: the one the generated module's wrapper launches there (the by-size
-table's nearest grid point, analyzer.config.by_size and analyzer.config.hopper.HopperTable), not the best
+table's nearest grid point, analyzer.config.by_size and analyzer.config.hopper_table.HopperTable), not the best
 at exactly that size; `napkin sweep` marks it among its ranking.
 
 The expected time: the launched configuration timed by the model of its family: calibrated

@@ -218,6 +218,9 @@ class HopperFit(Exact):
     tile_overhead_s: Estimate | None = Field(
         None, description="Seconds a tile adds beyond its chunks (its query load, output store, "
                           "barrier set-up).")
+    consumer_overhead_s: Estimate | None = Field(
+        None, description="Seconds a tile adds per consumer warpgroup beyond its chunks (each one's epilogue: "
+                          "normalising its rows, storing them through SMEM, the copy engine's store).")
     launch_overhead_s: Estimate | None = Field(None, description="Seconds per kernel launch.")
     lone_overlap: Estimate | None = Field(
         None, description="Where a lone consumer warpgroup with no overlap scheduled runs, from the serial "

@@ -23,6 +23,7 @@ MEANING = {
     "chunk_overhead_s": "seconds per streamed chunk beyond its period and loads (barrier waits)",
     "prologue_chunks": "chunk times a tile adds for its first QK^T and last PV, which run alone (paper: 1)",
     "tile_overhead_s": "seconds a tile adds beyond its chunks (query load, output store, barrier set-up)",
+    "consumer_overhead_s": "seconds a tile adds per consumer warpgroup (its epilogue: normalise, stage, store)",
     "launch_overhead_s": "seconds per kernel launch",
     "lone_overlap": "where one consumer warpgroup with no overlap scheduled runs: serial (0) to intra (1)",
     "mask_overhead": "chunk times a causal tile's masked step adds (its first chunk and those on the diagonal)",
@@ -194,8 +195,9 @@ def report_markdown(r: Result, command: str) -> str:
            "The fit: least squares on log(predicted / measured) with a Huber loss (scipy.optimize.least_squares), "
            "each parameter bounded to its meaning; uncertainties are one standard error from the fit's Jacobian. "
            "Trained on the FlashAttention-3 grid less one sequence length and one configuration in "
-           f"{HELD_OUT_SHARE} (by a hash of it); held out: those configurations at every other length, that "
-           "length, and every shape beyond the grid.", "",
+           f"{HELD_OUT_SHARE} (by a hash of it), and on real models' short shapes (`real model: `) less those "
+           "configurations; held out: those configurations, that length, and every other shape beyond the "
+           "grid.", "",
            "| parameter | fitted | ± | meaning |", "|---|---|---|---|"]
     for name, meaning in MEANING.items():
         if name not in f.uncertainty:       # not fitted: the recording runs no configuration it describes

@@ -7,52 +7,72 @@
 # Call: attention(q, k, v, causal=False) on (batch, heads, seqlen, head_dim) tensors; the diagram is weaved over batch
 # Kernel 'flash': grid over batch (one index a block), h (one index a block), q (tiles of g_q); streams x in chunks of s_x
 #   Hopper kernel: one producer warp (TMA loads into a ring of SMEM stages, mbarriers) and N consumer warpgroups (wgmma, the scores' ops in registers: softmax)
-#   d=64: by problem size (the call's nearest seqlen and batch x heads):
-#     seqlen     1     2     4     8    16    32    64   128   256   512  1024
-#        256     A     A     A     A     A     A     B     C     D     D     D
-#        512     E     E     E     E     E     B     C     D     D     D     D
-#       1024     E     E     E     E     B     C     C     D     D     D     D
-#       2048     E     E     E     B     C     C     F     G     G     G     G
-#       4096     E     E     B     B     B     B     H     H     H     H     H
-#       8192     E     B     B     B     B     H     H     H     H     H     H
-#      16384     B     B     B     B     H     H     H     H     H     H     H
-#      32768     B     B     B     H     H     H     H     H     H     H     H
-#     A: N=1 consumer warpgroup of 64 rows, s_x=128, 2 stages, overlap intra, tiles
-#     B: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, tiles
+#   d=64: by problem size (the call's nearest keys and batch x heads), queries = keys:
+#       keys     1     2     4     8    16    32    64   128   256   512  1024
+#         64     A     A     A     A     A     A     A     B     B     B     B
+#        128     E     E     E     E     E     E     F     G     G     G     G
+#        256     E     E     E     E     E     F     I     D     D     D     D
+#        512     J     J     J     J     K     I     I     D     D     D     D
+#       1024     J     J     J     K     I     I     I     I     D     D     D
+#       2048     J     J     J     K     L     M     M     M     M     M     M
+#       4096     J     J     K     L     L     L     L     L     L     L     L
+#       8192     J     J     J     L     L     L     L     L     L     L     L
+#      16384     J     J     L     L     L     L     L     L     L     L     L
+#      32768     J     L     L     L     L     L     L     L     L     L     L
+#     (queries 4, 16, 64 times the keys: CONFIGS' by_size)
+#     A: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap inter+intra, tiles
+#     B: N=1 consumer warpgroup of 64 rows, s_x=64, 2 stages, overlap intra, persistent
 #     C: N=4 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap inter+intra, tiles
 #     D: N=4 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap inter+intra, persistent
-#     E: N=1 consumer warpgroup of 64 rows, s_x=256, 2 stages, overlap intra, tiles
-#     F: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, persistent
-#     G: N=3 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, persistent
-#     H: N=3 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, tiles
-#   d=128: by problem size (the call's nearest seqlen and batch x heads):
-#     seqlen     1     2     4     8    16    32    64   128   256   512  1024
-#        256     A     A     A     A     A     A     B     C     C     C     C
-#        512     A     A     A     A     A     D     E     E     E     E     E
-#       1024     A     A     A     A     D     E     E     E     E     E     E
-#       2048     A     A     A     D     D     E     E     E     E     E     E
-#       4096     A     A     D     D     D     D     D     D     D     D     D
-#       8192     A     D     D     D     D     D     D     D     D     D     D
-#      16384     D     D     D     D     D     D     D     D     D     D     D
-#      32768     D     D     D     D     D     D     D     D     D     D     D
-#     A: N=1 consumer warpgroup of 64 rows, s_x=128, 2 stages, overlap intra, tiles
-#     B: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, tiles
-#     C: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, persistent
-#     D: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles
-#     E: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, persistent
-#   d=256: by problem size (the call's nearest seqlen and batch x heads):
-#     seqlen     1     2     4     8    16    32    64   128   256   512  1024
-#        256     A     A     A     A     A     A     B     C     C     C     C
-#        512     A     A     A     A     A     B     C     C     C     C     C
-#       1024     A     A     A     A     B     B     C     C     C     C     C
-#       2048     A     A     A     B     B     B     B     B     B     B     B
-#       4096     A     A     B     B     B     B     B     B     B     B     B
-#       8192     A     B     B     B     B     B     B     B     B     B     B
-#      16384     B     B     B     B     B     B     B     B     B     B     B
-#      32768     B     B     B     B     B     B     B     B     B     B     B
+#     E: N=1 consumer warpgroup of 64 rows, s_x=128, 2 stages, overlap intra, tiles
+#     F: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, tiles
+#     G: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap inter+intra, persistent
+#     H: N=3 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap inter+intra, tiles
+#     I: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, persistent
+#     J: N=1 consumer warpgroup of 64 rows, s_x=256, 2 stages, overlap intra, tiles
+#     K: N=1 consumer warpgroup of 64 rows, s_x=256, 2 stages, overlap intra, persistent
+#     L: N=3 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, tiles
+#     M: N=3 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap inter+intra, persistent
+#   d=128: by problem size (the call's nearest keys and batch x heads), queries = keys:
+#       keys     1     2     4     8    16    32    64   128   256   512  1024
+#         64     A     A     A     A     A     A     A     B     B     B     B
+#        128     G     G     G     G     G     G     H     D     D     D     D
+#        256     G     G     G     G     G     H     D     D     D     D     D
+#        512     G     G     G     G     H     I     I     I     I     I     I
+#       1024     G     G     G     H     J     I     I     I     I     I     I
+#       2048     G     G     G     J     I     I     I     I     I     I     I
+#       4096     G     G     J     J     J     J     J     J     J     J     J
+#       8192     G     J     J     J     J     J     J     J     J     J     J
+#      16384     J     J     J     J     J     J     J     J     J     J     J
+#      32768     J     J     J     J     J     J     J     J     J     J     J
+#     (queries 4, 16, 64 times the keys: CONFIGS' by_size)
 #     A: N=1 consumer warpgroup of 64 rows, s_x=64, 2 stages, overlap intra, tiles
-#     B: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, tiles
-#     C: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, persistent
+#     B: N=1 consumer warpgroup of 64 rows, s_x=64, 2 stages, overlap intra, persistent
+#     C: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, tiles
+#     D: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, persistent
+#     E: N=3 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, persistent
+#     F: N=3 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, tiles
+#     G: N=1 consumer warpgroup of 64 rows, s_x=128, 2 stages, overlap intra, tiles
+#     H: N=1 consumer warpgroup of 64 rows, s_x=128, 2 stages, overlap intra, persistent
+#     I: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, persistent
+#     J: N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles
+#   d=256: by problem size (the call's nearest keys and batch x heads), queries = keys:
+#       keys     1     2     4     8    16    32    64   128   256   512  1024
+#         64     A     A     A     A     A     A     A     B     B     B     B
+#        128     A     A     A     A     A     A     C     D     D     D     D
+#        256     A     A     A     A     A     C     D     D     D     D     D
+#        512     A     A     A     A     C     C     D     D     D     D     D
+#       1024     A     A     A     A     C     D     D     D     D     D     D
+#       2048     A     A     A     C     C     C     C     C     C     C     C
+#       4096     A     A     C     C     C     C     C     C     C     C     C
+#       8192     A     C     C     C     C     C     C     C     C     C     C
+#      16384     C     C     C     C     C     C     C     C     C     C     C
+#      32768     C     C     C     C     C     C     C     C     C     C     C
+#     (queries 4, 16, 64 times the keys: CONFIGS' by_size)
+#     A: N=1 consumer warpgroup of 64 rows, s_x=64, 2 stages, overlap intra, tiles
+#     B: N=1 consumer warpgroup of 64 rows, s_x=64, 2 stages, overlap intra, persistent
+#     C: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, tiles
+#     D: N=2 consumer warpgroups of 64 rows, s_x=64, 2 stages, overlap intra, persistent
 #   from the Hopper configurations ranked by the paper's model (h100-sxm5; analyzer.config.hopper), or the configuration the command names
 # Predicted (h100-sxm5, batch=1, h=16, q=4096, x=4096, d=128): 246.2 us, 558 TFLOP/s (N=2 consumer warpgroups of 64 rows, s_x=128, 2 stages, overlap intra, tiles), tensor-bound; the Hopper kernel's model calibrated on h100-calibrated
 # Accumulators are fp32 (the tensor cores' accumulate type).
@@ -1052,73 +1072,243 @@ def _mha_flash(q_desc, k_desc, v_desc, o_desc, qh_desc, kh_desc, size_q, size_x,
         gl.static_assert(False, "no partition list for this many consumer warpgroups")
 
 
-# The configuration of the kernel per head dim and problem size: a row per length in LENGTHS (the
-# sequence length), a column per batch x query heads in INSTANCES, each an index into 'configs'; a
-# call takes the nearest grid point (log2, analyzer.config.by_size). WARPGROUPS: consumer
-# warpgroups N; BLOCK_X: keys per chunk s_x; STAGES: SMEM buffers per streamed load; OVERLAP:
+# The configuration of the kernel per head dim and problem size: a block per key length in LENGTHS,
+# in it a row per queries a key in RATIOS, in it a column per query rows in INSTANCES (in square
+# problems of that length: batch x query heads where queries = keys), each an index into 'configs';
+# a call takes the nearest grid point (log2, analyzer.config.hopper_table.HopperTable).
+# WARPGROUPS: consumer warpgroups N; BLOCK_X: keys per chunk s_x; STAGES: SMEM buffers per streamed
+# load; OVERLAP:
 # none, inter (ping-pong), intra (softmax under the next QK^T) or inter+intra; SCHEDULE: tiles (a
 # block a tile), persistent (a block an SM, taking every grid-th tile) or prefetch (persistent,
 # two query buffers: a tile's first QK^T beside the tile before's last PV; ranked where fitted).
-LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+RATIOS = (1, 4, 16, 64)
 INSTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CONFIGS = {
     'flash': {
         64: {
             'configs': (
-                {'WARPGROUPS': 1, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # A
-                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # B
+                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # A
+                {'WARPGROUPS': 1, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # B
                 {'WARPGROUPS': 4, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # C
                 {'WARPGROUPS': 4, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # D
-                {'WARPGROUPS': 1, 'BLOCK_X': 256, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # E
-                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # F
-                {'WARPGROUPS': 3, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # G
-                {'WARPGROUPS': 3, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # H
+                {'WARPGROUPS': 1, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # E
+                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # F
+                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # G
+                {'WARPGROUPS': 3, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # H
+                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # I
+                {'WARPGROUPS': 1, 'BLOCK_X': 256, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # J
+                {'WARPGROUPS': 1, 'BLOCK_X': 256, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # K
+                {'WARPGROUPS': 3, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'tiles'},  # L
+                {'WARPGROUPS': 3, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'inter+intra', 'SCHEDULE': 'persistent'},  # M
             ),
             'by_size': (
-                (0, 0, 0, 0, 0, 0, 1, 2, 3, 3, 3),  # length 256
-                (4, 4, 4, 4, 4, 1, 2, 3, 3, 3, 3),  # length 512
-                (4, 4, 4, 4, 1, 2, 2, 3, 3, 3, 3),  # length 1024
-                (4, 4, 4, 1, 2, 2, 5, 6, 6, 6, 6),  # length 2048
-                (4, 4, 1, 1, 1, 1, 7, 7, 7, 7, 7),  # length 4096
-                (4, 1, 1, 1, 1, 7, 7, 7, 7, 7, 7),  # length 8192
-                (1, 1, 1, 1, 7, 7, 7, 7, 7, 7, 7),  # length 16384
-                (1, 1, 1, 7, 7, 7, 7, 7, 7, 7, 7),  # length 32768
+                (  # length 64
+                    (0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1),  # queries = keys
+                    (0, 0, 0, 0, 0, 0, 0, 0, 2, 3, 3),  # queries = 4 x keys
+                    (0, 0, 0, 0, 0, 0, 0, 0, 2, 3, 3),  # queries = 16 x keys
+                    (0, 0, 0, 0, 0, 0, 0, 0, 2, 3, 3),  # queries = 64 x keys
+                ),
+                (  # length 128
+                    (4, 4, 4, 4, 4, 4, 5, 6, 6, 6, 6),  # queries = keys
+                    (4, 4, 4, 4, 4, 4, 5, 2, 3, 3, 3),  # queries = 4 x keys
+                    (4, 4, 4, 4, 4, 4, 5, 7, 3, 3, 3),  # queries = 16 x keys
+                    (4, 4, 4, 4, 4, 4, 5, 7, 3, 3, 3),  # queries = 64 x keys
+                ),
+                (  # length 256
+                    (4, 4, 4, 4, 4, 5, 8, 3, 3, 3, 3),  # queries = keys
+                    (4, 4, 4, 4, 4, 5, 8, 3, 3, 3, 3),  # queries = 4 x keys
+                    (4, 4, 4, 4, 4, 5, 8, 3, 3, 3, 3),  # queries = 16 x keys
+                    (4, 4, 4, 4, 4, 5, 8, 3, 3, 3, 3),  # queries = 64 x keys
+                ),
+                (  # length 512
+                    (9, 9, 9, 9, 10, 8, 8, 3, 3, 3, 3),  # queries = keys
+                    (9, 9, 9, 9, 10, 11, 8, 8, 3, 3, 3),  # queries = 4 x keys
+                    (9, 9, 9, 9, 10, 11, 8, 8, 3, 3, 3),  # queries = 16 x keys
+                    (9, 9, 9, 9, 10, 11, 8, 8, 3, 3, 3),  # queries = 64 x keys
+                ),
+                (  # length 1024
+                    (9, 9, 9, 10, 8, 8, 8, 8, 3, 3, 3),  # queries = keys
+                    (9, 9, 9, 10, 11, 12, 12, 12, 12, 12, 12),  # queries = 4 x keys
+                    (9, 9, 9, 10, 11, 12, 12, 12, 12, 12, 12),  # queries = 16 x keys
+                    (9, 9, 9, 10, 11, 12, 12, 12, 12, 12, 12),  # queries = 64 x keys
+                ),
+                (  # length 2048
+                    (9, 9, 9, 10, 11, 12, 12, 12, 12, 12, 12),  # queries = keys
+                    (9, 9, 9, 10, 11, 12, 12, 12, 12, 12, 12),  # queries = 4 x keys
+                    (9, 9, 9, 10, 11, 12, 12, 12, 12, 12, 12),  # queries = 16 x keys
+                    (9, 9, 9, 10, 11, 12, 12, 12, 12, 12, 12),  # queries = 64 x keys
+                ),
+                (  # length 4096
+                    (9, 9, 10, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = keys
+                    (9, 9, 10, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = 4 x keys
+                    (9, 9, 10, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = 16 x keys
+                    (9, 9, 10, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = 64 x keys
+                ),
+                (  # length 8192
+                    (9, 9, 9, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = keys
+                    (9, 9, 9, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = 4 x keys
+                    (9, 9, 9, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = 16 x keys
+                    (9, 9, 9, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = 64 x keys
+                ),
+                (  # length 16384
+                    (9, 9, 11, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = keys
+                    (9, 9, 11, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = 4 x keys
+                    (9, 9, 11, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = 16 x keys
+                    (9, 9, 11, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = 64 x keys
+                ),
+                (  # length 32768
+                    (9, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = keys
+                    (9, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = 4 x keys
+                    (9, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = 16 x keys
+                    (9, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11),  # queries = 64 x keys
+                ),
             ),
         },
         128: {
             'configs': (
-                {'WARPGROUPS': 1, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # A
-                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # B
-                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # C
-                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # D
-                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # E
+                {'WARPGROUPS': 1, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # A
+                {'WARPGROUPS': 1, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # B
+                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # C
+                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # D
+                {'WARPGROUPS': 3, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # E
+                {'WARPGROUPS': 3, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # F
+                {'WARPGROUPS': 1, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # G
+                {'WARPGROUPS': 1, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # H
+                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # I
+                {'WARPGROUPS': 2, 'BLOCK_X': 128, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # J
             ),
             'by_size': (
-                (0, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2),  # length 256
-                (0, 0, 0, 0, 0, 3, 4, 4, 4, 4, 4),  # length 512
-                (0, 0, 0, 0, 3, 4, 4, 4, 4, 4, 4),  # length 1024
-                (0, 0, 0, 3, 3, 4, 4, 4, 4, 4, 4),  # length 2048
-                (0, 0, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 4096
-                (0, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 8192
-                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 16384
-                (3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3),  # length 32768
+                (  # length 64
+                    (0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1),  # queries = keys
+                    (0, 0, 0, 0, 0, 0, 0, 2, 3, 3, 3),  # queries = 4 x keys
+                    (0, 0, 0, 0, 0, 0, 0, 2, 4, 3, 4),  # queries = 16 x keys
+                    (0, 0, 0, 0, 0, 0, 0, 2, 5, 4, 4),  # queries = 64 x keys
+                ),
+                (  # length 128
+                    (6, 6, 6, 6, 6, 6, 7, 3, 3, 3, 3),  # queries = keys
+                    (6, 6, 6, 6, 6, 6, 7, 3, 3, 3, 4),  # queries = 4 x keys
+                    (6, 6, 6, 6, 6, 6, 7, 5, 4, 4, 4),  # queries = 16 x keys
+                    (6, 6, 6, 6, 6, 6, 7, 5, 4, 4, 4),  # queries = 64 x keys
+                ),
+                (  # length 256
+                    (6, 6, 6, 6, 6, 7, 3, 3, 3, 3, 3),  # queries = keys
+                    (6, 6, 6, 6, 6, 7, 3, 3, 3, 4, 4),  # queries = 4 x keys
+                    (6, 6, 6, 6, 6, 7, 5, 4, 4, 4, 4),  # queries = 16 x keys
+                    (6, 6, 6, 6, 6, 7, 5, 4, 4, 4, 4),  # queries = 64 x keys
+                ),
+                (  # length 512
+                    (6, 6, 6, 6, 7, 8, 8, 8, 8, 8, 8),  # queries = keys
+                    (6, 6, 6, 6, 7, 8, 8, 8, 8, 4, 4),  # queries = 4 x keys
+                    (6, 6, 6, 6, 7, 8, 8, 8, 8, 4, 4),  # queries = 16 x keys
+                    (6, 6, 6, 6, 7, 8, 8, 8, 8, 4, 4),  # queries = 64 x keys
+                ),
+                (  # length 1024
+                    (6, 6, 6, 7, 9, 8, 8, 8, 8, 8, 8),  # queries = keys
+                    (6, 6, 6, 7, 9, 8, 8, 8, 8, 8, 8),  # queries = 4 x keys
+                    (6, 6, 6, 7, 9, 8, 8, 8, 8, 8, 8),  # queries = 16 x keys
+                    (6, 6, 6, 7, 9, 8, 8, 8, 8, 8, 8),  # queries = 64 x keys
+                ),
+                (  # length 2048
+                    (6, 6, 6, 9, 8, 8, 8, 8, 8, 8, 8),  # queries = keys
+                    (6, 6, 6, 9, 8, 8, 8, 8, 8, 8, 8),  # queries = 4 x keys
+                    (6, 6, 6, 9, 8, 8, 8, 8, 8, 8, 8),  # queries = 16 x keys
+                    (6, 6, 6, 9, 8, 8, 8, 8, 8, 8, 8),  # queries = 64 x keys
+                ),
+                (  # length 4096
+                    (6, 6, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = keys
+                    (6, 6, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = 4 x keys
+                    (6, 6, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = 16 x keys
+                    (6, 6, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = 64 x keys
+                ),
+                (  # length 8192
+                    (6, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = keys
+                    (6, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = 4 x keys
+                    (6, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = 16 x keys
+                    (6, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = 64 x keys
+                ),
+                (  # length 16384
+                    (9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = keys
+                    (9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = 4 x keys
+                    (9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = 16 x keys
+                    (9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = 64 x keys
+                ),
+                (  # length 32768
+                    (9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = keys
+                    (9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = 4 x keys
+                    (9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = 16 x keys
+                    (9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9),  # queries = 64 x keys
+                ),
             ),
         },
         256: {
             'configs': (
                 {'WARPGROUPS': 1, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # A
-                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # B
-                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # C
+                {'WARPGROUPS': 1, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # B
+                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'tiles'},  # C
+                {'WARPGROUPS': 2, 'BLOCK_X': 64, 'STAGES': 2, 'OVERLAP': 'intra', 'SCHEDULE': 'persistent'},  # D
             ),
             'by_size': (
-                (0, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2),  # length 256
-                (0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2),  # length 512
-                (0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 2),  # length 1024
-                (0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),  # length 2048
-                (0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 4096
-                (0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 8192
-                (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 16384
-                (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  # length 32768
+                (  # length 64
+                    (0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1),  # queries = keys
+                    (0, 0, 0, 0, 0, 0, 0, 2, 3, 3, 3),  # queries = 4 x keys
+                    (0, 0, 0, 0, 0, 0, 0, 2, 3, 3, 3),  # queries = 16 x keys
+                    (0, 0, 0, 0, 0, 0, 0, 2, 3, 3, 3),  # queries = 64 x keys
+                ),
+                (  # length 128
+                    (0, 0, 0, 0, 0, 0, 2, 3, 3, 3, 3),  # queries = keys
+                    (0, 0, 0, 0, 0, 0, 2, 3, 3, 3, 3),  # queries = 4 x keys
+                    (0, 0, 0, 0, 0, 0, 2, 3, 3, 3, 3),  # queries = 16 x keys
+                    (0, 0, 0, 0, 0, 0, 2, 3, 3, 3, 3),  # queries = 64 x keys
+                ),
+                (  # length 256
+                    (0, 0, 0, 0, 0, 2, 3, 3, 3, 3, 3),  # queries = keys
+                    (0, 0, 0, 0, 0, 2, 3, 3, 3, 3, 3),  # queries = 4 x keys
+                    (0, 0, 0, 0, 0, 2, 3, 3, 3, 3, 3),  # queries = 16 x keys
+                    (0, 0, 0, 0, 0, 2, 3, 3, 3, 3, 3),  # queries = 64 x keys
+                ),
+                (  # length 512
+                    (0, 0, 0, 0, 2, 2, 3, 3, 3, 3, 3),  # queries = keys
+                    (0, 0, 0, 0, 2, 2, 3, 3, 3, 3, 3),  # queries = 4 x keys
+                    (0, 0, 0, 0, 2, 2, 3, 3, 3, 3, 3),  # queries = 16 x keys
+                    (0, 0, 0, 0, 2, 2, 3, 3, 3, 3, 3),  # queries = 64 x keys
+                ),
+                (  # length 1024
+                    (0, 0, 0, 0, 2, 3, 3, 3, 3, 3, 3),  # queries = keys
+                    (0, 0, 0, 0, 2, 3, 3, 3, 3, 3, 3),  # queries = 4 x keys
+                    (0, 0, 0, 0, 2, 3, 3, 3, 3, 3, 3),  # queries = 16 x keys
+                    (0, 0, 0, 0, 2, 3, 3, 3, 3, 3, 3),  # queries = 64 x keys
+                ),
+                (  # length 2048
+                    (0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = keys
+                    (0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 4 x keys
+                    (0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 16 x keys
+                    (0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 64 x keys
+                ),
+                (  # length 4096
+                    (0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = keys
+                    (0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 4 x keys
+                    (0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 16 x keys
+                    (0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 64 x keys
+                ),
+                (  # length 8192
+                    (0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = keys
+                    (0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 4 x keys
+                    (0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 16 x keys
+                    (0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 64 x keys
+                ),
+                (  # length 16384
+                    (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = keys
+                    (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 4 x keys
+                    (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 16 x keys
+                    (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 64 x keys
+                ),
+                (  # length 32768
+                    (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = keys
+                    (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 4 x keys
+                    (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 16 x keys
+                    (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2),  # queries = 64 x keys
+                ),
             ),
         },
     },
@@ -1170,9 +1360,10 @@ def _sized(entry, size):
     """The configuration a call launches: the entry, or its by-size choice at the call's sizes."""
     if 'by_size' not in entry:
         return entry
-    length = max(size['x'], 1)  # the keys: each tile's chunks
+    length = -(-max(size['x'], 1) // 64) * 64  # the keys, in whole chunks
     instances = size['batch'] * size['h'] * size['q'] / length  # batch x query heads, in query rows as many as that length
-    row = entry['by_size'][_nearest(LENGTHS, length)]
+    ratio = size['q'] / length  # queries a key
+    row = entry['by_size'][_nearest(LENGTHS, length)][_nearest(RATIOS, ratio)]
     return entry['configs'][row[_nearest(INSTANCES, instances)]]
 
 
@@ -1532,7 +1723,7 @@ def attention(q, k, v, causal=False, out=None, config=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-OP_NAME = 'napkin::attention_9084e0e81acaceaf'  # attention_op's name: this module's text's digest
+OP_NAME = 'napkin::attention_27e2d69fe02be2c2'  # attention_op's name: this module's text's digest
 _OPS = {}  # attention_op's ops, once registered, by whether they return the log-sum-exp
 
 

@@ -4,6 +4,7 @@ did on an H100, the generated source compiled for sm_90a without a GPU, and the 
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -284,6 +285,30 @@ def test_sweep_ranks_what_the_kernel_launches(diagram, sets, head_dim, length, i
     assert s.rows[0].config == generate(diagram, "h100").hopper.tables[head_dim].at(length, instances)
     fastest = min(r.time_s for r in s.rows)
     assert s.rows[0].time_s <= fastest * (1 + hopper.ALIKE)       # the choice is among the fastest
+
+
+@pytest.mark.parametrize("name", ["mha", "causal_attention", "gqa"])
+def test_the_module_reads_the_cell_the_model_prices(generated, name):
+    """The generated _sized and HopperTable.at(table_point(...)) agree at random calls, cross-attention's
+    among them: the wrapper's arithmetic is generated text, the table's lookup Python."""
+    pytest.importorskip("torch")
+    from analyzer.config.hopper_table import table_point
+    from tests.kernels.helpers_kernel import written
+    g, path = generated[name]
+    module = written(g, path.parent)
+    r, kernel = g.roles, g.kernels[0].plan.name
+    rng = random.Random(7)
+    for head_dim, t in g.hopper.tables.items():
+        for _ in range(150):
+            batch, heads, seq_q = rng.randint(1, 16), rng.randint(1, 64), rng.choice([1, 77, 300, 1000, 4096, 30000])
+            seq_k = seq_q if r.causal else rng.choice([seq_q, 1, 77, 200, 9000])
+            size = {"batch": batch, r.seq_q: seq_q, r.seq_k: seq_k, r.head_dim: head_dim}
+            if r.group:
+                size[r.heads], size[r.group] = heads, 1
+            else:
+                size[r.heads or "heads"] = heads
+            length, rows, ratio = table_point(seq_q, seq_k, batch * heads)
+            assert module._sized(module.CONFIGS[kernel][head_dim], size) == t.at(length, rows, ratio).entry()
 
 
 def test_sweep_backend_hopper_refused_where_it_cannot_be_realised():

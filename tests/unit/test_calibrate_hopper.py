@@ -25,7 +25,8 @@ H100_SWEEP = ROOT / "bench" / "results" / "hopper_sweep_h100.json"
 # l2_efficiency low enough that the chunks' loads bound some configurations: at 0.9 so few did that a noisy
 # fit (with the prefetch records besides) wandered to where none is bound, the parameter then undetermined
 TRUTH = HopperParams(tensor_efficiency=0.8, softmax_overhead=0.5, l2_efficiency=0.75, chunk_overhead_s=1e-7,
-                     prologue_chunks=1.5, tile_overhead_s=3e-6, launch_overhead_s=6e-6,
+                     prologue_chunks=1.5, tile_overhead_s=3e-6, consumer_overhead_s=5e-7,
+                     launch_overhead_s=6e-6,
                      lone_overlap=0.6, mask_overhead=0.4, overlap_softness=0.4, persistent_hidden=0.4,
                      persistent_slowdown=0.03, prefetch_hidden=0.7)
 
@@ -64,6 +65,27 @@ def test_fit_recovers_the_parameters_it_was_made_with(tmp_path, noise):
     held = r.errors["calibrated"]["held-out size"]
     assert held.median <= (1e-3 if noise == 0 else 2.5 * noise)
     assert r.errors["idealised"]["train"].median > held.median
+
+
+@pytest.mark.slow(seconds=5)
+def test_real_models_shapes_move_only_the_costs_no_size_changes(tmp_path):
+    """Records of the class `real model: ` train in a second stage: the grid's parameters stay what the grid
+    alone gives, and a launch's, a tile's and a consumer's costs are fitted on both (here the grid's 512
+    rows stand in for short shapes; docs/section6.md, "Short shapes")."""
+    doc = json.loads(_synthetic(tmp_path, 0.02).read_text())
+    profile = hardware.load("h100").model_copy(update={"calibration": None})
+    records = [cal.HopperRecord.model_validate(r) for r in doc["records"]]
+    records = [r.model_copy(update={"kind": cal.REAL_MODEL + "short"}) if r.seq_q == 512 else r for r in records]
+    train = [r for r in records if cal.split_of(r, cal.HELD_OUT_SEQLEN) == "train"]
+    grid = [r for r in train if r.kind == "grid"]
+    assert len(grid) < len(train)          # the short records train, less their held-out configurations
+    alone, both = cal.fit(profile, grid, "grid"), cal.fit(profile, train, "both")
+    for name in cal.parameters(train):
+        if name in cal.FIXED_COSTS:
+            assert abs(getattr(both.params, name) - getattr(TRUTH, name)) <= 4 * both.uncertainty[name] + 1e-9
+        else:
+            assert getattr(both.params, name) == getattr(alone.params, name)
+            assert both.uncertainty[name] == alone.uncertainty[name]
 
 
 def test_a_parameter_no_record_moves_is_undetermined_not_exact(tmp_path):

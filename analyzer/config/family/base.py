@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 
 from analyzer.common.progress import Progress
 from analyzer.config.choose import Choice
-from analyzer.config.hopper import HopperConfig, HopperTables
+from analyzer.config.hopper import HopperConfig
+from analyzer.config.hopper_table import HopperTables
 from analyzer.config.kernels import Configured
 from analyzer.diagram.compiled import Diagram
 from analyzer.hardware import Profile

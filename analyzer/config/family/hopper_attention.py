@@ -12,24 +12,27 @@ from dataclasses import replace
 
 from analyzer import hardware
 from analyzer.common.errors import NapkinError
-from analyzer.config.by_size import grid_point, instance_axes
+from analyzer.config.by_size import instance_axes
 from analyzer.config.family.base import Accuracy, Expected, Family, Launch
 from analyzer.config.hopper import (
     ALIKE,
     HopperConfig,
     HopperParams,
-    HopperTables,
-    chosen_at,
     chunk_times,
     hopper_capable,
-    hopper_tables,
     named,
-    one_config_tables,
     predicted_time,
     ranked,
     refusal,
     scores,
     value_dim,
+)
+from analyzer.config.hopper_table import (
+    HopperTables,
+    chosen_at,
+    hopper_tables,
+    one_config_tables,
+    table_point,
 )
 from analyzer.config.kernels import Configured, configure_kernels
 from analyzer.config.ranking import HopperRow, Sweep
@@ -68,12 +71,12 @@ class HopperAttention(Family):
         head_dim, seq_q, seq_k, instances, e, flops = _shape(c, sizes)
         params = HopperParams.of(profile)
         chain = scores(c)
-        length, alike = grid_point(r, [seq_q, seq_k], instances)     # the table's square problem alike
+        length, alike, ratio = table_point(seq_q, seq_k, instances)     # the cell the call reads
         if tables is None:
             chosen = chosen_at(profile, head_dim, c.dtype, causal=r.causal, length=length, instances=alike,
-                               params=params, scores=chain, value_dim=e)
+                               ratio=ratio, params=params, scores=chain, value_dim=e)
         elif head_dim in tables.tables:
-            chosen = tables.tables[head_dim].at(length, alike)
+            chosen = tables.tables[head_dim].at(length, alike, ratio)
         else:
             raise NapkinError(f"the Hopper kernel is configured for head dim "
                               f"{', '.join(map(str, tables.tables))}, not {head_dim}", field="--set",
