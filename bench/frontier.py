@@ -139,8 +139,8 @@ def checks(run: Run) -> bool:
         except Exception as exc:  # noqa: BLE001 - a failed check is a result
             row.update(ok=False, error=f"{type(exc).__name__}: {str(exc)[:300]}")
         run.doc["checks"].append(row)
-    run.doc["checks"] += persistent_checks(run)
-    run.save()
+        run.save()      # each row as it comes: a run stopped from outside keeps what it checked
+    persistent_checks(run)
     bad = [c for c in run.doc["checks"] if not c["ok"]]
     for c in bad:
         log(f"check failed: {c}")
@@ -153,13 +153,13 @@ def checks(run: Run) -> bool:
 PIPELINED_HEADS = {17: 400, 1000: 48}
 
 
-def persistent_checks(run: Run) -> list[dict]:
+def persistent_checks(run: Run) -> None:
     """Every shipped Hopper diagram, its model's configuration at 17 and 1000 with each persistent schedule
     forced where it fits (prefetch's second query buffer and output buffer take SMEM; bench/hopper_variants.py's
-    reading of what each computes, and its check), on PIPELINED_HEADS heads."""
+    reading of what each computes, and its check), on PIPELINED_HEADS heads: each row into the run's checks
+    as it comes."""
     from analyzer.config.hopper import PERSISTENT_SCHEDULES, configuration, legal
     from bench.hopper_variants import check, inputs, read_off
-    rows = []
     for diagram in VARIANTS:
         v = read_off(diagram, run.args.gpu, run.tmp)
         module = v.module()
@@ -172,9 +172,9 @@ def persistent_checks(run: Run) -> list[dict]:
                                       stages=own["STAGES"], overlap=own["OVERLAP"], schedule=schedule,
                                       causal=v.causal, value_dim=v.value_dim, scores=v.chain)
                     if legal(run.profile, c):
-                        rows.append(check(run.torch, v, module, d, seq, dict(own, SCHEDULE=schedule),
-                                          outlier=seq == 1000, heads=PIPELINED_HEADS[seq]))
-    return rows
+                        run.doc["checks"].append(check(run.torch, v, module, d, seq, dict(own, SCHEDULE=schedule),
+                                                       outlier=seq == 1000, heads=PIPELINED_HEADS[seq]))
+                        run.save()
 
 
 # ------------------------------------------------------------------------------------------ timing
