@@ -340,7 +340,7 @@ def _hidden(c: HopperConfig, params: HopperParams) -> tuple[float, float]:
 
 
 def unmasked_parts(profile: Profile, c: HopperConfig, chunk_s: float, *, seq_q: float, seq_k: float,
-              params: HopperParams) -> tuple[float, float, int]:
+                   params: HopperParams) -> tuple[float, float, int]:
     """An unmasked call's time as (once, a wave, query blocks an instance): the time is once + ceil(instances
     x blocks / SMs) x a wave, every tile alike (a persistent block's tiles each a wave: its turns)."""
     blocks_q = math.ceil(seq_q / c.block_rows)

@@ -55,8 +55,8 @@ class HopperTable:
     cells: tuple[tuple[tuple[int, ...], ...], ...]   # [length][ratio][instances] -> index into configs
 
     def at(self, length: float, instances: float, ratio: float = 1.0) -> HopperConfig:
-        """The cell a call reads: `length` its keys, `instances` its query rows in square problems of
-        that length (analyzer.config.by_size.grid_point), `ratio` its queries over its keys."""
+        """The cell a call reads (`table_point`): `length` its keys in whole chunks, `instances` its query
+        rows in square problems of that length, `ratio` its queries over its keys."""
         return self.configs[self.cells[nearest(self.lengths, length)][nearest(self.ratios, ratio)]
                             [nearest(self.instances, instances)]]
 
@@ -86,7 +86,7 @@ def _cell_ranked(profile: Profile, costed: list[tuple[HopperConfig, tuple[float,
     seq_q, seq_k, n = point_problem(length, ratio, instances)
     if band_walk(causal, scores) is not None:
         return ranked_priced(profile, costed, seq_q=seq_q, seq_k=seq_k, instances=n, causal=causal, params=params,
-                       scores=scores)
+                             scores=scores)
     rows = [instances * 2.0 ** x for x in SPAN]      # query rows, in square problems of `length`
     times = []
     for c, chunk, _ in costed:
@@ -94,7 +94,7 @@ def _cell_ranked(profile: Profile, costed: list[tuple[HopperConfig, tuple[float,
         times.append([once_s + math.ceil(r / ratio * blocks_q / profile.sm_count) * wave_s for r in rows])
     fastest = [min(at) for at in zip(*times)]
     return ordered([(sum(t / f for t, f in zip(ts, fastest, strict=True)) / len(rows), c, tie)
-                   for (c, _, tie), ts in zip(costed, times, strict=True)])
+                    for (c, _, tie), ts in zip(costed, times, strict=True)])
 
 
 def point_problem(length: int, ratio: int, instances: int) -> tuple[int, int, int]:
