@@ -326,13 +326,13 @@ def split_of(r: HopperRecord, held_out: int) -> str:
     more, in which a launch's microseconds and a tile's per-consumer epilogue hide (fitted on the grid
     alone, launch_overhead_s went to its 10 us bound and the model read an H200's 15 us call as 22 us)."""
     if r.kind.startswith(REAL_MODEL):
-        return held_out_split(r, held_out=0)
+        return held_out_split(r, held_out=None)
     return "beyond" if r.kind != "grid" else held_out_split(r, held_out)
 
 
-def held_out_split(r: HopperRecord, held_out: int, salt: str = "") -> str:
-    """held-out size (a record at the `held_out` length), held-out configs (one configuration in
-    HELD_OUT_SHARE, by a hash of it and `salt`), or train."""
+def held_out_split(r: HopperRecord, held_out: int | None, salt: str = "") -> str:
+    """held-out size (a record at the `held_out` length; None: none), held-out configs (one configuration
+    in HELD_OUT_SHARE, by a hash of it and `salt`), or train."""
     if held_out in (r.seq_q, r.seq_k):
         return "held-out size"
     c = r.config

@@ -29,13 +29,7 @@ from analyzer.codegen.call import OP_DIGEST, custom_op
 from analyzer.codegen.escape import py_comment, py_doc, py_str
 from analyzer.codegen.names import PYTHON_RESERVED, Scope
 from analyzer.codegen.render import scaled_ops
-from analyzer.codegen.wrapper_text import (
-    common_checks,
-    config_check,
-    config_doc,
-    str_list,
-    str_tuple,
-)
+from analyzer.codegen.wrapper_text import common_checks, config_check, config_doc, str_list, str_tuple
 from analyzer.common.errors import NapkinError
 from analyzer.common.version import __version__
 from analyzer.config.by_size import instance_axes, length_axes

@@ -46,19 +46,9 @@ import math
 from dataclasses import dataclass, replace
 
 from analyzer.common.dtypes import bytes_per_value
-from analyzer.config.band_walk import (
-    _causal_tiles,
-    band_walk,
-    causal_tiles,
-    persistent_loads,
-)
+from analyzer.config.band_walk import _causal_tiles, band_walk, causal_tiles, persistent_loads
 from analyzer.config.configure import configurations, names_of, schedule_of
-from analyzer.config.hopper_params import (
-    PERSISTENT_SCHEDULES,
-    SCHEDULES,
-    HopperParams,
-    ranked_schedules,
-)
+from analyzer.config.hopper_params import PERSISTENT_SCHEDULES, SCHEDULES, HopperParams, ranked_schedules
 from analyzer.config.kernels import Configured
 from analyzer.config.overlap import Stage, bound
 from analyzer.config.scores import SOFTMAX, Scores, scores_of
@@ -309,8 +299,8 @@ def _time(profile: Profile, c: HopperConfig, chunk: tuple[float, float], *, seq_
     """predicted_time from the configuration's seconds a chunk and a masked step's share (`_chunk_s`)."""
     walk = band_walk(causal, scores)
     if not walk:
-        once_s, wave_s, blocks_q = unmasked_parts(profile, c, chunk[0], seq_q=seq_q, seq_k=seq_k, params=params)
-        return once_s + math.ceil(instances * blocks_q / profile.sm_count) * wave_s
+        return unmasked_time(profile, unmasked_parts(profile, c, chunk[0], seq_q=seq_q, seq_k=seq_k, params=params),
+                             instances)
     chunk_s, mask_s = chunk
     blocks_q = math.ceil(seq_q / c.block_rows)
     chunks, masked = _causal_tiles(c.block_rows, c.chunk, seq_q, seq_k, *walk)
@@ -352,6 +342,12 @@ def unmasked_parts(profile: Profile, c: HopperConfig, chunk_s: float, *, seq_q: 
     return params.launch_overhead_s, steps_s + fixed_s, blocks_q
 
 
+def unmasked_time(profile: Profile, parts: tuple[float, float, int], instances: float) -> float:
+    """An unmasked call's seconds from its `unmasked_parts`, at `instances` problems (the waves it fills)."""
+    once_s, wave_s, blocks_q = parts
+    return once_s + math.ceil(instances * blocks_q / profile.sm_count) * wave_s
+
+
 def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: int, instances: int,
            causal: bool = False, params: HopperParams | None = None, scores: Scores = SOFTMAX,
            value_dim: int | None = None) -> list[tuple[float, HopperConfig]]:
@@ -360,11 +356,11 @@ def ranked(profile: Profile, head_dim: int, dtype: str, *, seq_q: int, seq_k: in
     (`_tie`) decides; the rest follow, fastest first."""
     params = params or HopperParams.of(profile)
     return ranked_priced(profile, priced(profile, head_dim, dtype, causal, params, scores, value_dim), seq_q=seq_q,
-                   seq_k=seq_k, instances=instances, causal=causal, params=params, scores=scores)
+                         seq_k=seq_k, instances=instances, causal=causal, params=params, scores=scores)
 
 
 def priced(profile: Profile, head_dim: int, dtype: str, causal: bool, params: HopperParams, scores: Scores,
-            value_dim: int | None) -> list[tuple[HopperConfig, float, tuple]]:
+           value_dim: int | None) -> list[tuple[HopperConfig, float, tuple]]:
     """Each legal configuration with what no size changes: its seconds a chunk and its tie key."""
     masked = band_walk(causal, scores) is not None
     return [(c, _chunk_s(profile, c, head_dim, dtype, None, params, scores, value_dim),
@@ -513,4 +509,4 @@ def scores(c: Configured) -> Scores | str:
     return replace(found, e4m3=True) if c.dtype == "fp8" and not isinstance(found, str) else found
 
 
-__all__ = ["PERSISTENT_SCHEDULES", "SCHEDULES", "HopperConfig", "HopperParams", "band_walk", "candidates", "causal_tiles", "chunk_times", "configuration", "head_blocks", "hopper_capable", "legal", "named", "ordered", "predicted_time", "priced", "ranked", "ranked_priced", "ranked_schedules", "realisable", "refusal", "register_cap", "registers_per_consumer", "scores", "unmasked_parts", "value_dim"]
+__all__ = ["PERSISTENT_SCHEDULES", "SCHEDULES", "HopperConfig", "HopperParams", "band_walk", "candidates", "causal_tiles", "chunk_times", "configuration", "head_blocks", "hopper_capable", "legal", "named", "ordered", "predicted_time", "priced", "ranked", "ranked_priced", "ranked_schedules", "realisable", "refusal", "register_cap", "registers_per_consumer", "scores", "unmasked_parts", "unmasked_time", "value_dim"]

@@ -28,6 +28,7 @@ from analyzer.config.hopper import (
     register_cap,
     registers_per_consumer,
     unmasked_parts,
+    unmasked_time,
 )
 from analyzer.config.scores import SOFTMAX, Scores
 from analyzer.hardware import Profile
@@ -90,8 +91,8 @@ def _cell_ranked(profile: Profile, costed: list[tuple[HopperConfig, tuple[float,
     rows = [instances * 2.0 ** x for x in SPAN]      # query rows, in square problems of `length`
     times = []
     for c, chunk, _ in costed:
-        once_s, wave_s, blocks_q = unmasked_parts(profile, c, chunk[0], seq_q=seq_q, seq_k=seq_k, params=params)
-        times.append([once_s + math.ceil(r / ratio * blocks_q / profile.sm_count) * wave_s for r in rows])
+        parts = unmasked_parts(profile, c, chunk[0], seq_q=seq_q, seq_k=seq_k, params=params)
+        times.append([unmasked_time(profile, parts, r / ratio) for r in rows])
     fastest = [min(at) for at in zip(*times)]
     return ordered([(sum(t / f for t, f in zip(ts, fastest, strict=True)) / len(rows), c, tie)
                     for (c, _, tie), ts in zip(costed, times, strict=True)])
